@@ -1,0 +1,550 @@
+/*
+ * redmutex — distributed locks for Redis.
+ *
+ * This header is the whole public C API and its specification. Conventions:
+ *
+ *  - Every fallible function returns int: 0 (REDMUTEX_OK) on success or a
+ *    negative REDMUTEX_E* code. Codes are never renumbered. After a failure,
+ *    redmutex_last_error() returns a message for the calling thread that says
+ *    what went wrong and what to do; it never contains a password.
+ *  - Out-parameters come first and are named `out`. On failure they are left
+ *    untouched unless the function says otherwise.
+ *  - Handles are opaque. Every *_free(NULL) is a no-op.
+ *  - Options structs start with a `version` field, are filled by their
+ *    *_options_init() function (or the *_OPTIONS_INIT macro, which gives the
+ *    same bytes), and only ever gain fields at the end.
+ *  - Times are int64_t milliseconds. Waiting and timeouts use CLOCK_MONOTONIC,
+ *    so wall-clock jumps on the client do not change them.
+ *  - Strings passed in are copied when the function needs them later; the
+ *    caller keeps ownership of what it passes. Strings returned as
+ *    `const char *` are owned by the library and live as long as stated.
+ *
+ * Threading in one sentence: a client is fully thread-safe and meant to be
+ * shared; a lock handle may be shared between threads too (each call is
+ * atomic with respect to the handle's local state), and its ownership model
+ * is described at redmutex_lock_new(). See docs/threading.md.
+ *
+ * The only symbols the library exports start with redmutex_; it never
+ * installs signal handlers and never raises SIGPIPE in the host process.
+ */
+#ifndef REDMUTEX_H
+#define REDMUTEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define REDMUTEX_API __attribute__((visibility("default")))
+#else
+#define REDMUTEX_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Versions                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define REDMUTEX_VERSION_MAJOR 1
+#define REDMUTEX_VERSION_MINOR 0
+#define REDMUTEX_VERSION_PATCH 0
+#define REDMUTEX_VERSION_STRING "1.0.0"
+/** A single number that increases with every release: 10000*major + 100*minor + patch. */
+#define REDMUTEX_VERSION_NUMBER 10000
+
+/**
+ * The version of the library actually loaded, as "MAJOR.MINOR.PATCH"
+ * (compare with REDMUTEX_VERSION_STRING, the version compiled against).
+ * Returns a static string. Never fails; thread-safe.
+ */
+REDMUTEX_API const char *redmutex_version(void);
+
+/** The loaded library's version as REDMUTEX_VERSION_NUMBER would spell it. Thread-safe. */
+REDMUTEX_API int redmutex_version_number(void);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/** Result codes. 0 is success; every error is negative. Never renumbered. */
+typedef enum redmutex_error {
+    REDMUTEX_OK = 0,
+    /** An argument is invalid: NULL, empty or oversized name, bad time, malformed URL... */
+    REDMUTEX_EINVAL = -1,
+    /** Out of memory. */
+    REDMUTEX_ENOMEM = -2,
+    /** The lock is held by another owner and the wait (possibly zero) ran out. */
+    REDMUTEX_ETIMEDOUT = -3,
+    /** The caller does not hold the lock (release, extend, fence of a lock not held). */
+    REDMUTEX_ENOTOWNER = -4,
+    /** The lock was held but is lost: its lease ran out or renewal found it gone. */
+    REDMUTEX_ELOST = -5,
+    /** Could not connect, the connection dropped, or a server did not answer in time. */
+    REDMUTEX_ECONN = -6,
+    /** A server sent a reply that is malformed or not what the command returns. */
+    REDMUTEX_EPROTOCOL = -7,
+    /** A server answered with an error (READONLY, LOADING, OOM, BUSY, ...). */
+    REDMUTEX_ESERVER = -8,
+    /** The key exists but is not a lock of this kind (Redis WRONGTYPE). Nothing was changed. */
+    REDMUTEX_EWRONGTYPE = -9,
+    /** Authentication or authorization failed (WRONGPASS, NOAUTH, NOPERM). */
+    REDMUTEX_EAUTH = -10,
+    /** The handle was inherited through fork() and cannot act on the parent's lock. */
+    REDMUTEX_EFORKED = -11,
+    /** Two of a client's URLs lead to the same Redis server (same run_id). */
+    REDMUTEX_EDUPLICATE = -12,
+    /** Fewer replicas acknowledged a write than min_replicas asked for; the lock was released. */
+    REDMUTEX_EREPLICAS = -13,
+    /** The client was closed (redmutex_client_free) while handles still referred to it. */
+    REDMUTEX_ECLOSED = -14,
+    /** A wait was interrupted: the client's interrupt callback asked to stop. */
+    REDMUTEX_EINTR = -15,
+    /** A cap set in the options (hold time, number of extensions) was reached. */
+    REDMUTEX_ELIMIT = -16,
+    /** The request needs a feature this build does not have. */
+    REDMUTEX_EUNSUPPORTED = -17
+} redmutex_error;
+
+/**
+ * A short, static, English description of a result code ("lock held by
+ * another owner"). Unknown codes give "unknown error". Never NULL; thread-safe.
+ */
+REDMUTEX_API const char *redmutex_strerror(int code);
+
+/**
+ * The detail message of the last failure on the calling thread, e.g.
+ * "lock 'jobs' is held by another owner; waited 2000 ms". The string is
+ * thread-local and stays valid until the next redmutex call on this thread.
+ * Returns "" when no call has failed on this thread. Passwords never appear.
+ * Thread-safe.
+ */
+REDMUTEX_API const char *redmutex_last_error(void);
+
+/** The result code of the last failure on the calling thread (0 if none). Thread-safe. */
+REDMUTEX_API int redmutex_last_error_code(void);
+
+/** Clears the calling thread's last error. Thread-safe. */
+REDMUTEX_API void redmutex_clear_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Limits and special values                                                 */
+/* ------------------------------------------------------------------------ */
+
+/** Longest lock name, in bytes (Redis keys may be longer; lock names may not). */
+#define REDMUTEX_NAME_MAX 1024
+/** Longest explicit owner id, in bytes. */
+#define REDMUTEX_OWNER_MAX 256
+/** Most servers one client may use. */
+#define REDMUTEX_SERVERS_MAX 64
+/** Longest lease or wait, in milliseconds (about 100 years fits; this is 1 year). */
+#define REDMUTEX_TIME_MAX_MS ((int64_t)366 * 24 * 3600 * 1000)
+/** Wait value for redmutex_lock_acquire(): wait as long as it takes. */
+#define REDMUTEX_WAIT_FOREVER ((int64_t)-1)
+/** Length of a client id (a UUID in 8-4-4-4-12 form), without the terminating NUL. */
+#define REDMUTEX_CLIENT_ID_LEN 36
+
+/* ------------------------------------------------------------------------ */
+/* Client                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/** A connection to one Redis server, or to N independent masters (Redlock). */
+typedef struct redmutex_client redmutex_client;
+
+/**
+ * Called on a thread blocked in a lock wait when a signal interrupted it
+ * (poll() returned EINTR). Return nonzero to abandon the wait: the acquire
+ * then fails with REDMUTEX_EINTR and holds nothing. Return 0 to keep waiting.
+ * It runs on the waiting thread between attempts, never while a command is
+ * in flight, and may call any redmutex function except freeing the client.
+ * Language bindings use it to deliver Ctrl-C.
+ */
+typedef int (*redmutex_interrupt_fn)(void *payload);
+
+/** Bits for redmutex_client_options.flags. */
+enum {
+    /** On redmutex_client_free, leave held locks to expire instead of releasing them. */
+    REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE = 1u << 0
+};
+
+#define REDMUTEX_CLIENT_OPTIONS_VERSION 1
+
+/**
+ * Client options. Fill with redmutex_client_options_init() or
+ * REDMUTEX_CLIENT_OPTIONS_INIT, then change what you need. The struct has no
+ * padding, so the macro and the function give identical bytes.
+ */
+typedef struct redmutex_client_options {
+    /** Must be REDMUTEX_CLIENT_OPTIONS_VERSION (set by the init function). */
+    uint32_t version;
+    /** REDMUTEX_CLIENT_* bits. Default 0. */
+    uint32_t flags;
+    /** Budget for making a TCP/Unix connection and its AUTH/SELECT handshake. Default 2000. */
+    int64_t connect_timeout_ms;
+    /**
+     * Per-server budget for one request (one round trip). With N servers this
+     * is the Redlock per-server timeout: keep it much smaller than the lease.
+     * Default 1000.
+     */
+    int64_t command_timeout_ms;
+    /** Lease of locks acquired without one; the watchdog renews every lease/3. Default 30000. */
+    int64_t watchdog_lease_ms;
+    /**
+     * Longest gap between two attempts of a waiting acquire when no release
+     * message arrives (a holder that never publishes, a missed message).
+     * Default 1000.
+     */
+    int64_t wait_backoff_cap_ms;
+    /**
+     * Redlock: longest random pause after an acquisition attempt that did not
+     * win a quorum (split votes), before the next attempt. Default 200.
+     */
+    int64_t retry_delay_ms;
+    /** Redlock: most attempts of one acquire call; 0 = as many as the wait allows. Default 0. */
+    int64_t retry_count;
+    /** After acquire/extend/renew, WAIT for this many replicas to acknowledge; 0 = off. Default 0. */
+    int64_t min_replicas;
+    /** Timeout given to WAIT when min_replicas > 0. Default 1000. */
+    int64_t replica_timeout_ms;
+    /**
+     * Upper bound on how long redmutex_client_free() spends releasing held
+     * locks and stopping background threads, even with servers unreachable.
+     * Default 2000.
+     */
+    int64_t shutdown_timeout_ms;
+    /** See redmutex_interrupt_fn. Default NULL (a signal never ends a wait). */
+    redmutex_interrupt_fn interrupt;
+    /** Passed to `interrupt`. */
+    void *interrupt_payload;
+} redmutex_client_options;
+
+#define REDMUTEX_CLIENT_OPTIONS_INIT \
+    {REDMUTEX_CLIENT_OPTIONS_VERSION, 0, 2000, 1000, 30000, 1000, 200, 0, 0, 1000, 2000, 0, 0}
+
+/**
+ * Fills `opts` with the defaults for `version` (pass
+ * REDMUTEX_CLIENT_OPTIONS_VERSION).
+ * Errors: REDMUTEX_EINVAL if opts is NULL or the version is unknown.
+ * Does not block; thread-safe.
+ */
+REDMUTEX_API int redmutex_client_options_init(redmutex_client_options *opts, unsigned int version);
+
+/**
+ * Creates a client for `n_urls` servers. With one URL every lock lives on
+ * that server; with N > 1 every operation runs on all N independent masters
+ * at once and needs N/2+1 of them (Redlock). An odd N is recommended: an even
+ * N tolerates no more failures than N-1 and is accepted, but documented as
+ * wasteful.
+ *
+ * URLs: redis://[user[:password]@]host[:port][/db] (user and password
+ * percent-decoded, IPv6 hosts in brackets, port 6379 by default) or
+ * unix:///path/to/socket[?db=N]. With a password and no user, AUTH is sent
+ * with the password alone; with both, ACL AUTH user password.
+ *
+ * With one URL, connections are made on first use. With several, the client
+ * connects to every server now to compare their run_ids: two URLs that reach
+ * the same server would fake a majority and are refused (REDMUTEX_EDUPLICATE).
+ * A server that cannot be reached now is checked when it is first reached.
+ *
+ * Ownership: *out receives a new client, freed with redmutex_client_free().
+ * The URLs and options are copied. `opts` may be NULL for the defaults.
+ * Errors: REDMUTEX_EINVAL (NULL, n_urls 0 or > REDMUTEX_SERVERS_MAX, malformed
+ * URL, option out of range), REDMUTEX_EDUPLICATE, REDMUTEX_EAUTH (a reachable
+ * server refused the credentials), REDMUTEX_ENOMEM.
+ * Blocking: with N > 1, up to connect_timeout_ms (all servers in parallel).
+ * Thread-safety: safe to call from any thread.
+ */
+REDMUTEX_API int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n_urls,
+                                     const redmutex_client_options *opts);
+
+/**
+ * Closes the client and drops the caller's reference. Locks still held
+ * through it are released (or, with REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE, left
+ * to expire); renewals and waiting stop; background threads are joined. The
+ * whole shutdown takes at most shutdown_timeout_ms (plus scheduling), even
+ * when servers are unreachable. Lock handles made from the client stay valid
+ * to free, but every other call on them fails with REDMUTEX_ECLOSED; memory is
+ * returned once the last handle is freed.
+ * Thread-safety: must not race with other calls on this client; call it
+ * once, after the threads using the client are done with it. NULL is a no-op.
+ * Must not be called from a lost-lock callback.
+ */
+REDMUTEX_API void redmutex_client_free(redmutex_client *client);
+
+/**
+ * The client's id: a random UUID made at creation, the first part of the
+ * default owner of reentrant locks (Redisson's connection-manager id).
+ * Owned by the client; valid until the last handle is freed. Thread-safe.
+ */
+REDMUTEX_API const char *redmutex_client_id(const redmutex_client *client);
+
+/** The number of servers (N) the client was made with; 0 for NULL. Thread-safe. */
+REDMUTEX_API size_t redmutex_client_server_count(const redmutex_client *client);
+
+/**
+ * Writes the calling thread's default owner id for reentrant locks,
+ * "<client id>:<OS thread id>", into `out` (NUL-terminated).
+ * Errors: REDMUTEX_EINVAL if an argument is NULL or `size` is too small
+ * (REDMUTEX_CLIENT_ID_LEN + 22 always suffices). Does not block; thread-safe.
+ */
+REDMUTEX_API int redmutex_client_thread_owner(char *out, size_t size, const redmutex_client *client);
+
+/* ------------------------------------------------------------------------ */
+/* Locks                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/** A named lock on a client's servers. */
+typedef struct redmutex_lock redmutex_lock;
+
+/** The two kinds of lock. Their wire formats are fixed (docs/wire-format.md). */
+typedef enum redmutex_kind {
+    /** Plain, non-reentrant: a string key holding a random token (redis-py Lock format). */
+    REDMUTEX_KIND_LOCK = 0,
+    /** Reentrant: a hash of owner -> hold count (Redisson RLock format). */
+    REDMUTEX_KIND_RLOCK = 1
+} redmutex_kind;
+
+/** What the library knows locally about one owner's hold of a lock. */
+typedef enum redmutex_state {
+    /** This owner does not hold the lock through this handle. */
+    REDMUTEX_STATE_UNLOCKED = 0,
+    /** Held, and the last acquisition or renewal is within its validity. */
+    REDMUTEX_STATE_HELD = 1,
+    /**
+     * Renewal is failing (servers unreachable or slow). The lock may still be
+     * held until its validity ends; after that it turns LOST.
+     */
+    REDMUTEX_STATE_RENEWAL_FAILING = 2,
+    /** Definitely not held any more: the lease ran out or renewal found it gone. */
+    REDMUTEX_STATE_LOST = 3
+} redmutex_state;
+
+/**
+ * Called when a held lock changes to REDMUTEX_STATE_RENEWAL_FAILING or
+ * REDMUTEX_STATE_LOST (and back to HELD when renewal recovers before the
+ * validity ends). `owner` is the owner id whose hold changed (a plain lock's
+ * anonymous holder is reported as ""); it is valid only during the call.
+ *
+ * It runs on the client's watchdog thread (or, for a lease found expired, on
+ * the thread that found it), never with a library lock held. It may query
+ * the lock (state, fence, validity) and release it, and may hand the news to
+ * another thread. It must not free the lock or the client, and should return
+ * quickly: renewals of other locks wait for it.
+ */
+typedef void (*redmutex_lost_fn)(redmutex_lock *lock, const char *owner, redmutex_state state,
+                                 void *payload);
+
+/** Bits for redmutex_lock_options.flags. */
+enum {
+    /** Maintain a fencing token (INCR of redisson_lock_token:{NAME}) on every acquisition. */
+    REDMUTEX_LOCK_FENCING = 1u << 0
+};
+
+#define REDMUTEX_LOCK_OPTIONS_VERSION 1
+
+/** Lock options. Fill with redmutex_lock_options_init() or REDMUTEX_LOCK_OPTIONS_INIT. */
+typedef struct redmutex_lock_options {
+    /** Must be REDMUTEX_LOCK_OPTIONS_VERSION. */
+    uint32_t version;
+    /** REDMUTEX_LOCK_* bits. Default 0. */
+    uint32_t flags;
+    /**
+     * Lease in milliseconds. 0 (the default) means: use the client's
+     * watchdog_lease_ms and let the watchdog renew it while held. A lease
+     * given here is not renewed; extend it with redmutex_lock_extend().
+     */
+    int64_t lease_ms;
+    /** Watchdog: stop renewing after the lock has been held this long (0 = no cap). */
+    int64_t max_hold_ms;
+    /** Most extensions (explicit or by the watchdog) per acquisition (0 = no cap). */
+    int64_t max_extensions;
+    /** See redmutex_lost_fn. Default NULL. */
+    redmutex_lost_fn on_lost;
+    /** Passed to on_lost. */
+    void *on_lost_payload;
+} redmutex_lock_options;
+
+#define REDMUTEX_LOCK_OPTIONS_INIT {REDMUTEX_LOCK_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0}
+
+/**
+ * Fills `opts` with the defaults for `version` (REDMUTEX_LOCK_OPTIONS_VERSION).
+ * Errors: REDMUTEX_EINVAL. Does not block; thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_options_init(redmutex_lock_options *opts, unsigned int version);
+
+/**
+ * Makes a handle for the lock `name` of the given kind. Sends nothing.
+ *
+ * Ownership model. Every call that acts for an owner takes `owner`:
+ *  - NULL means the default owner. For a plain lock that is the handle
+ *    itself: the handle remembers the random token of its acquisition, so
+ *    any thread may release what another thread acquired (like
+ *    threading.Lock or a semaphore). For a reentrant lock it is the calling
+ *    thread, "<client id>:<OS thread id>" (Redisson's convention).
+ *  - A string names the owner explicitly: for a reentrant lock it is the
+ *    hash field used verbatim; for a plain lock it is the token stored in the
+ *    key. Use ids that are unique across processes (for example prefix them
+ *    with redmutex_client_id()). This lets asyncio tasks, green threads or
+ *    work handed between threads own a lock.
+ *
+ * `name` is 1..REDMUTEX_NAME_MAX bytes, NUL-terminated, used verbatim as the
+ * Redis key. Ownership: *out receives a new handle that holds a reference to
+ * the client; free it with redmutex_lock_free(). name and opts are copied.
+ * Errors: REDMUTEX_EINVAL (NULL, bad name, bad kind or options),
+ * REDMUTEX_ECLOSED, REDMUTEX_ENOMEM.
+ * Does not block. Thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_new(redmutex_lock **out, redmutex_client *client, const char *name,
+                                   redmutex_kind kind, const redmutex_lock_options *opts);
+
+/**
+ * Frees the handle. Locks it still holds are not released (they expire at
+ * the end of their lease; their renewal stops now). NULL is a no-op.
+ * Thread-safety: no other call may use this handle concurrently or after.
+ */
+REDMUTEX_API void redmutex_lock_free(redmutex_lock *lock);
+
+/** The lock's name (owned by the handle). Thread-safe. */
+REDMUTEX_API const char *redmutex_lock_name(const redmutex_lock *lock);
+
+/** The lock's kind. Thread-safe. */
+REDMUTEX_API redmutex_kind redmutex_lock_kind(const redmutex_lock *lock);
+
+/**
+ * Acquires the lock for `owner` (NULL: default owner, see redmutex_lock_new).
+ *
+ * wait_ms = 0 tries once; wait_ms > 0 waits up to that long; 
+ * REDMUTEX_WAIT_FOREVER waits until the lock is had or an error occurs.
+ * While waiting, the client subscribes to the lock's release channel and
+ * retries when a release is published, when the holder's lease runs out, and
+ * at the latest after a capped backoff (wait_backoff_cap_ms): it does not
+ * poll at short fixed intervals.
+ *
+ * A reentrant lock already held by `owner` is acquired again (hold count + 1).
+ * A plain lock is not reentrant: acquiring it again waits like anyone else.
+ * The acquisition counts only if it completed within the lease minus the
+ * clock drift allowance (and, with N servers, on a majority); otherwise what
+ * was taken is released and the attempt counts as failed.
+ *
+ * Errors: REDMUTEX_ETIMEDOUT (held by another owner when the wait ran out;
+ * the message names the wait), REDMUTEX_EINVAL (bad wait or owner),
+ * REDMUTEX_EWRONGTYPE, REDMUTEX_ECONN (servers unreachable, with N servers:
+ * fewer than a majority answered), REDMUTEX_EAUTH, REDMUTEX_ESERVER,
+ * REDMUTEX_EPROTOCOL, REDMUTEX_EREPLICAS, REDMUTEX_EINTR, REDMUTEX_ELOST (a
+ * reentrant acquire by an owner whose earlier hold through this handle was
+ * lost: release it first), REDMUTEX_EFORKED, REDMUTEX_ECLOSED.
+ * On any error nothing is held.
+ * Blocking: up to wait_ms plus one command timeout.
+ * Thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_acquire(redmutex_lock *lock, const char *owner, int64_t wait_ms);
+
+/**
+ * Releases one hold of `owner`. For a reentrant lock this decrements the
+ * hold count and deletes the lock when it reaches zero; a plain lock is
+ * deleted. When the lock is deleted, the release is published so waiters
+ * wake at once. Renewal of this hold is cancelled before the call returns.
+ *
+ * Releasing is idempotent across retries: if the reply to a release was lost
+ * (REDMUTEX_ECONN) and the caller retries, the retry reports the first
+ * attempt's result instead of a false REDMUTEX_ENOTOWNER.
+ *
+ * Errors: REDMUTEX_ENOTOWNER (this owner does not hold it; nothing changed),
+ * REDMUTEX_ELOST (it was held but lost before the release: the work done
+ * under it was not protected to the end; the hold is forgotten),
+ * REDMUTEX_EWRONGTYPE, REDMUTEX_ECONN (the outcome is unknown; the hold is
+ * kept so a retry can finish it), REDMUTEX_EFORKED (a child process tried to
+ * release its parent's lock; nothing changed), REDMUTEX_ECLOSED, others as
+ * for acquire.
+ * Blocking: up to one command timeout. Thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_release(redmutex_lock *lock, const char *owner);
+
+/** Modes for redmutex_lock_extend(). */
+typedef enum redmutex_extend_mode {
+    /** New TTL = remaining TTL + ms (redis-py's extend()). */
+    REDMUTEX_EXTEND_ADD = 0,
+    /** New TTL = ms (redis-py's extend(replace_ttl=True)). */
+    REDMUTEX_EXTEND_REPLACE = 1
+} redmutex_extend_mode;
+
+/**
+ * Extends the lease of `owner`'s hold by `ms` (or sets it to `ms`), only if
+ * the owner still holds it; it never re-creates a lock that is gone.
+ * Errors: REDMUTEX_ENOTOWNER (not held by this owner), REDMUTEX_ELOST (this
+ * handle held it but it is gone), REDMUTEX_ELIMIT (max_extensions reached),
+ * REDMUTEX_EINVAL, REDMUTEX_EREPLICAS, connection and server errors as for
+ * acquire. Blocking: up to one command timeout. Thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_extend(redmutex_lock *lock, const char *owner, int64_t ms,
+                                      redmutex_extend_mode mode);
+
+/**
+ * Deletes the lock whoever holds it and publishes the release, like
+ * Redisson's forceUnlock(). *out (may be NULL) is 1 if a lock was deleted.
+ * Local holds of this handle are forgotten.
+ * Errors: REDMUTEX_EWRONGTYPE (the key is not a lock of this kind; not
+ * deleted), connection and server errors. Blocking: one command timeout.
+ * Thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_force_release(int *out, redmutex_lock *lock);
+
+/**
+ * Asks the servers whether anyone holds the lock: *out = 1 or 0. With N
+ * servers, 1 means a majority report it held.
+ * Errors: REDMUTEX_EWRONGTYPE, connection and server errors.
+ * Blocking: one command timeout. Thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_is_locked(int *out, redmutex_lock *lock);
+
+/**
+ * Asks the servers whether `owner` (NULL: default owner) holds the lock:
+ * *out = 1 or 0 (majority with N servers). Blocking: one command timeout.
+ * Errors as for redmutex_lock_is_locked. Thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_is_owned(int *out, redmutex_lock *lock, const char *owner);
+
+/**
+ * The lock's remaining time to live in ms as the servers see it: -2 if not
+ * locked, -1 if locked without a TTL (a redis-py lock made with timeout=None).
+ * With N servers, the time until fewer than a majority still hold it.
+ * Blocking: one command timeout. Errors as for redmutex_lock_is_locked.
+ * Thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_ttl(int64_t *out, redmutex_lock *lock);
+
+/**
+ * The hold count of `owner` as the servers see it: for a reentrant lock the
+ * hash field's value (0 when not held); for a plain lock 1 or 0.
+ * Blocking: one command timeout. Errors as for redmutex_lock_is_locked.
+ * Thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_hold_count(int64_t *out, redmutex_lock *lock, const char *owner);
+
+/**
+ * The local state of `owner`'s hold through this handle. Never blocks, sends
+ * nothing. Errors: REDMUTEX_EINVAL. Thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_state(redmutex_state *out, redmutex_lock *lock, const char *owner);
+
+/**
+ * The remaining validity of `owner`'s hold, in ms: how long the lock is
+ * known to be held (lease - elapsed since the acquisition or last renewal
+ * was sent - drift allowance, on CLOCK_MONOTONIC). 0 if not held.
+ * Never blocks. Errors: REDMUTEX_EINVAL. Thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_validity(int64_t *out, redmutex_lock *lock, const char *owner);
+
+/**
+ * The fencing token of `owner`'s current hold (the value issued by its
+ * outermost acquisition). Never blocks. Errors: REDMUTEX_ENOTOWNER (not
+ * held), REDMUTEX_EINVAL (fencing not enabled on the handle). Thread-safe.
+ */
+REDMUTEX_API int redmutex_lock_fence(int64_t *out, redmutex_lock *lock, const char *owner);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* REDMUTEX_H */

@@ -1,0 +1,402 @@
+/*
+ * Clients: options, creation and shutdown, the per-server connection pool,
+ * run_id bookkeeping (duplicate endpoints, restarts) and fork handling.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Idle connections kept per server; more concurrent callers open more. */
+#define RM_POOL_MAX 32
+
+static const redmutex_client_options default_client_options = REDMUTEX_CLIENT_OPTIONS_INIT;
+
+int redmutex_client_options_init(redmutex_client_options *opts, unsigned int version)
+{
+    if (!opts)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_options_init: opts is NULL");
+    if (version != REDMUTEX_CLIENT_OPTIONS_VERSION)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_options_init: unknown version %u", version);
+    memcpy(opts, &default_client_options, sizeof *opts);
+    return 0;
+}
+
+static int check_ms(const char *field, int64_t v, int64_t min)
+{
+    if (v < min || v > REDMUTEX_TIME_MAX_MS)
+        return rm_fail(REDMUTEX_EINVAL, "client option %s = %lld is out of range (%lld..%lld ms)", field,
+                       (long long)v, (long long)min, (long long)REDMUTEX_TIME_MAX_MS);
+    return 0;
+}
+
+static int check_options(const redmutex_client_options *o)
+{
+    if (o->version != REDMUTEX_CLIENT_OPTIONS_VERSION)
+        return rm_fail(REDMUTEX_EINVAL,
+                       "client options version %u is unknown (initialise them with "
+                       "redmutex_client_options_init)",
+                       o->version);
+    if (o->flags & ~(uint32_t)REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE)
+        return rm_fail(REDMUTEX_EINVAL, "client options: unknown flags 0x%x", o->flags);
+    int rc;
+    if ((rc = check_ms("connect_timeout_ms", o->connect_timeout_ms, 1)) ||
+        (rc = check_ms("command_timeout_ms", o->command_timeout_ms, 1)) ||
+        (rc = check_ms("watchdog_lease_ms", o->watchdog_lease_ms, 30)) ||
+        (rc = check_ms("wait_backoff_cap_ms", o->wait_backoff_cap_ms, 1)) ||
+        (rc = check_ms("retry_delay_ms", o->retry_delay_ms, 0)) ||
+        (rc = check_ms("replica_timeout_ms", o->replica_timeout_ms, 1)) ||
+        (rc = check_ms("shutdown_timeout_ms", o->shutdown_timeout_ms, 0)))
+        return rc;
+    if (o->retry_count < 0 || o->retry_count > 1000000)
+        return rm_fail(REDMUTEX_EINVAL, "client option retry_count = %lld is out of range (0..1000000)",
+                       (long long)o->retry_count);
+    if (o->min_replicas < 0 || o->min_replicas > 1000)
+        return rm_fail(REDMUTEX_EINVAL, "client option min_replicas = %lld is out of range (0..1000)",
+                       (long long)o->min_replicas);
+    return 0;
+}
+
+/* ---- fork registry ----------------------------------------------------- */
+
+/*
+ * Every live client is on this list so that fork() can take all their
+ * mutexes first (no other thread can then be inside one) and the child can
+ * start from a consistent state. The library never holds a client mutex
+ * while doing I/O, so the prepare handler waits only briefly.
+ */
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static redmutex_client *registry;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&registry_mu);
+    for (redmutex_client *c = registry; c; c = c->next_all)
+        pthread_mutex_lock(&c->mu);
+}
+
+static void atfork_parent(void)
+{
+    for (redmutex_client *c = registry; c; c = c->next_all)
+        pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&registry_mu);
+}
+
+static void init_cond(pthread_cond_t *cond)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+/*
+ * In the child only the forking thread exists. The parent's connections,
+ * watchdog and subscriber are not ours: forget them (closing our copies of
+ * the sockets does not affect the parent) and make new ones on demand. Holds
+ * keep the parent's pid, so the child cannot release or renew them.
+ */
+static void atfork_child(void)
+{
+    for (redmutex_client *c = registry; c; c = c->next_all) {
+        for (size_t i = 0; i < c->n; i++) {
+            rm_server *srv = &c->servers[i];
+            for (size_t k = 0; k < srv->n_idle; k++)
+                rm_conn_close(srv->idle[k]);
+            srv->n_idle = 0;
+        }
+        rm_watchdog_forget(c);
+        rm_subscriber_forget(c);
+        for (rm_hold *h = c->holds; h; h = h->next_in_client) {
+            h->heap_index = SIZE_MAX;
+            h->renewing = false;
+        }
+        init_cond(&c->renew_done);
+        c->pid = getpid();
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_unlock(&registry_mu);
+}
+
+static void install_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+/* ---- creation ------------------------------------------------------------ */
+
+static void make_uuid(char out[REDMUTEX_CLIENT_ID_LEN + 1])
+{
+    unsigned char b[16];
+    if (rm_random_bytes(b, sizeof b) != 0) {
+        uint64_t x = (uint64_t)rm_now_ns() ^ ((uint64_t)getpid() << 32);
+        memcpy(b, &x, 8);
+        memcpy(b + 8, &x, 8);
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    char hex[33];
+    rm_hex(hex, b, 16);
+    snprintf(out, REDMUTEX_CLIENT_ID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12,
+             hex + 16, hex + 20);
+}
+
+static void client_destroy(redmutex_client *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        rm_server *srv = &c->servers[i];
+        for (size_t k = 0; k < srv->n_idle; k++)
+            rm_conn_close(srv->idle[k]);
+        free(srv->idle);
+        rm_endpoint_clear(&srv->ep);
+    }
+    free(c->servers);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->renew_done);
+    free(c);
+}
+
+static int ping_all(redmutex_client *c)
+{
+    rm_call call;
+    const char *argv[1] = {"PING"};
+    rm_req req = {1, {{-1, 1, argv, NULL}}};
+    if (rm_call_begin(&call, c) != 0)
+        return REDMUTEX_ENOMEM;
+    rm_call_run(&call, &req, rm_deadline_after_ms(c->opts.connect_timeout_ms), NULL, NULL);
+    int rc = 0;
+    for (size_t i = 0; i < call.n; i++) {
+        int e = call.slots[i].err;
+        if (e == REDMUTEX_EDUPLICATE || e == REDMUTEX_EAUTH) {
+            rc = rm_fail(e, "%s", call.slots[i].msg);
+            break;
+        }
+    }
+    rm_call_end(&call);
+    return rc;
+}
+
+int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n_urls,
+                        const redmutex_client_options *opts)
+{
+    if (!out)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_new: out is NULL");
+    if (!urls)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_new: urls is NULL");
+    if (n_urls == 0)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_new: at least one server URL is needed");
+    if (n_urls > REDMUTEX_SERVERS_MAX)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_new: %zu servers given, at most %d supported",
+                       n_urls, REDMUTEX_SERVERS_MAX);
+    redmutex_client_options o = default_client_options;
+    if (opts)
+        o = *opts;
+    int rc = check_options(&o);
+    if (rc != 0)
+        return rc;
+
+    redmutex_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+    c->servers = calloc(n_urls, sizeof *c->servers);
+    if (!c->servers) {
+        free(c);
+        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    init_cond(&c->renew_done);
+    c->refs = 1;
+    c->pid = getpid();
+    c->opts = o;
+    c->n = n_urls;
+    c->quorum = n_urls / 2 + 1;
+    make_uuid(c->id);
+    for (size_t i = 0; i < n_urls; i++) {
+        c->servers[i].client = c;
+        c->servers[i].index = (int)i;
+        rc = rm_endpoint_parse(&c->servers[i].ep, urls[i]);
+        if (rc != 0) {
+            if (n_urls > 1)
+                rm_fail(rc, "server %zu: %s", i + 1, redmutex_last_error());
+            client_destroy(c);
+            return rc;
+        }
+    }
+    if (n_urls > 1 && (rc = ping_all(c)) != 0) {
+        client_destroy(c);
+        return rc;
+    }
+    pthread_once(&atfork_once, install_atfork);
+    pthread_mutex_lock(&registry_mu);
+    c->next_all = registry;
+    if (registry)
+        registry->prev_all = c;
+    registry = c;
+    pthread_mutex_unlock(&registry_mu);
+    *out = c;
+    return 0;
+}
+
+void rm_client_lock(redmutex_client *c) { pthread_mutex_lock(&c->mu); }
+
+void rm_client_unlock(redmutex_client *c) { pthread_mutex_unlock(&c->mu); }
+
+int rm_client_usable(redmutex_client *c)
+{
+    rm_client_lock(c);
+    bool closed = c->closed;
+    rm_client_unlock(c);
+    if (closed)
+        return rm_fail(REDMUTEX_ECLOSED, "the client was closed");
+    return 0;
+}
+
+void rm_client_unref(redmutex_client *c)
+{
+    rm_client_lock(c);
+    int refs = --c->refs;
+    rm_client_unlock(c);
+    if (refs > 0)
+        return;
+    pthread_mutex_lock(&registry_mu);
+    if (c->prev_all)
+        c->prev_all->next_all = c->next_all;
+    else if (registry == c)
+        registry = c->next_all;
+    if (c->next_all)
+        c->next_all->prev_all = c->prev_all;
+    pthread_mutex_unlock(&registry_mu);
+    client_destroy(c);
+}
+
+void redmutex_client_free(redmutex_client *c)
+{
+    if (!c)
+        return;
+    int64_t deadline = rm_deadline_after_ms(c->opts.shutdown_timeout_ms);
+    rm_client_lock(c);
+    bool already = c->closed;
+    c->closed = true;
+    rm_client_unlock(c);
+    if (already)
+        return;
+    int saved_code = redmutex_last_error_code();
+    if (!(c->opts.flags & REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE))
+        rm_release_all(c, deadline);
+    rm_watchdog_stop(c, deadline);
+    rm_subscriber_stop(c, deadline);
+    /* Idle connections are of no further use. */
+    rm_client_lock(c);
+    for (size_t i = 0; i < c->n; i++) {
+        rm_server *srv = &c->servers[i];
+        for (size_t k = 0; k < srv->n_idle; k++)
+            rm_conn_close(srv->idle[k]);
+        srv->n_idle = 0;
+    }
+    rm_client_unlock(c);
+    if (saved_code == 0)
+        redmutex_clear_error();
+    rm_client_unref(c);
+}
+
+const char *redmutex_client_id(const redmutex_client *c) { return c ? c->id : ""; }
+
+size_t redmutex_client_server_count(const redmutex_client *c) { return c ? c->n : 0; }
+
+int redmutex_client_thread_owner(char *out, size_t size, const redmutex_client *c)
+{
+    if (!out || !c)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_thread_owner: NULL argument");
+    int n = snprintf(out, size, "%s:%ld", c->id, rm_thread_id());
+    if (n < 0 || (size_t)n >= size) {
+        if (size)
+            out[0] = '\0';
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_thread_owner: buffer of %zu bytes is too small",
+                       size);
+    }
+    return 0;
+}
+
+/* ---- pool -------------------------------------------------------------- */
+
+int rm_client_take_conn(redmutex_client *c, size_t i, rm_conn **out)
+{
+    rm_server *srv = &c->servers[i];
+    for (;;) {
+        rm_conn *conn = NULL;
+        rm_client_lock(c);
+        if (srv->n_idle > 0)
+            conn = srv->idle[--srv->n_idle];
+        rm_client_unlock(c);
+        if (!conn)
+            break;
+        /* A server that closed an idle connection (timeout, restart) is found
+           here, before a command is sent on it, so nothing is retried blindly. */
+        if (conn->pid == getpid() && rm_conn_looks_healthy(conn)) {
+            *out = conn;
+            return 0;
+        }
+        rm_conn_close(conn);
+    }
+    return rm_conn_open(out, srv);
+}
+
+void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy)
+{
+    if (!conn)
+        return;
+    rm_server *srv = conn->srv;
+    if (healthy && conn->pid == getpid() && !conn->connecting) {
+        rm_client_lock(c);
+        if (!c->closed && srv->n_idle < RM_POOL_MAX) {
+            if (srv->n_idle == srv->cap_idle) {
+                size_t cap = srv->cap_idle ? srv->cap_idle * 2 : 4;
+                rm_conn **idle = realloc(srv->idle, cap * sizeof *idle);
+                if (idle) {
+                    srv->idle = idle;
+                    srv->cap_idle = cap;
+                }
+            }
+            if (srv->n_idle < srv->cap_idle) {
+                srv->idle[srv->n_idle++] = conn;
+                conn = NULL;
+            }
+        }
+        rm_client_unlock(c);
+    }
+    rm_conn_close(conn);
+}
+
+int rm_client_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id)
+{
+    int rc = 0;
+    const rm_server *dup = NULL;
+    rm_client_lock(c);
+    if (strcmp(srv->run_id, run_id) != 0) {
+        /* A new run_id means the server restarted: locks granted by its
+           previous life no longer count towards a quorum. */
+        snprintf(srv->run_id, sizeof srv->run_id, "%s", run_id);
+        srv->generation++;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        rm_server *other = &c->servers[i];
+        if (other != srv && strcmp(other->run_id, run_id) == 0) {
+            dup = other;
+            srv->duplicate = true;
+            rc = REDMUTEX_EDUPLICATE;
+            break;
+        }
+    }
+    if (!dup)
+        srv->duplicate = false;
+    rm_client_unlock(c);
+    if (dup)
+        rm_fail(REDMUTEX_EDUPLICATE,
+                "%s and %s are the same Redis server (run_id %s); a Redlock majority needs "
+                "independent servers",
+                dup->ep.display, srv->ep.display, run_id);
+    return rc;
+}

@@ -1,0 +1,211 @@
+/*
+ * One connection to one server: a non-blocking TCP or Unix socket, the
+ * AUTH/SELECT handshake that goes out in front of the first request, and a
+ * health check for pooled connections. All sends elsewhere use
+ * send(MSG_NOSIGNAL), so a closed peer never raises SIGPIPE in the host.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static int connect_unix(rm_conn *c, const rm_endpoint *ep)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    if (strlen(ep->path) >= sizeof sa.sun_path)
+        return rm_fail(REDMUTEX_EINVAL, "%s: socket path longer than %zu bytes", ep->display,
+                       sizeof sa.sun_path - 1);
+    strcpy(sa.sun_path, ep->path);
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0)
+        return rm_fail(REDMUTEX_ECONN, "%s: socket: %s", ep->display, strerror(errno));
+    if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+        return 0;
+    if (errno == EINPROGRESS || errno == EAGAIN) {
+        c->connecting = true;
+        return 0;
+    }
+    return rm_fail(REDMUTEX_ECONN, "%s: connect: %s", ep->display, strerror(errno));
+}
+
+static int connect_tcp(rm_conn *c, const rm_endpoint *ep)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof port, "%d", ep->port);
+    /* Name resolution is the one step not bounded by the connect timeout;
+       numeric addresses and /etc/hosts names resolve without the network. */
+    int gai = getaddrinfo(ep->host, port, &hints, &res);
+    if (gai != 0)
+        return rm_fail(REDMUTEX_ECONN, "%s: cannot resolve host: %s", ep->display, gai_strerror(gai));
+    int err = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
+            c->connecting = errno == EINPROGRESS;
+            c->fd = fd;
+            freeaddrinfo(res);
+            return 0;
+        }
+        err = errno;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return rm_fail(REDMUTEX_ECONN, "%s: connect: %s", ep->display, strerror(err ? err : ECONNREFUSED));
+}
+
+int rm_conn_open(rm_conn **out, rm_server *srv)
+{
+    rm_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+    c->fd = -1;
+    c->srv = srv;
+    c->pid = getpid();
+    c->fresh = true;
+    c->reader = rm_reader_new();
+    if (!c->reader) {
+        free(c);
+        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+    }
+    errno = 0;
+    int rc = srv->ep.is_unix ? connect_unix(c, &srv->ep) : connect_tcp(c, &srv->ep);
+    if (rc != 0) {
+        rm_conn_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void rm_conn_close(rm_conn *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd);
+    rm_reader_free(c->reader);
+    rm_buf_free(&c->later);
+    free(c);
+}
+
+bool rm_conn_looks_healthy(rm_conn *c)
+{
+    if (c->fd < 0 || c->connecting)
+        return false;
+    struct pollfd p = {c->fd, POLLIN, 0};
+    int r = poll(&p, 1, 0);
+    if (r == 0)
+        return true;
+    if (r < 0)
+        return errno == EINTR;
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
+        return false;
+    /* Readable: fine if late replies are owed, but not if the peer closed. */
+    char byte;
+    ssize_t n = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return false;
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR;
+    return c->owed > 0;
+}
+
+size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info)
+{
+    const rm_endpoint *ep = &c->srv->ep;
+    size_t n = 0;
+    if (ep->password) {
+        const char *argv[3] = {"AUTH", ep->user ? ep->user : ep->password, ep->password};
+        rm_format_command(b, ep->user ? 3 : 2, argv, NULL);
+        n++;
+    }
+    if (ep->db != 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", ep->db);
+        const char *argv[2] = {"SELECT", db};
+        rm_format_command(b, 2, argv, NULL);
+        n++;
+    }
+    if (want_info) {
+        const char *argv[2] = {"INFO", "server"};
+        rm_format_command(b, 2, argv, NULL);
+        n++;
+    }
+    return n;
+}
+
+int rm_conn_check_handshake(rm_conn *c, size_t i, size_t n, bool want_info, rm_reply *r)
+{
+    const rm_endpoint *ep = &c->srv->ep;
+    size_t auth_i = ep->password ? 0 : SIZE_MAX;
+    size_t select_i = ep->db != 0 ? (ep->password ? 1 : 0) : SIZE_MAX;
+    size_t info_i = want_info ? n - 1 : SIZE_MAX;
+    if (i == auth_i) {
+        if (r->type == RM_REPLY_ERROR)
+            return rm_fail(REDMUTEX_EAUTH, "%s refused the credentials: %.200s", ep->display, r->str);
+        return 0;
+    }
+    if (i == select_i) {
+        if (r->type == RM_REPLY_ERROR) {
+            if (strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "NOPERM", 6) == 0)
+                return rm_fail(REDMUTEX_EAUTH, "%s: SELECT %d refused: %.200s", ep->display, ep->db, r->str);
+            return rm_fail(REDMUTEX_ESERVER, "%s: SELECT %d failed: %.200s", ep->display, ep->db, r->str);
+        }
+        return 0;
+    }
+    if (i == info_i) {
+        if (r->type == RM_REPLY_ERROR)
+            return rm_reply_error(r, "INFO server", NULL, ep->display);
+        if (r->type != RM_REPLY_STRING)
+            return rm_fail(REDMUTEX_EPROTOCOL, "%s: INFO server did not return text", ep->display);
+        const char *id = strstr(r->str, "run_id:");
+        if (!id)
+            return rm_fail(REDMUTEX_EPROTOCOL, "%s: INFO server has no run_id", ep->display);
+        id += 7;
+        size_t len = strcspn(id, "\r\n");
+        char run_id[48];
+        if (len == 0 || len >= sizeof run_id)
+            return rm_fail(REDMUTEX_EPROTOCOL, "%s: INFO server has a malformed run_id", ep->display);
+        memcpy(run_id, id, len);
+        run_id[len] = '\0';
+        return rm_client_note_run_id(c->srv->client, c->srv, run_id) == 0 ? 0 : rm_keep(REDMUTEX_EDUPLICATE);
+    }
+    return 0;
+}
+
+int rm_poll_fd(int fd, short events, int64_t deadline_ns)
+{
+    for (;;) {
+        int64_t ms = rm_ms_until(deadline_ns);
+        struct pollfd p = {fd, events, 0};
+        int r = poll(&p, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
+        if (r < 0 && errno == EINTR)
+            continue;
+        return r;
+    }
+}

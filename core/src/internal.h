@@ -1,0 +1,382 @@
+/*
+ * Internal declarations shared by the files of the core. Nothing here is
+ * part of the ABI; every non-static function is hidden by -fvisibility and
+ * the version script, and prefixed rm_ so it cannot clash in a static link.
+ */
+#ifndef REDMUTEX_INTERNAL_H
+#define REDMUTEX_INTERNAL_H
+
+#include "redmutex.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define RM_HIDDEN __attribute__((visibility("hidden")))
+
+#define RM_NS_PER_MS INT64_C(1000000)
+
+/* ---- time.c / misc --------------------------------------------------- */
+
+/** CLOCK_MONOTONIC in nanoseconds. */
+int64_t rm_now_ns(void);
+/** now + ms, saturating; ms < 0 means "no deadline" and gives INT64_MAX. */
+int64_t rm_deadline_after_ms(int64_t ms);
+/** Milliseconds from now until deadline, rounded up, >= 0; INT64_MAX stays "forever". */
+int64_t rm_ms_until(int64_t deadline_ns);
+/** The OS thread id of the caller. */
+long rm_thread_id(void);
+/** Fills buf with n cryptographically random bytes (getrandom). 0 or -1. */
+int rm_random_bytes(void *buf, size_t n);
+/** A uniformly random integer in [0, bound) from rm_random_bytes (bound > 0). */
+uint64_t rm_random_below(uint64_t bound);
+/** Writes 2*n lowercase hex digits of in[] plus NUL into out. */
+void rm_hex(char *out, const unsigned char *in, size_t n);
+/** SHA-1 of data as 40 hex digits + NUL (for EVALSHA). */
+void rm_sha1_hex(char out[41], const void *data, size_t len);
+
+/* ---- error.c ------------------------------------------------------- */
+
+/** Sets the thread's last error to code + formatted message; returns code. */
+int rm_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** Like rm_fail with a va_list. */
+int rm_vfail(int code, const char *fmt, va_list ap);
+/** Keeps the message already set and returns code (for propagation). */
+int rm_keep(int code);
+
+/* ---- buffers ------------------------------------------------------- */
+
+typedef struct rm_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+} rm_buf;
+
+int rm_buf_reserve(rm_buf *b, size_t extra);
+int rm_buf_append(rm_buf *b, const void *data, size_t len);
+void rm_buf_consume(rm_buf *b, size_t n);
+void rm_buf_free(rm_buf *b);
+
+/* ---- RESP (resp.c) --------------------------------------------------- */
+
+enum rm_reply_type {
+    RM_REPLY_STRING = 1,
+    RM_REPLY_ARRAY,
+    RM_REPLY_INTEGER,
+    RM_REPLY_NIL,
+    RM_REPLY_STATUS,
+    RM_REPLY_ERROR,
+    RM_REPLY_OTHER /* RESP3 types a RESP2 server never sends */
+};
+
+typedef struct rm_reply {
+    int type;
+    long long integer;
+    size_t len;
+    char *str;
+    size_t elements;
+    struct rm_reply **element;
+} rm_reply;
+
+void rm_reply_free(rm_reply *r);
+
+/** A RESP parser (hiredis's redisReader making rm_reply objects). */
+typedef struct rm_reader rm_reader;
+rm_reader *rm_reader_new(void);
+void rm_reader_free(rm_reader *r);
+/** 0, or -1 (protocol error; message in errbuf). */
+int rm_reader_feed(rm_reader *r, const char *data, size_t len, char *errbuf, size_t errlen);
+/** 1 with *out set, 0 when more data is needed, -1 on a protocol error. */
+int rm_reader_next(rm_reader *r, rm_reply **out, char *errbuf, size_t errlen);
+
+/** Appends one command in RESP (array of bulk strings). */
+int rm_format_command(rm_buf *b, int argc, const char *const *argv, const size_t *lens);
+
+/* ---- URLs and servers (url.c) ---------------------------------------- */
+
+typedef struct rm_endpoint {
+    bool is_unix;
+    char *host; /* TCP host (no brackets) */
+    int port;
+    char *path; /* Unix socket path */
+    char *user;     /* NULL when absent */
+    char *password; /* NULL when absent */
+    int db;
+    char *display; /* the URL with the password masked, for messages */
+} rm_endpoint;
+
+/** Parses url into ep (zeroed first). REDMUTEX_EINVAL with a message on bad input. */
+int rm_endpoint_parse(rm_endpoint *ep, const char *url);
+void rm_endpoint_clear(rm_endpoint *ep);
+
+/* ---- connections (conn.c) ------------------------------------------- */
+
+struct rm_server;
+
+typedef struct rm_conn {
+    int fd;
+    bool connecting;  /* non-blocking connect() in progress */
+    bool fresh;       /* handshake not yet sent */
+    pid_t pid;        /* process that made it */
+    rm_reader *reader;
+    struct rm_server *srv;
+    size_t owed;      /* replies to requests abandoned at a deadline, to be skipped */
+    rm_buf later;     /* fire-and-forget commands sent before the next request */
+    size_t later_count;
+    uint64_t generation; /* server generation (run_id epoch) when connected */
+} rm_conn;
+
+typedef struct rm_server {
+    struct redmutex_client *client;
+    int index;
+    rm_endpoint ep;
+    /* Idle connection pool; guarded by client->mu. */
+    rm_conn **idle;
+    size_t n_idle;
+    size_t cap_idle;
+    /* The server's run_id as last seen, and a counter bumped whenever it changes. */
+    char run_id[48];
+    uint64_t generation;
+    bool duplicate;
+} rm_server;
+
+/** Starts a non-blocking connection. 0 or an error code (message set). */
+int rm_conn_open(rm_conn **out, struct rm_server *srv);
+void rm_conn_close(rm_conn *c);
+/** Connected, ready to use and nothing unexpected waiting on the socket. */
+bool rm_conn_looks_healthy(rm_conn *c);
+/** Appends the AUTH/SELECT handshake (and INFO server when asked) to b; returns the count. */
+size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info);
+/** Interprets handshake reply i of n. 0 or an error code with message. */
+int rm_conn_check_handshake(rm_conn *c, size_t i, size_t n, bool want_info, rm_reply *r);
+/** Waits for fd events until deadline; EINTR is retried. Returns poll()'s result. */
+int rm_poll_fd(int fd, short events, int64_t deadline_ns);
+
+/* ---- client ---------------------------------------------------------- */
+
+struct rm_watchdog;
+struct rm_subscriber;
+struct rm_hold;
+
+struct redmutex_client {
+    pthread_mutex_t mu;
+    int refs;        /* the user's reference (until free) + one per lock handle */
+    bool closed;
+    pid_t pid;       /* process whose connections and threads these are */
+    char id[REDMUTEX_CLIENT_ID_LEN + 1];
+    redmutex_client_options opts;
+    size_t n;        /* servers */
+    size_t quorum;   /* n/2 + 1 */
+    rm_server *servers;
+    struct rm_watchdog *wd;
+    struct rm_subscriber *sub;
+    struct rm_hold *holds; /* every hold of every handle (for shutdown) */
+    pthread_cond_t renew_done; /* broadcast when a renewal batch or callback finishes */
+    uint64_t next_hold_id;
+    struct rm_event *events;   /* lost-lock callbacks waiting to run */
+    struct redmutex_lock *callback_lock; /* lock whose callback is running now */
+    struct redmutex_client *next_all, *prev_all; /* fork registry */
+};
+
+/** Locks client->mu (and, in a forked child, resets what the child must not use). */
+void rm_client_lock(redmutex_client *c);
+void rm_client_unlock(redmutex_client *c);
+/** Checks closed / forked-away state: 0 or REDMUTEX_ECLOSED (message set). */
+int rm_client_usable(redmutex_client *c);
+/** Drops one reference; frees the client when none is left. */
+void rm_client_unref(redmutex_client *c);
+/** Takes a pooled connection for server i or opens a new one. Caller holds no mutex. */
+int rm_client_take_conn(redmutex_client *c, size_t i, rm_conn **out);
+/** Returns a connection to the pool (or closes it when broken / from another process). */
+void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy);
+/** Called with the run_id a fresh connection reported; detects restarts and duplicates. */
+int rm_client_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id);
+
+/* ---- fan-out (fanout.c) ------------------------------------------- */
+
+/** One command of a request. Script commands go out as EVALSHA, EVAL on NOSCRIPT. */
+typedef struct rm_cmd {
+    int script; /* an rm_script id, or -1 for a plain command */
+    int argc;
+    const char **argv;
+    size_t *lens;
+} rm_cmd;
+
+#define RM_REQ_MAX_CMDS 4
+
+/** The same request is sent to every server of the client. */
+typedef struct rm_req {
+    size_t ncmds;
+    rm_cmd cmds[RM_REQ_MAX_CMDS];
+} rm_req;
+
+enum rm_slot_status { RM_SLOT_IDLE, RM_SLOT_RUNNING, RM_SLOT_DONE };
+
+typedef struct rm_slot {
+    rm_conn *conn;
+    int status;
+    int err;              /* 0, or the error code for this server */
+    char msg[256];        /* this server's error message */
+    bool want_info;       /* handshake asks INFO server (N > 1) */
+    size_t handshake_n;   /* handshake replies expected */
+    size_t skip;          /* replies to skip before the handshake (owed + later) */
+    size_t got;           /* replies read in this run */
+    size_t total;         /* replies expected in this run */
+    bool noscript;        /* a script reply said NOSCRIPT: resend with EVAL */
+    bool used_eval;
+    bool broken;          /* transport failed: the connection was closed */
+    int64_t deadline_ns;  /* this slot's deadline (longer while connecting) */
+    rm_buf out;
+    rm_reply *replies[RM_REQ_MAX_CMDS];
+} rm_slot;
+
+typedef struct rm_call rm_call;
+/** Early completion: return true when the outcome no longer depends on the servers still running. */
+typedef bool (*rm_decided_fn)(rm_call *call, void *ud);
+
+#define RM_INLINE_SLOTS 5
+
+struct rm_call {
+    redmutex_client *c;
+    size_t n;
+    rm_slot *slots;
+    rm_slot inline_slots[RM_INLINE_SLOTS];
+    int64_t started_ns; /* when the last run's requests started going out */
+};
+
+int rm_call_begin(rm_call *call, redmutex_client *c);
+/**
+ * Sends req to every server and collects replies until all answered, the
+ * deadline passed, or decided() says the result is known. Per-server
+ * outcome in call->slots[i].err / replies[]. Returns 0, or an error code
+ * only for failures that are not per server (ENOMEM).
+ */
+int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decided_fn decided,
+                void *ud);
+/** Frees the replies of the last run (done before each run and at end). */
+void rm_call_clear(rm_call *call);
+void rm_call_end(rm_call *call);
+/** How many slots finished without a transport error. */
+size_t rm_call_answered(const rm_call *call);
+/** Fails with the most telling per-server error (used when no quorum answered). */
+int rm_call_fail(const rm_call *call, const char *what, const char *name);
+
+/** Classifies an error reply into a code and sets the message. */
+int rm_reply_error(const rm_reply *r, const char *what, const char *name, const char *server);
+
+/* ---- scripts (scripts.c) ------------------------------------------- */
+
+enum rm_script_id {
+    RM_SCRIPT_LOCK_ACQUIRE,      /* plain lock acquire with fencing / ttl */
+    RM_SCRIPT_LOCK_RELEASE,
+    RM_SCRIPT_LOCK_EXTEND,
+    RM_SCRIPT_RLOCK_ACQUIRE,
+    RM_SCRIPT_RLOCK_RELEASE,
+    RM_SCRIPT_RLOCK_EXTEND,
+    RM_SCRIPT_FORCE_RELEASE,
+    RM_SCRIPT_INSPECT,
+    RM_SCRIPT_RENEW,
+    RM_SCRIPT_COUNT
+};
+
+const char *rm_script_text(int id);
+const char *rm_script_sha(int id);
+
+/* ---- holds, locks ---------------------------------------------------- */
+
+struct redmutex_lock {
+    redmutex_client *c;
+    redmutex_kind kind;
+    redmutex_lock_options opts;
+    char *name;
+    size_t name_len;
+    char *channel;   /* redisson_lock__channel:{NAME} */
+    char *token_key; /* redisson_lock_token:{NAME} */
+    char *latch_prefix; /* redisson_unlock_latch:{NAME}: */
+    struct rm_hold *holds; /* this handle's holds; guarded by c->mu */
+};
+
+#define RM_VALUE_MAX (REDMUTEX_CLIENT_ID_LEN + 24 > REDMUTEX_OWNER_MAX ? REDMUTEX_CLIENT_ID_LEN + 24 : REDMUTEX_OWNER_MAX)
+
+typedef struct rm_hold {
+    redmutex_lock *lock;
+    uint64_t id;          /* unique per client: finds the hold again after a round trip */
+    bool busy;            /* a release or extend of this hold is in flight */
+    /* The owner as the caller named it: "" for a plain lock's anonymous
+       holder, else the explicit owner or the thread's default owner id. */
+    char *owner;
+    /* What is stored in Redis: the token (plain) or the hash field (rlock). */
+    char *value;
+    /* Per server: its generation + 1 when it granted the lock, 0 otherwise. */
+    uint64_t *generations;
+    int64_t count;        /* hold count as last reported by the servers */
+    int64_t fence;        /* fencing token (0 when fencing is off) */
+    int64_t lease_ms;
+    bool watchdog;        /* renewed by the watchdog */
+    int64_t acquired_ns;  /* when the winning acquisition was sent */
+    int64_t validity_end_ns;
+    int64_t hold_deadline_ns; /* max_hold_ms cap, INT64_MAX when none */
+    int64_t extensions;
+    redmutex_state state;
+    pid_t pid;            /* process that acquired it */
+    char release_id[33];  /* latch id of a release whose outcome is unknown */
+    /* watchdog */
+    size_t heap_index;    /* position in the watchdog heap, SIZE_MAX when absent */
+    int64_t due_ns;
+    bool renewing;        /* a renewal for this hold is in flight */
+    bool renew_stopped;   /* a cap was reached: no more renewals, expiry notice only */
+    struct rm_hold *next_in_lock;
+    struct rm_hold *next_in_client, *prev_in_client;
+} rm_hold;
+
+/* ---- watchdog (watchdog.c) --------------------------------------------- */
+
+/** Schedules h (renewal for watchdog holds, expiry notice otherwise). Caller holds c->mu. */
+int rm_watchdog_schedule(redmutex_client *c, rm_hold *h);
+/** Removes h from the schedule and waits out an in-flight renewal. Caller holds c->mu. */
+void rm_watchdog_cancel(redmutex_client *c, rm_hold *h);
+/** Stops and joins the watchdog thread (shutdown or fork). */
+void rm_watchdog_stop(redmutex_client *c, int64_t deadline_ns);
+/** Forgets the watchdog in a forked child without touching its thread. */
+void rm_watchdog_forget(redmutex_client *c);
+typedef struct rm_event {
+    struct rm_event *next;
+    redmutex_lock *lock;
+    redmutex_state state;
+    char owner[RM_VALUE_MAX + 1];
+} rm_event;
+
+/** Marks h lost / failing and queues the callback; caller holds c->mu. */
+void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st);
+/** Runs queued lost-lock callbacks; caller holds no mutex. */
+void rm_run_callbacks(redmutex_client *c);
+
+/* ---- waiting (waiter.c) ------------------------------------------------ */
+
+typedef struct rm_waiter rm_waiter;
+/** Registers interest in a channel and waits (bounded) until subscribed. */
+int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_waiter **out);
+/**
+ * Sleeps until a release message for the channel, until `until_ns`, or an
+ * interrupt. Returns 1 if notified, 0 on timeout, REDMUTEX_EINTR.
+ */
+int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns);
+void rm_waiter_end(redmutex_client *c, rm_waiter *w);
+void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns);
+void rm_subscriber_forget(redmutex_client *c);
+
+/* ---- lock.c helpers used by the watchdog and shutdown ----------------- */
+
+/** Releases every hold of the client (shutdown). */
+void rm_release_all(redmutex_client *c, int64_t deadline_ns);
+/** Unlinks and frees h; caller holds c->mu and h is not scheduled. */
+void rm_hold_destroy(redmutex_client *c, rm_hold *h);
+/** Sleeps until `until_ns` without a waiter, honouring the interrupt callback. 0 or REDMUTEX_EINTR. */
+int rm_sleep_until(redmutex_client *c, int64_t until_ns);
+/** Clock drift allowance for a lease (DESIGN: lease * 1% + 2 ms), in ns. */
+static inline int64_t rm_drift_ns(int64_t lease_ms) { return lease_ms * RM_NS_PER_MS / 100 + 2 * RM_NS_PER_MS; }
+
+#endif

@@ -1,0 +1,1276 @@
+/*
+ * Lock operations. Each one builds the request for its kind, runs it on all
+ * servers through the fan-out, counts votes against the quorum (N/2+1, so
+ * N = 1 needs its one server) and updates the local record of the hold.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const redmutex_lock_options default_lock_options = REDMUTEX_LOCK_OPTIONS_INIT;
+
+int redmutex_lock_options_init(redmutex_lock_options *opts, unsigned int version)
+{
+    if (!opts)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_options_init: opts is NULL");
+    if (version != REDMUTEX_LOCK_OPTIONS_VERSION)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_options_init: unknown version %u", version);
+    memcpy(opts, &default_lock_options, sizeof *opts);
+    return 0;
+}
+
+static int check_lock_options(const redmutex_lock_options *o)
+{
+    if (o->version != REDMUTEX_LOCK_OPTIONS_VERSION)
+        return rm_fail(REDMUTEX_EINVAL,
+                       "lock options version %u is unknown (initialise them with redmutex_lock_options_init)",
+                       o->version);
+    if (o->flags & ~(uint32_t)REDMUTEX_LOCK_FENCING)
+        return rm_fail(REDMUTEX_EINVAL, "lock options: unknown flags 0x%x", o->flags);
+    if (o->lease_ms != 0 && (o->lease_ms < 10 || o->lease_ms > REDMUTEX_TIME_MAX_MS))
+        return rm_fail(REDMUTEX_EINVAL, "lease_ms = %" PRId64 " is out of range (0 for the watchdog, or 10..%" PRId64 ")",
+                       o->lease_ms, (int64_t)REDMUTEX_TIME_MAX_MS);
+    if (o->max_hold_ms < 0 || o->max_hold_ms > REDMUTEX_TIME_MAX_MS)
+        return rm_fail(REDMUTEX_EINVAL, "max_hold_ms = %" PRId64 " is out of range (0..%" PRId64 ")", o->max_hold_ms,
+                       (int64_t)REDMUTEX_TIME_MAX_MS);
+    if (o->max_extensions < 0)
+        return rm_fail(REDMUTEX_EINVAL, "max_extensions = %" PRId64 " is negative", o->max_extensions);
+    return 0;
+}
+
+/* Redisson's prefixName(): braces keep every key of a lock in one cluster slot. */
+static char *prefixed(const char *prefix, const char *name, const char *suffix)
+{
+    bool braces = strchr(name, '{') == NULL;
+    size_t len = strlen(prefix) + strlen(name) + strlen(suffix) + 4;
+    char *s = malloc(len);
+    if (s)
+        snprintf(s, len, "%s:%s%s%s%s", prefix, braces ? "{" : "", name, braces ? "}" : "", suffix);
+    return s;
+}
+
+int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name, redmutex_kind kind,
+                      const redmutex_lock_options *opts)
+{
+    if (!out || !c || !name)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_new: %s is NULL", !out ? "out" : !c ? "client" : "name");
+    size_t len = strnlen(name, REDMUTEX_NAME_MAX + 1);
+    if (len == 0)
+        return rm_fail(REDMUTEX_EINVAL, "lock name is empty");
+    if (len > REDMUTEX_NAME_MAX)
+        return rm_fail(REDMUTEX_EINVAL, "lock name is longer than %d bytes", REDMUTEX_NAME_MAX);
+    if (kind != REDMUTEX_KIND_LOCK && kind != REDMUTEX_KIND_RLOCK)
+        return rm_fail(REDMUTEX_EINVAL, "unknown lock kind %d", (int)kind);
+    redmutex_lock_options o = default_lock_options;
+    if (opts)
+        o = *opts;
+    int rc = check_lock_options(&o);
+    if (rc)
+        return rc;
+    redmutex_lock *l = calloc(1, sizeof *l);
+    if (!l)
+        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+    l->c = c;
+    l->kind = kind;
+    l->opts = o;
+    l->name = strdup(name);
+    l->name_len = len;
+    l->channel = prefixed("redisson_lock__channel", name, "");
+    l->token_key = prefixed("redisson_lock_token", name, "");
+    l->latch_prefix = prefixed("redisson_unlock_latch", name, ":");
+    if (!l->name || !l->channel || !l->token_key || !l->latch_prefix) {
+        rc = rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        goto fail;
+    }
+    rm_client_lock(c);
+    if (c->closed) {
+        rm_client_unlock(c);
+        rc = rm_fail(REDMUTEX_ECLOSED, "the client was closed");
+        goto fail;
+    }
+    c->refs++;
+    rm_client_unlock(c);
+    *out = l;
+    return 0;
+fail:
+    free(l->name);
+    free(l->channel);
+    free(l->token_key);
+    free(l->latch_prefix);
+    free(l);
+    return rc;
+}
+
+const char *redmutex_lock_name(const redmutex_lock *l) { return l ? l->name : ""; }
+
+redmutex_kind redmutex_lock_kind(const redmutex_lock *l) { return l ? l->kind : REDMUTEX_KIND_LOCK; }
+
+/* ---- holds ------------------------------------------------------------- */
+
+void rm_hold_destroy(redmutex_client *c, rm_hold *h)
+{
+    redmutex_lock *l = h->lock;
+    for (rm_hold **p = &l->holds; *p; p = &(*p)->next_in_lock)
+        if (*p == h) {
+            *p = h->next_in_lock;
+            break;
+        }
+    if (h->prev_in_client)
+        h->prev_in_client->next_in_client = h->next_in_client;
+    else if (c->holds == h)
+        c->holds = h->next_in_client;
+    if (h->next_in_client)
+        h->next_in_client->prev_in_client = h->prev_in_client;
+    free(h);
+}
+
+/* Removes h from the watchdog and frees it. Caller holds c->mu. */
+static void hold_forget(redmutex_client *c, rm_hold *h)
+{
+    rm_watchdog_cancel(c, h);
+    rm_hold_destroy(c, h);
+}
+
+static rm_hold *find_hold(redmutex_lock *l, const char *owner, pid_t pid)
+{
+    for (rm_hold *h = l->holds; h; h = h->next_in_lock)
+        if (h->pid == pid && strcmp(h->owner, owner) == 0)
+            return h;
+    return NULL;
+}
+
+static rm_hold *find_hold_by_id(redmutex_lock *l, uint64_t id)
+{
+    for (rm_hold *h = l->holds; h; h = h->next_in_lock)
+        if (h->id == id)
+            return h;
+    return NULL;
+}
+
+/* A hold for this owner made by another process (inherited through fork). */
+static rm_hold *find_foreign_hold(redmutex_lock *l, const char *owner, pid_t pid)
+{
+    for (rm_hold *h = l->holds; h; h = h->next_in_lock)
+        if (h->pid != pid && strcmp(h->owner, owner) == 0)
+            return h;
+    return NULL;
+}
+
+/* Current state, turning HELD/FAILING into LOST once validity has run out. */
+static redmutex_state hold_state(rm_hold *h, int64_t now)
+{
+    if ((h->state == REDMUTEX_STATE_HELD || h->state == REDMUTEX_STATE_RENEWAL_FAILING) &&
+        now >= h->validity_end_ns)
+        h->state = REDMUTEX_STATE_LOST;
+    return h->state;
+}
+
+/* ---- argument checks ------------------------------------------------- */
+
+static int check_handle(redmutex_lock *l, const char *fn)
+{
+    if (!l)
+        return rm_fail(REDMUTEX_EINVAL, "%s: lock is NULL", fn);
+    return rm_client_usable(l->c);
+}
+
+/* The owner key of the local hold: explicit owner, thread owner (rlock) or "" (plain default). */
+static int resolve_owner(redmutex_lock *l, const char *owner, char out[RM_VALUE_MAX + 1])
+{
+    if (owner) {
+        size_t len = strnlen(owner, REDMUTEX_OWNER_MAX + 1);
+        if (len == 0)
+            return rm_fail(REDMUTEX_EINVAL, "lock '%s': owner id is empty (pass NULL for the default owner)",
+                           l->name);
+        if (len > REDMUTEX_OWNER_MAX)
+            return rm_fail(REDMUTEX_EINVAL, "lock '%s': owner id is longer than %d bytes", l->name,
+                           REDMUTEX_OWNER_MAX);
+        memcpy(out, owner, len + 1);
+    } else if (l->kind == REDMUTEX_KIND_RLOCK) {
+        snprintf(out, RM_VALUE_MAX + 1, "%s:%ld", l->c->id, rm_thread_id());
+    } else {
+        out[0] = '\0';
+    }
+    return 0;
+}
+
+static void new_token(char out[33])
+{
+    unsigned char b[16];
+    if (rm_random_bytes(b, sizeof b) != 0) {
+        /* getrandom does not fail on Linux >= 3.17 once seeded; be safe anyway. */
+        uint64_t x = (uint64_t)rm_now_ns(), y = (uint64_t)getpid() * UINT64_C(0x9E3779B97F4A7C15);
+        memcpy(b, &x, 8);
+        memcpy(b + 8, &y, 8);
+    }
+    rm_hex(out, b, sizeof b);
+}
+
+static int check_wait(const redmutex_lock *l, int64_t ms)
+{
+    if (ms == REDMUTEX_WAIT_FOREVER || (ms >= 0 && ms <= REDMUTEX_TIME_MAX_MS))
+        return 0;
+    return rm_fail(REDMUTEX_EINVAL,
+                   "lock '%s': wait of %" PRId64 " ms is invalid (0..%" PRId64 ", or REDMUTEX_WAIT_FOREVER)",
+                   l->name, ms, (int64_t)REDMUTEX_TIME_MAX_MS);
+}
+
+static int64_t lease_of(const redmutex_lock *l)
+{
+    return l->opts.lease_ms ? l->opts.lease_ms : l->c->opts.watchdog_lease_ms;
+}
+
+/* ---- votes -------------------------------------------------------------- */
+
+typedef struct votes {
+    size_t yes, no, failed;   /* granted / refused by a live server / no usable answer */
+    int64_t count, fence;     /* max over yes votes */
+    int64_t ttl;              /* min positive pttl over no votes, -1 when unknown */
+    int64_t value[REDMUTEX_SERVERS_MAX]; /* per-server number (new ttl, count...) */
+    bool yes_at[REDMUTEX_SERVERS_MAX];
+    bool unknown_at[REDMUTEX_SERVERS_MAX]; /* request may have run: outcome unknown */
+    int error;                /* first server error reply code, with its message saved */
+    char error_msg[300];
+} votes;
+
+static void votes_error(votes *v, size_t i, int code)
+{
+    v->failed++;
+    v->unknown_at[i] = false;
+    if (!v->error) {
+        v->error = code;
+        snprintf(v->error_msg, sizeof v->error_msg, "%s", redmutex_last_error());
+    }
+}
+
+static const char *server_name(const redmutex_lock *l, size_t i) { return l->c->servers[i].ep.display; }
+
+typedef enum { ACQ_SET, ACQ_SCRIPT } acq_form;
+
+typedef struct acquire_ctx {
+    redmutex_lock *l;
+    acq_form form;
+    bool wait_replicas;
+    int64_t lease_ms;
+    votes v;
+} acquire_ctx;
+
+/* Classifies server i's answer to an acquire request. */
+static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
+{
+    rm_slot *s = &call->slots[i];
+    votes *v = &a->v;
+    if (s->err) {
+        v->failed++;
+        /* A request that went out may have been applied: clean it up. */
+        v->unknown_at[i] = s->err == REDMUTEX_ECONN;
+        if (!v->error && s->err != REDMUTEX_ECONN) {
+            v->error = s->err;
+            snprintf(v->error_msg, sizeof v->error_msg, "%s", s->msg);
+        }
+        return;
+    }
+    rm_reply *r = s->replies[0];
+    if (r->type == RM_REPLY_ERROR) {
+        votes_error(v, i, rm_reply_error(r, "acquire", a->l->name, server_name(a->l, i)));
+        return;
+    }
+    bool granted = false;
+    if (a->form == ACQ_SET) {
+        if (r->type == RM_REPLY_STATUS && strcmp(r->str, "OK") == 0) {
+            granted = true;
+            if (v->count < 1)
+                v->count = 1;
+        } else if (r->type == RM_REPLY_NIL) {
+            v->no++;
+        } else {
+            votes_error(v, i, rm_fail(REDMUTEX_EPROTOCOL, "%s: unexpected reply to SET", server_name(a->l, i)));
+            return;
+        }
+    } else {
+        if (r->type != RM_REPLY_ARRAY || r->elements < 2 || r->element[0]->type != RM_REPLY_INTEGER ||
+            r->element[1]->type != RM_REPLY_INTEGER ||
+            (r->element[0]->integer == 1 && (r->elements < 3 || r->element[2]->type != RM_REPLY_INTEGER))) {
+            votes_error(v, i,
+                        rm_fail(REDMUTEX_EPROTOCOL, "%s: unexpected reply to the acquire script",
+                                server_name(a->l, i)));
+            return;
+        }
+        if (r->element[0]->integer == 1) {
+            granted = true;
+            if (r->element[1]->integer > v->count)
+                v->count = r->element[1]->integer;
+            if (r->element[2]->integer > v->fence)
+                v->fence = r->element[2]->integer;
+        } else {
+            v->no++;
+            long long ttl = r->element[1]->integer;
+            if (ttl > 0 && (v->ttl < 0 || ttl < v->ttl))
+                v->ttl = ttl;
+        }
+    }
+    if (granted && a->wait_replicas) {
+        rm_reply *w = s->replies[1];
+        if (!w || w->type != RM_REPLY_INTEGER || w->integer < a->l->c->opts.min_replicas) {
+            /* Taken on the master but not known to the replicas: not a vote,
+               and it must be undone. */
+            votes_error(v, i,
+                        rm_fail(REDMUTEX_EREPLICAS,
+                                "lock '%s' on %s: %lld of %" PRId64 " replicas acknowledged within %" PRId64 " ms",
+                                a->l->name, server_name(a->l, i),
+                                w && w->type == RM_REPLY_INTEGER ? w->integer : 0LL,
+                                a->l->c->opts.min_replicas, a->l->c->opts.replica_timeout_ms));
+            v->unknown_at[i] = true;
+            return;
+        }
+    }
+    if (granted) {
+        v->yes++;
+        v->yes_at[i] = true;
+    }
+}
+
+static void acquire_count(acquire_ctx *a, rm_call *call)
+{
+    memset(&a->v, 0, sizeof a->v);
+    a->v.ttl = -1;
+    for (size_t i = 0; i < call->n; i++)
+        if (call->slots[i].status == RM_SLOT_DONE)
+            acquire_vote(a, call, i);
+}
+
+static bool acquire_decided(rm_call *call, void *ud)
+{
+    acquire_ctx *a = ud;
+    acquire_count(a, call);
+    size_t q = call->c->quorum;
+    return a->v.yes >= q || a->v.no + a->v.failed > call->n - q;
+}
+
+/* ---- request helpers ---------------------------------------------------- */
+
+typedef struct argbuf {
+    const char *argv[12];
+    char nums[4][24];
+} argbuf;
+
+static void add_wait(rm_req *req, redmutex_client *c, char *nbuf, char *tbuf, const char **argv)
+{
+    snprintf(nbuf, 24, "%" PRId64, c->opts.min_replicas);
+    snprintf(tbuf, 24, "%" PRId64, c->opts.replica_timeout_ms);
+    argv[0] = "WAIT";
+    argv[1] = nbuf;
+    argv[2] = tbuf;
+    req->cmds[req->ncmds++] = (rm_cmd){-1, 3, argv, NULL};
+}
+
+static int64_t command_deadline(redmutex_client *c, bool with_wait)
+{
+    int64_t ms = c->opts.command_timeout_ms;
+    if (with_wait)
+        ms += c->opts.replica_timeout_ms;
+    return rm_deadline_after_ms(ms);
+}
+
+/* Builds the release request for `value` into req (argument storage in ab). */
+static void release_request(redmutex_lock *l, const char *value, const char *latch_key, int64_t lease_ms,
+                            rm_req *req, argbuf *ab)
+{
+    int64_t latch_ms = l->c->opts.command_timeout_ms * 10;
+    snprintf(ab->nums[0], 24, "%" PRId64, latch_ms);
+    snprintf(ab->nums[1], 24, "%" PRId64, lease_ms);
+    req->ncmds = 1;
+    if (l->kind == REDMUTEX_KIND_LOCK) {
+        const char *argv[] = {"3", l->name, l->channel, latch_key, value, ab->nums[0]};
+        memcpy(ab->argv, argv, sizeof argv);
+        req->cmds[0] = (rm_cmd){RM_SCRIPT_LOCK_RELEASE, 6, ab->argv, NULL};
+    } else {
+        const char *argv[] = {"3", l->name, l->channel, latch_key, "0", ab->nums[1], value, "publish", ab->nums[0]};
+        memcpy(ab->argv, argv, sizeof argv);
+        req->cmds[0] = (rm_cmd){RM_SCRIPT_RLOCK_RELEASE, 9, ab->argv, NULL};
+    }
+}
+
+static void make_latch_key(const redmutex_lock *l, const char *id, char *out, size_t size)
+{
+    snprintf(out, size, "%s%s", l->latch_prefix, id);
+}
+
+/* After a release was answered, its latch is deleted with the next request on each connection. */
+static void forget_latch(rm_call *call, const char *latch_key)
+{
+    const char *argv[2] = {"DEL", latch_key};
+    for (size_t i = 0; i < call->n; i++) {
+        rm_conn *conn = call->slots[i].conn;
+        if (conn && call->slots[i].err == 0 && conn->later_count < 64 &&
+            rm_format_command(&conn->later, 2, argv, NULL) == 0)
+            conn->later_count++;
+    }
+}
+
+/* ---- acquire ----------------------------------------------------------- */
+
+enum { ATTEMPT_WON = 0, ATTEMPT_BUSY = 1 };
+
+typedef struct attempt_info {
+    int64_t ttl_ms;   /* the holder's remaining lease, -1 when unknown */
+    bool split;       /* some servers granted, but not a majority */
+} attempt_info;
+
+/*
+ * One acquisition attempt on all servers. Returns ATTEMPT_WON (hold recorded),
+ * ATTEMPT_BUSY (held elsewhere; *info says when to retry) or an error code.
+ */
+static int attempt(redmutex_lock *l, const char *owner, const char *value, attempt_info *info)
+{
+    redmutex_client *c = l->c;
+    int64_t lease = lease_of(l);
+    bool fencing = l->opts.flags & REDMUTEX_LOCK_FENCING;
+    pid_t pid = getpid();
+    info->ttl_ms = -1;
+    info->split = false;
+
+    rm_client_lock(c);
+    rm_hold *h = find_hold(l, owner, pid);
+    if (h) {
+        redmutex_state st = hold_state(h, rm_now_ns());
+        if (l->kind == REDMUTEX_KIND_LOCK) {
+            /* Not reentrant: held through this handle means held. */
+            rm_client_unlock(c);
+            return ATTEMPT_BUSY;
+        }
+        if (st == REDMUTEX_STATE_LOST) {
+            rm_client_unlock(c);
+            return rm_fail(REDMUTEX_ELOST,
+                           "lock '%s': this owner's earlier hold was lost; release it before acquiring again",
+                           l->name);
+        }
+    }
+    rm_client_unlock(c);
+
+    char lease_s[24];
+    snprintf(lease_s, sizeof lease_s, "%" PRId64, lease);
+    acquire_ctx a = {l, ACQ_SCRIPT, c->opts.min_replicas > 0, lease, {0}};
+    rm_req req = {0};
+    const char *argv[8];
+    const char *wait_argv[3];
+    char nbuf[24], tbuf[24];
+    if (l->kind == REDMUTEX_KIND_LOCK && !fencing) {
+        /* The fast path is the bare command redis-py sends. */
+        a.form = ACQ_SET;
+        const char *set_argv[] = {"SET", l->name, value, "NX", "PX", lease_s};
+        memcpy(argv, set_argv, sizeof set_argv);
+        req.cmds[req.ncmds++] = (rm_cmd){-1, 6, argv, NULL};
+    } else if (l->kind == REDMUTEX_KIND_LOCK) {
+        const char *s_argv[] = {"2", l->name, l->token_key, value, lease_s, "1"};
+        memcpy(argv, s_argv, sizeof s_argv);
+        req.cmds[req.ncmds++] = (rm_cmd){RM_SCRIPT_LOCK_ACQUIRE, 6, argv, NULL};
+    } else {
+        const char *s_argv[] = {"2", l->name, l->token_key, lease_s, value, fencing ? "1" : "0"};
+        memcpy(argv, s_argv, sizeof s_argv);
+        req.cmds[req.ncmds++] = (rm_cmd){RM_SCRIPT_RLOCK_ACQUIRE, 6, argv, NULL};
+    }
+    if (a.wait_replicas)
+        add_wait(&req, c, nbuf, tbuf, wait_argv);
+
+    rm_call call;
+    if (rm_call_begin(&call, c) != 0)
+        return REDMUTEX_ENOMEM;
+    int rc = rm_call_run(&call, &req, command_deadline(c, a.wait_replicas), c->n > 1 ? acquire_decided : NULL, &a);
+    if (rc) {
+        rm_call_end(&call);
+        return rc;
+    }
+    int64_t started = call.started_ns;
+    acquire_count(&a, &call);
+    votes *v = &a.v;
+    int64_t validity_ns = lease * RM_NS_PER_MS - (rm_now_ns() - started) - rm_drift_ns(lease);
+
+    if (v->yes >= c->quorum && validity_ns > 0) {
+        rm_client_lock(c);
+        h = find_hold(l, owner, pid);
+        if (!h) {
+            size_t olen = strlen(owner) + 1, vlen = strlen(value) + 1;
+            /* One allocation: the hold, then per-server generations, owner and value. */
+            h = calloc(1, sizeof *h + c->n * sizeof(uint64_t) + olen + vlen);
+            if (!h) {
+                rm_client_unlock(c);
+                rc = rm_fail(REDMUTEX_ENOMEM, "out of memory");
+                goto undo;
+            }
+            h->lock = l;
+            h->id = ++c->next_hold_id;
+            h->heap_index = SIZE_MAX;
+            h->pid = pid;
+            h->generations = (uint64_t *)(h + 1);
+            h->owner = (char *)(h->generations + c->n);
+            h->value = h->owner + olen;
+            memcpy(h->owner, owner, olen);
+            memcpy(h->value, value, vlen);
+            h->next_in_lock = l->holds;
+            l->holds = h;
+            h->next_in_client = c->holds;
+            if (c->holds)
+                c->holds->prev_in_client = h;
+            c->holds = h;
+            h->fence = v->fence;
+            h->acquired_ns = started;
+            h->hold_deadline_ns = l->opts.max_hold_ms ? started + l->opts.max_hold_ms * RM_NS_PER_MS : INT64_MAX;
+            for (size_t i = 0; i < c->n; i++)
+                h->generations[i] = v->yes_at[i] ? c->servers[i].generation + 1 : 0;
+        }
+        h->count = v->count;
+        h->lease_ms = lease;
+        h->watchdog = l->opts.lease_ms == 0;
+        h->validity_end_ns = started + lease * RM_NS_PER_MS - rm_drift_ns(lease);
+        h->state = REDMUTEX_STATE_HELD;
+        rc = rm_watchdog_schedule(c, h);
+        rm_client_unlock(c);
+        rm_call_end(&call);
+        return rc ? rc : ATTEMPT_WON;
+    }
+
+    /* Not won. A split vote or a slow acquisition may have left our value on
+       some servers; take it off all of them before anyone waits on it. */
+    if (v->yes >= c->quorum) {
+        rc = ATTEMPT_BUSY;
+        info->ttl_ms = 0;
+    } else if (v->error == REDMUTEX_EREPLICAS) {
+        rc = rm_fail(REDMUTEX_EREPLICAS, "%s", v->error_msg);
+    } else if (v->yes + v->no >= c->quorum) {
+        rc = ATTEMPT_BUSY;
+        info->ttl_ms = v->ttl;
+        info->split = v->yes > 0;
+    } else if (v->error == REDMUTEX_EWRONGTYPE || v->error == REDMUTEX_EAUTH ||
+               (v->error && v->yes + v->no == 0)) {
+        rc = rm_fail(v->error, "%s", v->error_msg);
+    } else {
+        rc = rm_call_fail(&call, "acquire", l->name);
+    }
+
+undo:;
+    bool dirty = false;
+    for (size_t i = 0; i < c->n; i++)
+        if (v->yes_at[i] || v->unknown_at[i])
+            dirty = true;
+    if (dirty) {
+        char latch_id[33], latch_key[REDMUTEX_NAME_MAX + 96];
+        new_token(latch_id);
+        make_latch_key(l, latch_id, latch_key, sizeof latch_key);
+        rm_req rel;
+        argbuf ab;
+        release_request(l, value, latch_key, lease, &rel, &ab);
+        int saved = redmutex_last_error_code();
+        char saved_msg[512];
+        snprintf(saved_msg, sizeof saved_msg, "%s", redmutex_last_error());
+        rm_call_run(&call, &rel, command_deadline(c, false), NULL, NULL);
+        forget_latch(&call, latch_key);
+        rm_fail(saved, "%s", saved_msg);
+    } else if (rc == ATTEMPT_BUSY && a.form == ACQ_SET && v->ttl < 0) {
+        /* SET NX only says "exists": learn the holder's TTL, and whether the
+           key is a lock of this kind at all, before deciding how to wait. */
+        const char *iargv[] = {"1", l->name, "string", ""};
+        rm_req ireq = {1, {{RM_SCRIPT_INSPECT, 4, iargv, NULL}}};
+        rm_call_run(&call, &ireq, command_deadline(c, false), NULL, NULL);
+        for (size_t i = 0; i < call.n; i++) {
+            rm_reply *r = call.slots[i].err ? NULL : call.slots[i].replies[0];
+            if (!r)
+                continue;
+            if (r->type == RM_REPLY_ERROR) {
+                int code = rm_reply_error(r, "acquire", l->name, server_name(l, i));
+                if (code == REDMUTEX_EWRONGTYPE && c->n == 1)
+                    rc = code;
+            } else if (r->type == RM_REPLY_ARRAY && r->elements == 3 && r->element[1]->type == RM_REPLY_INTEGER) {
+                long long ttl = r->element[1]->integer;
+                if (r->element[0]->integer == 0)
+                    ttl = 0; /* released meanwhile: retry now */
+                if (ttl >= 0 && (info->ttl_ms < 0 || ttl < info->ttl_ms))
+                    info->ttl_ms = ttl;
+            }
+        }
+    }
+    rm_call_end(&call);
+    return rc;
+}
+
+int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
+{
+    int rc = check_handle(l, "redmutex_lock_acquire");
+    if (rc)
+        return rc;
+    if ((rc = check_wait(l, wait_ms)))
+        return rc;
+    redmutex_client *c = l->c;
+    char owner_key[RM_VALUE_MAX + 1], value[RM_VALUE_MAX + 1];
+    if ((rc = resolve_owner(l, owner, owner_key)))
+        return rc;
+    if (l->kind == REDMUTEX_KIND_LOCK && !owner)
+        new_token(value);
+    else
+        memcpy(value, owner_key, sizeof value);
+
+    int64_t start = rm_now_ns();
+    int64_t deadline = rm_deadline_after_ms(wait_ms);
+    attempt_info info;
+    rc = attempt(l, owner_key, value, &info);
+    if (rc != ATTEMPT_BUSY)
+        return rc;
+
+    /* Waiting: subscribe first, then try again, so a release published
+       between the failed attempt and the subscription is not missed. */
+    rm_waiter *w = NULL;
+    if (wait_ms != 0) {
+        int64_t sub_deadline = rm_deadline_after_ms(c->opts.command_timeout_ms);
+        rm_waiter_begin(c, l->channel, sub_deadline < deadline ? sub_deadline : deadline, &w);
+    }
+    int64_t backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
+    int64_t attempts = 1;
+    for (;;) {
+        int64_t now = rm_now_ns();
+        if (now >= deadline || (c->opts.retry_count > 0 && attempts >= c->opts.retry_count)) {
+            rc = rm_fail(REDMUTEX_ETIMEDOUT, "lock '%s' is held by another owner; waited %" PRId64 " ms", l->name,
+                         (now - start) / RM_NS_PER_MS);
+            break;
+        }
+        /* Next attempt: on a release message, when the holder's lease ends,
+           or after a capped, jittered backoff, whichever comes first. */
+        int64_t pause_ms = backoff_ms - (int64_t)rm_random_below((uint64_t)backoff_ms / 4 + 1);
+        if (info.ttl_ms >= 0 && info.ttl_ms + 1 < pause_ms)
+            pause_ms = info.ttl_ms + 1;
+        if (info.split && c->opts.retry_delay_ms > 0) {
+            int64_t d = (int64_t)rm_random_below((uint64_t)c->opts.retry_delay_ms) + 1;
+            if (d < pause_ms)
+                pause_ms = d;
+        }
+        int64_t until = now + pause_ms * RM_NS_PER_MS;
+        if (until > deadline)
+            until = deadline;
+        int r = w ? rm_waiter_wait(c, w, until) : rm_sleep_until(c, until);
+        if (r == REDMUTEX_EINTR) {
+            rc = rm_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
+            break;
+        }
+        if (r == 0 && backoff_ms < c->opts.wait_backoff_cap_ms)
+            backoff_ms = backoff_ms * 2 > c->opts.wait_backoff_cap_ms ? c->opts.wait_backoff_cap_ms : backoff_ms * 2;
+        rc = attempt(l, owner_key, value, &info);
+        attempts++;
+        if (rc != ATTEMPT_BUSY)
+            break;
+    }
+    if (w)
+        rm_waiter_end(c, w);
+    return rc;
+}
+
+int rm_sleep_until(redmutex_client *c, int64_t until_ns)
+{
+    for (;;) {
+        int64_t ms = rm_ms_until(until_ns);
+        if (ms <= 0)
+            return 0;
+        if (poll(NULL, 0, ms > 60000 ? 60000 : (int)ms) < 0 && errno == EINTR && c->opts.interrupt &&
+            c->opts.interrupt(c->opts.interrupt_payload))
+            return REDMUTEX_EINTR;
+    }
+}
+
+/* ---- release ------------------------------------------------------------ */
+
+static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns)
+{
+    redmutex_client *c = l->c;
+    pid_t pid = getpid();
+    char value[RM_VALUE_MAX + 1];
+    char latch_id[33];
+    uint64_t hold_id = 0;
+    bool was_lost = false;
+    int64_t lease = lease_of(l);
+
+    rm_client_lock(c);
+    rm_hold *h = find_hold(l, owner_key, pid);
+    if (!h && find_foreign_hold(l, owner_key, pid)) {
+        rm_client_unlock(c);
+        return rm_fail(REDMUTEX_EFORKED,
+                       "lock '%s' was acquired by the parent process; a forked child cannot release it", l->name);
+    }
+    if (!h && !explicit_owner && l->kind == REDMUTEX_KIND_LOCK) {
+        rm_client_unlock(c);
+        return rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held through this handle", l->name);
+    }
+    if (h) {
+        if (h->busy) {
+            rm_client_unlock(c);
+            return rm_fail(REDMUTEX_ENOTOWNER, "lock '%s': another thread is releasing or extending this hold",
+                           l->name);
+        }
+        h->busy = true;
+        hold_id = h->id;
+        was_lost = hold_state(h, rm_now_ns()) == REDMUTEX_STATE_LOST;
+        /* The last release stops renewal first, so none can run after it. */
+        if (h->count <= 1)
+            rm_watchdog_cancel(c, h);
+        if (!h->release_id[0])
+            new_token(h->release_id);
+        memcpy(latch_id, h->release_id, sizeof latch_id);
+        snprintf(value, sizeof value, "%s", h->value);
+        lease = h->lease_ms;
+    } else {
+        new_token(latch_id);
+        memcpy(value, owner_key, sizeof value);
+    }
+    rm_client_unlock(c);
+
+    char latch_key[REDMUTEX_NAME_MAX + 96];
+    make_latch_key(l, latch_id, latch_key, sizeof latch_key);
+    rm_req req;
+    argbuf ab;
+    release_request(l, value, latch_key, lease, &req, &ab);
+    rm_call call;
+    int rc = rm_call_begin(&call, c);
+    if (rc == 0) {
+        int64_t dl = command_deadline(c, false);
+        rm_call_run(&call, &req, dl < deadline_ns ? dl : deadline_ns, NULL, NULL);
+    }
+    size_t ok = 0, deleted = 0, notowner = 0, failed = 0;
+    int err = 0;
+    for (size_t i = 0; rc == 0 && i < call.n; i++) {
+        rm_slot *s = &call.slots[i];
+        rm_reply *r = s->err ? NULL : s->replies[0];
+        if (!r) {
+            failed++;
+        } else if (r->type == RM_REPLY_INTEGER) {
+            ok++;
+            deleted += r->integer == 1;
+        } else if (r->type == RM_REPLY_NIL) {
+            notowner++;
+        } else if (r->type == RM_REPLY_ERROR) {
+            failed++;
+            int code = rm_reply_error(r, "release", l->name, server_name(l, i));
+            if (!err || code == REDMUTEX_EWRONGTYPE)
+                err = code;
+        } else {
+            failed++;
+        }
+    }
+    size_t q = c->quorum;
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", redmutex_last_error());
+
+    rm_client_lock(c);
+    h = hold_id ? find_hold_by_id(l, hold_id) : NULL;
+    if (rc == 0 && ok >= q) {
+        if (h) {
+            h->busy = false;
+            h->release_id[0] = '\0';
+            h->count = deleted >= q ? 0 : h->count - 1;
+            if (h->count <= 0)
+                hold_forget(c, h);
+        }
+        rc = was_lost ? rm_fail(REDMUTEX_ELOST,
+                                "lock '%s' was lost before it was released (its lease ran out); the work done "
+                                "under it was not protected to the end",
+                                l->name)
+                      : 0;
+    } else if (rc == 0 && notowner > c->n - q) {
+        if (h) {
+            hold_forget(c, h);
+            rc = rm_fail(REDMUTEX_ELOST,
+                         "lock '%s' was lost before it was released: its lease ran out or another owner took it",
+                         l->name);
+        } else {
+            rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held by owner '%s'", l->name, value);
+        }
+    } else {
+        /* Outcome unknown: keep the hold and its request id so that a retry
+           reports what this attempt did. */
+        if (h)
+            h->busy = false;
+        if (rc == 0)
+            rc = err && (err == REDMUTEX_EWRONGTYPE || ok + notowner == 0) ? rm_fail(err, "%s", saved)
+                                                                            : rm_call_fail(&call, "release", l->name);
+    }
+    rm_client_unlock(c);
+    if (rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER)
+        forget_latch(&call, latch_key);
+    if (call.slots)
+        rm_call_end(&call);
+    return rc;
+}
+
+int redmutex_lock_release(redmutex_lock *l, const char *owner)
+{
+    int rc = check_handle(l, "redmutex_lock_release");
+    if (rc)
+        return rc;
+    char owner_key[RM_VALUE_MAX + 1];
+    if ((rc = resolve_owner(l, owner, owner_key)))
+        return rc;
+    return release_owner(l, owner_key, owner != NULL, INT64_MAX);
+}
+
+void rm_release_all(redmutex_client *c, int64_t deadline_ns)
+{
+    pid_t pid = getpid();
+    for (;;) {
+        if (rm_now_ns() >= deadline_ns)
+            return;
+        /* Take one hold at a time: releasing changes the list. */
+        rm_client_lock(c);
+        rm_hold *h = c->holds;
+        while (h && (h->pid != pid || h->busy || hold_state(h, rm_now_ns()) == REDMUTEX_STATE_LOST))
+            h = h->next_in_client;
+        redmutex_lock *l = h ? h->lock : NULL;
+        char owner[RM_VALUE_MAX + 1];
+        uint64_t id = h ? h->id : 0;
+        if (h)
+            snprintf(owner, sizeof owner, "%s", h->owner);
+        rm_client_unlock(c);
+        if (!l)
+            return;
+        int rc = release_owner(l, owner, owner[0] != '\0', deadline_ns);
+        if (rc != 0) {
+            /* Could not release it: leave it to expire and stop renewing it. */
+            rm_client_lock(c);
+            rm_hold *again = find_hold_by_id(l, id);
+            if (again)
+                hold_forget(c, again);
+            rm_client_unlock(c);
+        }
+    }
+}
+
+/* ---- extend ------------------------------------------------------------- */
+
+int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmutex_extend_mode mode)
+{
+    int rc = check_handle(l, "redmutex_lock_extend");
+    if (rc)
+        return rc;
+    if (ms <= 0 || ms > REDMUTEX_TIME_MAX_MS)
+        return rm_fail(REDMUTEX_EINVAL, "lock '%s': extension of %" PRId64 " ms is invalid (1..%" PRId64 ")", l->name,
+                       ms, (int64_t)REDMUTEX_TIME_MAX_MS);
+    if (mode != REDMUTEX_EXTEND_ADD && mode != REDMUTEX_EXTEND_REPLACE)
+        return rm_fail(REDMUTEX_EINVAL, "lock '%s': unknown extend mode %d", l->name, (int)mode);
+    redmutex_client *c = l->c;
+    char owner_key[RM_VALUE_MAX + 1], value[RM_VALUE_MAX + 1];
+    if ((rc = resolve_owner(l, owner, owner_key)))
+        return rc;
+    pid_t pid = getpid();
+    uint64_t hold_id = 0;
+
+    rm_client_lock(c);
+    rm_hold *h = find_hold(l, owner_key, pid);
+    if (!h && find_foreign_hold(l, owner_key, pid))
+        rc = rm_fail(REDMUTEX_EFORKED, "lock '%s' was acquired by the parent process; a forked child cannot extend it",
+                     l->name);
+    else if (!h && !owner && l->kind == REDMUTEX_KIND_LOCK)
+        rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held through this handle", l->name);
+    else if (h && h->busy)
+        rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s': another thread is releasing or extending this hold", l->name);
+    else if (h && hold_state(h, rm_now_ns()) == REDMUTEX_STATE_LOST)
+        rc = rm_fail(REDMUTEX_ELOST, "lock '%s' was lost; it can no longer be extended", l->name);
+    else if (h && l->opts.max_extensions && h->extensions >= l->opts.max_extensions)
+        rc = rm_fail(REDMUTEX_ELIMIT, "lock '%s' reached its cap of %" PRId64 " extensions", l->name,
+                     l->opts.max_extensions);
+    if (rc == 0) {
+        if (h) {
+            h->busy = true;
+            hold_id = h->id;
+            snprintf(value, sizeof value, "%s", h->value);
+        } else {
+            memcpy(value, owner_key, sizeof value);
+        }
+    }
+    rm_client_unlock(c);
+    if (rc)
+        return rc;
+
+    char ms_s[24], nbuf[24], tbuf[24];
+    snprintf(ms_s, sizeof ms_s, "%" PRId64, ms);
+    const char *argv[] = {"1", l->name, value, ms_s, mode == REDMUTEX_EXTEND_REPLACE ? "1" : "0"};
+    const char *wait_argv[3];
+    rm_req req = {0};
+    req.cmds[req.ncmds++] =
+        (rm_cmd){l->kind == REDMUTEX_KIND_LOCK ? RM_SCRIPT_LOCK_EXTEND : RM_SCRIPT_RLOCK_EXTEND, 5, argv, NULL};
+    bool wait_replicas = c->opts.min_replicas > 0;
+    if (wait_replicas)
+        add_wait(&req, c, nbuf, tbuf, wait_argv);
+    rm_call call;
+    if ((rc = rm_call_begin(&call, c)) == 0)
+        rm_call_run(&call, &req, command_deadline(c, wait_replicas), NULL, NULL);
+    int64_t ttls[REDMUTEX_SERVERS_MAX];
+    size_t ok = 0, notowner = 0;
+    int err = 0;
+    char err_msg[512] = "";
+    for (size_t i = 0; rc == 0 && i < call.n; i++) {
+        rm_slot *s = &call.slots[i];
+        rm_reply *r = s->err ? NULL : s->replies[0];
+        if (!r)
+            continue;
+        if (r->type == RM_REPLY_ERROR) {
+            int code = rm_reply_error(r, "extend", l->name, server_name(l, i));
+            if (!err) {
+                err = code;
+                snprintf(err_msg, sizeof err_msg, "%s", redmutex_last_error());
+            }
+        } else if (r->type == RM_REPLY_INTEGER && r->integer > 0) {
+            rm_reply *w = wait_replicas ? s->replies[1] : NULL;
+            if (wait_replicas && (!w || w->type != RM_REPLY_INTEGER || w->integer < c->opts.min_replicas)) {
+                if (!err) {
+                    err = REDMUTEX_EREPLICAS;
+                    snprintf(err_msg, sizeof err_msg,
+                             "extend lock '%s' on %s: fewer than %" PRId64 " replicas acknowledged", l->name,
+                             server_name(l, i), c->opts.min_replicas);
+                }
+                continue;
+            }
+            ttls[ok++] = r->integer;
+        } else if (r->type == RM_REPLY_INTEGER) {
+            notowner++;
+        } else if (!err) {
+            err = rm_fail(REDMUTEX_EPROTOCOL, "%s: unexpected reply to extend", server_name(l, i));
+            snprintf(err_msg, sizeof err_msg, "%s", redmutex_last_error());
+        }
+    }
+    size_t q = c->quorum;
+    rm_client_lock(c);
+    h = hold_id ? find_hold_by_id(l, hold_id) : NULL;
+    if (h)
+        h->busy = false;
+    if (rc) {
+        /* ENOMEM from rm_call_begin */
+    } else if (ok >= q) {
+        /* The q-th largest new TTL is how long a majority holds it. */
+        for (size_t i = 0; i < ok; i++)
+            for (size_t k = i + 1; k < ok; k++)
+                if (ttls[k] > ttls[i]) {
+                    int64_t t = ttls[i];
+                    ttls[i] = ttls[k];
+                    ttls[k] = t;
+                }
+        int64_t ttl = ttls[q - 1];
+        if (h) {
+            h->validity_end_ns = call.started_ns + ttl * RM_NS_PER_MS - rm_drift_ns(ttl);
+            h->extensions++;
+            if (h->state == REDMUTEX_STATE_RENEWAL_FAILING)
+                h->state = REDMUTEX_STATE_HELD;
+            if (!h->watchdog) {
+                rm_watchdog_cancel(c, h);
+                rc = rm_watchdog_schedule(c, h);
+            }
+        }
+    } else if (notowner > c->n - q) {
+        if (h) {
+            rm_watchdog_cancel(c, h);
+            h->state = REDMUTEX_STATE_LOST;
+            rc = rm_fail(REDMUTEX_ELOST, "lock '%s' was lost: its lease ran out or another owner took it", l->name);
+        } else {
+            rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held by owner '%s'", l->name, value);
+        }
+    } else if (err && (err == REDMUTEX_EWRONGTYPE || err == REDMUTEX_EREPLICAS || ok + notowner == 0)) {
+        rc = rm_fail(err, "%s", err_msg);
+    } else {
+        rc = rm_call_fail(&call, "extend", l->name);
+    }
+    rm_client_unlock(c);
+    if (call.slots)
+        rm_call_end(&call);
+    return rc;
+}
+
+/* ---- queries ------------------------------------------------------------ */
+
+typedef struct inspect_result {
+    size_t answered;
+    size_t exists;
+    int64_t ttl[REDMUTEX_SERVERS_MAX];   /* per answering server; -2 absent, -1 no TTL */
+    int64_t count[REDMUTEX_SERVERS_MAX];
+} inspect_result;
+
+static int inspect(redmutex_lock *l, const char *value, inspect_result *res)
+{
+    redmutex_client *c = l->c;
+    const char *argv[] = {"1", l->name, l->kind == REDMUTEX_KIND_LOCK ? "string" : "hash", value};
+    rm_req req = {1, {{RM_SCRIPT_INSPECT, 4, argv, NULL}}};
+    rm_call call;
+    int rc = rm_call_begin(&call, c);
+    if (rc)
+        return rc;
+    rm_call_run(&call, &req, command_deadline(c, false), NULL, NULL);
+    memset(res, 0, sizeof *res);
+    int err = 0;
+    char err_msg[512] = "";
+    for (size_t i = 0; i < call.n; i++) {
+        rm_reply *r = call.slots[i].err ? NULL : call.slots[i].replies[0];
+        if (!r)
+            continue;
+        if (r->type == RM_REPLY_ERROR) {
+            int code = rm_reply_error(r, "inspect", l->name, server_name(l, i));
+            if (!err || code == REDMUTEX_EWRONGTYPE) {
+                err = code;
+                snprintf(err_msg, sizeof err_msg, "%s", redmutex_last_error());
+            }
+            continue;
+        }
+        if (r->type != RM_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != RM_REPLY_INTEGER ||
+            r->element[1]->type != RM_REPLY_INTEGER || r->element[2]->type != RM_REPLY_INTEGER) {
+            if (!err) {
+                err = rm_fail(REDMUTEX_EPROTOCOL, "%s: unexpected reply to the inspect script", server_name(l, i));
+                snprintf(err_msg, sizeof err_msg, "%s", redmutex_last_error());
+            }
+            continue;
+        }
+        size_t k = res->answered++;
+        res->exists += r->element[0]->integer == 1;
+        res->ttl[k] = r->element[1]->integer;
+        res->count[k] = r->element[2]->integer;
+    }
+    if (err == REDMUTEX_EWRONGTYPE || (err && res->answered < c->quorum))
+        rc = rm_fail(err, "%s", err_msg);
+    else if (res->answered < c->quorum)
+        rc = rm_call_fail(&call, "inspect", l->name);
+    rm_call_end(&call);
+    return rc;
+}
+
+/* The q-th largest of v[0..n) (n >= q); "no TTL" (-1) counts as the largest. */
+static int64_t qth_largest(int64_t *v, size_t n, size_t q, bool ttl_order)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = i + 1; k < n; k++) {
+            int64_t a = v[i], b = v[k];
+            if (ttl_order) {
+                a = a == -1 ? INT64_MAX : a;
+                b = b == -1 ? INT64_MAX : b;
+            }
+            if (b > a) {
+                int64_t t = v[i];
+                v[i] = v[k];
+                v[k] = t;
+            }
+        }
+    return v[q - 1];
+}
+
+/* The value an owner is known by on the servers ("" when this handle holds nothing for it). */
+static int owner_value(redmutex_lock *l, const char *owner, char value[RM_VALUE_MAX + 1])
+{
+    char owner_key[RM_VALUE_MAX + 1];
+    int rc = resolve_owner(l, owner, owner_key);
+    if (rc)
+        return rc;
+    if (l->kind == REDMUTEX_KIND_LOCK && !owner) {
+        rm_client_lock(l->c);
+        rm_hold *h = find_hold(l, "", getpid());
+        snprintf(value, RM_VALUE_MAX + 1, "%s", h ? h->value : "");
+        rm_client_unlock(l->c);
+    } else {
+        memcpy(value, owner_key, RM_VALUE_MAX + 1);
+    }
+    return 0;
+}
+
+int redmutex_lock_is_locked(int *out, redmutex_lock *l)
+{
+    int rc = check_handle(l, "redmutex_lock_is_locked");
+    if (rc)
+        return rc;
+    if (!out)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_is_locked: out is NULL");
+    inspect_result res;
+    if ((rc = inspect(l, "", &res)))
+        return rc;
+    *out = res.exists >= l->c->quorum;
+    return 0;
+}
+
+int redmutex_lock_is_owned(int *out, redmutex_lock *l, const char *owner)
+{
+    int64_t count;
+    int rc = redmutex_lock_hold_count(&count, l, owner);
+    if (rc == 0 && !out)
+        rc = rm_fail(REDMUTEX_EINVAL, "redmutex_lock_is_owned: out is NULL");
+    if (rc == 0)
+        *out = count > 0;
+    return rc;
+}
+
+int redmutex_lock_hold_count(int64_t *out, redmutex_lock *l, const char *owner)
+{
+    int rc = check_handle(l, "redmutex_lock_hold_count");
+    if (rc)
+        return rc;
+    if (!out)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_hold_count: out is NULL");
+    char value[RM_VALUE_MAX + 1];
+    if ((rc = owner_value(l, owner, value)))
+        return rc;
+    if (!value[0]) {
+        *out = 0;
+        return 0;
+    }
+    inspect_result res;
+    if ((rc = inspect(l, value, &res)))
+        return rc;
+    *out = qth_largest(res.count, res.answered, l->c->quorum, false);
+    return 0;
+}
+
+int redmutex_lock_ttl(int64_t *out, redmutex_lock *l)
+{
+    int rc = check_handle(l, "redmutex_lock_ttl");
+    if (rc)
+        return rc;
+    if (!out)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_ttl: out is NULL");
+    inspect_result res;
+    if ((rc = inspect(l, "", &res)))
+        return rc;
+    *out = qth_largest(res.ttl, res.answered, l->c->quorum, true);
+    return 0;
+}
+
+int redmutex_lock_force_release(int *out, redmutex_lock *l)
+{
+    int rc = check_handle(l, "redmutex_lock_force_release");
+    if (rc)
+        return rc;
+    redmutex_client *c = l->c;
+    const char *argv[] = {"2", l->name, l->channel, l->kind == REDMUTEX_KIND_LOCK ? "string" : "hash"};
+    rm_req req = {1, {{RM_SCRIPT_FORCE_RELEASE, 4, argv, NULL}}};
+    rm_call call;
+    if ((rc = rm_call_begin(&call, c)))
+        return rc;
+    rm_call_run(&call, &req, command_deadline(c, false), NULL, NULL);
+    size_t answered = 0, deleted = 0;
+    int err = 0;
+    char err_msg[512] = "";
+    for (size_t i = 0; i < call.n; i++) {
+        rm_reply *r = call.slots[i].err ? NULL : call.slots[i].replies[0];
+        if (r && r->type == RM_REPLY_INTEGER) {
+            answered++;
+            deleted += r->integer == 1;
+        } else if (r && r->type == RM_REPLY_ERROR && !err) {
+            err = rm_reply_error(r, "force release", l->name, server_name(l, i));
+            snprintf(err_msg, sizeof err_msg, "%s", redmutex_last_error());
+        }
+    }
+    if (err == REDMUTEX_EWRONGTYPE)
+        rc = rm_fail(err, "%s", err_msg);
+    else if (answered < c->quorum)
+        rc = err ? rm_fail(err, "%s", err_msg) : rm_call_fail(&call, "force release", l->name);
+    rm_call_end(&call);
+    if (rc)
+        return rc;
+    rm_client_lock(c);
+    pid_t pid = getpid();
+    for (rm_hold *h = l->holds, *next; h; h = next) {
+        next = h->next_in_lock;
+        if (h->pid == pid && !h->busy)
+            hold_forget(c, h);
+    }
+    rm_client_unlock(c);
+    if (out)
+        *out = deleted > 0;
+    return 0;
+}
+
+/* ---- local state ------------------------------------------------------- */
+
+static int local_hold(redmutex_lock *l, const char *owner, const char *fn, rm_hold **out)
+{
+    if (!l)
+        return rm_fail(REDMUTEX_EINVAL, "%s: lock is NULL", fn);
+    char owner_key[RM_VALUE_MAX + 1];
+    int rc = resolve_owner(l, owner, owner_key);
+    if (rc)
+        return rc;
+    rm_client_lock(l->c);
+    *out = find_hold(l, owner_key, getpid());
+    return 0; /* returns with the client mutex held */
+}
+
+int redmutex_lock_state(redmutex_state *out, redmutex_lock *l, const char *owner)
+{
+    if (!out)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_state: out is NULL");
+    rm_hold *h;
+    int rc = local_hold(l, owner, "redmutex_lock_state", &h);
+    if (rc)
+        return rc;
+    *out = h ? hold_state(h, rm_now_ns()) : REDMUTEX_STATE_UNLOCKED;
+    rm_client_unlock(l->c);
+    return 0;
+}
+
+int redmutex_lock_validity(int64_t *out, redmutex_lock *l, const char *owner)
+{
+    if (!out)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_validity: out is NULL");
+    rm_hold *h;
+    int rc = local_hold(l, owner, "redmutex_lock_validity", &h);
+    if (rc)
+        return rc;
+    int64_t now = rm_now_ns();
+    *out = 0;
+    if (h && hold_state(h, now) != REDMUTEX_STATE_LOST)
+        *out = (h->validity_end_ns - now) / RM_NS_PER_MS;
+    rm_client_unlock(l->c);
+    return 0;
+}
+
+int redmutex_lock_fence(int64_t *out, redmutex_lock *l, const char *owner)
+{
+    if (!out)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_fence: out is NULL");
+    if (l && !(l->opts.flags & REDMUTEX_LOCK_FENCING))
+        return rm_fail(REDMUTEX_EINVAL, "lock '%s' was made without REDMUTEX_LOCK_FENCING", l->name);
+    rm_hold *h;
+    int rc = local_hold(l, owner, "redmutex_lock_fence", &h);
+    if (rc)
+        return rc;
+    if (h)
+        *out = h->fence;
+    else
+        rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held by this owner through this handle", l->name);
+    rm_client_unlock(l->c);
+    return rc;
+}
+
+/* ---- free --------------------------------------------------------------- */
+
+void redmutex_lock_free(redmutex_lock *l)
+{
+    if (!l)
+        return;
+    redmutex_client *c = l->c;
+    rm_client_lock(c);
+    /* A lost-lock callback for this handle may be running or queued. */
+    while (c->callback_lock == l)
+        pthread_cond_wait(&c->renew_done, &c->mu);
+    for (rm_event **p = &c->events; *p;) {
+        if ((*p)->lock == l) {
+            rm_event *e = *p;
+            *p = e->next;
+            free(e);
+        } else {
+            p = &(*p)->next;
+        }
+    }
+    while (l->holds)
+        hold_forget(c, l->holds);
+    rm_client_unlock(c);
+    free(l->name);
+    free(l->channel);
+    free(l->token_key);
+    free(l->latch_prefix);
+    free(l);
+    rm_client_unref(c);
+}

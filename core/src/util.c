@@ -1,0 +1,211 @@
+/* Small helpers: monotonic time, randomness, hex, SHA-1, growable buffers. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t rm_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t rm_deadline_after_ms(int64_t ms)
+{
+    if (ms < 0 || ms > INT64_MAX / RM_NS_PER_MS / 2)
+        return INT64_MAX;
+    return rm_now_ns() + ms * RM_NS_PER_MS;
+}
+
+int64_t rm_ms_until(int64_t deadline_ns)
+{
+    if (deadline_ns == INT64_MAX)
+        return INT64_MAX;
+    int64_t d = deadline_ns - rm_now_ns();
+    if (d <= 0)
+        return 0;
+    return (d + RM_NS_PER_MS - 1) / RM_NS_PER_MS;
+}
+
+long rm_thread_id(void)
+{
+    return (long)syscall(SYS_gettid);
+}
+
+int rm_random_bytes(void *buf, size_t n)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t r = getrandom(p, n, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+uint64_t rm_random_below(uint64_t bound)
+{
+    uint64_t x = 0;
+    if (bound <= 1)
+        return 0;
+    /* Rejection sampling keeps the result uniform. */
+    uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+    do {
+        if (rm_random_bytes(&x, sizeof x) != 0)
+            x = (uint64_t)rm_now_ns() * UINT64_C(6364136223846793005);
+    } while (x >= limit);
+    return x % bound;
+}
+
+void rm_hex(char *out, const unsigned char *in, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+/* SHA-1 (FIPS 180-4), only to name scripts for EVALSHA; not used for security. */
+typedef struct {
+    uint32_t h[5];
+    uint64_t total;
+    unsigned char block[64];
+    size_t used;
+} sha1_ctx;
+
+static uint32_t rol(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
+
+static void sha1_block(sha1_ctx *s, const unsigned char *p)
+{
+    uint32_t w[80];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
+               (uint32_t)p[4 * i + 3];
+    for (int i = 16; i < 80; i++)
+        w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4];
+    for (int i = 0; i < 80; i++) {
+        uint32_t f, k;
+        if (i < 20) {
+            f = (b & c) | (~b & d);
+            k = 0x5A827999;
+        } else if (i < 40) {
+            f = b ^ c ^ d;
+            k = 0x6ED9EBA1;
+        } else if (i < 60) {
+            f = (b & c) | (b & d) | (c & d);
+            k = 0x8F1BBCDC;
+        } else {
+            f = b ^ c ^ d;
+            k = 0xCA62C1D6;
+        }
+        uint32_t t = rol(a, 5) + f + e + k + w[i];
+        e = d;
+        d = c;
+        c = rol(b, 30);
+        b = a;
+        a = t;
+    }
+    s->h[0] += a;
+    s->h[1] += b;
+    s->h[2] += c;
+    s->h[3] += d;
+    s->h[4] += e;
+}
+
+static void sha1_update(sha1_ctx *s, const unsigned char *p, size_t n)
+{
+    s->total += n;
+    while (n > 0) {
+        size_t take = 64 - s->used < n ? 64 - s->used : n;
+        memcpy(s->block + s->used, p, take);
+        s->used += take;
+        p += take;
+        n -= take;
+        if (s->used == 64) {
+            sha1_block(s, s->block);
+            s->used = 0;
+        }
+    }
+}
+
+void rm_sha1_hex(char out[41], const void *data, size_t len)
+{
+    sha1_ctx s = {{0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0}, 0, {0}, 0};
+    sha1_update(&s, data, len);
+    uint64_t bits = s.total * 8;
+    unsigned char pad = 0x80, zero = 0, lenbuf[8];
+    sha1_update(&s, &pad, 1);
+    while (s.used != 56)
+        sha1_update(&s, &zero, 1);
+    for (int i = 0; i < 8; i++)
+        lenbuf[i] = (unsigned char)(bits >> (56 - 8 * i));
+    sha1_update(&s, lenbuf, 8);
+    unsigned char digest[20];
+    for (int i = 0; i < 5; i++) {
+        digest[4 * i] = (unsigned char)(s.h[i] >> 24);
+        digest[4 * i + 1] = (unsigned char)(s.h[i] >> 16);
+        digest[4 * i + 2] = (unsigned char)(s.h[i] >> 8);
+        digest[4 * i + 3] = (unsigned char)s.h[i];
+    }
+    rm_hex(out, digest, 20);
+}
+
+int rm_buf_reserve(rm_buf *b, size_t extra)
+{
+    if (b->cap - b->len >= extra)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < extra) {
+        if (cap > SIZE_MAX / 2)
+            return REDMUTEX_ENOMEM;
+        cap *= 2;
+    }
+    char *d = realloc(b->data, cap);
+    if (!d)
+        return REDMUTEX_ENOMEM;
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+int rm_buf_append(rm_buf *b, const void *data, size_t len)
+{
+    if (rm_buf_reserve(b, len) != 0)
+        return REDMUTEX_ENOMEM;
+    if (len)
+        memcpy(b->data + b->len, data, len);
+    b->len += len;
+    return 0;
+}
+
+void rm_buf_consume(rm_buf *b, size_t n)
+{
+    if (n >= b->len) {
+        b->len = 0;
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+}
+
+void rm_buf_free(rm_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}

@@ -1,0 +1,597 @@
+/*
+ * Waiting by notification. One subscriber thread per client keeps one
+ * pub/sub connection per server and subscribes to the release channel of
+ * every lock somebody in this process waits for. A release message wakes one
+ * waiter of that channel (the oldest not yet woken), so a release costs one
+ * retry per process rather than one per waiting thread. Waiters sleep in
+ * poll() on their own eventfd, which lets a signal (Ctrl-C) interrupt them.
+ *
+ * Notification is an optimisation, never a requirement: waiters also retry
+ * when the holder's lease ends and after a capped backoff, so a missed
+ * message, a lost pub/sub connection or a holder that never publishes costs
+ * at most the backoff cap.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* An unused channel stays subscribed this long, so back-to-back waits do not churn. */
+#define LINGER_NS (2000 * RM_NS_PER_MS)
+
+typedef struct rm_channel {
+    struct rm_channel *next;
+    char *name;
+    int refs;
+    int64_t idle_since;
+    bool *sent;      /* per server: SUBSCRIBE sent (and no UNSUBSCRIBE since) */
+    bool *confirmed; /* per server: the server confirmed the subscription */
+    rm_waiter *head, *tail;
+} rm_channel;
+
+struct rm_waiter {
+    rm_waiter *next, *prev;
+    rm_channel *ch;
+    int efd;
+    bool notified;
+};
+
+typedef struct rm_subscriber {
+    pthread_t thread;
+    bool stop;
+    bool detached; /* shutdown gave up joining: the thread frees this struct */
+    int wake_fd;
+    rm_channel *channels;
+    /* Owned by the thread; `up` mirrors conns[i] != NULL under the client mutex. */
+    rm_conn **conns;
+    bool *up;
+    rm_buf *out;
+    int64_t *retry_at;
+    int64_t *backoff_ms;
+} rm_subscriber;
+
+static void signal_fd(int fd)
+{
+    uint64_t one = 1;
+    ssize_t r = write(fd, &one, sizeof one);
+    (void)r; /* a full counter already means "wake up" */
+}
+
+static void drain_fd(int fd)
+{
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof v);
+    (void)r;
+}
+
+static void wake_waiter(rm_waiter *w)
+{
+    w->notified = true;
+    signal_fd(w->efd);
+}
+
+/* Wakes the oldest waiter of ch that has not been woken yet. */
+static void wake_one(rm_channel *ch)
+{
+    for (rm_waiter *w = ch->head; w; w = w->next)
+        if (!w->notified) {
+            wake_waiter(w);
+            return;
+        }
+}
+
+static void wake_all(rm_subscriber *sub)
+{
+    for (rm_channel *ch = sub->channels; ch; ch = ch->next)
+        for (rm_waiter *w = ch->head; w; w = w->next)
+            wake_waiter(w);
+}
+
+static void free_channel(rm_channel *ch)
+{
+    free(ch->name);
+    free(ch->sent);
+    free(ch->confirmed);
+    free(ch);
+}
+
+static void free_subscriber(redmutex_client *c, rm_subscriber *sub)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        rm_conn_close(sub->conns[i]);
+        rm_buf_free(&sub->out[i]);
+    }
+    while (sub->channels) {
+        rm_channel *ch = sub->channels;
+        sub->channels = ch->next;
+        free_channel(ch);
+    }
+    if (sub->wake_fd >= 0)
+        close(sub->wake_fd);
+    free(sub->conns);
+    free(sub->up);
+    free(sub->out);
+    free(sub->retry_at);
+    free(sub->backoff_ms);
+    free(sub);
+}
+
+/* ---- the thread -------------------------------------------------------- */
+
+/* Connects to server i and runs the handshake, giving up at the deadline or on a wake-up. */
+static rm_conn *connect_pubsub(redmutex_client *c, rm_subscriber *sub, size_t i)
+{
+    rm_conn *conn = NULL;
+    if (rm_conn_open(&conn, &c->servers[i]) != 0)
+        return NULL;
+    int64_t deadline = rm_deadline_after_ms(c->opts.connect_timeout_ms);
+    rm_buf hs = {0};
+    size_t n = rm_conn_handshake(conn, &hs, false);
+    conn->fresh = false;
+    size_t sent = 0, got = 0;
+    bool ok = true;
+    while (ok && (conn->connecting || sent < hs.len || got < n)) {
+        struct pollfd p[2] = {{conn->fd, (short)(conn->connecting || sent < hs.len ? POLLOUT : POLLIN), 0},
+                              {sub->wake_fd, POLLIN, 0}};
+        int64_t ms = rm_ms_until(deadline);
+        if (ms <= 0)
+            break;
+        int r = poll(p, 2, ms > 1000 ? 1000 : (int)ms);
+        if (r < 0 && errno != EINTR)
+            ok = false;
+        if (r <= 0)
+            continue;
+        if (p[1].revents) {
+            rm_client_lock(c);
+            bool stop = sub->stop;
+            rm_client_unlock(c);
+            if (stop)
+                ok = false;
+            else
+                drain_fd(sub->wake_fd);
+            /* The wake-up is not lost: the main loop re-plans after connecting. */
+        }
+        if (!ok || !p[0].revents)
+            continue;
+        if (conn->connecting) {
+            int soerr = 0;
+            socklen_t len = sizeof soerr;
+            getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+            if (soerr) {
+                ok = false;
+                continue;
+            }
+            conn->connecting = false;
+        }
+        if (sent < hs.len) {
+            ssize_t w = send(conn->fd, hs.data + sent, hs.len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w < 0 && errno != EAGAIN && errno != EINTR)
+                ok = false;
+            if (w > 0)
+                sent += (size_t)w;
+            continue;
+        }
+        char buf[4096], err[160];
+        ssize_t k = recv(conn->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) ||
+            (k > 0 && rm_reader_feed(conn->reader, buf, (size_t)k, err, sizeof err) != 0)) {
+            ok = false;
+            continue;
+        }
+        rm_reply *rep;
+        while (ok && got < n && rm_reader_next(conn->reader, &rep, err, sizeof err) == 1) {
+            if (rm_conn_check_handshake(conn, got, n, false, rep) != 0)
+                ok = false;
+            rm_reply_free(rep);
+            got++;
+        }
+    }
+    rm_buf_free(&hs);
+    if (!ok || conn->connecting || sent < hs.len || got < n) {
+        rm_conn_close(conn);
+        return NULL;
+    }
+    return conn;
+}
+
+static void append_cmd(rm_buf *b, const char *verb, const char *channel)
+{
+    const char *argv[2] = {verb, channel};
+    rm_format_command(b, 2, argv, NULL);
+}
+
+/* Caller holds c->mu. */
+static rm_channel *find_channel(rm_subscriber *sub, const char *name, size_t len)
+{
+    for (rm_channel *ch = sub->channels; ch; ch = ch->next)
+        if (strlen(ch->name) == len && memcmp(ch->name, name, len) == 0)
+            return ch;
+    return NULL;
+}
+
+/* A pub/sub push or reply from server i. Caller holds c->mu. */
+static void handle_push(rm_subscriber *sub, size_t i, rm_reply *r)
+{
+    if (r->type != RM_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != RM_REPLY_STRING ||
+        r->element[1]->type != RM_REPLY_STRING)
+        return;
+    const char *kind = r->element[0]->str;
+    rm_channel *ch = find_channel(sub, r->element[1]->str, r->element[1]->len);
+    if (!ch)
+        return;
+    if (strcmp(kind, "message") == 0) {
+        wake_one(ch);
+    } else if (strcmp(kind, "subscribe") == 0) {
+        ch->confirmed[i] = true;
+        /* Waiters waiting for the subscription check again. */
+        for (rm_waiter *w = ch->head; w; w = w->next)
+            signal_fd(w->efd);
+    } else if (strcmp(kind, "unsubscribe") == 0) {
+        ch->confirmed[i] = false;
+    }
+}
+
+/* Server i's pub/sub connection is gone. Caller holds c->mu. */
+static void lose_server(redmutex_client *c, rm_subscriber *sub, size_t i)
+{
+    sub->up[i] = false;
+    for (rm_channel *ch = sub->channels; ch; ch = ch->next)
+        ch->sent[i] = ch->confirmed[i] = false;
+    /* A release may have been published while we were not listening. */
+    wake_all(sub);
+    int64_t b = sub->backoff_ms[i];
+    sub->backoff_ms[i] = b ? (b * 2 > 2000 ? 2000 : b * 2) : 50;
+    sub->retry_at[i] = rm_now_ns() + sub->backoff_ms[i] * RM_NS_PER_MS;
+    (void)c;
+}
+
+static void *subscriber_main(void *arg)
+{
+    redmutex_client *c = arg;
+    /* The host's signals belong to its own threads. */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+    rm_client_lock(c);
+    rm_subscriber *sub = c->sub;
+    size_t n = c->n;
+    struct pollfd *pfds = calloc(n + 1, sizeof *pfds);
+    size_t *map = calloc(n + 1, sizeof *map);
+    while (!sub->stop && pfds && map) {
+        int64_t now = rm_now_ns();
+        int64_t next_ns = INT64_MAX;
+        bool any_wanted = false;
+        /* Drop channels nobody has used for a while. */
+        for (rm_channel **p = &sub->channels; *p;) {
+            rm_channel *ch = *p;
+            if (ch->refs == 0 && now - ch->idle_since >= LINGER_NS) {
+                for (size_t i = 0; i < n; i++)
+                    if (ch->sent[i] && sub->conns[i])
+                        append_cmd(&sub->out[i], "UNSUBSCRIBE", ch->name);
+                *p = ch->next;
+                free_channel(ch);
+                continue;
+            }
+            if (ch->refs == 0 && ch->idle_since + LINGER_NS < next_ns)
+                next_ns = ch->idle_since + LINGER_NS;
+            any_wanted |= ch->refs > 0;
+            p = &ch->next;
+        }
+        size_t connect_i = SIZE_MAX;
+        for (size_t i = 0; i < n; i++) {
+            if (!sub->conns[i]) {
+                if (any_wanted && now >= sub->retry_at[i] && connect_i == SIZE_MAX)
+                    connect_i = i;
+                else if (any_wanted && sub->retry_at[i] < next_ns)
+                    next_ns = sub->retry_at[i];
+                continue;
+            }
+            for (rm_channel *ch = sub->channels; ch; ch = ch->next)
+                if (!ch->sent[i]) {
+                    append_cmd(&sub->out[i], "SUBSCRIBE", ch->name);
+                    ch->sent[i] = true;
+                }
+        }
+        rm_client_unlock(c);
+
+        if (connect_i != SIZE_MAX) {
+            rm_conn *conn = connect_pubsub(c, sub, connect_i);
+            rm_client_lock(c);
+            if (conn) {
+                sub->conns[connect_i] = conn;
+                sub->up[connect_i] = true;
+                sub->backoff_ms[connect_i] = 0;
+                sub->out[connect_i].len = 0;
+                for (rm_channel *ch = sub->channels; ch; ch = ch->next)
+                    ch->sent[connect_i] = ch->confirmed[connect_i] = false;
+            } else {
+                lose_server(c, sub, connect_i);
+            }
+            continue;
+        }
+
+        size_t np = 0;
+        pfds[np] = (struct pollfd){sub->wake_fd, POLLIN, 0};
+        map[np++] = SIZE_MAX;
+        for (size_t i = 0; i < n; i++) {
+            rm_conn *conn = sub->conns[i];
+            if (!conn)
+                continue;
+            while (sub->out[i].len > 0) {
+                ssize_t w = send(conn->fd, sub->out[i].data, sub->out[i].len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (w > 0)
+                    rm_buf_consume(&sub->out[i], (size_t)w);
+                else if (w < 0 && errno == EINTR)
+                    continue;
+                else
+                    break;
+            }
+            pfds[np] = (struct pollfd){conn->fd, (short)(POLLIN | (sub->out[i].len ? POLLOUT : 0)), 0};
+            map[np++] = i;
+        }
+        int64_t ms = next_ns == INT64_MAX ? 60000 : rm_ms_until(next_ns);
+        int r = poll(pfds, np, ms > 60000 ? 60000 : (int)ms);
+        rm_client_lock(c);
+        if (r <= 0)
+            continue;
+        if (pfds[0].revents)
+            drain_fd(sub->wake_fd);
+        for (size_t k = 1; k < np; k++) {
+            size_t i = map[k];
+            rm_conn *conn = sub->conns[i];
+            if (!pfds[k].revents || !conn)
+                continue;
+            bool broken = false;
+            char buf[16384], err[160];
+            for (;;) {
+                ssize_t got = recv(conn->fd, buf, sizeof buf, MSG_DONTWAIT);
+                if (got > 0) {
+                    if (rm_reader_feed(conn->reader, buf, (size_t)got, err, sizeof err) != 0) {
+                        broken = true;
+                        break;
+                    }
+                    if ((size_t)got < sizeof buf)
+                        break;
+                    continue;
+                }
+                if (got < 0 && errno == EINTR)
+                    continue;
+                if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                    broken = true;
+                break;
+            }
+            rm_reply *rep;
+            int more;
+            while (!broken && (more = rm_reader_next(conn->reader, &rep, err, sizeof err)) != 0) {
+                if (more < 0 || rep->type == RM_REPLY_ERROR) {
+                    /* NOAUTH, NOPERM on a channel, a hostile reply: start over later. */
+                    if (more > 0)
+                        rm_reply_free(rep);
+                    broken = true;
+                    break;
+                }
+                handle_push(sub, i, rep);
+                rm_reply_free(rep);
+            }
+            if (broken) {
+                rm_conn_close(conn);
+                sub->conns[i] = NULL;
+                sub->out[i].len = 0;
+                lose_server(c, sub, i);
+            }
+        }
+    }
+    free(pfds);
+    free(map);
+    bool detached = sub->detached;
+    if (detached)
+        c->sub = NULL;
+    rm_client_unlock(c);
+    if (detached)
+        free_subscriber(c, sub);
+    rm_client_unref(c);
+    return NULL;
+}
+
+/* Starts the subscriber if needed. Caller holds c->mu. */
+static rm_subscriber *ensure_subscriber(redmutex_client *c)
+{
+    if (c->sub)
+        return c->sub;
+    rm_subscriber *sub = calloc(1, sizeof *sub);
+    if (!sub)
+        return NULL;
+    sub->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    sub->conns = calloc(c->n, sizeof *sub->conns);
+    sub->up = calloc(c->n, sizeof *sub->up);
+    sub->out = calloc(c->n, sizeof *sub->out);
+    sub->retry_at = calloc(c->n, sizeof *sub->retry_at);
+    sub->backoff_ms = calloc(c->n, sizeof *sub->backoff_ms);
+    c->sub = sub;
+    if (sub->wake_fd < 0 || !sub->conns || !sub->up || !sub->out || !sub->retry_at || !sub->backoff_ms ||
+        pthread_create(&sub->thread, NULL, subscriber_main, c) != 0) {
+        c->sub = NULL;
+        free_subscriber(c, sub);
+        return NULL;
+    }
+    c->refs++; /* the thread's reference, dropped when it exits */
+    return sub;
+}
+
+/* ---- waiters --------------------------------------------------------- */
+
+static bool subscribed_enough(const redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch)
+{
+    bool any = false;
+    for (size_t i = 0; i < c->n; i++) {
+        if (ch->confirmed[i])
+            any = true;
+        else if (sub->up[i])
+            return false;
+    }
+    return any;
+}
+
+int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_waiter **out)
+{
+    *out = NULL;
+    rm_waiter *w = calloc(1, sizeof *w);
+    if (!w)
+        return REDMUTEX_ENOMEM;
+    w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (w->efd < 0) {
+        free(w);
+        return REDMUTEX_ENOMEM;
+    }
+    rm_client_lock(c);
+    rm_subscriber *sub = c->closed ? NULL : ensure_subscriber(c);
+    if (sub) {
+        size_t len = strlen(channel);
+        rm_channel *ch = find_channel(sub, channel, len);
+        if (!ch) {
+            ch = calloc(1, sizeof *ch);
+            if (ch) {
+                ch->name = strdup(channel);
+                ch->sent = calloc(c->n, sizeof *ch->sent);
+                ch->confirmed = calloc(c->n, sizeof *ch->confirmed);
+                if (!ch->name || !ch->sent || !ch->confirmed) {
+                    free_channel(ch);
+                    ch = NULL;
+                } else {
+                    ch->next = sub->channels;
+                    sub->channels = ch;
+                }
+            }
+        }
+        if (ch) {
+            ch->refs++;
+            w->ch = ch;
+            w->prev = ch->tail;
+            if (ch->tail)
+                ch->tail->next = w;
+            else
+                ch->head = w;
+            ch->tail = w;
+            signal_fd(sub->wake_fd);
+            /* Wait (briefly) until the server confirms, so that the retry
+               after this cannot miss a release. */
+            while (!subscribed_enough(c, sub, ch) && rm_now_ns() < deadline_ns) {
+                rm_client_unlock(c);
+                rm_poll_fd(w->efd, POLLIN, deadline_ns);
+                drain_fd(w->efd);
+                rm_client_lock(c);
+            }
+        }
+    }
+    rm_client_unlock(c);
+    *out = w;
+    return 0;
+}
+
+int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns)
+{
+    for (;;) {
+        rm_client_lock(c);
+        bool notified = w->notified;
+        w->notified = false;
+        rm_client_unlock(c);
+        if (notified)
+            return 1;
+        int64_t ms = rm_ms_until(until_ns);
+        if (ms <= 0)
+            return 0;
+        struct pollfd p = {w->efd, POLLIN, 0};
+        int r = poll(&p, 1, ms > 60000 ? 60000 : (int)ms);
+        if (r < 0 && errno == EINTR) {
+            if (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload))
+                return REDMUTEX_EINTR;
+            continue;
+        }
+        if (r > 0)
+            drain_fd(w->efd);
+    }
+}
+
+void rm_waiter_end(redmutex_client *c, rm_waiter *w)
+{
+    rm_client_lock(c);
+    rm_channel *ch = w->ch;
+    if (ch) {
+        if (w->prev)
+            w->prev->next = w->next;
+        else
+            ch->head = w->next;
+        if (w->next)
+            w->next->prev = w->prev;
+        else
+            ch->tail = w->prev;
+        /* A wake-up this waiter did not use goes to the next one. */
+        if (w->notified)
+            wake_one(ch);
+        if (--ch->refs == 0)
+            ch->idle_since = rm_now_ns();
+        if (c->sub)
+            signal_fd(c->sub->wake_fd);
+    }
+    rm_client_unlock(c);
+    close(w->efd);
+    free(w);
+}
+
+void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns)
+{
+    rm_client_lock(c);
+    rm_subscriber *sub = c->sub;
+    if (!sub) {
+        rm_client_unlock(c);
+        return;
+    }
+    sub->stop = true;
+    signal_fd(sub->wake_fd);
+    rm_client_unlock(c);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ms = rm_ms_until(deadline_ns);
+    if (ms < 100)
+        ms = 100; /* the thread wakes at once; give the scheduler a moment */
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * RM_NS_PER_MS;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    if (pthread_timedjoin_np(sub->thread, NULL, &ts) == 0) {
+        rm_client_lock(c);
+        c->sub = NULL;
+        rm_client_unlock(c);
+        free_subscriber(c, sub);
+    } else {
+        rm_client_lock(c);
+        sub->detached = true;
+        pthread_detach(sub->thread);
+        rm_client_unlock(c);
+    }
+}
+
+void rm_subscriber_forget(redmutex_client *c)
+{
+    rm_subscriber *sub = c->sub;
+    if (!sub)
+        return;
+    /* The thread did not survive fork: drop its reference and its state.
+       Waiters of other parent threads do not exist here either. */
+    c->sub = NULL;
+    c->refs--;
+    for (rm_channel *ch = sub->channels; ch; ch = ch->next)
+        ch->head = ch->tail = NULL;
+    free_subscriber(c, sub);
+}

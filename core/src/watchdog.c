@@ -1,0 +1,445 @@
+/*
+ * The watchdog: one thread per client, a binary heap of holds ordered by
+ * when they next need attention, on CLOCK_MONOTONIC.
+ *
+ *  - A hold without an explicit lease is renewed every lease/3. Renewals due
+ *    within the same short window go out together: one RENEW script call per
+ *    server carries up to RM_RENEW_BATCH locks, whatever their kind.
+ *  - A hold with an explicit lease is never renewed; its heap entry is an
+ *    expiry notice at the end of its validity, so the owner learns that the
+ *    lease ran out while it still believed it held the lock.
+ *
+ * Renewal only extends a lock the owner still holds (the script compares
+ * token or field first), so it can never resurrect a lost lock. A hold is
+ * LOST when a majority of servers answer that it is gone, or when its
+ * validity ends while renewals keep failing; it is RENEWAL_FAILING between a
+ * failed renewal and then. Lost holds are never renewed again.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RM_RENEW_BATCH 1000
+
+typedef struct rm_watchdog {
+    pthread_t thread;
+    bool stop;
+    bool detached;
+    pthread_cond_t cond;
+    rm_hold **heap;
+    size_t n, cap;
+} rm_watchdog;
+
+/* ---- heap -------------------------------------------------------------- */
+
+static void heap_set(rm_watchdog *wd, size_t i, rm_hold *h)
+{
+    wd->heap[i] = h;
+    h->heap_index = i;
+}
+
+static void heap_up(rm_watchdog *wd, size_t i)
+{
+    rm_hold *h = wd->heap[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (wd->heap[parent]->due_ns <= h->due_ns)
+            break;
+        heap_set(wd, i, wd->heap[parent]);
+        i = parent;
+    }
+    heap_set(wd, i, h);
+}
+
+static void heap_down(rm_watchdog *wd, size_t i)
+{
+    rm_hold *h = wd->heap[i];
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= wd->n)
+            break;
+        if (child + 1 < wd->n && wd->heap[child + 1]->due_ns < wd->heap[child]->due_ns)
+            child++;
+        if (h->due_ns <= wd->heap[child]->due_ns)
+            break;
+        heap_set(wd, i, wd->heap[child]);
+        i = child;
+    }
+    heap_set(wd, i, h);
+}
+
+static int heap_push(rm_watchdog *wd, rm_hold *h)
+{
+    if (wd->n == wd->cap) {
+        size_t cap = wd->cap ? wd->cap * 2 : 64;
+        rm_hold **heap = realloc(wd->heap, cap * sizeof *heap);
+        if (!heap)
+            return REDMUTEX_ENOMEM;
+        wd->heap = heap;
+        wd->cap = cap;
+    }
+    heap_set(wd, wd->n++, h);
+    heap_up(wd, wd->n - 1);
+    return 0;
+}
+
+static void heap_remove(rm_watchdog *wd, rm_hold *h)
+{
+    size_t i = h->heap_index;
+    if (i == SIZE_MAX || i >= wd->n || wd->heap[i] != h)
+        return;
+    h->heap_index = SIZE_MAX;
+    rm_hold *last = wd->heap[--wd->n];
+    if (last == h)
+        return;
+    heap_set(wd, i, last);
+    heap_up(wd, i);
+    heap_down(wd, last->heap_index);
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st)
+{
+    if (h->state == st)
+        return;
+    h->state = st;
+    if (!h->lock->opts.on_lost)
+        return;
+    rm_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return;
+    e->lock = h->lock;
+    e->state = st;
+    snprintf(e->owner, sizeof e->owner, "%s", h->owner);
+    rm_event **tail = &c->events;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = e;
+}
+
+/* Runs queued callbacks; caller holds c->mu, which is released around each call. */
+static void run_callbacks_locked(redmutex_client *c)
+{
+    while (c->events) {
+        rm_event *e = c->events;
+        c->events = e->next;
+        c->callback_lock = e->lock;
+        redmutex_lost_fn fn = e->lock->opts.on_lost;
+        void *payload = e->lock->opts.on_lost_payload;
+        rm_client_unlock(c);
+        fn(e->lock, e->owner, e->state, payload);
+        rm_client_lock(c);
+        c->callback_lock = NULL;
+        pthread_cond_broadcast(&c->renew_done);
+        free(e);
+    }
+}
+
+void rm_run_callbacks(redmutex_client *c)
+{
+    rm_client_lock(c);
+    run_callbacks_locked(c);
+    rm_client_unlock(c);
+}
+
+/* ---- renewal --------------------------------------------------------- */
+
+/* Renews batch[0..k) on all servers and records the outcome. Called without c->mu. */
+static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
+{
+    int64_t lease = c->opts.watchdog_lease_ms;
+    char lease_s[24], nkeys[24], nbuf[24], tbuf[24];
+    snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
+    snprintf(nkeys, sizeof nkeys, "%zu", k);
+    size_t argc = 1 + k + 1 + k;
+    const char **argv = malloc(argc * sizeof *argv);
+    size_t total = 0;
+    for (size_t j = 0; j < k; j++)
+        total += strlen(batch[j]->value) + 2;
+    char *vals = malloc(total ? total : 1);
+    rm_call call;
+    bool ran = false;
+    if (argv && vals && rm_call_begin(&call, c) == 0) {
+        argv[0] = nkeys;
+        char *p = vals;
+        for (size_t j = 0; j < k; j++) {
+            argv[1 + j] = batch[j]->lock->name;
+            size_t len = strlen(batch[j]->value);
+            p[0] = batch[j]->lock->kind == REDMUTEX_KIND_RLOCK ? 'h' : 's';
+            memcpy(p + 1, batch[j]->value, len + 1);
+            argv[2 + k + j] = p;
+            p += len + 2;
+        }
+        argv[1 + k] = lease_s;
+        rm_req req = {0};
+        req.cmds[req.ncmds++] = (rm_cmd){RM_SCRIPT_RENEW, (int)argc, argv, NULL};
+        const char *wait_argv[3] = {"WAIT", nbuf, tbuf};
+        bool wait_replicas = c->opts.min_replicas > 0;
+        int64_t ms = c->opts.command_timeout_ms;
+        if (wait_replicas) {
+            snprintf(nbuf, sizeof nbuf, "%lld", (long long)c->opts.min_replicas);
+            snprintf(tbuf, sizeof tbuf, "%lld", (long long)c->opts.replica_timeout_ms);
+            req.cmds[req.ncmds++] = (rm_cmd){-1, 3, wait_argv, NULL};
+            ms += c->opts.replica_timeout_ms;
+        }
+        rm_call_run(&call, &req, rm_deadline_after_ms(ms), NULL, NULL);
+        ran = true;
+    }
+
+    int64_t now = rm_now_ns();
+    int64_t started = ran ? call.started_ns : now;
+    rm_client_lock(c);
+    for (size_t j = 0; j < k; j++) {
+        rm_hold *h = batch[j];
+        size_t yes = 0, no = 0;
+        for (size_t i = 0; ran && i < c->n; i++) {
+            rm_slot *s = &call.slots[i];
+            rm_reply *r = s->err ? NULL : s->replies[0];
+            if (!r || r->type != RM_REPLY_ARRAY || r->elements != k || r->element[j]->type != RM_REPLY_INTEGER)
+                continue;
+            if (c->opts.min_replicas > 0) {
+                rm_reply *w = s->replies[1];
+                if (!w || w->type != RM_REPLY_INTEGER || w->integer < c->opts.min_replicas)
+                    continue;
+            }
+            /* A server restarted since it granted the lock no longer counts. */
+            bool same_life = h->generations[i] == c->servers[i].generation + 1;
+            if (r->element[j]->integer == 1 && same_life)
+                yes++;
+            else
+                no++;
+        }
+        h->renewing = false;
+        if (h->state == REDMUTEX_STATE_LOST)
+            continue;
+        if (yes >= c->quorum) {
+            h->validity_end_ns = started + lease * RM_NS_PER_MS - rm_drift_ns(lease);
+            h->extensions++;
+            rm_hold_set_state(c, h, REDMUTEX_STATE_HELD);
+            h->due_ns = started + lease * RM_NS_PER_MS / 3;
+        } else if (no > c->n - c->quorum) {
+            rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
+            continue;
+        } else if (now >= h->validity_end_ns) {
+            rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
+            continue;
+        } else {
+            rm_hold_set_state(c, h, REDMUTEX_STATE_RENEWAL_FAILING);
+            int64_t retry = now + (lease / 10 < 50 ? 50 : lease / 10) * RM_NS_PER_MS;
+            h->due_ns = retry < h->validity_end_ns ? retry : h->validity_end_ns;
+        }
+        if (c->wd && h->heap_index == SIZE_MAX && heap_push(c->wd, h) != 0)
+            rm_hold_set_state(c, h, REDMUTEX_STATE_RENEWAL_FAILING);
+    }
+    pthread_cond_broadcast(&c->renew_done);
+    rm_client_unlock(c);
+    if (ran)
+        rm_call_end(&call);
+    free(argv);
+    free(vals);
+}
+
+static void *watchdog_main(void *arg)
+{
+    redmutex_client *c = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+    rm_client_lock(c);
+    rm_watchdog *wd = c->wd;
+    rm_hold **batch = malloc(RM_RENEW_BATCH * sizeof *batch);
+    int64_t lease = c->opts.watchdog_lease_ms;
+    /* Renewals due within this window join the current batch: renewing a
+       little early costs nothing and saves round trips. */
+    int64_t window = lease * RM_NS_PER_MS / 10;
+    while (!wd->stop && batch) {
+        run_callbacks_locked(c);
+        if (wd->stop)
+            break;
+        if (wd->n == 0) {
+            pthread_cond_wait(&wd->cond, &c->mu);
+            continue;
+        }
+        int64_t now = rm_now_ns();
+        rm_hold *top = wd->heap[0];
+        if (top->due_ns > now) {
+            struct timespec ts = {top->due_ns / 1000000000, top->due_ns % 1000000000};
+            pthread_cond_timedwait(&wd->cond, &c->mu, &ts);
+            continue;
+        }
+        size_t k = 0;
+        while (wd->n > 0 && k < RM_RENEW_BATCH) {
+            rm_hold *h = wd->heap[0];
+            bool due = h->due_ns <= now;
+            if (!due && !(h->watchdog && !h->renew_stopped && h->due_ns <= now + window))
+                break;
+            heap_remove(wd, h);
+            redmutex_state st = h->state;
+            if (st == REDMUTEX_STATE_LOST)
+                continue;
+            if (now >= h->validity_end_ns) {
+                /* Validity is over: whatever the servers say now, the lock
+                   was not known to be held for a while. */
+                rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
+                continue;
+            }
+            if (!h->watchdog || h->renew_stopped) {
+                /* An expiry notice that came early (extended since). */
+                h->due_ns = h->validity_end_ns;
+                heap_push(wd, h);
+                continue;
+            }
+            if (now >= h->hold_deadline_ns ||
+                (h->lock->opts.max_extensions && h->extensions >= h->lock->opts.max_extensions)) {
+                /* The cap is reached: let the lease run out, then report it. */
+                h->renew_stopped = true;
+                h->due_ns = h->validity_end_ns;
+                heap_push(wd, h);
+                continue;
+            }
+            h->renewing = true;
+            batch[k++] = h;
+        }
+        if (k == 0)
+            continue;
+        rm_client_unlock(c);
+        renew_batch(c, batch, k);
+        rm_client_lock(c);
+    }
+    free(batch);
+    bool detached = wd->detached;
+    if (detached) {
+        c->wd = NULL;
+        for (size_t i = 0; i < wd->n; i++)
+            wd->heap[i]->heap_index = SIZE_MAX;
+    }
+    rm_client_unlock(c);
+    if (detached) {
+        pthread_cond_destroy(&wd->cond);
+        free(wd->heap);
+        free(wd);
+    }
+    rm_client_unref(c);
+    return NULL;
+}
+
+static rm_watchdog *ensure_watchdog(redmutex_client *c)
+{
+    if (c->wd)
+        return c->wd;
+    rm_watchdog *wd = calloc(1, sizeof *wd);
+    if (!wd)
+        return NULL;
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&wd->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    c->wd = wd;
+    if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
+        c->wd = NULL;
+        pthread_cond_destroy(&wd->cond);
+        free(wd);
+        return NULL;
+    }
+    c->refs++; /* the thread's reference */
+    return wd;
+}
+
+int rm_watchdog_schedule(redmutex_client *c, rm_hold *h)
+{
+    if (c->closed || h->pid != getpid())
+        return 0;
+    if (h->renewing)
+        return 0; /* the renewal in flight reschedules it */
+    rm_watchdog *wd = ensure_watchdog(c);
+    if (!wd)
+        return rm_fail(REDMUTEX_ENOMEM, "cannot start the watchdog thread");
+    heap_remove(wd, h);
+    int64_t now = rm_now_ns();
+    if (h->watchdog && !h->renew_stopped)
+        h->due_ns = now + h->lease_ms * RM_NS_PER_MS / 3;
+    else
+        h->due_ns = h->validity_end_ns;
+    if (heap_push(wd, h) != 0)
+        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+    if (h->heap_index == 0)
+        pthread_cond_signal(&wd->cond);
+    return 0;
+}
+
+void rm_watchdog_cancel(redmutex_client *c, rm_hold *h)
+{
+    if (c->wd)
+        heap_remove(c->wd, h);
+    h->heap_index = SIZE_MAX;
+    while (h->renewing)
+        pthread_cond_wait(&c->renew_done, &c->mu);
+    /* A renewal that finished meanwhile may have put it back. */
+    if (c->wd)
+        heap_remove(c->wd, h);
+}
+
+void rm_watchdog_stop(redmutex_client *c, int64_t deadline_ns)
+{
+    rm_client_lock(c);
+    rm_watchdog *wd = c->wd;
+    if (!wd) {
+        rm_client_unlock(c);
+        return;
+    }
+    wd->stop = true;
+    pthread_cond_signal(&wd->cond);
+    rm_client_unlock(c);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ms = rm_ms_until(deadline_ns);
+    if (ms < 100)
+        ms = 100;
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * RM_NS_PER_MS;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    if (pthread_timedjoin_np(wd->thread, NULL, &ts) == 0) {
+        rm_client_lock(c);
+        c->wd = NULL;
+        for (size_t i = 0; i < wd->n; i++)
+            wd->heap[i]->heap_index = SIZE_MAX;
+        rm_client_unlock(c);
+        pthread_cond_destroy(&wd->cond);
+        free(wd->heap);
+        free(wd);
+    } else {
+        rm_client_lock(c);
+        wd->detached = true;
+        pthread_detach(wd->thread);
+        rm_client_unlock(c);
+    }
+}
+
+void rm_watchdog_forget(redmutex_client *c)
+{
+    rm_watchdog *wd = c->wd;
+    if (!wd)
+        return;
+    c->wd = NULL;
+    c->refs--; /* the thread did not survive fork */
+    free(wd->heap);
+    free(wd);
+    /* Events of the parent's holds are not for the child. */
+    while (c->events) {
+        rm_event *e = c->events;
+        c->events = e->next;
+        free(e);
+    }
+    c->callback_lock = NULL;
+}

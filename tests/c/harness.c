@@ -1,0 +1,243 @@
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *current_test = "";
+#define MAX_SERVERS 32
+static rs_server *live[MAX_SERVERS];
+
+int64_t rt_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t rt_now_ms(void) { return rt_now_us() / 1000; }
+
+void rt_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void stop_all(void)
+{
+    for (int i = 0; i < MAX_SERVERS; i++)
+        if (live[i])
+            rs_stop(live[i]);
+}
+
+void rt_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "FAIL %s (%s:%d): ", current_test, file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    stop_all();
+    _exit(1);
+}
+
+int rt_run(const rt_test *tests, size_t n, int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_DFL); /* the library must never raise it */
+    size_t ran = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (argc > 1 && !strstr(tests[i].name, argv[1]))
+            continue;
+        current_test = tests[i].name;
+        int64_t t0 = rt_now_ms();
+        tests[i].fn();
+        stop_all();
+        printf("ok   %s (%lld ms)\n", tests[i].name, (long long)(rt_now_ms() - t0));
+        fflush(stdout);
+        ran++;
+    }
+    if (ran == 0) {
+        fprintf(stderr, "no test matched\n");
+        return 1;
+    }
+    return 0;
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) != 0)
+        rt_fail(__FILE__, __LINE__, "cannot find a free port: %s", strerror(errno));
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static void spawn(rs_server *s)
+{
+    char conf[1024];
+    snprintf(conf, sizeof conf, "%s/redis.conf", s->dir);
+    FILE *f = fopen(conf, "w");
+    if (!f)
+        rt_fail(__FILE__, __LINE__, "cannot write %s", conf);
+    fprintf(f,
+            "port %d\nbind 127.0.0.1\nsave \"\"\nappendonly no\ndir %s\nlogfile %s/redis.log\n"
+            "unixsocket %s\nunixsocketperm 700\ndaemonize no\nprotected-mode no\n%s\n",
+            s->port, s->dir, s->dir, s->unix_path, s->extra);
+    fclose(f);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* The server dies with the test process, whatever happens to it. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
+        execlp("redis-server", "redis-server", conf, (char *)NULL);
+        _exit(127);
+    }
+    s->pid = pid;
+    int64_t deadline = rt_now_ms() + 10000;
+    for (;;) {
+        redisReply *r = rs_cmd(s, "PING");
+        if (r) {
+            bool loading = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LOADING", 7) == 0;
+            freeReplyObject(r);
+            if (!loading)
+                break;
+        }
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            rt_fail(__FILE__, __LINE__, "redis-server exited at start (see %s/redis.log)", s->dir);
+        if (rt_now_ms() > deadline)
+            rt_fail(__FILE__, __LINE__, "redis-server did not start within 10 s");
+        rt_sleep_ms(5);
+    }
+}
+
+void rs_start(rs_server *s, const char *extra_config)
+{
+    memset(s, 0, sizeof s[0]);
+    snprintf(s->dir, sizeof s->dir, "/tmp/redmutex-test-XXXXXX");
+    if (!mkdtemp(s->dir))
+        rt_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+    snprintf(s->unix_path, sizeof s->unix_path, "%s/redis.sock", s->dir);
+    snprintf(s->extra, sizeof s->extra, "%s", extra_config ? extra_config : "");
+    s->port = free_port();
+    snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
+    for (int i = 0; i < MAX_SERVERS; i++)
+        if (!live[i]) {
+            live[i] = s;
+            break;
+        }
+    spawn(s);
+}
+
+void rs_restart(rs_server *s)
+{
+    if (s->pid > 0)
+        rs_kill(s);
+    spawn(s);
+}
+
+void rs_kill(rs_server *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGCONT);
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+}
+
+void rs_stop(rs_server *s)
+{
+    rs_kill(s);
+    for (int i = 0; i < MAX_SERVERS; i++)
+        if (live[i] == s)
+            live[i] = NULL;
+    if (s->dir[0]) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "warning: could not remove %s\n", s->dir);
+        s->dir[0] = '\0';
+    }
+}
+
+void rs_pause(rs_server *s) { kill(s->pid, SIGSTOP); }
+
+void rs_resume(rs_server *s) { kill(s->pid, SIGCONT); }
+
+static redisReply *vcmd(rs_server *s, const char *fmt, va_list ap)
+{
+    struct timeval tv = {2, 0};
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+    if (!ctx || ctx->err) {
+        if (ctx)
+            redisFree(ctx);
+        return NULL;
+    }
+    redisSetTimeout(ctx, tv);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    redisFree(ctx);
+    return r;
+}
+
+redisReply *rs_cmd(rs_server *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = vcmd(s, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+long long rs_int(rs_server *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = vcmd(s, fmt, ap);
+    va_end(ap);
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -999;
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+bool rs_exists(rs_server *s, const char *key) { return rs_int(s, "EXISTS %s", key) == 1; }
+
+long long rs_count_keys(rs_server *s, const char *pattern)
+{
+    redisReply *r = rs_cmd(s, "KEYS %s", pattern);
+    long long n = r && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+redmutex_client *rt_client(const rs_server *s, int64_t command_timeout_ms)
+{
+    redmutex_client_options o;
+    redmutex_client_options_init(&o, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    if (command_timeout_ms > 0)
+        o.command_timeout_ms = command_timeout_ms;
+    const char *url = s->url;
+    redmutex_client *c = NULL;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &o));
+    return c;
+}

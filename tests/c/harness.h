@@ -1,0 +1,99 @@
+/*
+ * Test harness for the C tests: a tiny runner, condition waits with
+ * deadlines, and real redis-server processes started on free loopback ports
+ * (they die with the test process, even if it crashes).
+ */
+#ifndef REDMUTEX_TEST_HARNESS_H
+#define REDMUTEX_TEST_HARNESS_H
+
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+
+#include "redmutex.h"
+
+/* ---- runner ------------------------------------------------------------ */
+
+typedef struct rt_test {
+    const char *name;
+    void (*fn)(void);
+} rt_test;
+
+int rt_run(const rt_test *tests, size_t n, int argc, char **argv);
+void rt_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
+
+#define CHECK(cond)                                                                                        \
+    do {                                                                                                   \
+        if (!(cond))                                                                                       \
+            rt_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond);                                         \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                                                  \
+    do {                                                                                                   \
+        if (!(cond))                                                                                       \
+            rt_fail(__FILE__, __LINE__, __VA_ARGS__);                                                      \
+    } while (0)
+
+/* Expects a redmutex call to return `want`; prints the library's message otherwise. */
+#define CHECK_RC(expr, want)                                                                               \
+    do {                                                                                                   \
+        int rt_rc_ = (expr);                                                                               \
+        if (rt_rc_ != (want))                                                                              \
+            rt_fail(__FILE__, __LINE__, "%s returned %d (%s: %s), expected %d (%s)", #expr, rt_rc_,         \
+                    redmutex_strerror(rt_rc_), redmutex_last_error(), (int)(want), redmutex_strerror(want)); \
+    } while (0)
+
+#define CHECK_OK(expr) CHECK_RC(expr, REDMUTEX_OK)
+
+/* Waits until cond is true, failing the test after ms milliseconds. */
+#define WAIT_FOR(cond, ms)                                                                                 \
+    do {                                                                                                   \
+        int64_t rt_deadline_ = rt_now_ms() + (ms);                                                         \
+        while (!(cond)) {                                                                                  \
+            if (rt_now_ms() > rt_deadline_)                                                                \
+                rt_fail(__FILE__, __LINE__, "timed out after %d ms waiting for %s", (int)(ms), #cond);     \
+            rt_sleep_ms(2);                                                                                \
+        }                                                                                                  \
+    } while (0)
+
+int64_t rt_now_ms(void);
+int64_t rt_now_us(void);
+void rt_sleep_ms(int64_t ms);
+
+/* ---- redis servers --------------------------------------------------------- */
+
+typedef struct rs_server {
+    pid_t pid;
+    int port;
+    char dir[256];
+    char unix_path[300];
+    char url[128];
+    char extra[512];
+} rs_server;
+
+/* Starts redis-server with optional extra config lines ("key value\n..."). Fails the test on error. */
+void rs_start(rs_server *s, const char *extra_config);
+/* Restarts a stopped server on the same port and directory. */
+void rs_restart(rs_server *s);
+/* SIGKILLs the server and reaps it. */
+void rs_kill(rs_server *s);
+/* SIGKILL + remove its directory. Safe to call twice. */
+void rs_stop(rs_server *s);
+void rs_pause(rs_server *s);
+void rs_resume(rs_server *s);
+
+/* A raw hiredis command on a fresh connection; NULL when the server is unreachable. Free with freeReplyObject. */
+redisReply *rs_cmd(rs_server *s, const char *fmt, ...);
+/* Shorthands: integer reply (or -999 on error), and whether a key exists. */
+long long rs_int(rs_server *s, const char *fmt, ...);
+bool rs_exists(rs_server *s, const char *key);
+/* Keys matching a pattern. */
+long long rs_count_keys(rs_server *s, const char *pattern);
+
+/* A client for one server with default options (command timeout adjustable). */
+redmutex_client *rt_client(const rs_server *s, int64_t command_timeout_ms);
+
+#endif
