@@ -156,6 +156,14 @@ size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info)
         rm_format_command(b, 2, argv, NULL);
         n++;
     }
+    /* Load the scripts up front, so that even a request abandoned at its
+       deadline runs as sent instead of stopping at NOSCRIPT. (EVALSHA still
+       falls back to EVAL if the cache is flushed later.) */
+    for (int id = 0; id < RM_SCRIPT_COUNT; id++) {
+        const char *argv[3] = {"SCRIPT", "LOAD", rm_script_text(id)};
+        rm_format_command(b, 3, argv, NULL);
+        n++;
+    }
     return n;
 }
 
@@ -164,7 +172,7 @@ int rm_conn_check_handshake(rm_conn *c, size_t i, size_t n, bool want_info, rm_r
     const rm_endpoint *ep = &c->srv->ep;
     size_t auth_i = ep->password ? 0 : SIZE_MAX;
     size_t select_i = ep->db != 0 ? (ep->password ? 1 : 0) : SIZE_MAX;
-    size_t info_i = want_info ? n - 1 : SIZE_MAX;
+    size_t info_i = want_info ? n - RM_SCRIPT_COUNT - 1 : SIZE_MAX;
     if (i == auth_i) {
         if (r->type == RM_REPLY_ERROR)
             return rm_fail(REDMUTEX_EAUTH, "%s refused the credentials: %.200s", ep->display, r->str);
@@ -195,6 +203,8 @@ int rm_conn_check_handshake(rm_conn *c, size_t i, size_t n, bool want_info, rm_r
         run_id[len] = '\0';
         return rm_client_note_run_id(c->srv->client, c->srv, run_id) == 0 ? 0 : rm_keep(REDMUTEX_EDUPLICATE);
     }
+    /* SCRIPT LOAD: an error (an ACL without @scripting, say) shows up again,
+       and clearly, when a script is called. */
     return 0;
 }
 

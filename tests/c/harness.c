@@ -241,3 +241,12 @@ redmutex_client *rt_client(const rs_server *s, int64_t command_timeout_ms)
     CHECK_OK(redmutex_client_new(&c, &url, 1, &o));
     return c;
 }
+
+long long rs_numsub(rs_server *s, const char *channel)
+{
+    redisReply *r = rs_cmd(s, "PUBSUB NUMSUB %s", channel);
+    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}

@@ -90,6 +90,8 @@ redisReply *rs_cmd(rs_server *s, const char *fmt, ...);
 /* Shorthands: integer reply (or -999 on error), and whether a key exists. */
 long long rs_int(rs_server *s, const char *fmt, ...);
 bool rs_exists(rs_server *s, const char *key);
+/* Subscribers of a channel (PUBSUB NUMSUB). */
+long long rs_numsub(rs_server *s, const char *channel);
 /* Keys matching a pattern. */
 long long rs_count_keys(rs_server *s, const char *pattern);
 
