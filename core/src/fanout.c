@@ -237,6 +237,11 @@ static void slot_read(rm_call *call, rm_slot *s, const rm_req *req)
             s->replies[idx - s->skip - s->handshake_n] = r;
         }
         if (s->got == s->total) {
+            if (rm_reader_pending(conn->reader) > 0) {
+                /* Bytes nobody asked for would be taken as the next request's reply. */
+                slot_break(s, REDMUTEX_EPROTOCOL, "%s sent more than was asked for", who);
+                return;
+            }
             slot_complete(call, s, req);
             return;
         }

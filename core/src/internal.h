@@ -92,6 +92,8 @@ int rm_reader_feed(rm_reader *r, const char *data, size_t len, char *errbuf, siz
 /** 1 with *out set, 0 when more data is needed, -1 on a protocol error. */
 int rm_reader_next(rm_reader *r, rm_reply **out, char *errbuf, size_t errlen);
 
+/** Bytes received but not yet parsed into replies. */
+size_t rm_reader_pending(const rm_reader *r);
 /** Appends one command in RESP (array of bulk strings). */
 int rm_format_command(rm_buf *b, int argc, const char *const *argv, const size_t *lens);
 

@@ -189,6 +189,8 @@ int rm_reader_next(rm_reader *rd, rm_reply **out, char *errbuf, size_t errlen)
     return 1;
 }
 
+size_t rm_reader_pending(const rm_reader *rd) { return rd->r->len - rd->r->pos; }
+
 static int append_decimal_line(rm_buf *b, char prefix, size_t n)
 {
     char tmp[32];

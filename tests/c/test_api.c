@@ -1,0 +1,254 @@
+/* The API's contracts that need no lock server: options, errors, versions, bad input. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <math.h>
+#include <string.h>
+
+static rs_server srv;
+
+static void test_options_macro_and_init_function_agree(void)
+{
+    redmutex_client_options a = REDMUTEX_CLIENT_OPTIONS_INIT, b;
+    memset(&b, 0xAB, sizeof b);
+    CHECK_OK(redmutex_client_options_init(&b, REDMUTEX_CLIENT_OPTIONS_VERSION));
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    redmutex_lock_options la = REDMUTEX_LOCK_OPTIONS_INIT, lb;
+    memset(&lb, 0xAB, sizeof lb);
+    CHECK_OK(redmutex_lock_options_init(&lb, REDMUTEX_LOCK_OPTIONS_VERSION));
+    CHECK(memcmp(&la, &lb, sizeof la) == 0);
+    CHECK_RC(redmutex_client_options_init(NULL, REDMUTEX_CLIENT_OPTIONS_VERSION), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_client_options_init(&b, 99), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_options_init(&lb, 0), REDMUTEX_EINVAL);
+    CHECK(a.command_timeout_ms == 1000 && a.watchdog_lease_ms == 30000 && a.wait_backoff_cap_ms == 1000);
+}
+
+static void test_version_and_strerror(void)
+{
+    CHECK(strcmp(redmutex_version(), REDMUTEX_VERSION_STRING) == 0);
+    CHECK(redmutex_version_number() == REDMUTEX_VERSION_NUMBER);
+    for (int code = 0; code >= REDMUTEX_EUNSUPPORTED; code--)
+        CHECKF(strcmp(redmutex_strerror(code), "unknown error") != 0, "code %d has no description", code);
+    CHECK(strcmp(redmutex_strerror(-1000), "unknown error") == 0);
+    CHECK(strcmp(redmutex_strerror(42), "unknown error") == 0);
+    redmutex_clear_error();
+    CHECK(redmutex_last_error()[0] == '\0' && redmutex_last_error_code() == 0);
+}
+
+static void test_free_null_is_noop(void)
+{
+    redmutex_client_free(NULL);
+    redmutex_lock_free(NULL);
+    CHECK(redmutex_client_server_count(NULL) == 0);
+}
+
+static int new_client(const char *url)
+{
+    redmutex_client *c = NULL;
+    int rc = redmutex_client_new(&c, &url, 1, NULL);
+    redmutex_client_free(c);
+    return rc;
+}
+
+static void test_malformed_urls_rejected_without_password_leak(void)
+{
+    const char *bad[] = {
+        "",
+        "localhost:6379",
+        "http://localhost",
+        "redis://",
+        "redis://:6379",
+        "redis://host:0",
+        "redis://host:65536",
+        "redis://host:12ab",
+        "redis://host:6379/x",
+        "redis://host:6379/1/2",
+        "redis://ho st",
+        "redis://host?timeout=1",
+        "redis://[::1",
+        "redis://[zz]:6379",
+        "redis://user@host",
+        "redis://u:p%zz@host",
+        "redis://u:p%00@host",
+        "unix://",
+        "unix://relative/path",
+        "unix:///tmp/x?db=abc",
+        "unix:///tmp/x?foo=1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = new_client(bad[i]);
+        CHECKF(rc == REDMUTEX_EINVAL, "URL '%s' gave %d", bad[i], rc);
+        CHECKF(strstr(redmutex_last_error(), "malformed server URL") || strstr(redmutex_last_error(), "URL"),
+               "message for '%s': %s", bad[i], redmutex_last_error());
+    }
+    CHECK_RC(new_client("redis://admin:hunter2@host:bad"), REDMUTEX_EINVAL);
+    CHECK(strstr(redmutex_last_error(), "hunter2") == NULL);
+    CHECK_RC(new_client("rediss://host"), REDMUTEX_EUNSUPPORTED);
+    char huge[5000];
+    memset(huge, 'a', sizeof huge - 1);
+    huge[sizeof huge - 1] = '\0';
+    memcpy(huge, "redis://", 8);
+    CHECK_RC(new_client(huge), REDMUTEX_EINVAL);
+    /* Good ones parse (no connection is made for one server). */
+    const char *good[] = {"redis://127.0.0.1", "redis://localhost:6380/15", "redis://[::1]:6379",
+                          "redis://:pass@h", "redis://user:p%40ss@h:1/0", "unix:///tmp/redis.sock",
+                          "unix:///tmp/redis.sock?db=2"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECKF(new_client(good[i]) == 0, "URL '%s' refused: %s", good[i], redmutex_last_error());
+}
+
+static void test_client_arguments(void)
+{
+    redmutex_client *c = NULL;
+    const char *url = "redis://127.0.0.1:1";
+    CHECK_RC(redmutex_client_new(NULL, &url, 1, NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_client_new(&c, NULL, 1, NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_client_new(&c, &url, 0, NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_client_new(&c, &url, REDMUTEX_SERVERS_MAX + 1, NULL), REDMUTEX_EINVAL);
+    const char *null_url = NULL;
+    CHECK_RC(redmutex_client_new(&c, &null_url, 1, NULL), REDMUTEX_EINVAL);
+    redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.command_timeout_ms = 0;
+    CHECK_RC(redmutex_client_new(&c, &url, 1, &o), REDMUTEX_EINVAL);
+    o = (redmutex_client_options)REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = -5;
+    CHECK_RC(redmutex_client_new(&c, &url, 1, &o), REDMUTEX_EINVAL);
+    o = (redmutex_client_options)REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.watchdog_lease_ms = INT64_MAX;
+    CHECK_RC(redmutex_client_new(&c, &url, 1, &o), REDMUTEX_EINVAL);
+    o = (redmutex_client_options)REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.version = 7;
+    CHECK_RC(redmutex_client_new(&c, &url, 1, &o), REDMUTEX_EINVAL);
+    o = (redmutex_client_options)REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.flags = 0x80;
+    CHECK_RC(redmutex_client_new(&c, &url, 1, &o), REDMUTEX_EINVAL);
+    o = (redmutex_client_options)REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.min_replicas = -1;
+    CHECK_RC(redmutex_client_new(&c, &url, 1, &o), REDMUTEX_EINVAL);
+    CHECK(c == NULL);
+    CHECK_OK(redmutex_client_new(&c, &url, 1, NULL));
+    CHECK(strlen(redmutex_client_id(c)) == REDMUTEX_CLIENT_ID_LEN);
+    CHECK(redmutex_client_server_count(c) == 1);
+    char small[8];
+    CHECK_RC(redmutex_client_thread_owner(small, sizeof small, c), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_client_thread_owner(NULL, 100, c), REDMUTEX_EINVAL);
+    redmutex_client_free(c);
+}
+
+static void test_lock_arguments(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock *l = NULL;
+    CHECK_RC(redmutex_lock_new(NULL, c, "x", REDMUTEX_KIND_LOCK, NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_new(&l, NULL, "x", REDMUTEX_KIND_LOCK, NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_new(&l, c, NULL, REDMUTEX_KIND_LOCK, NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_new(&l, c, "", REDMUTEX_KIND_LOCK, NULL), REDMUTEX_EINVAL);
+    char big[REDMUTEX_NAME_MAX + 2];
+    memset(big, 'n', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    CHECK_RC(redmutex_lock_new(&l, c, big, REDMUTEX_KIND_LOCK, NULL), REDMUTEX_EINVAL);
+    big[REDMUTEX_NAME_MAX] = '\0';
+    CHECK_OK(redmutex_lock_new(&l, c, big, REDMUTEX_KIND_LOCK, NULL)); /* exactly the maximum */
+    redmutex_lock_free(l);
+    CHECK_RC(redmutex_lock_new(&l, c, "x", (redmutex_kind)7, NULL), REDMUTEX_EINVAL);
+    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+    o.lease_ms = -1;
+    CHECK_RC(redmutex_lock_new(&l, c, "x", REDMUTEX_KIND_LOCK, &o), REDMUTEX_EINVAL);
+    o.lease_ms = 5;
+    CHECK_RC(redmutex_lock_new(&l, c, "x", REDMUTEX_KIND_LOCK, &o), REDMUTEX_EINVAL);
+    o.lease_ms = REDMUTEX_TIME_MAX_MS + 1;
+    CHECK_RC(redmutex_lock_new(&l, c, "x", REDMUTEX_KIND_LOCK, &o), REDMUTEX_EINVAL);
+    o = (redmutex_lock_options)REDMUTEX_LOCK_OPTIONS_INIT;
+    o.flags = 0x10;
+    CHECK_RC(redmutex_lock_new(&l, c, "x", REDMUTEX_KIND_LOCK, &o), REDMUTEX_EINVAL);
+    o = (redmutex_lock_options)REDMUTEX_LOCK_OPTIONS_INIT;
+    o.max_extensions = -3;
+    CHECK_RC(redmutex_lock_new(&l, c, "x", REDMUTEX_KIND_LOCK, &o), REDMUTEX_EINVAL);
+
+    o = (redmutex_lock_options)REDMUTEX_LOCK_OPTIONS_INIT;
+    o.lease_ms = 5000;
+    CHECK_OK(redmutex_lock_new(&l, c, "args", REDMUTEX_KIND_LOCK, &o));
+    CHECK(strcmp(redmutex_lock_name(l), "args") == 0 && redmutex_lock_kind(l) == REDMUTEX_KIND_LOCK);
+    CHECK_RC(redmutex_lock_acquire(NULL, NULL, 0), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_acquire(l, NULL, -2), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_acquire(l, NULL, INT64_MIN), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_acquire(l, NULL, REDMUTEX_TIME_MAX_MS + 1), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_acquire(l, "", 0), REDMUTEX_EINVAL);
+    char long_owner[REDMUTEX_OWNER_MAX + 2];
+    memset(long_owner, 'o', sizeof long_owner - 1);
+    long_owner[sizeof long_owner - 1] = '\0';
+    CHECK_RC(redmutex_lock_acquire(l, long_owner, 0), REDMUTEX_EINVAL);
+    CHECK(rs_count_keys(&srv, "*") == 0); /* nothing reached the server */
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    CHECK_RC(redmutex_lock_extend(l, NULL, 0, REDMUTEX_EXTEND_ADD), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_extend(l, NULL, -10, REDMUTEX_EXTEND_ADD), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_extend(l, NULL, INT64_MAX, REDMUTEX_EXTEND_ADD), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_extend(l, NULL, 100, (redmutex_extend_mode)9), REDMUTEX_EINVAL);
+    CHECK(rs_int(&srv, "PTTL args") <= 5000);
+    CHECK_RC(redmutex_lock_is_locked(NULL, l), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_ttl(NULL, l), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_state(NULL, l, NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_validity(NULL, l, NULL), REDMUTEX_EINVAL);
+    int64_t fence;
+    CHECK_RC(redmutex_lock_fence(&fence, l, NULL), REDMUTEX_EINVAL); /* fencing is off */
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+}
+
+static void test_use_after_client_free_reports_closed(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock *l = NULL;
+    CHECK_OK(redmutex_lock_new(&l, c, "closing", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    redmutex_client_free(c);
+    /* The held lock was released by the shutdown. */
+    CHECK(!rs_exists(&srv, "closing"));
+    CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_ECLOSED);
+    CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ECLOSED);
+    int locked;
+    CHECK_RC(redmutex_lock_is_locked(&locked, l), REDMUTEX_ECLOSED);
+    redmutex_lock_free(l);
+}
+
+static void test_unreachable_server_fails_within_timeout(void)
+{
+    /* A port nobody listens on. (A server that accepts and never answers is in test_hostile.) */
+    redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = 300;
+    o.command_timeout_ms = 300;
+    const char *urls[] = {"redis://127.0.0.1:1", "unix:///nonexistent/redis.sock"};
+    for (int i = 0; i < 2; i++) {
+        redmutex_client *c;
+        CHECK_OK(redmutex_client_new(&c, &urls[i], 1, &o));
+        redmutex_lock *l;
+        CHECK_OK(redmutex_lock_new(&l, c, "x", REDMUTEX_KIND_LOCK, NULL));
+        int64_t t0 = rt_now_ms();
+        CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_ECONN);
+        CHECK_RC(redmutex_lock_acquire(l, NULL, 5000), REDMUTEX_ECONN);
+        int64_t took = rt_now_ms() - t0;
+        CHECKF(took < 1500, "%s: took %lld ms", urls[i], (long long)took);
+        redmutex_lock_free(l);
+        t0 = rt_now_ms();
+        redmutex_client_free(c);
+        CHECK(rt_now_ms() - t0 < 1000);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const rt_test tests[] = {
+        {"options_macro_and_init_function_agree", test_options_macro_and_init_function_agree},
+        {"version_and_strerror", test_version_and_strerror},
+        {"free_null_is_noop", test_free_null_is_noop},
+        {"malformed_urls_rejected_without_password_leak", test_malformed_urls_rejected_without_password_leak},
+        {"client_arguments", test_client_arguments},
+        {"lock_arguments", test_lock_arguments},
+        {"use_after_client_free_reports_closed", test_use_after_client_free_reports_closed},
+        {"unreachable_server_fails_within_timeout", test_unreachable_server_fails_within_timeout},
+    };
+    return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
+}
