@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,7 +23,7 @@ typedef struct hostile {
     bool close_after; /* close the connection after the payload */
     bool never_answer;
     pthread_t thread;
-    volatile bool stop;
+    atomic_bool stop;
 } hostile;
 
 /* Counts complete RESP commands in buf[0..len); sets *first_is_script per command. */
