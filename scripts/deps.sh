@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what building and testing redmutex needs, if it is missing:
+# Debian packages (compiler, CMake, hiredis, redis-server, Python headers)
+# and the Python packages the tests use. Safe to run repeatedly.
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build pkg-config libhiredis-dev redis-server
+          python3-dev python3-venv libffi-dev binutils)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing Debian packages: ${missing[*]}"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+fi

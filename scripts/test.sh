@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every redmutex test suite on this machine, installing what is missing:
+#   1. the C tests (ctest), against redis-servers they start themselves;
+#   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the same under ThreadSanitizer;
+#   4. the Python package, installed with pip into a fresh virtualenv, with pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+
+build() {
+  local dir=$1 type=$2
+  shift 2
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DREDMUTEX_WERROR=ON "$@" >/dev/null
+  ninja -C "$dir"
+}
+
+echo "== C tests"
+build build-test RelWithDebInfo
+(cd build-test && ctest --output-on-failure)
+
+echo "== C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+build build-asan Debug -DREDMUTEX_SANITIZE=address -DREDMUTEX_BUILD_BENCH=OFF
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --output-on-failure -E exported_symbols)
+
+echo "== C tests under ThreadSanitizer"
+build build-tsan Debug -DREDMUTEX_SANITIZE=thread -DREDMUTEX_BUILD_BENCH=OFF
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --output-on-failure -E 'exported_symbols|header_')
+
+if [ -d tests/python ]; then
+  echo "== Python package"
+  rm -rf build-venv
+  python3 -m venv build-venv
+  build-venv/bin/python -m pip install -q --upgrade pip
+  build-venv/bin/python -m pip install -q . pytest redis
+  (cd tests/python && ../../build-venv/bin/python -m pytest -q)
+fi
+echo "== all test suites passed"
