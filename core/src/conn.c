@@ -110,6 +110,7 @@ void rm_conn_close(rm_conn *c)
         close(c->fd);
     rm_reader_free(c->reader);
     rm_buf_free(&c->later);
+    rm_buf_free(&c->out);
     free(c);
 }
 
@@ -117,22 +118,13 @@ bool rm_conn_looks_healthy(rm_conn *c)
 {
     if (c->fd < 0 || c->connecting)
         return false;
-    struct pollfd p = {c->fd, POLLIN, 0};
-    int r = poll(&p, 1, 0);
-    if (r == 0)
-        return true;
-    if (r < 0)
-        return errno == EINTR;
-    if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
-        return false;
-    /* Readable: fine if late replies are owed, but not if the peer closed. */
+    /* One non-blocking peek: nothing waiting is the healthy case; EOF means
+       the server closed it; data is fine only if late replies are owed. */
     char byte;
     ssize_t n = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0)
-        return false;
     if (n < 0)
-        return errno == EAGAIN || errno == EINTR;
-    return c->owed > 0;
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    return n > 0 && c->owed > 0;
 }
 
 size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info)

@@ -60,7 +60,6 @@ void rm_call_end(rm_call *call)
         if (s->conn)
             rm_client_give_conn(call->c, s->conn, !s->broken);
         s->conn = NULL;
-        rm_buf_free(&s->out);
     }
     if (call->slots != call->inline_slots)
         free(call->slots);
@@ -128,11 +127,11 @@ static int format_cmd(rm_buf *b, const rm_cmd *cmd, bool eval)
 static int build_out(rm_call *call, rm_slot *s, const rm_req *req, bool eval)
 {
     rm_conn *conn = s->conn;
-    s->out.len = 0;
+    s->conn->out.len = 0;
     s->skip = conn->owed;
     conn->owed = 0;
     if (conn->later_count) {
-        if (rm_buf_append(&s->out, conn->later.data, conn->later.len))
+        if (rm_buf_append(&s->conn->out, conn->later.data, conn->later.len))
             return REDMUTEX_ENOMEM;
         s->skip += conn->later_count;
         conn->later.len = 0;
@@ -141,11 +140,11 @@ static int build_out(rm_call *call, rm_slot *s, const rm_req *req, bool eval)
     s->handshake_n = 0;
     if (conn->fresh) {
         s->want_info = call->n > 1;
-        s->handshake_n = rm_conn_handshake(conn, &s->out, s->want_info);
+        s->handshake_n = rm_conn_handshake(conn, &s->conn->out, s->want_info);
         conn->fresh = false;
     }
     for (size_t k = 0; k < req->ncmds; k++)
-        if (format_cmd(&s->out, &req->cmds[k], eval))
+        if (format_cmd(&s->conn->out, &req->cmds[k], eval))
             return REDMUTEX_ENOMEM;
     s->got = 0;
     s->total = s->skip + s->handshake_n + req->ncmds;
@@ -262,8 +261,8 @@ static void slot_write(rm_slot *s)
         }
         conn->connecting = false;
     }
-    while (s->out.len > 0) {
-        ssize_t n = send(conn->fd, s->out.data, s->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (s->conn->out.len > 0) {
+        ssize_t n = send(conn->fd, s->conn->out.data, s->conn->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -272,7 +271,7 @@ static void slot_write(rm_slot *s)
             slot_break(s, REDMUTEX_ECONN, "%s: write: %s", conn->srv->ep.display, strerror(errno));
             return;
         }
-        rm_buf_consume(&s->out, (size_t)n);
+        rm_buf_consume(&s->conn->out, (size_t)n);
     }
 }
 
@@ -280,7 +279,7 @@ static void slot_write(rm_slot *s)
 static void slot_abandon(rm_slot *s, const char *why)
 {
     rm_conn *conn = s->conn;
-    bool keep = conn && !conn->connecting && s->out.len == 0 && s->got >= s->skip + s->handshake_n &&
+    bool keep = conn && !conn->connecting && s->conn->out.len == 0 && s->got >= s->skip + s->handshake_n &&
                 s->total - s->got <= RM_OWED_MAX;
     if (keep) {
         conn->owed = s->total - s->got;
@@ -358,7 +357,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
                 next_deadline = s->deadline_ns;
             pfds[np].fd = s->conn->fd;
             pfds[np].events = POLLIN;
-            if (s->conn->connecting || s->out.len > 0)
+            if (s->conn->connecting || s->conn->out.len > 0)
                 pfds[np].events |= POLLOUT;
             pfds[np].revents = 0;
             map[np++] = i;
@@ -383,7 +382,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
                 slot_write(s);
             if (s->status == RM_SLOT_RUNNING && !s->conn->connecting && ev & (POLLIN | POLLERR | POLLHUP))
                 slot_read(call, s, req);
-            if (s->status == RM_SLOT_RUNNING && s->out.len > 0 && !s->conn->connecting)
+            if (s->status == RM_SLOT_RUNNING && s->conn->out.len > 0 && !s->conn->connecting)
                 slot_write(s);
         }
     }

@@ -126,6 +126,7 @@ typedef struct rm_conn {
     rm_reader *reader;
     struct rm_server *srv;
     size_t owed;      /* replies to requests abandoned at a deadline, to be skipped */
+    rm_buf out;       /* bytes of the current request not yet sent (kept allocated) */
     rm_buf later;     /* fire-and-forget commands sent before the next request */
     size_t later_count;
     uint64_t generation; /* server generation (run_id epoch) when connected */
@@ -231,7 +232,6 @@ typedef struct rm_slot {
     bool used_eval;
     bool broken;          /* transport failed: the connection was closed */
     int64_t deadline_ns;  /* this slot's deadline (longer while connecting) */
-    rm_buf out;
     rm_reply *replies[RM_REQ_MAX_CMDS];
 } rm_slot;
 
@@ -367,6 +367,14 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
  */
 int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns);
 void rm_waiter_end(redmutex_client *c, rm_waiter *w);
+/** Number of threads of this client waiting on a channel. */
+size_t rm_waiters_queued(redmutex_client *c, const char *channel);
+/**
+ * A release of this client deleted the lock on the servers in deleted[]:
+ * wake the oldest local waiter now, and let it consume the release message
+ * each of those servers is about to deliver, so the message wakes no one else.
+ */
+void rm_waiter_handoff(redmutex_client *c, const char *channel, const bool *deleted);
 void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns);
 void rm_subscriber_forget(redmutex_client *c);
 

@@ -213,6 +213,15 @@ static void new_token(char out[33])
     rm_hex(out, b, sizeof b);
 }
 
+/* Whether this process holds the lock for owner through this handle (reentrancy). */
+static bool holds_it(redmutex_lock *l, const char *owner)
+{
+    rm_client_lock(l->c);
+    bool held = find_hold(l, owner, getpid()) != NULL;
+    rm_client_unlock(l->c);
+    return held;
+}
+
 static int check_wait(const redmutex_lock *l, int64_t ms)
 {
     if (ms == REDMUTEX_WAIT_FOREVER || (ms >= 0 && ms <= REDMUTEX_TIME_MAX_MS))
@@ -258,6 +267,8 @@ typedef struct acquire_ctx {
     redmutex_lock *l;
     acq_form form;
     bool wait_replicas;
+    int pttl_index; /* reply index of a pipelined PTTL, or -1 */
+    int wait_index; /* reply index of WAIT, or -1 */
     int64_t lease_ms;
     votes v;
 } acquire_ctx;
@@ -290,6 +301,9 @@ static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
                 v->count = 1;
         } else if (r->type == RM_REPLY_NIL) {
             v->no++;
+            rm_reply *t = a->pttl_index >= 0 ? s->replies[a->pttl_index] : NULL;
+            if (t && t->type == RM_REPLY_INTEGER && t->integer >= 0 && (v->ttl < 0 || t->integer < v->ttl))
+                v->ttl = t->integer;
         } else {
             votes_error(v, i, rm_fail(REDMUTEX_EPROTOCOL, "%s: unexpected reply to SET", server_name(a->l, i)));
             return;
@@ -317,7 +331,7 @@ static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
         }
     }
     if (granted && a->wait_replicas) {
-        rm_reply *w = s->replies[1];
+        rm_reply *w = s->replies[a->wait_index];
         if (!w || w->type != RM_REPLY_INTEGER || w->integer < a->l->c->opts.min_replicas) {
             /* Taken on the master but not known to the replicas: not a vote,
                and it must be undone. */
@@ -428,7 +442,7 @@ typedef struct attempt_info {
  * One acquisition attempt on all servers. Returns ATTEMPT_WON (hold recorded),
  * ATTEMPT_BUSY (held elsewhere; *info says when to retry) or an error code.
  */
-static int attempt(redmutex_lock *l, const char *owner, const char *value, attempt_info *info)
+static int attempt(redmutex_lock *l, const char *owner, const char *value, bool retry, attempt_info *info)
 {
     redmutex_client *c = l->c;
     int64_t lease = lease_of(l);
@@ -457,7 +471,7 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, attem
 
     char lease_s[24];
     snprintf(lease_s, sizeof lease_s, "%" PRId64, lease);
-    acquire_ctx a = {l, ACQ_SCRIPT, c->opts.min_replicas > 0, lease, {0}};
+    acquire_ctx a = {l, ACQ_SCRIPT, c->opts.min_replicas > 0, -1, -1, lease, {0}};
     rm_req req = {0};
     const char *argv[8];
     const char *wait_argv[3];
@@ -465,9 +479,15 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, attem
     if (l->kind == REDMUTEX_KIND_LOCK && !fencing) {
         /* The fast path is the bare command redis-py sends. */
         a.form = ACQ_SET;
-        const char *set_argv[] = {"SET", l->name, value, "NX", "PX", lease_s};
+        const char *set_argv[] = {"SET", l->name, value, "NX", "PX", lease_s, "PTTL", l->name};
         memcpy(argv, set_argv, sizeof set_argv);
         req.cmds[req.ncmds++] = (rm_cmd){-1, 6, argv, NULL};
+        if (retry) {
+            /* While waiting, learn the holder's TTL in the same round trip
+               (the first failure checked the key's type with INSPECT). */
+            a.pttl_index = (int)req.ncmds;
+            req.cmds[req.ncmds++] = (rm_cmd){-1, 2, argv + 6, NULL};
+        }
     } else if (l->kind == REDMUTEX_KIND_LOCK) {
         const char *s_argv[] = {"2", l->name, l->token_key, value, lease_s, "1"};
         memcpy(argv, s_argv, sizeof s_argv);
@@ -477,8 +497,10 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, attem
         memcpy(argv, s_argv, sizeof s_argv);
         req.cmds[req.ncmds++] = (rm_cmd){RM_SCRIPT_RLOCK_ACQUIRE, 6, argv, NULL};
     }
-    if (a.wait_replicas)
+    if (a.wait_replicas) {
+        a.wait_index = (int)req.ncmds;
         add_wait(&req, c, nbuf, tbuf, wait_argv);
+    }
 
     rm_call call;
     if (rm_call_begin(&call, c) != 0)
@@ -573,7 +595,7 @@ undo:;
         rm_call_run(&call, &rel, command_deadline(c, false), NULL, NULL);
         forget_latch(&call, latch_key);
         rm_fail(saved, "%s", saved_msg);
-    } else if (rc == ATTEMPT_BUSY && a.form == ACQ_SET && v->ttl < 0) {
+    } else if (rc == ATTEMPT_BUSY && a.form == ACQ_SET && !retry) {
         /* SET NX only says "exists": learn the holder's TTL, and whether the
            key is a lock of this kind at all, before deciding how to wait. */
         const char *iargv[] = {"1", l->name, "string", ""};
@@ -618,10 +640,16 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
 
     int64_t start = rm_now_ns();
     int64_t deadline = rm_deadline_after_ms(wait_ms);
-    attempt_info info;
-    rc = attempt(l, owner_key, value, &info);
-    if (rc != ATTEMPT_BUSY)
-        return rc;
+    attempt_info info = {-1, false};
+    /* Threads of this process already waiting for the lock go first: a
+       thread that just released it does not barge ahead of them. (A
+       reentrant acquisition by a holder never waits.) */
+    bool queue = wait_ms != 0 && rm_waiters_queued(c, l->channel) > 0 && !holds_it(l, owner_key);
+    if (!queue) {
+        rc = attempt(l, owner_key, value, false, &info);
+        if (rc != ATTEMPT_BUSY)
+            return rc;
+    }
 
     /* Waiting: subscribe first, then try again, so a release published
        between the failed attempt and the subscription is not missed. */
@@ -631,8 +659,16 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
         rm_waiter_begin(c, l->channel, sub_deadline < deadline ? sub_deadline : deadline, &w);
     }
     int64_t backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
-    int64_t attempts = 1;
+    int64_t attempts = queue ? 0 : 1;
+    bool try_now = !queue; /* a queued thread waits for its turn before trying */
     for (;;) {
+        if (try_now) {
+            rc = attempt(l, owner_key, value, true, &info);
+            attempts++;
+            if (rc != ATTEMPT_BUSY)
+                break;
+        }
+        try_now = true;
         int64_t now = rm_now_ns();
         if (now >= deadline || (c->opts.retry_count > 0 && attempts >= c->opts.retry_count)) {
             rc = rm_fail(REDMUTEX_ETIMEDOUT, "lock '%s' is held by another owner; waited %" PRId64 " ms", l->name,
@@ -659,10 +695,6 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
         }
         if (r == 0 && backoff_ms < c->opts.wait_backoff_cap_ms)
             backoff_ms = backoff_ms * 2 > c->opts.wait_backoff_cap_ms ? c->opts.wait_backoff_cap_ms : backoff_ms * 2;
-        rc = attempt(l, owner_key, value, &info);
-        attempts++;
-        if (rc != ATTEMPT_BUSY)
-            break;
     }
     if (w)
         rm_waiter_end(c, w);
@@ -739,6 +771,7 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         rm_call_run(&call, &req, dl < deadline_ns ? dl : deadline_ns, NULL, NULL);
     }
     size_t ok = 0, deleted = 0, notowner = 0, failed = 0;
+    bool deleted_at[REDMUTEX_SERVERS_MAX] = {false};
     int err = 0;
     for (size_t i = 0; rc == 0 && i < call.n; i++) {
         rm_slot *s = &call.slots[i];
@@ -748,6 +781,7 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         } else if (r->type == RM_REPLY_INTEGER) {
             ok++;
             deleted += r->integer == 1;
+            deleted_at[i] = r->integer == 1;
         } else if (r->type == RM_REPLY_NIL) {
             notowner++;
         } else if (r->type == RM_REPLY_ERROR) {
@@ -797,6 +831,8 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
                                                                             : rm_call_fail(&call, "release", l->name);
     }
     rm_client_unlock(c);
+    if (deleted > 0)
+        rm_waiter_handoff(c, l->channel, deleted_at);
     if (rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER)
         forget_latch(&call, latch_key);
     if (call.slots)

@@ -39,9 +39,8 @@ long rm_thread_id(void)
     return (long)syscall(SYS_gettid);
 }
 
-int rm_random_bytes(void *buf, size_t n)
+static int getrandom_all(unsigned char *p, size_t n)
 {
-    unsigned char *p = buf;
     while (n > 0) {
         ssize_t r = getrandom(p, n, 0);
         if (r < 0) {
@@ -52,6 +51,34 @@ int rm_random_bytes(void *buf, size_t n)
         p += r;
         n -= (size_t)r;
     }
+    return 0;
+}
+
+/* Small requests are served from a per-thread buffer of getrandom() output,
+   so a token costs a copy rather than a system call. After fork() the child
+   discards what it inherited: parent and child must never share tokens. */
+static _Thread_local unsigned char pool[512];
+static _Thread_local size_t pool_left;
+static _Thread_local pid_t pool_pid;
+
+int rm_random_bytes(void *buf, size_t n)
+{
+    if (n > sizeof pool / 4)
+        return getrandom_all(buf, n);
+    pid_t pid = getpid();
+    if (pool_pid != pid) {
+        pool_left = 0;
+        pool_pid = pid;
+    }
+    if (pool_left < n) {
+        if (getrandom_all(pool, sizeof pool) != 0)
+            return -1;
+        pool_left = sizeof pool;
+    }
+    unsigned char *src = pool + sizeof pool - pool_left;
+    memcpy(buf, src, n);
+    memset(src, 0, n); /* used bytes do not linger */
+    pool_left -= n;
     return 0;
 }
 

@@ -34,6 +34,7 @@ typedef struct rm_channel {
     int64_t idle_since;
     bool *sent;      /* per server: SUBSCRIBE sent (and no UNSUBSCRIBE since) */
     bool *confirmed; /* per server: the server confirmed the subscription */
+    int *skip;       /* per server: release messages already acted on by a local hand-off */
     rm_waiter *head, *tail;
 } rm_channel;
 
@@ -100,6 +101,7 @@ static void free_channel(rm_channel *ch)
     free(ch->name);
     free(ch->sent);
     free(ch->confirmed);
+    free(ch->skip);
     free(ch);
 }
 
@@ -228,7 +230,10 @@ static void handle_push(rm_subscriber *sub, size_t i, rm_reply *r)
     if (!ch)
         return;
     if (strcmp(kind, "message") == 0) {
-        wake_one(ch);
+        if (ch->skip[i] > 0)
+            ch->skip[i]--; /* this release already woke a waiter directly */
+        else
+            wake_one(ch);
     } else if (strcmp(kind, "subscribe") == 0) {
         ch->confirmed[i] = true;
         /* Waiters waiting for the subscription check again. */
@@ -243,8 +248,10 @@ static void handle_push(rm_subscriber *sub, size_t i, rm_reply *r)
 static void lose_server(redmutex_client *c, rm_subscriber *sub, size_t i)
 {
     sub->up[i] = false;
-    for (rm_channel *ch = sub->channels; ch; ch = ch->next)
+    for (rm_channel *ch = sub->channels; ch; ch = ch->next) {
         ch->sent[i] = ch->confirmed[i] = false;
+        ch->skip[i] = 0;
+    }
     /* A release may have been published while we were not listening. */
     wake_all(sub);
     int64_t b = sub->backoff_ms[i];
@@ -311,8 +318,10 @@ static void *subscriber_main(void *arg)
                 sub->up[connect_i] = true;
                 sub->backoff_ms[connect_i] = 0;
                 sub->out[connect_i].len = 0;
-                for (rm_channel *ch = sub->channels; ch; ch = ch->next)
+                for (rm_channel *ch = sub->channels; ch; ch = ch->next) {
                     ch->sent[connect_i] = ch->confirmed[connect_i] = false;
+                    ch->skip[connect_i] = 0;
+                }
             } else {
                 lose_server(c, sub, connect_i);
             }
@@ -463,7 +472,8 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
                 ch->name = strdup(channel);
                 ch->sent = calloc(c->n, sizeof *ch->sent);
                 ch->confirmed = calloc(c->n, sizeof *ch->confirmed);
-                if (!ch->name || !ch->sent || !ch->confirmed) {
+                ch->skip = calloc(c->n, sizeof *ch->skip);
+                if (!ch->name || !ch->sent || !ch->confirmed || !ch->skip) {
                     free_channel(ch);
                     ch = NULL;
                 } else {
@@ -545,6 +555,34 @@ void rm_waiter_end(redmutex_client *c, rm_waiter *w)
     rm_client_unlock(c);
     close(w->efd);
     free(w);
+}
+
+size_t rm_waiters_queued(redmutex_client *c, const char *channel)
+{
+    size_t n = 0;
+    rm_client_lock(c);
+    rm_channel *ch = c->sub ? find_channel(c->sub, channel, strlen(channel)) : NULL;
+    for (rm_waiter *w = ch ? ch->head : NULL; w; w = w->next)
+        n++;
+    rm_client_unlock(c);
+    return n;
+}
+
+void rm_waiter_handoff(redmutex_client *c, const char *channel, const bool *deleted)
+{
+    rm_client_lock(c);
+    rm_channel *ch = c->sub ? find_channel(c->sub, channel, strlen(channel)) : NULL;
+    if (ch && ch->head) {
+        wake_one(ch);
+        /* Messages from one server to one subscriber connection arrive in
+           order, so the next message from a server where this release
+           deleted the lock (and where we are surely subscribed) is this
+           release's own. */
+        for (size_t i = 0; i < c->n; i++)
+            if (deleted[i] && ch->confirmed[i])
+                ch->skip[i]++;
+    }
+    rm_client_unlock(c);
 }
 
 void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns)

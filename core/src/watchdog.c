@@ -31,6 +31,7 @@ typedef struct rm_watchdog {
     bool stop;
     bool detached;
     pthread_cond_t cond;
+    int64_t sleeping_until; /* the thread's wake-up time; INT64_MAX while it waits for work */
     rm_hold **heap;
     size_t n, cap;
 } rm_watchdog;
@@ -264,16 +265,19 @@ static void *watchdog_main(void *arg)
         if (wd->stop)
             break;
         if (wd->n == 0) {
+            wd->sleeping_until = INT64_MAX;
             pthread_cond_wait(&wd->cond, &c->mu);
             continue;
         }
         int64_t now = rm_now_ns();
         rm_hold *top = wd->heap[0];
         if (top->due_ns > now) {
+            wd->sleeping_until = top->due_ns;
             struct timespec ts = {top->due_ns / 1000000000, top->due_ns % 1000000000};
             pthread_cond_timedwait(&wd->cond, &c->mu, &ts);
             continue;
         }
+        wd->sleeping_until = 0; /* working: it looks at the heap again before sleeping */
         size_t k = 0;
         while (wd->n > 0 && k < RM_RENEW_BATCH) {
             rm_hold *h = wd->heap[0];
@@ -337,6 +341,7 @@ static rm_watchdog *ensure_watchdog(redmutex_client *c)
     rm_watchdog *wd = calloc(1, sizeof *wd);
     if (!wd)
         return NULL;
+    wd->sleeping_until = 0; /* starting: it looks at the heap before sleeping */
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -370,8 +375,12 @@ int rm_watchdog_schedule(redmutex_client *c, rm_hold *h)
         h->due_ns = h->validity_end_ns;
     if (heap_push(wd, h) != 0)
         return rm_fail(REDMUTEX_ENOMEM, "out of memory");
-    if (h->heap_index == 0)
+    /* Wake the thread only if it would otherwise sleep past this entry
+       (an entry removed early just makes it wake for nothing). */
+    if (h->due_ns < wd->sleeping_until) {
+        wd->sleeping_until = h->due_ns;
         pthread_cond_signal(&wd->cond);
+    }
     return 0;
 }
 
