@@ -323,8 +323,9 @@ typedef enum redmutex_state {
 /**
  * Called when a held lock changes to REDMUTEX_STATE_RENEWAL_FAILING or
  * REDMUTEX_STATE_LOST (and back to HELD when renewal recovers before the
- * validity ends). `owner` is the owner id whose hold changed (a plain lock's
- * anonymous holder is reported as ""); it is valid only during the call.
+ * validity ends). `owner` is the owner id whose hold changed, in the form the
+ * lock functions accept: NULL for a plain lock held by the handle itself,
+ * else the owner id; it is valid only during the call.
  *
  * It runs on the client's watchdog thread (or, for a lease found expired, on
  * the thread that found it), never with a library lock held. It may query

@@ -279,8 +279,9 @@ static void slot_write(rm_slot *s)
 static void slot_abandon(rm_slot *s, const char *why)
 {
     rm_conn *conn = s->conn;
-    bool keep = conn && !conn->connecting && s->conn->out.len == 0 && s->got >= s->skip + s->handshake_n &&
-                s->total - s->got <= RM_OWED_MAX;
+    /* Keep it if the request went out whole and the handshake (if any) was answered. */
+    bool keep = conn && !conn->connecting && conn->out.len == 0 &&
+                (s->handshake_n == 0 || s->got >= s->skip + s->handshake_n) && s->total - s->got <= RM_OWED_MAX;
     if (keep) {
         conn->owed = s->total - s->got;
         s->err = REDMUTEX_ECONN;
@@ -316,7 +317,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
                 continue;
             }
         }
-        if (s->conn->fresh && connect_deadline > deadline_ns)
+        if (s->conn->fresh && connect_deadline > deadline_ns && !call->strict_deadline)
             s->deadline_ns = connect_deadline;
         if (build_out(call, s, req, false) != 0)
             return rm_fail(REDMUTEX_ENOMEM, "out of memory");

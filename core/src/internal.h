@@ -247,6 +247,7 @@ struct rm_call {
     rm_slot *slots;
     rm_slot inline_slots[RM_INLINE_SLOTS];
     int64_t started_ns; /* when the last run's requests started going out */
+    bool strict_deadline; /* new connections get no connect_timeout beyond the deadline */
 };
 
 int rm_call_begin(rm_call *call, redmutex_client *c);

@@ -768,6 +768,8 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     int rc = rm_call_begin(&call, c);
     if (rc == 0) {
         int64_t dl = command_deadline(c, false);
+        /* A caller's deadline (shutdown) is a hard one, even for a new connection. */
+        call.strict_deadline = deadline_ns != INT64_MAX;
         rm_call_run(&call, &req, dl < deadline_ns ? dl : deadline_ns, NULL, NULL);
     }
     size_t ok = 0, deleted = 0, notowner = 0, failed = 0;

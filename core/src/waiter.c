@@ -599,8 +599,8 @@ void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t ms = rm_ms_until(deadline_ns);
-    if (ms < 100)
-        ms = 100; /* the thread wakes at once; give the scheduler a moment */
+    if (ms < 10)
+        ms = 10; /* an idle thread exits at once; a busy one is left to finish */ /* the thread wakes at once; give the scheduler a moment */
     ts.tv_sec += ms / 1000;
     ts.tv_nsec += (ms % 1000) * RM_NS_PER_MS;
     if (ts.tv_nsec >= 1000000000) {

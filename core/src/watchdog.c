@@ -2,7 +2,8 @@
  * The watchdog: one thread per client, a binary heap of holds ordered by
  * when they next need attention, on CLOCK_MONOTONIC.
  *
- *  - A hold without an explicit lease is renewed every lease/3. Renewals due
+ *  - A hold without an explicit lease is renewed every 0.3 x lease (a third,
+ *    less a margin for scheduling and the round trip). Renewals due
  *    within the same short window go out together: one RENEW script call per
  *    server carries up to RM_RENEW_BATCH locks, whatever their kind.
  *  - A hold with an explicit lease is never renewed; its heap entry is an
@@ -35,6 +36,10 @@ typedef struct rm_watchdog {
     rm_hold **heap;
     size_t n, cap;
 } rm_watchdog;
+
+/* Renewal interval: a third of the lease, minus a tenth of that as margin for
+   scheduling and the round trip, so the TTL stays above two thirds. */
+static int64_t renew_interval_ns(int64_t lease_ms) { return lease_ms * RM_NS_PER_MS * 3 / 10; }
 
 /* ---- heap -------------------------------------------------------------- */
 
@@ -134,7 +139,7 @@ static void run_callbacks_locked(redmutex_client *c)
         redmutex_lost_fn fn = e->lock->opts.on_lost;
         void *payload = e->lock->opts.on_lost_payload;
         rm_client_unlock(c);
-        fn(e->lock, e->owner, e->state, payload);
+        fn(e->lock, e->owner[0] ? e->owner : NULL, e->state, payload);
         rm_client_lock(c);
         c->callback_lock = NULL;
         pthread_cond_broadcast(&c->renew_done);
@@ -167,6 +172,9 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
     rm_call call;
     bool ran = false;
     if (argv && vals && rm_call_begin(&call, c) == 0) {
+        /* A renewal must end within its timeout even on a fresh connection:
+           the lock's validity does not wait for a slow connect. */
+        call.strict_deadline = true;
         argv[0] = nkeys;
         char *p = vals;
         for (size_t j = 0; j < k; j++) {
@@ -223,7 +231,7 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
             h->validity_end_ns = started + lease * RM_NS_PER_MS - rm_drift_ns(lease);
             h->extensions++;
             rm_hold_set_state(c, h, REDMUTEX_STATE_HELD);
-            h->due_ns = started + lease * RM_NS_PER_MS / 3;
+            h->due_ns = started + renew_interval_ns(lease);
         } else if (no > c->n - c->quorum) {
             rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
             continue;
@@ -370,7 +378,7 @@ int rm_watchdog_schedule(redmutex_client *c, rm_hold *h)
     heap_remove(wd, h);
     int64_t now = rm_now_ns();
     if (h->watchdog && !h->renew_stopped)
-        h->due_ns = now + h->lease_ms * RM_NS_PER_MS / 3;
+        h->due_ns = now + renew_interval_ns(h->lease_ms);
     else
         h->due_ns = h->validity_end_ns;
     if (heap_push(wd, h) != 0)
@@ -410,8 +418,8 @@ void rm_watchdog_stop(redmutex_client *c, int64_t deadline_ns)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t ms = rm_ms_until(deadline_ns);
-    if (ms < 100)
-        ms = 100;
+    if (ms < 10)
+        ms = 10; /* an idle thread exits at once; a busy one is left to finish */
     ts.tv_sec += ms / 1000;
     ts.tv_nsec += (ms % 1000) * RM_NS_PER_MS;
     if (ts.tv_nsec >= 1000000000) {
