@@ -1,0 +1,188 @@
+"""cffi build module: compiles the C core into ``redmutex._redmutex_cffi``.
+
+This file is run by cffi's setuptools integration (``cffi_modules`` in
+setup.py) and can also be run directly (``python python/redmutex/_build.py``)
+to build the extension in place.
+
+The C declarations given to cffi are *generated* from the public header
+core/include/redmutex.h at build time, so they cannot drift from it: comments,
+preprocessor lines, ``REDMUTEX_API`` and the ``extern "C"`` block are removed,
+and every integer ``#define REDMUTEX_*`` becomes ``#define NAME ...`` (cffi
+asks the compiler for the value). tests/python/test_cdef.py checks that every
+``redmutex_`` function of the header reaches the compiled module.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shlex
+import subprocess
+import sys
+from typing import Dict, List, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+INCLUDE_DIR = os.path.join(ROOT, "core", "include")
+SOURCE_DIR = os.path.join(ROOT, "core", "src")
+HEADER = os.path.join(INCLUDE_DIR, "redmutex.h")
+
+# Declarations that are not in the header: the Python functions C calls back.
+CALLBACK_CDEF = """
+extern "Python" int _redmutex_py_interrupt(void *payload);
+extern "Python" void _redmutex_py_on_lost(redmutex_lock *lock, const char *owner,
+                                          redmutex_state state, void *payload);
+"""
+
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](redmutex/[^>"]+)[>"]', re.M)
+_DEFINE_RE = re.compile(r"^\s*#\s*define\s+(REDMUTEX_[A-Z0-9_]+)(\([^)]*\))?[ \t]*(.*)$")
+
+
+def _read_header(path: str, seen: Tuple[str, ...] = ()) -> str:
+    """The header's text with its own small headers (redmutex/...) inlined."""
+    if path in seen:
+        return ""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+
+    def inline(m: "re.Match[str]") -> str:
+        return _read_header(os.path.join(INCLUDE_DIR, m.group(1)), seen + (path,))
+
+    return _INCLUDE_RE.sub(inline, text)
+
+
+def _strip_comments(text: str) -> str:
+    # Keep string literals intact; drop /* */ and // comments.
+    pattern = re.compile(r'"(?:\\.|[^"\\])*"|/\*.*?\*/|//[^\n]*', re.S)
+
+    def repl(m: "re.Match[str]") -> str:
+        s = m.group(0)
+        if s.startswith('"'):
+            return s
+        return "\n" * s.count("\n") if s.startswith("/*") else ""
+
+    return pattern.sub(repl, text)
+
+
+def _logical_lines(text: str) -> List[str]:
+    """Lines with backslash continuations joined."""
+    return text.replace("\\\n", " ").split("\n")
+
+
+def generate_cdef(header: str = HEADER) -> Tuple[str, Dict[str, str]]:
+    """Returns (cdef text, {macro name: value}) generated from the header.
+
+    The cdef holds every declaration of the header plus ``#define NAME ...``
+    for each integer-valued REDMUTEX_ macro. String and initializer macros
+    are returned in the dict but not declared (cffi cannot take them).
+    """
+    text = _strip_comments(_read_header(header))
+    out: List[str] = []
+    macros: Dict[str, str] = {}
+    skip_depth = 0  # inside an #if(def) __cplusplus block
+    depth = 0
+    for line in _logical_lines(text):
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            directive = stripped[1:].strip()
+            if directive.startswith(("if", "ifdef", "ifndef")):
+                depth += 1
+                if skip_depth == 0 and "__cplusplus" in directive:
+                    skip_depth = depth
+            elif directive.startswith("endif"):
+                if skip_depth == depth:
+                    skip_depth = 0
+                depth -= 1
+            elif directive.startswith("define") and skip_depth == 0:
+                m = _DEFINE_RE.match(stripped)
+                if m and not m.group(2) and m.group(3).strip():
+                    macros[m.group(1)] = m.group(3).strip()
+            continue
+        if skip_depth:
+            continue
+        out.append(line)
+    body = "\n".join(out)
+    body = re.sub(r"\bREDMUTEX_API\b", "", body)
+    body = re.sub(r'extern\s+"C"\s*\{', "", body)
+    # pycparser does not know integer suffixes in shifts such as 1u << 0.
+    body = re.sub(r"\b(\d+)[uU][lL]{0,2}\b", r"\1", body)
+    body = re.sub(r"\n\s*\n+", "\n", body).strip() + "\n"
+
+    defines = []
+    for name, value in macros.items():
+        if name == "REDMUTEX_API" or value.startswith(("{", '"')):
+            continue
+        defines.append("#define %s ..." % name)
+    return "\n".join(defines) + "\n" + body, macros
+
+
+def _pkg_config_hiredis() -> Tuple[List[str], List[str], List[str], List[str]]:
+    """(include dirs, extra compile args, library dirs, libraries) for hiredis."""
+    try:
+        cflags = subprocess.run(["pkg-config", "--cflags", "hiredis"], check=True,
+                                capture_output=True, text=True).stdout
+        libs = subprocess.run(["pkg-config", "--libs", "hiredis"], check=True,
+                              capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return [], [], [], ["hiredis"]
+    include_dirs, extra, library_dirs, libraries = [], [], [], []
+    for flag in shlex.split(cflags):
+        if flag.startswith("-I"):
+            include_dirs.append(flag[2:])
+        else:
+            extra.append(flag)
+    for flag in shlex.split(libs):
+        if flag.startswith("-L"):
+            library_dirs.append(flag[2:])
+        elif flag.startswith("-l"):
+            libraries.append(flag[2:])
+    return include_dirs, extra, library_dirs, libraries or ["hiredis"]
+
+
+def _rel(path: str) -> str:
+    """setuptools wants source paths relative to setup.py's directory."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def make_ffibuilder(relative_paths: bool = True):  # type: ignore[no-untyped-def]
+    """The FFI builder; relative_paths for setuptools, absolute for ffi.compile()."""
+    from cffi import FFI
+
+    path = _rel if relative_paths else (lambda p: p)
+
+    cdef, _ = generate_cdef()
+    ffibuilder = FFI()
+    ffibuilder.cdef(cdef + CALLBACK_CDEF)
+    include_dirs, extra_cflags, library_dirs, libraries = _pkg_config_hiredis()
+    sources = sorted(glob.glob(os.path.join(SOURCE_DIR, "*.c")))
+    if not sources:
+        raise RuntimeError("no C sources found in %s" % SOURCE_DIR)
+    ffibuilder.set_source(
+        "redmutex._redmutex_cffi",
+        '#include "redmutex.h"\n',
+        sources=[path(s) for s in sources],
+        include_dirs=[path(INCLUDE_DIR)] + include_dirs,
+        library_dirs=library_dirs,
+        libraries=libraries + ["pthread"],
+        # The core is C11 and its files define _GNU_SOURCE themselves.
+        # Hidden visibility keeps the core's internal rm_* symbols private.
+        extra_compile_args=["-std=c11", "-fvisibility=hidden"] + extra_cflags,
+    )
+    return ffibuilder
+
+
+ffibuilder = make_ffibuilder()
+
+if __name__ == "__main__":
+    # Build in place: python/redmutex/_redmutex_cffi.*.so, for working on the package.
+    builder = make_ffibuilder(relative_paths=False)
+    built = builder.compile(tmpdir=os.path.join(ROOT, "build", "cffi"), verbose=True)
+    target = os.path.join(HERE, os.path.basename(built))
+    os.replace(built, target)
+    print(target)
+    sys.exit(0)
