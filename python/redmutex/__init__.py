@@ -1,0 +1,84 @@
+"""redmutex: distributed locks for Redis, with a C core.
+
+::
+
+    import redmutex
+
+    with redmutex.Client("redis://127.0.0.1:6379/0") as client:
+        with client.lock("jobs:nightly", timeout=10.0) as lock:
+            ...   # held; the watchdog renews the lease while the block runs
+
+``client.lock()`` is a plain lock in redis-py's wire format, ``client.rlock()``
+a reentrant lock in Redisson's RLock format. See docs/python.md.
+"""
+
+from ._client import Client, Lock, LockState, RLock
+from ._errors import (
+    AuthError,
+    ClosedError,
+    ConnectionError,
+    DuplicateEndpointError,
+    ForkedError,
+    InterruptedWait,
+    InvalidArgument,
+    LimitError,
+    LockLostError,
+    LockTimeout,
+    NotOwnedError,
+    OutOfMemory,
+    ProtocolError,
+    RedMutexError,
+    ReplicaError,
+    ServerError,
+    UnsupportedError,
+    WrongTypeError,
+    check,
+)
+from ._redmutex_cffi import ffi as _ffi
+from ._redmutex_cffi import lib as _lib
+
+__version__ = "1.0.0"
+
+#: Longest lock name, in bytes (UTF-8 for str names).
+NAME_MAX: int = _lib.REDMUTEX_NAME_MAX
+#: Longest explicit owner id, in bytes.
+OWNER_MAX: int = _lib.REDMUTEX_OWNER_MAX
+#: Longest lease, wait or timeout, in seconds (one year).
+TIME_MAX: float = _lib.REDMUTEX_TIME_MAX_MS / 1000
+
+
+def library_version() -> str:
+    """The version of the C core compiled into this package, "MAJOR.MINOR.PATCH"."""
+    return _ffi.string(_lib.redmutex_version()).decode("ascii")
+
+
+__all__ = [
+    "Client",
+    "Lock",
+    "RLock",
+    "LockState",
+    "RedMutexError",
+    "LockTimeout",
+    "NotOwnedError",
+    "LockLostError",
+    "ConnectionError",
+    "ProtocolError",
+    "InvalidArgument",
+    "ServerError",
+    "WrongTypeError",
+    "AuthError",
+    "ForkedError",
+    "DuplicateEndpointError",
+    "ReplicaError",
+    "ClosedError",
+    "InterruptedWait",
+    "LimitError",
+    "OutOfMemory",
+    "UnsupportedError",
+    "check",
+    "library_version",
+    "NAME_MAX",
+    "OWNER_MAX",
+    "TIME_MAX",
+    "__version__",
+]

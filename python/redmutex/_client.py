@@ -1,0 +1,883 @@
+"""The Pythonic layer: Client, Lock, RLock over the C core.
+
+Three things here need care, and the comments say why:
+
+* Lifetimes. A C lock handle holds a reference to its C client, and
+  redmutex_client_free() must not run while another call on that client is
+  in progress (the header says so). Every C call therefore goes through the
+  client's gate (_ClientCore.invoke), and close() first shuts the gate and
+  waits for the calls inside to return.
+* Callbacks. The C library calls back into Python on its watchdog thread
+  (lost locks) and on a waiting thread (signals). cffi takes the GIL for
+  them. An exception raised inside is never let through to C: it is stored
+  and re-raised at the next call on that lock, or by check() for signals.
+* Waits. A blocking acquire is split into slices of at most _WAIT_SLICE_MS:
+  between slices the gate is checked (so close() is not blocked forever by a
+  waiting thread) and Python runs pending signal handlers (so a Ctrl-C that
+  arrived while a command, not a wait, was in flight is not lost).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+import itertools
+import math
+import os
+import threading
+import time
+import weakref
+from typing import Any, Callable, List, Optional, Sequence, TypeVar, Union, cast
+
+from ._errors import (
+    ClosedError,
+    InvalidArgument,
+    LockLostError,
+    LockTimeout,
+    RedMutexError,
+    check,
+    stash_interrupt,
+)
+from ._redmutex_cffi import ffi, lib
+
+__all__ = ["Client", "Lock", "RLock", "LockState"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Name = Union[str, bytes]
+
+_TIME_MAX_MS: int = lib.REDMUTEX_TIME_MAX_MS
+_WAIT_FOREVER: int = lib.REDMUTEX_WAIT_FOREVER
+_ETIMEDOUT: int = lib.REDMUTEX_ETIMEDOUT
+
+# Longest single C wait of a blocking acquire; see the module docstring.
+_WAIT_SLICE_MS = 5000
+
+
+class LockState(enum.IntEnum):
+    """What this process knows locally about its hold of a lock (no I/O)."""
+
+    #: Not held by this owner through this lock object.
+    UNLOCKED = lib.REDMUTEX_STATE_UNLOCKED
+    #: Held, and the last acquisition or renewal is within its validity.
+    HELD = lib.REDMUTEX_STATE_HELD
+    #: Renewal is failing (servers unreachable or slow); may still be held
+    #: until its validity ends, then it turns LOST.
+    RENEWAL_FAILING = lib.REDMUTEX_STATE_RENEWAL_FAILING
+    #: Definitely not held any more: the lease ran out or renewal found it gone.
+    LOST = lib.REDMUTEX_STATE_LOST
+
+
+# ---- argument conversion ---------------------------------------------------
+
+
+def _to_bytes(value: object, what: str, max_len: int) -> bytes:
+    """A name, owner or URL as the NUL-terminated bytes the C API takes."""
+    if isinstance(value, str):
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidArgument("%s is not valid UTF-8 text: %s" % (what, e)) from None
+    elif isinstance(value, bytes):
+        data = value
+    else:
+        raise InvalidArgument("%s must be str or bytes, not %s" % (what, type(value).__name__))
+    if not data:
+        raise InvalidArgument("%s is empty" % what)
+    if b"\0" in data:
+        raise InvalidArgument("%s contains a NUL character, which the C API cannot pass" % what)
+    if len(data) > max_len:
+        raise InvalidArgument("%s is %d bytes long; at most %d are allowed" % (what, len(data), max_len))
+    return data
+
+
+def _to_ms(value: object, what: str, *, allow_zero: bool = True) -> int:
+    """Seconds (int or float) to whole milliseconds, rounded up, validated."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument("%s must be a number of seconds, not %s" % (what, type(value).__name__))
+    seconds = float(value) if isinstance(value, float) else value
+    if isinstance(seconds, float) and (math.isnan(seconds) or math.isinf(seconds)):
+        raise InvalidArgument("%s must be a finite number of seconds, not %r" % (what, value))
+    if seconds < 0:
+        raise InvalidArgument("%s must not be negative (got %r)" % (what, value))
+    if seconds > _TIME_MAX_MS / 1000:
+        raise InvalidArgument(
+            "%s of %r seconds is too long; at most %d seconds (one year) are allowed"
+            % (what, value, _TIME_MAX_MS // 1000)
+        )
+    ms = math.ceil(round(seconds * 1000, 3))
+    if ms == 0 and not allow_zero:
+        raise InvalidArgument("%s must be positive (got %r)" % (what, value))
+    return int(ms)
+
+
+def _to_count(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument("%s must be an int, not %s" % (what, type(value).__name__))
+    if value < 0:
+        raise InvalidArgument("%s must not be negative (got %r)" % (what, value))
+    if value > 2**62:
+        raise InvalidArgument("%s is too large (got %r)" % (what, value))
+    return value
+
+
+def _acquire_wait_ms(blocking: bool, timeout: object) -> int:
+    """threading.Lock.acquire's argument rules, as a C wait in ms."""
+    if not blocking:
+        if timeout != -1:
+            raise InvalidArgument("can't specify a timeout for a non-blocking call")
+        return 0
+    if timeout is None or (not isinstance(timeout, bool) and timeout == -1):
+        return _WAIT_FOREVER
+    return _to_ms(timeout, "timeout")
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    add = getattr(exc, "add_note", None)  # Python 3.11+
+    if add is not None:
+        add(note)
+
+
+# ---- callbacks from C ------------------------------------------------------
+
+# Thread-local marker: set while Python code runs inside a C callback.
+_callback_tls = threading.local()
+
+# on_lost payloads are integer keys into this map, never pointers to Python
+# objects, so a callback that races with garbage collection finds nothing
+# instead of a freed object.
+_lock_registry: "dict[int, weakref.ReferenceType[Lock]]" = {}
+_lock_ids = itertools.count(1)
+
+
+def _in_callback() -> bool:
+    return getattr(_callback_tls, "active", False)
+
+
+def _interrupt_onerror(exc_type: Any, exc: BaseException, tb: Any) -> int:
+    # A signal handler may already raise when the callback is entered, before
+    # its body runs; that exception lands here. Keep it and stop the wait.
+    if exc is not None:
+        stash_interrupt(exc.with_traceback(tb))
+    return 1
+
+
+@ffi.def_extern(onerror=_interrupt_onerror)
+def _redmutex_py_interrupt(payload: Any) -> int:
+    """Called by C on the waiting thread when poll() got EINTR.
+
+    Python's own signal handlers run at this point (the interpreter checks
+    for pending signals whenever Python code runs). If one raises - Ctrl-C's
+    KeyboardInterrupt - the exception is kept for check() and the wait is
+    abandoned; otherwise the wait goes on.
+    """
+    try:
+        _run_pending_signal_handlers()
+    except BaseException as exc:  # noqa: BLE001 - must not cross into C
+        stash_interrupt(exc)
+        return 1
+    return 0
+
+
+def _run_pending_signal_handlers() -> None:
+    # Calling any Python function lets the interpreter run pending handlers;
+    # PyErr_CheckSignals() does it explicitly where ctypes is available.
+    if _check_signals is not None:
+        _check_signals()
+
+
+try:
+    import ctypes
+
+    _PyErr_CheckSignals = ctypes.pythonapi.PyErr_CheckSignals
+    _PyErr_CheckSignals.restype = ctypes.c_int
+    _PyErr_CheckSignals.argtypes = []
+
+    def _check_signals_ctypes() -> None:
+        _PyErr_CheckSignals()
+
+    _check_signals: Optional[Callable[[], None]] = _check_signals_ctypes
+except (ImportError, AttributeError):  # pragma: no cover - PyPy, no ctypes
+    _check_signals = None
+
+
+def _on_lost_onerror(exc_type: Any, exc: BaseException, tb: Any) -> None:
+    return None
+
+
+@ffi.def_extern(onerror=_on_lost_onerror)
+def _redmutex_py_on_lost(c_lock: Any, owner: Any, state: int, payload: Any) -> None:
+    """Called by C (watchdog thread) when a hold changes state; see Lock(on_lost=...)."""
+    _callback_tls.active = True
+    try:
+        ref = _lock_registry.get(int(ffi.cast("uintptr_t", payload)))
+        lock = ref() if ref is not None else None
+        if lock is not None:
+            lock._run_on_lost(state)
+        # Drop the reference here, while the marker is set: if it was the
+        # last one, the finalizers that run now know they are on a C thread.
+        lock = None
+    finally:
+        _callback_tls.active = False
+
+
+# ---- the client core: pointer, gate and deferred frees ----------------------
+
+_OPEN, _CLOSING, _CLOSED = 0, 1, 2
+
+_live_cores: "weakref.WeakSet[_ClientCore]" = weakref.WeakSet()
+
+
+class _ClientCore:
+    """Owns the C client pointer and guards every call made with it.
+
+    Kept apart from Client so that finalizers (of the Client and of its lock
+    handles) can reach it without keeping the Client alive.
+    """
+
+    __slots__ = ("ptr", "cond", "active", "state", "deferred", "__weakref__")
+
+    def __init__(self, ptr: Any) -> None:
+        self.ptr = ptr
+        # Reentrant: a finalizer can run on a thread that already holds it.
+        self.cond = threading.Condition(threading.RLock())
+        self.active = 0
+        self.state = _OPEN
+        self.deferred: List[Any] = []  # lock handles to free after the client
+        _live_cores.add(self)
+
+    def ensure_open(self) -> None:
+        if self.state != _OPEN:
+            raise ClosedError("the client was closed", ClosedError.code)
+
+    def enter(self) -> None:
+        with self.cond:
+            self.ensure_open()
+            self.active += 1
+
+    def leave(self) -> None:
+        with self.cond:
+            self.active -= 1
+            if self.active == 0 and self.state == _CLOSING:
+                self.cond.notify_all()
+
+    def invoke(self, fn: Callable[..., int], *args: Any) -> int:
+        """Calls a C function through the gate and check()s its result."""
+        self.enter()
+        try:
+            return check(fn(*args))
+        finally:
+            self.leave()
+
+    def invoke_allowing(self, allowed: int, fn: Callable[..., int], *args: Any) -> int:
+        """Like invoke(), but returns the result code `allowed` instead of raising."""
+        self.enter()
+        try:
+            rc = fn(*args)
+            return rc if rc == allowed else check(rc)
+        finally:
+            self.leave()
+
+    def free_lock_handle(self, handle: Any) -> None:
+        """Finalizer of a C lock handle (its Python Lock is garbage)."""
+        with self.cond:
+            if self.state == _CLOSING:
+                # redmutex_lock_free must not race with redmutex_client_free.
+                self.deferred.append(handle)
+                return
+            closed = self.state == _CLOSED
+            if not closed:
+                self.active += 1
+        try:
+            lib.redmutex_lock_free(handle)
+        finally:
+            if not closed:
+                self.leave()
+
+    def close(self, wait_seconds: Optional[float] = None) -> bool:
+        """Shuts the gate, waits for calls in progress, frees the C client.
+
+        Returns False if calls were still in progress after wait_seconds
+        (the client is then left open: freeing it would be unsafe).
+        """
+        if _in_callback():
+            # The C client must not be freed from its own callback thread
+            # (it joins that thread). This only happens when a finalizer runs
+            # there; hand the work to a short-lived thread.
+            threading.Thread(target=self.close, args=(wait_seconds,), daemon=True).start()
+            return True
+        with self.cond:
+            if self.state == _CLOSED:
+                return True
+            if self.state == _CLOSING:
+                self.cond.wait_for(lambda: self.state == _CLOSED, wait_seconds)
+                return self.state == _CLOSED
+            self.state = _CLOSING
+            if not self.cond.wait_for(lambda: self.active == 0, wait_seconds):
+                self.state = _OPEN
+                return False
+            ptr, self.ptr = self.ptr, ffi.NULL
+        lib.redmutex_client_free(ptr)
+        with self.cond:
+            self.state = _CLOSED
+            deferred, self.deferred = self.deferred, []
+            self.cond.notify_all()
+        for handle in deferred:
+            lib.redmutex_lock_free(handle)
+        return True
+
+    def after_fork_in_child(self) -> None:
+        # Threads of the parent that were inside a call do not exist here, and
+        # the condition's lock may have been held by one of them.
+        self.cond = threading.Condition(threading.RLock())
+        self.active = 0
+
+
+def _after_fork_in_child() -> None:
+    for core in list(_live_cores):
+        core.after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# ---- Client --------------------------------------------------------------
+
+
+class Client:
+    """A connection to one Redis server, or to N independent masters (Redlock).
+
+    ``url_or_list`` is one URL or a list of them:
+    ``redis://[user[:password]@]host[:port][/db]`` or
+    ``unix:///path/to/socket[?db=N]``. With N URLs every lock is taken on all
+    N servers at once and needs N/2+1 of them.
+
+    All times are in seconds (floats are fine); ``None`` means the C
+    library's default, shown in brackets:
+
+    * ``watchdog_lease`` - lease of locks made without ``lease=``; the
+      watchdog renews it every third of it while held (30.0).
+    * ``connect_timeout`` - connecting plus the AUTH/SELECT handshake (2.0).
+    * ``command_timeout`` - one round trip to one server; with N servers the
+      Redlock per-server timeout, keep it well below the leases (1.0).
+    * ``wait_backoff_cap`` - longest gap between two attempts of a waiting
+      acquire when no release is published, e.g. while a redis-py lock is
+      the holder (1.0).
+    * ``min_replicas`` / ``replica_timeout`` - after acquire, extend and
+      renew, ``WAIT min_replicas replica_timeout``; fewer acknowledgements
+      fail the acquire and release the lock (0 = off / 1.0).
+    * ``retry_count`` / ``retry_delay`` - Redlock: most attempts per acquire
+      call (0 = as many as the wait allows), and the longest random pause
+      after a split vote (0 / 0.2).
+    * ``shutdown_timeout`` - bound on how long close() spends releasing locks
+      and stopping the background threads (2.0).
+    * ``leave_locks_on_close`` - close() leaves held locks to expire instead
+      of releasing them.
+
+    A client is thread-safe and meant to be shared by all threads of a
+    process. Use it as a context manager, or call close(). Raises
+    InvalidArgument for bad URLs or options, and with several URLs
+    DuplicateEndpointError or AuthError found while connecting to them.
+    """
+
+    def __init__(
+        self,
+        url_or_list: Union[Name, Sequence[Name]],
+        *,
+        watchdog_lease: float = 30.0,
+        connect_timeout: Optional[float] = None,
+        command_timeout: Optional[float] = None,
+        wait_backoff_cap: Optional[float] = None,
+        min_replicas: int = 0,
+        replica_timeout: Optional[float] = None,
+        retry_count: Optional[int] = None,
+        retry_delay: Optional[float] = None,
+        shutdown_timeout: Optional[float] = None,
+        leave_locks_on_close: bool = False,
+    ) -> None:
+        if isinstance(url_or_list, (str, bytes)):
+            urls = [url_or_list]
+        elif isinstance(url_or_list, (list, tuple)):
+            urls = list(url_or_list)
+        else:
+            raise InvalidArgument(
+                "url_or_list must be a URL or a list of URLs, not %s" % type(url_or_list).__name__
+            )
+        if not urls:
+            raise InvalidArgument("at least one server URL is needed")
+        encoded = [_to_bytes(u, "server URL", 65536) for u in urls]
+
+        opts = ffi.new("redmutex_client_options *")
+        check(lib.redmutex_client_options_init(opts, lib.REDMUTEX_CLIENT_OPTIONS_VERSION))
+        opts.watchdog_lease_ms = _to_ms(watchdog_lease, "watchdog_lease", allow_zero=False)
+        for value, field, what in (
+            (connect_timeout, "connect_timeout_ms", "connect_timeout"),
+            (command_timeout, "command_timeout_ms", "command_timeout"),
+            (wait_backoff_cap, "wait_backoff_cap_ms", "wait_backoff_cap"),
+            (replica_timeout, "replica_timeout_ms", "replica_timeout"),
+            (retry_delay, "retry_delay_ms", "retry_delay"),
+            (shutdown_timeout, "shutdown_timeout_ms", "shutdown_timeout"),
+        ):
+            if value is not None:
+                setattr(opts, field, _to_ms(value, what))
+        opts.min_replicas = _to_count(min_replicas, "min_replicas")
+        if retry_count is not None:
+            opts.retry_count = _to_count(retry_count, "retry_count")
+        if leave_locks_on_close:
+            opts.flags |= lib.REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE
+        opts.interrupt = lib._redmutex_py_interrupt
+        opts.interrupt_payload = ffi.NULL
+
+        c_urls = [ffi.new("char[]", u) for u in encoded]
+        url_array = ffi.new("const char *[]", c_urls)
+        out = ffi.new("redmutex_client **")
+        check(lib.redmutex_client_new(out, url_array, len(c_urls), opts))
+        self._core = _ClientCore(out[0])
+        self._id = ffi.string(lib.redmutex_client_id(out[0])).decode("ascii")
+        self._server_count = int(lib.redmutex_client_server_count(out[0]))
+        self._retry_count = int(opts.retry_count)
+        self._shutdown_timeout = int(opts.shutdown_timeout_ms) / 1000
+        # Closes the C client when the Client is garbage or at interpreter exit.
+        self._finalizer = weakref.finalize(
+            self, _ClientCore.close, self._core, self._shutdown_timeout + _WAIT_SLICE_MS / 1000 + 1
+        )
+
+    # -- properties ---------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The client's id: a random UUID made at creation, the first part of
+        the default owner of reentrant locks (Redisson's convention)."""
+        return self._id
+
+    @property
+    def server_count(self) -> int:
+        """How many servers (N) the client uses; N > 1 means Redlock."""
+        return self._server_count
+
+    @property
+    def closed(self) -> bool:
+        """True once close() has begun."""
+        return self._core.state != _OPEN
+
+    def thread_owner(self) -> str:
+        """The calling thread's default owner id of reentrant locks,
+        ``"<client id>:<OS thread id>"`` (as stored in Redisson's hash field)."""
+        buf = ffi.new("char[]", lib.REDMUTEX_CLIENT_ID_LEN + 32)
+        self._core.invoke(lib.redmutex_client_thread_owner, buf, len(buf), self._core.ptr)
+        return ffi.string(buf).decode("ascii")
+
+    # -- locks ----------------------------------------------------------------
+
+    def lock(
+        self,
+        name: Name,
+        *,
+        lease: Optional[float] = None,
+        timeout: Optional[float] = None,
+        fencing: bool = False,
+        owner: Optional[Name] = None,
+        on_lost: Optional[Callable[["Lock", LockState], object]] = None,
+        max_hold: Optional[float] = None,
+        max_extensions: Optional[int] = None,
+    ) -> "Lock":
+        """A plain, non-reentrant lock named ``name`` (redis-py Lock wire format).
+
+        See Lock for the arguments. Sends nothing; raises InvalidArgument for
+        bad arguments and ClosedError after close().
+        """
+        return Lock(self, name, lease=lease, timeout=timeout, fencing=fencing, owner=owner,
+                    on_lost=on_lost, max_hold=max_hold, max_extensions=max_extensions)
+
+    def rlock(
+        self,
+        name: Name,
+        *,
+        lease: Optional[float] = None,
+        timeout: Optional[float] = None,
+        fencing: bool = False,
+        owner: Optional[Name] = None,
+        on_lost: Optional[Callable[["Lock", LockState], object]] = None,
+        max_hold: Optional[float] = None,
+        max_extensions: Optional[int] = None,
+    ) -> "RLock":
+        """A reentrant lock named ``name`` (Redisson RLock wire format).
+
+        The default owner is the calling thread. See Lock for the arguments.
+        """
+        return RLock(self, name, lease=lease, timeout=timeout, fencing=fencing, owner=owner,
+                     on_lost=on_lost, max_hold=max_hold, max_extensions=max_extensions)
+
+    def synchronized(self, name: Name, *, reentrant: bool = False, **lock_kwargs: Any) -> Callable[[F], F]:
+        """Decorator: every call of the function runs under the lock ``name``.
+
+        ``lock_kwargs`` are those of lock() (``timeout=``, ``lease=``, ...);
+        with ``timeout`` the call raises LockTimeout when the lock cannot be
+        had in time. ``reentrant=True`` uses rlock(), so the function may call
+        itself. Each call uses a fresh lock object, so concurrent calls from
+        several threads exclude each other. Coroutine functions are refused:
+        waiting blocks the thread.
+        """
+        make = self.rlock if reentrant else self.lock
+        make(name, **lock_kwargs)  # validate the arguments now, not at the first call
+
+        def decorator(fn: F) -> F:
+            if inspect.iscoroutinefunction(fn):
+                raise TypeError("synchronized() cannot wrap a coroutine function; waiting blocks the thread")
+
+            @functools.wraps(fn)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                with make(name, **lock_kwargs):
+                    return fn(*args, **kwargs)
+
+            return cast(F, wrapper)
+
+        return decorator
+
+    # -- lifetime -------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the client: releases the locks still held through it (unless
+        ``leave_locks_on_close``), stops renewals and background threads.
+
+        Waits for calls in progress on other threads to return first; a
+        blocking acquire notices within a few seconds and raises ClosedError.
+        Every later call on the client or its locks raises ClosedError.
+        Idempotent. Must not be called from an ``on_lost`` callback.
+        """
+        if _in_callback():
+            raise RuntimeError("Client.close() cannot be called from an on_lost callback")
+        self._finalizer.detach()
+        self._core.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return "<redmutex.Client id=%s servers=%d %s>" % (self._id, self._server_count, state)
+
+
+# ---- Lock -----------------------------------------------------------------
+
+
+class Lock:
+    """A plain, non-reentrant distributed lock (redis-py Lock wire format).
+
+    Made by Client.lock(). Arguments:
+
+    * ``lease`` - seconds the lock lives on the server. ``None`` (default):
+      the client's ``watchdog_lease``, renewed by the watchdog while held.
+      Given: no watchdog; extend it yourself with extend().
+    * ``timeout`` - longest wait of ``with lock:`` (None: wait forever). It
+      does not change acquire(), which takes its own.
+    * ``fencing`` - maintain a fencing token (see ``fence``).
+    * ``owner`` - an explicit owner id (str or bytes, unique across
+      processes), e.g. for asyncio tasks. For a plain lock it is the token
+      stored in the key. Default: the lock object itself, so - like
+      threading.Lock - any thread may release what another acquired.
+    * ``on_lost`` - ``callable(lock, state)`` called on the client's watchdog
+      thread when a held lock turns RENEWAL_FAILING or LOST (and HELD again
+      after a recovered renewal failure). Keep it short; an exception it
+      raises is re-raised by the next call on the lock.
+    * ``max_hold`` - the watchdog stops renewing after this many seconds held.
+    * ``max_extensions`` - most extensions (watchdog or extend()) per hold.
+
+    Two lock objects with the same name are two independent contenders; share
+    one object between threads to use it like a threading.Lock.
+    """
+
+    _kind: int = lib.REDMUTEX_KIND_LOCK
+
+    def __init__(
+        self,
+        client: Client,
+        name: Name,
+        *,
+        lease: Optional[float] = None,
+        timeout: Optional[float] = None,
+        fencing: bool = False,
+        owner: Optional[Name] = None,
+        on_lost: Optional[Callable[["Lock", LockState], object]] = None,
+        max_hold: Optional[float] = None,
+        max_extensions: Optional[int] = None,
+    ) -> None:
+        if not isinstance(client, Client):
+            raise InvalidArgument("client must be a redmutex.Client")
+        self._name = name
+        c_name = _to_bytes(name, "lock name", lib.REDMUTEX_NAME_MAX)
+        self._owner: Any = (
+            ffi.NULL if owner is None else _to_bytes(owner, "owner", lib.REDMUTEX_OWNER_MAX)
+        )
+        self._timeout_ms = _WAIT_FOREVER if timeout is None else _to_ms(timeout, "timeout")
+        self.timeout = timeout
+        if on_lost is not None and not callable(on_lost):
+            raise InvalidArgument("on_lost must be callable")
+        self._on_lost = on_lost
+        self._pending: Optional[BaseException] = None
+
+        opts = ffi.new("redmutex_lock_options *")
+        check(lib.redmutex_lock_options_init(opts, lib.REDMUTEX_LOCK_OPTIONS_VERSION))
+        if lease is not None:
+            opts.lease_ms = _to_ms(lease, "lease", allow_zero=False)
+        if max_hold is not None:
+            opts.max_hold_ms = _to_ms(max_hold, "max_hold", allow_zero=False)
+        if max_extensions is not None:
+            opts.max_extensions = _to_count(max_extensions, "max_extensions")
+        if fencing:
+            opts.flags |= lib.REDMUTEX_LOCK_FENCING
+        self._fencing = bool(fencing)
+        self._key = 0
+        if on_lost is not None:
+            self._key = next(_lock_ids)
+            _lock_registry[self._key] = weakref.ref(self, functools.partial(_forget_lock, self._key))
+            opts.on_lost = lib._redmutex_py_on_lost
+            opts.on_lost_payload = ffi.cast("void *", self._key)
+
+        # The client stays alive as long as any of its locks (and callbacks) may run.
+        self.client = client
+        core = self._core = client._core
+        out = ffi.new("redmutex_lock **")
+        core.invoke(lib.redmutex_lock_new, out, core.ptr, c_name, self._kind, opts)
+        self._ptr = ffi.gc(out[0], core.free_lock_handle)
+
+    # -- helpers ------------------------------------------------------------
+
+    def _run_on_lost(self, state: int) -> None:
+        callback = self._on_lost
+        if callback is None:
+            return
+        try:
+            callback(self, LockState(state))
+        except BaseException as exc:  # noqa: BLE001 - must not cross into C
+            if self._pending is None:
+                self._pending = exc
+
+    def _take_pending(self) -> Optional[BaseException]:
+        exc, self._pending = self._pending, None
+        return exc
+
+    def _raise_pending(self) -> None:
+        exc = self._take_pending()
+        if exc is not None:
+            raise exc
+
+    def _acquire_ms(self, wait_ms: int) -> bool:
+        """Acquires within wait_ms (or forever); True, False on timeout, or raises."""
+        core = self._core
+        acquire = lib.redmutex_lock_acquire
+        if wait_ms == 0 or self.client._retry_count > 0:
+            rc = core.invoke_allowing(_ETIMEDOUT, acquire, self._ptr, self._owner, wait_ms)
+            return rc == 0
+        forever = wait_ms == _WAIT_FOREVER
+        deadline = 0.0 if forever else time.monotonic() + wait_ms / 1000
+        while True:
+            chunk = _WAIT_SLICE_MS
+            if not forever:
+                left = math.ceil((deadline - time.monotonic()) * 1000)
+                if left <= 0:
+                    return False
+                chunk = min(chunk, left)
+            rc = core.invoke_allowing(_ETIMEDOUT, acquire, self._ptr, self._owner, chunk)
+            if rc == 0:
+                return True
+
+    def _timeout_error(self, waited: float) -> LockTimeout:
+        return LockTimeout(
+            "lock %r is held by another owner; waited %d ms" % (self._name, round(waited * 1000)),
+            LockTimeout.code,
+        )
+
+    # -- the threading.Lock interface --------------------------------------
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Acquires the lock, with threading.Lock.acquire's contract.
+
+        ``blocking=False`` tries once (a timeout other than -1 is then a
+        ValueError). Otherwise waits up to ``timeout`` seconds, or forever
+        when it is -1 (or None). Returns True when acquired, False when the
+        lock could not be had in time; never raises LockTimeout. Raises
+        InvalidArgument (a ValueError) for bad timeouts, ConnectionError,
+        WrongTypeError, LockLostError (a reentrant acquire of an owner whose
+        earlier hold was lost: release it first), ClosedError; a Ctrl-C
+        during the wait raises KeyboardInterrupt with nothing held. The GIL
+        is released while waiting.
+        """
+        wait_ms = _acquire_wait_ms(blocking, timeout)
+        self._raise_pending()
+        return self._acquire_ms(wait_ms)
+
+    def release(self) -> None:
+        """Releases one hold (deleting the lock and waking waiters when it was
+        the last). Raises NotOwnedError if not held by this owner (nothing
+        changed) and LockLostError if it was held but lost before the release
+        (the work done under it was not protected to the end). A stored
+        on_lost exception is raised after the release has been done.
+        """
+        pending = self._take_pending()
+        try:
+            self._core.invoke(lib.redmutex_lock_release, self._ptr, self._owner)
+        except LockLostError as lost:
+            if pending is not None:
+                raise pending from lost
+            raise
+        except BaseException:
+            if pending is not None and self._pending is None:
+                self._pending = pending
+            raise
+        if pending is not None:
+            raise pending
+
+    def __enter__(self) -> "Lock":
+        """Acquires with the lock's ``timeout`` (None: forever); raises LockTimeout."""
+        self._raise_pending()
+        start = time.monotonic()
+        if not self._acquire_ms(self._timeout_ms):
+            raise self._timeout_error(time.monotonic() - start)
+        return self
+
+    def __exit__(self, exc_type: object, exc: Optional[BaseException], tb: object) -> None:
+        """Releases. Raises LockLostError if the lease was lost while the block
+        ran - unless the block raised, whose exception is never masked (the
+        release error is then added to it as a note)."""
+        try:
+            self.release()
+        except BaseException as err:
+            if exc is None:
+                raise
+            _add_note(exc, "redmutex: releasing lock %r on leaving the block also failed: %r" % (self._name, err))
+
+    def locked(self) -> bool:
+        """True if anyone holds the lock, as the servers see it now (one round trip)."""
+        self._raise_pending()
+        out = ffi.new("int *")
+        self._core.invoke(lib.redmutex_lock_is_locked, out, self._ptr)
+        return bool(out[0])
+
+    def owned(self) -> bool:
+        """True if this owner holds the lock, as the servers see it now."""
+        self._raise_pending()
+        out = ffi.new("int *")
+        self._core.invoke(lib.redmutex_lock_is_owned, out, self._ptr, self._owner)
+        return bool(out[0])
+
+    def extend(self, seconds: float, replace: bool = False) -> None:
+        """Adds ``seconds`` to the remaining lease (or, with replace=True, sets
+        the lease to it) if this owner still holds the lock; never re-creates a
+        lock that is gone. Raises NotOwnedError, LockLostError, LimitError
+        (max_extensions reached)."""
+        ms = _to_ms(seconds, "seconds", allow_zero=False)
+        self._raise_pending()
+        mode = lib.REDMUTEX_EXTEND_REPLACE if replace else lib.REDMUTEX_EXTEND_ADD
+        self._core.invoke(lib.redmutex_lock_extend, self._ptr, self._owner, ms, mode)
+
+    def force_release(self) -> bool:
+        """Deletes the lock whoever holds it and wakes waiters (Redisson's
+        forceUnlock). Returns True if a lock was deleted. Raises WrongTypeError
+        if the key is not a lock of this kind."""
+        self._raise_pending()
+        out = ffi.new("int *")
+        self._core.invoke(lib.redmutex_lock_force_release, out, self._ptr)
+        return bool(out[0])
+
+    # -- properties -----------------------------------------------------------
+
+    @property
+    def name(self) -> Name:
+        """The lock's name, as given (str or bytes); it is the Redis key."""
+        return self._name
+
+    @property
+    def owner(self) -> Optional[Name]:
+        """The explicit owner id given at creation, or None for the default owner."""
+        return None if self._owner == ffi.NULL else self._owner
+
+    @property
+    def fencing(self) -> bool:
+        """True if the lock maintains fencing tokens."""
+        return self._fencing
+
+    @property
+    def ttl(self) -> Optional[float]:
+        """Remaining time to live on the servers, in seconds (one round trip).
+
+        None when the lock is not held by anyone, and also when it is held
+        without a TTL (a redis-py lock made with timeout=None).
+        """
+        self._raise_pending()
+        out = ffi.new("int64_t *")
+        self._core.invoke(lib.redmutex_lock_ttl, out, self._ptr)
+        return None if out[0] < 0 else out[0] / 1000
+
+    @property
+    def hold_count(self) -> int:
+        """This owner's hold count on the servers: the reentrancy depth of an
+        rlock (0 when not held); 1 or 0 for a plain lock. One round trip."""
+        self._raise_pending()
+        out = ffi.new("int64_t *")
+        self._core.invoke(lib.redmutex_lock_hold_count, out, self._ptr, self._owner)
+        return int(out[0])
+
+    @property
+    def state(self) -> LockState:
+        """This owner's hold as known locally (no I/O)."""
+        self._raise_pending()
+        out = ffi.new("redmutex_state *")
+        self._core.invoke(lib.redmutex_lock_state, out, self._ptr, self._owner)
+        return LockState(out[0])
+
+    @property
+    def lost(self) -> bool:
+        """True when this owner's hold is known to be lost (state LOST): the lease
+        ran out or renewal found the lock gone. Release it to reset."""
+        return self.state == LockState.LOST
+
+    @property
+    def validity(self) -> float:
+        """Seconds this owner's hold is still known to be valid (lease minus time
+        since acquisition or renewal minus clock drift); 0.0 when not held."""
+        self._raise_pending()
+        out = ffi.new("int64_t *")
+        self._core.invoke(lib.redmutex_lock_validity, out, self._ptr, self._owner)
+        return max(0, out[0]) / 1000
+
+    @property
+    def fence(self) -> Optional[int]:
+        """The fencing token of the current hold (an int that grows with every
+        acquisition of this name), or None when fencing is off or not held."""
+        self._raise_pending()
+        if not self._fencing:
+            self._core.ensure_open()
+            return None
+        out = ffi.new("int64_t *")
+        rc = self._core.invoke_allowing(lib.REDMUTEX_ENOTOWNER, lib.redmutex_lock_fence, out, self._ptr, self._owner)
+        return None if rc != 0 else int(out[0])
+
+    def __repr__(self) -> str:
+        kind = type(self).__name__
+        try:
+            state = self.state.name if not self._core.state else "CLOSED"
+        except BaseException:  # noqa: BLE001 - repr must not raise
+            state = "?"
+        return "<redmutex.%s %r %s>" % (kind, self._name, state)
+
+
+class RLock(Lock):
+    """A reentrant distributed lock (Redisson RLock wire format).
+
+    Made by Client.rlock(). The default owner is the calling thread
+    ("<client id>:<thread id>", as Redisson), so - like threading.RLock - the
+    thread that acquired it must release it, once per acquire. ``hold_count``
+    is the reentrancy depth. Arguments as for Lock; an explicit ``owner`` is
+    the hash field used verbatim.
+    """
+
+    _kind = lib.REDMUTEX_KIND_RLOCK
+
+
+def _forget_lock(key: int, _ref: object) -> None:
+    _lock_registry.pop(key, None)
