@@ -282,6 +282,7 @@ enum rm_script_id {
     RM_SCRIPT_FORCE_RELEASE,
     RM_SCRIPT_INSPECT,
     RM_SCRIPT_RENEW,
+    RM_SCRIPT_FENCE_RATCHET,
     RM_SCRIPT_COUNT
 };
 
@@ -313,7 +314,7 @@ typedef struct rm_hold {
     char *owner;
     /* What is stored in Redis: the token (plain) or the hash field (rlock). */
     char *value;
-    /* Per server: its generation + 1 when it granted the lock, 0 otherwise. */
+    /* Per server: its generation + 1 when the lock was acquired. */
     uint64_t *generations;
     int64_t count;        /* hold count as last reported by the servers */
     int64_t fence;        /* fencing token (0 when fencing is off) */

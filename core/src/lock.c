@@ -431,6 +431,35 @@ static void forget_latch(rm_call *call, const char *latch_key)
 
 /* ---- acquire ----------------------------------------------------------- */
 
+/*
+ * Redlock fencing. Each server keeps its own counter and INCRs it whenever it
+ * grants the lock, even in attempts that fail overall, so counters drift
+ * apart and "the largest token among the voters" is not monotonic across
+ * different majorities by itself. Before the token T is handed out, every
+ * server is asked to raise its counter to T, and this must be confirmed by a
+ * majority of the servers that granted the lock. Any later holder needs a
+ * majority too, which shares a server with that one; on that server it can
+ * only be granted after our key is gone, hence after the raise, so its INCR
+ * yields more than T. One extra round trip, for fenced Redlock locks only.
+ */
+static bool fenced_quorum(redmutex_lock *l, rm_call *call, const votes *v)
+{
+    char token[24];
+    snprintf(token, sizeof token, "%" PRId64, v->fence);
+    const char *argv[] = {"1", l->token_key, token};
+    rm_req req = {1, {{RM_SCRIPT_FENCE_RATCHET, 3, argv, NULL}}};
+    bool granted[REDMUTEX_SERVERS_MAX];
+    memcpy(granted, v->yes_at, sizeof granted);
+    rm_call_run(call, &req, command_deadline(l->c, false), NULL, NULL);
+    size_t confirmed = 0;
+    for (size_t i = 0; i < call->n; i++) {
+        rm_reply *r = call->slots[i].err ? NULL : call->slots[i].replies[0];
+        if (granted[i] && r && r->type == RM_REPLY_INTEGER)
+            confirmed++;
+    }
+    return confirmed >= l->c->quorum;
+}
+
 enum { ATTEMPT_WON = 0, ATTEMPT_BUSY = 1 };
 
 typedef struct attempt_info {
@@ -513,6 +542,8 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     int64_t started = call.started_ns;
     acquire_count(&a, &call);
     votes *v = &a.v;
+    if (fencing && c->n > 1 && v->yes >= c->quorum && !fenced_quorum(l, &call, v))
+        v->yes = 0; /* the token could not be made safe: the attempt fails and is undone */
     int64_t validity_ns = lease * RM_NS_PER_MS - (rm_now_ns() - started) - rm_drift_ns(lease);
 
     if (v->yes >= c->quorum && validity_ns > 0) {
@@ -545,8 +576,11 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
             h->fence = v->fence;
             h->acquired_ns = started;
             h->hold_deadline_ns = l->opts.max_hold_ms ? started + l->opts.max_hold_ms * RM_NS_PER_MS : INT64_MAX;
+            /* The life of each server now; a server that restarts later stops
+               counting for this hold. (Servers the early quorum decision did
+               not wait for may well hold it too, so all are recorded.) */
             for (size_t i = 0; i < c->n; i++)
-                h->generations[i] = v->yes_at[i] ? c->servers[i].generation + 1 : 0;
+                h->generations[i] = c->servers[i].generation + 1;
         }
         h->count = v->count;
         h->lease_ms = lease;
@@ -660,7 +694,9 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     }
     int64_t backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
     int64_t attempts = queue ? 0 : 1;
-    bool try_now = !queue; /* a queued thread waits for its turn before trying */
+    /* Try again right after subscribing, unless there is no wait at all or
+       this thread queues behind others (it waits for its turn first). */
+    bool try_now = !queue && wait_ms != 0;
     for (;;) {
         if (try_now) {
             rc = attempt(l, owner_key, value, true, &info);
@@ -823,6 +859,12 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         } else {
             rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held by owner '%s'", l->name, value);
         }
+    } else if (h && was_lost) {
+        /* It was lost before the release; removing what may be left of it
+           was best effort. There is nothing to retry. */
+        hold_forget(c, h);
+        rc = rm_fail(REDMUTEX_ELOST,
+                     "lock '%s' was lost before it was released (its lease ran out or renewal failed)", l->name);
     } else {
         /* Outcome unknown: keep the hold and its request id so that a retry
            reports what this attempt did. */

@@ -143,6 +143,14 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "  res[i] = ok\n"
         "end\n"
         "return res\n",
+
+    /* RM_SCRIPT_FENCE_RATCHET: KEYS token key; ARGV token. Raises the counter
+       to the token if it is lower (Redlock: see lock.c, fenced_quorum). */
+    [RM_SCRIPT_FENCE_RATCHET] =
+        "if tonumber(redis.call('get', KEYS[1]) or '0') < tonumber(ARGV[1]) then\n"
+        "  redis.call('set', KEYS[1], ARGV[1])\n"
+        "end\n"
+        "return 1\n",
 };
 
 static char script_sha[RM_SCRIPT_COUNT][41];
