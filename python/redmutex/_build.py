@@ -20,7 +20,6 @@ import re
 import shlex
 import subprocess
 import sys
-from typing import Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -39,15 +38,15 @@ _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](redmutex/[^>"]+)[>"]', re.M)
 _DEFINE_RE = re.compile(r"^\s*#\s*define\s+(REDMUTEX_[A-Z0-9_]+)(\([^)]*\))?[ \t]*(.*)$")
 
 
-def _read_header(path: str, seen: Tuple[str, ...] = ()) -> str:
+def _read_header(path: str, seen: tuple[str, ...] = ()) -> str:
     """The header's text with its own small headers (redmutex/...) inlined."""
     if path in seen:
         return ""
     with open(path, encoding="utf-8") as f:
         text = f.read()
 
-    def inline(m: "re.Match[str]") -> str:
-        return _read_header(os.path.join(INCLUDE_DIR, m.group(1)), seen + (path,))
+    def inline(m: re.Match[str]) -> str:
+        return _read_header(os.path.join(INCLUDE_DIR, m.group(1)), (*seen, path))
 
     return _INCLUDE_RE.sub(inline, text)
 
@@ -56,7 +55,7 @@ def _strip_comments(text: str) -> str:
     # Keep string literals intact; drop /* */ and // comments.
     pattern = re.compile(r'"(?:\\.|[^"\\])*"|/\*.*?\*/|//[^\n]*', re.S)
 
-    def repl(m: "re.Match[str]") -> str:
+    def repl(m: re.Match[str]) -> str:
         s = m.group(0)
         if s.startswith('"'):
             return s
@@ -65,12 +64,12 @@ def _strip_comments(text: str) -> str:
     return pattern.sub(repl, text)
 
 
-def _logical_lines(text: str) -> List[str]:
+def _logical_lines(text: str) -> list[str]:
     """Lines with backslash continuations joined."""
     return text.replace("\\\n", " ").split("\n")
 
 
-def generate_cdef(header: str = HEADER) -> Tuple[str, Dict[str, str]]:
+def generate_cdef(header: str = HEADER) -> tuple[str, dict[str, str]]:
     """Returns (cdef text, {macro name: value}) generated from the header.
 
     The cdef holds every declaration of the header plus ``#define NAME ...``
@@ -78,8 +77,8 @@ def generate_cdef(header: str = HEADER) -> Tuple[str, Dict[str, str]]:
     are returned in the dict but not declared (cffi cannot take them).
     """
     text = _strip_comments(_read_header(header))
-    out: List[str] = []
-    macros: Dict[str, str] = {}
+    out: list[str] = []
+    macros: dict[str, str] = {}
     skip_depth = 0  # inside an #if(def) __cplusplus block
     depth = 0
     for line in _logical_lines(text):
@@ -113,17 +112,19 @@ def generate_cdef(header: str = HEADER) -> Tuple[str, Dict[str, str]]:
     for name, value in macros.items():
         if name == "REDMUTEX_API" or value.startswith(("{", '"')):
             continue
-        defines.append("#define %s ..." % name)
+        defines.append(f"#define {name} ...")
     return "\n".join(defines) + "\n" + body, macros
 
 
-def _pkg_config_hiredis() -> Tuple[List[str], List[str], List[str], List[str]]:
+def _pkg_config_hiredis() -> tuple[list[str], list[str], list[str], list[str]]:
     """(include dirs, extra compile args, library dirs, libraries) for hiredis."""
     try:
-        cflags = subprocess.run(["pkg-config", "--cflags", "hiredis"], check=True,
-                                capture_output=True, text=True).stdout
-        libs = subprocess.run(["pkg-config", "--libs", "hiredis"], check=True,
-                              capture_output=True, text=True).stdout
+        cflags = subprocess.run(
+            ["pkg-config", "--cflags", "hiredis"], check=True, capture_output=True, text=True
+        ).stdout
+        libs = subprocess.run(
+            ["pkg-config", "--libs", "hiredis"], check=True, capture_output=True, text=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return [], [], [], ["hiredis"]
     include_dirs, extra, library_dirs, libraries = [], [], [], []
@@ -161,17 +162,17 @@ def make_ffibuilder(relative_paths: bool = True):  # type: ignore[no-untyped-def
     include_dirs, extra_cflags, library_dirs, libraries = _pkg_config_hiredis()
     sources = sorted(glob.glob(os.path.join(SOURCE_DIR, "*.c")))
     if not sources:
-        raise RuntimeError("no C sources found in %s" % SOURCE_DIR)
+        raise RuntimeError(f"no C sources found in {SOURCE_DIR}")
     ffibuilder.set_source(
         "redmutex._redmutex_cffi",
         '#include "redmutex.h"\n',
         sources=[path(s) for s in sources],
-        include_dirs=[path(INCLUDE_DIR)] + include_dirs,
+        include_dirs=[path(INCLUDE_DIR), *include_dirs],
         library_dirs=library_dirs,
-        libraries=libraries + ["pthread"],
+        libraries=[*libraries, "pthread"],
         # The core is C11 and its files define _GNU_SOURCE themselves.
         # Hidden visibility keeps the core's internal rm_* symbols private.
-        extra_compile_args=["-std=c11", "-fvisibility=hidden"] + extra_cflags,
+        extra_compile_args=["-std=c11", "-fvisibility=hidden", *extra_cflags],
     )
     return ffibuilder
 

@@ -28,20 +28,19 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Callable, List, Optional, Sequence, TypeVar, Union, cast
+from typing import Any, Callable, Sequence, TypeVar, Union, cast
 
 from ._errors import (
     ClosedError,
     InvalidArgument,
     LockLostError,
     LockTimeout,
-    RedMutexError,
     check,
     stash_interrupt,
 )
 from ._redmutex_cffi import ffi, lib
 
-__all__ = ["Client", "Lock", "RLock", "LockState"]
+__all__ = ["Client", "Lock", "LockState", "RLock"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Name = Union[str, bytes]
@@ -77,47 +76,47 @@ def _to_bytes(value: object, what: str, max_len: int) -> bytes:
         try:
             data = value.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise InvalidArgument("%s is not valid UTF-8 text: %s" % (what, e)) from None
+            raise InvalidArgument(f"{what} is not valid UTF-8 text: {e}") from None
     elif isinstance(value, bytes):
         data = value
     else:
-        raise InvalidArgument("%s must be str or bytes, not %s" % (what, type(value).__name__))
+        raise InvalidArgument(f"{what} must be str or bytes, not {type(value).__name__}")
     if not data:
-        raise InvalidArgument("%s is empty" % what)
+        raise InvalidArgument(f"{what} is empty")
     if b"\0" in data:
-        raise InvalidArgument("%s contains a NUL character, which the C API cannot pass" % what)
+        raise InvalidArgument(f"{what} contains a NUL character, which the C API cannot pass")
     if len(data) > max_len:
-        raise InvalidArgument("%s is %d bytes long; at most %d are allowed" % (what, len(data), max_len))
+        raise InvalidArgument(f"{what} is {len(data)} bytes long; at most {max_len} are allowed")
     return data
 
 
 def _to_ms(value: object, what: str, *, allow_zero: bool = True) -> int:
     """Seconds (int or float) to whole milliseconds, rounded up, validated."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgument("%s must be a number of seconds, not %s" % (what, type(value).__name__))
+        raise InvalidArgument(f"{what} must be a number of seconds, not {type(value).__name__}")
     seconds = float(value) if isinstance(value, float) else value
     if isinstance(seconds, float) and (math.isnan(seconds) or math.isinf(seconds)):
-        raise InvalidArgument("%s must be a finite number of seconds, not %r" % (what, value))
+        raise InvalidArgument(f"{what} must be a finite number of seconds, not {value!r}")
     if seconds < 0:
-        raise InvalidArgument("%s must not be negative (got %r)" % (what, value))
+        raise InvalidArgument(f"{what} must not be negative (got {value!r})")
     if seconds > _TIME_MAX_MS / 1000:
         raise InvalidArgument(
-            "%s of %r seconds is too long; at most %d seconds (one year) are allowed"
-            % (what, value, _TIME_MAX_MS // 1000)
+            f"{what} of {value!r} seconds is too long; "
+            f"at most {_TIME_MAX_MS // 1000} seconds (one year) are allowed"
         )
     ms = math.ceil(round(seconds * 1000, 3))
     if ms == 0 and not allow_zero:
-        raise InvalidArgument("%s must be positive (got %r)" % (what, value))
+        raise InvalidArgument(f"{what} must be positive (got {value!r})")
     return int(ms)
 
 
 def _to_count(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument("%s must be an int, not %s" % (what, type(value).__name__))
+        raise InvalidArgument(f"{what} must be an int, not {type(value).__name__}")
     if value < 0:
-        raise InvalidArgument("%s must not be negative (got %r)" % (what, value))
+        raise InvalidArgument(f"{what} must not be negative (got {value!r})")
     if value > 2**62:
-        raise InvalidArgument("%s is too large (got %r)" % (what, value))
+        raise InvalidArgument(f"{what} is too large (got {value!r})")
     return value
 
 
@@ -146,7 +145,7 @@ _callback_tls = threading.local()
 # on_lost payloads are integer keys into this map, never pointers to Python
 # objects, so a callback that races with garbage collection finds nothing
 # instead of a freed object.
-_lock_registry: "dict[int, weakref.ReferenceType[Lock]]" = {}
+_lock_registry: dict[int, weakref.ReferenceType[Lock]] = {}
 _lock_ids = itertools.count(1)
 
 
@@ -196,7 +195,7 @@ try:
     def _check_signals_ctypes() -> None:
         _PyErr_CheckSignals()
 
-    _check_signals: Optional[Callable[[], None]] = _check_signals_ctypes
+    _check_signals: Callable[[], None] | None = _check_signals_ctypes
 except (ImportError, AttributeError):  # pragma: no cover - PyPy, no ctypes
     _check_signals = None
 
@@ -225,7 +224,7 @@ def _redmutex_py_on_lost(c_lock: Any, owner: Any, state: int, payload: Any) -> N
 
 _OPEN, _CLOSING, _CLOSED = 0, 1, 2
 
-_live_cores: "weakref.WeakSet[_ClientCore]" = weakref.WeakSet()
+_live_cores: weakref.WeakSet[_ClientCore] = weakref.WeakSet()
 
 
 class _ClientCore:
@@ -235,7 +234,7 @@ class _ClientCore:
     handles) can reach it without keeping the Client alive.
     """
 
-    __slots__ = ("ptr", "cond", "active", "state", "deferred", "__weakref__")
+    __slots__ = ("__weakref__", "active", "cond", "deferred", "ptr", "state")
 
     def __init__(self, ptr: Any) -> None:
         self.ptr = ptr
@@ -243,7 +242,7 @@ class _ClientCore:
         self.cond = threading.Condition(threading.RLock())
         self.active = 0
         self.state = _OPEN
-        self.deferred: List[Any] = []  # lock handles to free after the client
+        self.deferred: list[Any] = []  # lock handles to free after the client
         _live_cores.add(self)
 
     def ensure_open(self) -> None:
@@ -294,7 +293,7 @@ class _ClientCore:
             if not closed:
                 self.leave()
 
-    def close(self, wait_seconds: Optional[float] = None) -> bool:
+    def close(self, wait_seconds: float | None = None) -> bool:
         """Shuts the gate, waits for calls in progress, frees the C client.
 
         Returns False if calls were still in progress after wait_seconds
@@ -383,17 +382,17 @@ class Client:
 
     def __init__(
         self,
-        url_or_list: Union[Name, Sequence[Name]],
+        url_or_list: Name | Sequence[Name],
         *,
         watchdog_lease: float = 30.0,
-        connect_timeout: Optional[float] = None,
-        command_timeout: Optional[float] = None,
-        wait_backoff_cap: Optional[float] = None,
+        connect_timeout: float | None = None,
+        command_timeout: float | None = None,
+        wait_backoff_cap: float | None = None,
         min_replicas: int = 0,
-        replica_timeout: Optional[float] = None,
-        retry_count: Optional[int] = None,
-        retry_delay: Optional[float] = None,
-        shutdown_timeout: Optional[float] = None,
+        replica_timeout: float | None = None,
+        retry_count: int | None = None,
+        retry_delay: float | None = None,
+        shutdown_timeout: float | None = None,
         leave_locks_on_close: bool = False,
     ) -> None:
         if isinstance(url_or_list, (str, bytes)):
@@ -402,7 +401,7 @@ class Client:
             urls = list(url_or_list)
         else:
             raise InvalidArgument(
-                "url_or_list must be a URL or a list of URLs, not %s" % type(url_or_list).__name__
+                f"url_or_list must be a URL or a list of URLs, not {type(url_or_list).__name__}"
             )
         if not urls:
             raise InvalidArgument("at least one server URL is needed")
@@ -474,40 +473,58 @@ class Client:
         self,
         name: Name,
         *,
-        lease: Optional[float] = None,
-        timeout: Optional[float] = None,
+        lease: float | None = None,
+        timeout: float | None = None,
         fencing: bool = False,
-        owner: Optional[Name] = None,
-        on_lost: Optional[Callable[["Lock", LockState], object]] = None,
-        max_hold: Optional[float] = None,
-        max_extensions: Optional[int] = None,
-    ) -> "Lock":
+        owner: Name | None = None,
+        on_lost: Callable[[Lock, LockState], object] | None = None,
+        max_hold: float | None = None,
+        max_extensions: int | None = None,
+    ) -> Lock:
         """A plain, non-reentrant lock named ``name`` (redis-py Lock wire format).
 
         See Lock for the arguments. Sends nothing; raises InvalidArgument for
         bad arguments and ClosedError after close().
         """
-        return Lock(self, name, lease=lease, timeout=timeout, fencing=fencing, owner=owner,
-                    on_lost=on_lost, max_hold=max_hold, max_extensions=max_extensions)
+        return Lock(
+            self,
+            name,
+            lease=lease,
+            timeout=timeout,
+            fencing=fencing,
+            owner=owner,
+            on_lost=on_lost,
+            max_hold=max_hold,
+            max_extensions=max_extensions,
+        )
 
     def rlock(
         self,
         name: Name,
         *,
-        lease: Optional[float] = None,
-        timeout: Optional[float] = None,
+        lease: float | None = None,
+        timeout: float | None = None,
         fencing: bool = False,
-        owner: Optional[Name] = None,
-        on_lost: Optional[Callable[["Lock", LockState], object]] = None,
-        max_hold: Optional[float] = None,
-        max_extensions: Optional[int] = None,
-    ) -> "RLock":
+        owner: Name | None = None,
+        on_lost: Callable[[Lock, LockState], object] | None = None,
+        max_hold: float | None = None,
+        max_extensions: int | None = None,
+    ) -> RLock:
         """A reentrant lock named ``name`` (Redisson RLock wire format).
 
         The default owner is the calling thread. See Lock for the arguments.
         """
-        return RLock(self, name, lease=lease, timeout=timeout, fencing=fencing, owner=owner,
-                     on_lost=on_lost, max_hold=max_hold, max_extensions=max_extensions)
+        return RLock(
+            self,
+            name,
+            lease=lease,
+            timeout=timeout,
+            fencing=fencing,
+            owner=owner,
+            on_lost=on_lost,
+            max_hold=max_hold,
+            max_extensions=max_extensions,
+        )
 
     def synchronized(self, name: Name, *, reentrant: bool = False, **lock_kwargs: Any) -> Callable[[F], F]:
         """Decorator: every call of the function runs under the lock ``name``.
@@ -551,7 +568,7 @@ class Client:
         self._finalizer.detach()
         self._core.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -559,7 +576,7 @@ class Client:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
-        return "<redmutex.Client id=%s servers=%d %s>" % (self._id, self._server_count, state)
+        return f"<redmutex.Client id={self._id} servers={self._server_count} {state}>"
 
 
 # ---- Lock -----------------------------------------------------------------
@@ -598,27 +615,25 @@ class Lock:
         client: Client,
         name: Name,
         *,
-        lease: Optional[float] = None,
-        timeout: Optional[float] = None,
+        lease: float | None = None,
+        timeout: float | None = None,
         fencing: bool = False,
-        owner: Optional[Name] = None,
-        on_lost: Optional[Callable[["Lock", LockState], object]] = None,
-        max_hold: Optional[float] = None,
-        max_extensions: Optional[int] = None,
+        owner: Name | None = None,
+        on_lost: Callable[[Lock, LockState], object] | None = None,
+        max_hold: float | None = None,
+        max_extensions: int | None = None,
     ) -> None:
         if not isinstance(client, Client):
             raise InvalidArgument("client must be a redmutex.Client")
         self._name = name
         c_name = _to_bytes(name, "lock name", lib.REDMUTEX_NAME_MAX)
-        self._owner: Any = (
-            ffi.NULL if owner is None else _to_bytes(owner, "owner", lib.REDMUTEX_OWNER_MAX)
-        )
+        self._owner: Any = ffi.NULL if owner is None else _to_bytes(owner, "owner", lib.REDMUTEX_OWNER_MAX)
         self._timeout_ms = _WAIT_FOREVER if timeout is None else _to_ms(timeout, "timeout")
         self.timeout = timeout
         if on_lost is not None and not callable(on_lost):
             raise InvalidArgument("on_lost must be callable")
         self._on_lost = on_lost
-        self._pending: Optional[BaseException] = None
+        self._pending: BaseException | None = None
 
         opts = ffi.new("redmutex_lock_options *")
         check(lib.redmutex_lock_options_init(opts, lib.REDMUTEX_LOCK_OPTIONS_VERSION))
@@ -657,7 +672,7 @@ class Lock:
             if self._pending is None:
                 self._pending = exc
 
-    def _take_pending(self) -> Optional[BaseException]:
+    def _take_pending(self) -> BaseException | None:
         exc, self._pending = self._pending, None
         return exc
 
@@ -688,7 +703,7 @@ class Lock:
 
     def _timeout_error(self, waited: float) -> LockTimeout:
         return LockTimeout(
-            "lock %r is held by another owner; waited %d ms" % (self._name, round(waited * 1000)),
+            f"lock {self._name!r} is held by another owner; waited {round(waited * 1000)} ms",
             LockTimeout.code,
         )
 
@@ -732,7 +747,7 @@ class Lock:
         if pending is not None:
             raise pending
 
-    def __enter__(self) -> "Lock":
+    def __enter__(self) -> Lock:
         """Acquires with the lock's ``timeout`` (None: forever); raises LockTimeout."""
         self._raise_pending()
         start = time.monotonic()
@@ -740,7 +755,7 @@ class Lock:
             raise self._timeout_error(time.monotonic() - start)
         return self
 
-    def __exit__(self, exc_type: object, exc: Optional[BaseException], tb: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         """Releases. Raises LockLostError if the lease was lost while the block
         ran - unless the block raised, whose exception is never masked (the
         release error is then added to it as a note)."""
@@ -749,7 +764,8 @@ class Lock:
         except BaseException as err:
             if exc is None:
                 raise
-            _add_note(exc, "redmutex: releasing lock %r on leaving the block also failed: %r" % (self._name, err))
+            note = f"redmutex: releasing lock {self._name!r} on leaving the block also failed: {err!r}"
+            _add_note(exc, note)
 
     def locked(self) -> bool:
         """True if anyone holds the lock, as the servers see it now (one round trip)."""
@@ -792,7 +808,7 @@ class Lock:
         return self._name
 
     @property
-    def owner(self) -> Optional[Name]:
+    def owner(self) -> Name | None:
         """The explicit owner id given at creation, or None for the default owner."""
         return None if self._owner == ffi.NULL else self._owner
 
@@ -802,7 +818,7 @@ class Lock:
         return self._fencing
 
     @property
-    def ttl(self) -> Optional[float]:
+    def ttl(self) -> float | None:
         """Remaining time to live on the servers, in seconds (one round trip).
 
         None when the lock is not held by anyone, and also when it is held
@@ -846,7 +862,7 @@ class Lock:
         return max(0, out[0]) / 1000
 
     @property
-    def fence(self) -> Optional[int]:
+    def fence(self) -> int | None:
         """The fencing token of the current hold (an int that grows with every
         acquisition of this name), or None when fencing is off or not held."""
         self._raise_pending()
@@ -854,7 +870,9 @@ class Lock:
             self._core.ensure_open()
             return None
         out = ffi.new("int64_t *")
-        rc = self._core.invoke_allowing(lib.REDMUTEX_ENOTOWNER, lib.redmutex_lock_fence, out, self._ptr, self._owner)
+        rc = self._core.invoke_allowing(
+            lib.REDMUTEX_ENOTOWNER, lib.redmutex_lock_fence, out, self._ptr, self._owner
+        )
         return None if rc != 0 else int(out[0])
 
     def __repr__(self) -> str:
@@ -863,7 +881,7 @@ class Lock:
             state = self.state.name if not self._core.state else "CLOSED"
         except BaseException:  # noqa: BLE001 - repr must not raise
             state = "?"
-        return "<redmutex.%s %r %s>" % (kind, self._name, state)
+        return f"<redmutex.{kind} {self._name!r} {state}>"
 
 
 class RLock(Lock):

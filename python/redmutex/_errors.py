@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import threading
-from typing import Dict, NoReturn, Optional, Type
+from typing import NoReturn
 
 from ._redmutex_cffi import ffi, lib
 
@@ -19,7 +19,7 @@ class RedMutexError(Exception):
 
     code: int = 0
 
-    def __init__(self, message: str = "", code: Optional[int] = None) -> None:
+    def __init__(self, message: str = "", code: int | None = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
@@ -60,7 +60,7 @@ class LockLostError(RedMutexError):
     code = lib.REDMUTEX_ELOST
 
 
-class ConnectionError(RedMutexError, builtins.ConnectionError):  # noqa: A001 - the fixed API name
+class ConnectionError(RedMutexError, builtins.ConnectionError):
     """Could not connect, the connection dropped, or a server did not answer in time."""
 
     code = lib.REDMUTEX_ECONN
@@ -136,7 +136,7 @@ class UnsupportedError(RedMutexError, NotImplementedError):
     code = lib.REDMUTEX_EUNSUPPORTED
 
 
-_CLASSES: Dict[int, Type[RedMutexError]] = {
+_CLASSES: dict[int, type[RedMutexError]] = {
     cls.code: cls
     for cls in (
         InvalidArgument,
