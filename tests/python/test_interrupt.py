@@ -1,0 +1,149 @@
+"""Ctrl-C (and any signal whose handler raises) interrupts a blocked acquire."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+import redmutex
+
+from rmtest_util import channel, wait_until
+
+WAITER = textwrap.dedent(
+    """
+    import sys, time, redmutex
+    client = redmutex.Client(sys.argv[1])
+    lock = getattr(client, sys.argv[2])(sys.argv[3])
+    print(client.thread_owner(), flush=True)
+    start = time.monotonic()
+    try:
+        lock.acquire()
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt after %.3f s, state %s" % (time.monotonic() - start, lock.state.name),
+              flush=True)
+        sys.exit(42)
+    print("acquired", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["lock", "rlock"])
+def test_sigint_interrupts_a_blocked_acquire_in_a_subprocess(client, redis_server, r, tmp_path, kind):
+    name = "ctrl-c-" + kind
+    holder = getattr(client, kind)(name)
+    holder.acquire()
+    before = r.dump(name)
+    script = tmp_path / "waiter.py"
+    script.write_text(WAITER)
+    p = subprocess.Popen(
+        [sys.executable, str(script), redis_server.url, kind, name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        child_owner = p.stdout.readline().strip()
+        assert child_owner, p.stderr.read()
+        # The child is waiting once it has subscribed to the release channel. The
+        # core does not consult the interrupt callback during the subscription
+        # handshake itself, so give that a moment to finish.
+        wait_until(
+            lambda: r.pubsub_numsub(channel(name))[0][1] >= 1,
+            timeout=10,
+            what="the child to wait on the lock",
+        )
+        time.sleep(0.1)
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+        elapsed = time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 42, (out, err)
+    assert "KeyboardInterrupt" in out and "state UNLOCKED" in out
+    # Promptly: the C wait was abandoned, not left to run out a backoff or a slice.
+    assert elapsed < 1.0, elapsed
+    # The child left nothing of its own: the key is exactly the holder's.
+    assert r.dump(name) == before
+    if kind == "rlock":
+        assert r.hkeys(name) == [client.thread_owner().encode()]
+        assert child_owner.encode() not in r.hkeys(name)
+    assert holder.owned()
+    holder.release()
+
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.fixture
+def usr1_handler():
+    calls = []
+
+    def handler(signum, frame):
+        calls.append(signum)
+        if handler.raise_it:
+            raise Interrupted(f"signal {signum}")
+
+    handler.raise_it = True
+    old = signal.signal(signal.SIGUSR1, handler)
+    yield handler, calls
+    signal.signal(signal.SIGUSR1, old)
+
+
+def test_signal_handler_exception_ends_the_wait_in_this_thread(client, make_client, r, usr1_handler):
+    _handler, calls = usr1_handler
+    holder = client.lock("sig")
+    holder.acquire()
+    waiter = make_client().lock("sig")
+    main = threading.get_ident()
+
+    def poke():
+        wait_until(lambda: r.pubsub_numsub(channel("sig"))[0][1] >= 1, timeout=10)
+        time.sleep(0.1)
+        signal.pthread_kill(main, signal.SIGUSR1)
+
+    t = threading.Thread(target=poke)
+    t.start()
+    start = time.monotonic()
+    with pytest.raises(Interrupted):
+        waiter.acquire(timeout=30)
+    assert time.monotonic() - start < 5
+    t.join()
+    assert calls == [signal.SIGUSR1]
+    assert waiter.state is redmutex.LockState.UNLOCKED and not waiter.owned()
+    assert holder.owned()
+    holder.release()
+    # The next wait of this thread is not affected by the earlier interruption.
+    assert waiter.acquire(timeout=5)
+    waiter.release()
+
+
+def test_signal_handler_that_returns_lets_the_wait_go_on(client, make_client, r, usr1_handler):
+    handler, calls = usr1_handler
+    handler.raise_it = False
+    holder = client.lock("sig2")
+    holder.acquire()
+    waiter = make_client().lock("sig2")
+    main = threading.get_ident()
+
+    def poke_then_release():
+        wait_until(lambda: r.pubsub_numsub(channel("sig2"))[0][1] >= 1, timeout=10)
+        time.sleep(0.1)
+        signal.pthread_kill(main, signal.SIGUSR1)
+        wait_until(lambda: calls, timeout=5)
+        holder.release()
+
+    t = threading.Thread(target=poke_then_release)
+    t.start()
+    assert waiter.acquire(timeout=30)
+    t.join()
+    assert calls == [signal.SIGUSR1]
+    waiter.release()
