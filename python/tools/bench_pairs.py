@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Uncontended acquire+release pairs per second: redmutex vs redis-py Lock.
+
+Starts its own redis-server (Debian package) on a free loopback port without
+persistence, then, in one process and one thread, measures
+
+  * redmutex:  ``with lock:`` on one plain lock object (watchdog lease), and
+  * redis-py:  ``lock.acquire(); lock.release()`` on ``redis.Redis().lock(name)``
+               with redis-py's defaults otherwise,
+
+alternating short rounds of each so that drift of the machine affects both
+alike, and reports pairs/s for each and the ratio. Needs ``pip install redis``
+and an installed redmutex.
+
+    python python/tools/bench_pairs.py [--seconds 3] [--rounds 5] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable
+
+import redis
+import redmutex
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_redis(workdir: str) -> tuple[subprocess.Popen[bytes], int]:
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+            "--logfile",
+            os.path.join(workdir, "redis.log"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if redis.Redis(port=port, socket_timeout=1).ping():
+                return proc, port
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.02)
+    proc.kill()
+    raise SystemExit("redis-server did not start")
+
+
+def rate(pair: Callable[[], None], seconds: float) -> float:
+    """Pairs per second of pair() over about `seconds`."""
+    n = 0
+    start = time.perf_counter()
+    end = start + seconds
+    while True:
+        for _ in range(100):
+            pair()
+        n += 100
+        now = time.perf_counter()
+        if now >= end:
+            return n / (now - start)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of one round (default 3)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per library (default 5)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="redmutex-bench-") as workdir:
+        proc, port = start_redis(workdir)
+        try:
+            url = f"redis://127.0.0.1:{port}"
+            client = redmutex.Client(url)
+            ours = client.lock("bench:redmutex")
+            theirs = redis.Redis(port=port).lock("bench:redis-py")
+
+            def redmutex_pair() -> None:
+                with ours:
+                    pass
+
+            def redispy_pair() -> None:
+                theirs.acquire()
+                theirs.release()
+
+            for pair in (redmutex_pair, redispy_pair):  # warm up connections and scripts
+                rate(pair, 0.3)
+            results: dict[str, list[float]] = {"redmutex": [], "redis-py": []}
+            for _ in range(args.rounds):
+                results["redmutex"].append(rate(redmutex_pair, args.seconds))
+                results["redis-py"].append(rate(redispy_pair, args.seconds))
+            client.close()
+        finally:
+            proc.kill()
+            proc.wait()
+
+    median = {k: statistics.median(v) for k, v in results.items()}
+    ratio = median["redmutex"] / median["redis-py"]
+    report = {
+        "benchmark": "uncontended acquire+release pairs per second, 1 thread, loopback redis-server",
+        "redmutex_pairs_per_s": round(median["redmutex"]),
+        "redis_py_pairs_per_s": round(median["redis-py"]),
+        "ratio_redmutex_over_redis_py": round(ratio, 3),
+        "rounds": {k: [round(x) for x in v] for k, v in results.items()},
+        "seconds_per_round": args.seconds,
+        "redmutex_version": redmutex.__version__,
+        "redis_py_version": redis.__version__,
+        "python": sys.version.split()[0],
+    }
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print("redmutex `with lock:`         {:8.0f} pairs/s".format(median["redmutex"]))
+        print("redis-py acquire()+release() {:8.0f} pairs/s".format(median["redis-py"]))
+        print(f"ratio redmutex / redis-py    {ratio:8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
