@@ -19,6 +19,7 @@ Three things here need care, and the comments say why:
 
 from __future__ import annotations
 
+import collections
 import enum
 import functools
 import inspect
@@ -633,7 +634,9 @@ class Lock:
         if on_lost is not None and not callable(on_lost):
             raise InvalidArgument("on_lost must be callable")
         self._on_lost = on_lost
-        self._pending: BaseException | None = None
+        # Exceptions raised by on_lost, at most one: appended on the watchdog
+        # thread (callbacks run one at a time), taken by the user's calls.
+        self._pending: collections.deque[BaseException] = collections.deque(maxlen=1)
 
         opts = ffi.new("redmutex_lock_options *")
         check(lib.redmutex_lock_options_init(opts, lib.REDMUTEX_LOCK_OPTIONS_VERSION))
@@ -669,12 +672,14 @@ class Lock:
         try:
             callback(self, LockState(state))
         except BaseException as exc:  # noqa: BLE001 - must not cross into C
-            if self._pending is None:
-                self._pending = exc
+            if not self._pending:
+                self._pending.append(exc)
 
     def _take_pending(self) -> BaseException | None:
-        exc, self._pending = self._pending, None
-        return exc
+        try:
+            return self._pending.popleft()
+        except IndexError:
+            return None
 
     def _raise_pending(self) -> None:
         exc = self._take_pending()
@@ -741,8 +746,8 @@ class Lock:
                 raise pending from lost
             raise
         except BaseException:
-            if pending is not None and self._pending is None:
-                self._pending = pending
+            if pending is not None and not self._pending:
+                self._pending.append(pending)
             raise
         if pending is not None:
             raise pending
@@ -842,6 +847,9 @@ class Lock:
     def state(self) -> LockState:
         """This owner's hold as known locally (no I/O)."""
         self._raise_pending()
+        return self._local_state()
+
+    def _local_state(self) -> LockState:
         out = ffi.new("redmutex_state *")
         self._core.invoke(lib.redmutex_lock_state, out, self._ptr, self._owner)
         return LockState(out[0])
@@ -878,8 +886,8 @@ class Lock:
     def __repr__(self) -> str:
         kind = type(self).__name__
         try:
-            state = self.state.name if not self._core.state else "CLOSED"
-        except BaseException:  # noqa: BLE001 - repr must not raise
+            state = self._local_state().name if not self._core.state else "CLOSED"
+        except Exception:  # noqa: BLE001 - repr must not raise
             state = "?"
         return f"<redmutex.{kind} {self._name!r} {state}>"
 

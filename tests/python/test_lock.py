@@ -406,3 +406,29 @@ def test_redis_auth_and_db_from_url(redis_server, r):
         assert "s3cret" not in repr(good)
     finally:
         redis.Redis(port=redis_server.port, password="s3cret").config_set("requirepass", "")
+
+
+def test_explicit_owners_let_asyncio_tasks_on_one_thread_exclude_each_other(client):
+    import asyncio
+
+    order = []
+
+    async def task(n):
+        owner = f"{client.id}:task:{n}"
+        lock = client.rlock("asyncio", owner=owner)
+        # Both tasks run on the event loop's thread: the default (per-thread)
+        # owner would let the second one in; explicit owners do not.
+        while not lock.acquire(blocking=False):
+            await asyncio.sleep(0.01)
+        order.append(("in", n))
+        await asyncio.sleep(0.05)
+        order.append(("out", n))
+        lock.release()
+
+    async def main():
+        await asyncio.gather(task(1), task(2))
+
+    asyncio.run(main())
+    assert len(order) == 4
+    assert order[0][0] == "in" and order[1] == ("out", order[0][1])
+    assert order[2][0] == "in" and order[3] == ("out", order[2][1])

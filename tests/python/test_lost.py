@@ -175,3 +175,20 @@ def test_close_from_on_lost_is_refused(make_client, r):
     with pytest.raises(RuntimeError, match="on_lost"):
         _ = lock.state
     assert not c.closed
+
+
+def test_repr_does_not_consume_a_stored_callback_exception(make_client, r):
+    c = make_client(watchdog_lease=0.3)
+    called = threading.Event()
+
+    def bad_callback(lock, state):
+        called.set()
+        raise LookupError("kept")
+
+    lock = c.lock("cb6", on_lost=bad_callback)
+    lock.acquire()
+    r.delete("cb6")
+    assert called.wait(5)
+    assert "LOST" in repr(lock)
+    with pytest.raises(LookupError, match="kept"):
+        lock.acquire(blocking=False)
