@@ -295,13 +295,13 @@ struct redmutex_lock {
     redmutex_client *c;
     redmutex_kind kind;
     redmutex_lock_options opts;
-    char *name;
-    size_t name_len;
-    char *channel;   /* redisson_lock__channel:{NAME} */
-    char *token_key; /* redisson_lock_token:{NAME} */
-    char *latch_prefix; /* redisson_unlock_latch:{NAME}: */
     struct rm_hold *holds; /* this handle's holds; guarded by c->mu */
+    size_t name_len;
+    char name[];           /* the other keys of the lock are derived from it */
 };
+
+/* Room for any key derived from a lock name (channel, fencing counter, latch). */
+#define RM_KEY_MAX (REDMUTEX_NAME_MAX + 96)
 
 #define RM_VALUE_MAX (REDMUTEX_CLIENT_ID_LEN + 24 > REDMUTEX_OWNER_MAX ? REDMUTEX_CLIENT_ID_LEN + 24 : REDMUTEX_OWNER_MAX)
 

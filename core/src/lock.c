@@ -45,16 +45,20 @@ static int check_lock_options(const redmutex_lock_options *o)
     return 0;
 }
 
-/* Redisson's prefixName(): braces keep every key of a lock in one cluster slot. */
-static char *prefixed(const char *prefix, const char *name, const char *suffix)
+/*
+ * Redisson's prefixName(): "<prefix>:{NAME}<suffix>", or "<prefix>:NAME<suffix>"
+ * when the name already has a hash tag, so every key of a lock lands in the
+ * same cluster slot. Written into buf (RM_KEY_MAX bytes).
+ */
+static const char *derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *buf)
 {
-    bool braces = strchr(name, '{') == NULL;
-    size_t len = strlen(prefix) + strlen(name) + strlen(suffix) + 4;
-    char *s = malloc(len);
-    if (s)
-        snprintf(s, len, "%s:%s%s%s%s", prefix, braces ? "{" : "", name, braces ? "}" : "", suffix);
-    return s;
+    bool braces = memchr(l->name, '{', l->name_len) == NULL;
+    snprintf(buf, RM_KEY_MAX, "%s:%s%s%s%s", prefix, braces ? "{" : "", l->name, braces ? "}" : "", suffix);
+    return buf;
 }
+
+#define CHANNEL_KEY(l, buf) derived_key(l, "redisson_lock__channel", "", buf)
+#define TOKEN_KEY(l, buf) derived_key(l, "redisson_lock_token", "", buf)
 
 int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name, redmutex_kind kind,
                       const redmutex_lock_options *opts)
@@ -74,38 +78,24 @@ int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name,
     int rc = check_lock_options(&o);
     if (rc)
         return rc;
-    redmutex_lock *l = calloc(1, sizeof *l);
+    redmutex_lock *l = calloc(1, sizeof *l + len + 1);
     if (!l)
         return rm_fail(REDMUTEX_ENOMEM, "out of memory");
     l->c = c;
     l->kind = kind;
     l->opts = o;
-    l->name = strdup(name);
     l->name_len = len;
-    l->channel = prefixed("redisson_lock__channel", name, "");
-    l->token_key = prefixed("redisson_lock_token", name, "");
-    l->latch_prefix = prefixed("redisson_unlock_latch", name, ":");
-    if (!l->name || !l->channel || !l->token_key || !l->latch_prefix) {
-        rc = rm_fail(REDMUTEX_ENOMEM, "out of memory");
-        goto fail;
-    }
+    memcpy(l->name, name, len + 1);
     rm_client_lock(c);
     if (c->closed) {
         rm_client_unlock(c);
-        rc = rm_fail(REDMUTEX_ECLOSED, "the client was closed");
-        goto fail;
+        free(l);
+        return rm_fail(REDMUTEX_ECLOSED, "the client was closed");
     }
     c->refs++;
     rm_client_unlock(c);
     *out = l;
     return 0;
-fail:
-    free(l->name);
-    free(l->channel);
-    free(l->token_key);
-    free(l->latch_prefix);
-    free(l);
-    return rc;
 }
 
 const char *redmutex_lock_name(const redmutex_lock *l) { return l ? l->name : ""; }
@@ -373,6 +363,7 @@ static bool acquire_decided(rm_call *call, void *ud)
 typedef struct argbuf {
     const char *argv[12];
     char nums[4][24];
+    char channel[RM_KEY_MAX];
 } argbuf;
 
 static void add_wait(rm_req *req, redmutex_client *c, char *nbuf, char *tbuf, const char **argv)
@@ -402,19 +393,23 @@ static void release_request(redmutex_lock *l, const char *value, const char *lat
     snprintf(ab->nums[1], 24, "%" PRId64, lease_ms);
     req->ncmds = 1;
     if (l->kind == REDMUTEX_KIND_LOCK) {
-        const char *argv[] = {"3", l->name, l->channel, latch_key, value, ab->nums[0]};
+        const char *argv[] = {"3", l->name, CHANNEL_KEY(l, ab->channel), latch_key, value, ab->nums[0]};
         memcpy(ab->argv, argv, sizeof argv);
         req->cmds[0] = (rm_cmd){RM_SCRIPT_LOCK_RELEASE, 6, ab->argv, NULL};
     } else {
-        const char *argv[] = {"3", l->name, l->channel, latch_key, "0", ab->nums[1], value, "publish", ab->nums[0]};
+        const char *argv[] = {"3",   l->name,   CHANNEL_KEY(l, ab->channel), latch_key, "0", ab->nums[1],
+                              value, "publish", ab->nums[0]};
         memcpy(ab->argv, argv, sizeof argv);
         req->cmds[0] = (rm_cmd){RM_SCRIPT_RLOCK_RELEASE, 9, ab->argv, NULL};
     }
 }
 
-static void make_latch_key(const redmutex_lock *l, const char *id, char *out, size_t size)
+/* redisson_unlock_latch:{NAME}:<request id> */
+static void make_latch_key(const redmutex_lock *l, const char *id, char *out)
 {
-    snprintf(out, size, "%s%s", l->latch_prefix, id);
+    char suffix[40];
+    snprintf(suffix, sizeof suffix, ":%s", id);
+    derived_key(l, "redisson_unlock_latch", suffix, out);
 }
 
 /* After a release was answered, its latch is deleted with the next request on each connection. */
@@ -446,7 +441,8 @@ static bool fenced_quorum(redmutex_lock *l, rm_call *call, const votes *v)
 {
     char token[24];
     snprintf(token, sizeof token, "%" PRId64, v->fence);
-    const char *argv[] = {"1", l->token_key, token};
+    char token_key[RM_KEY_MAX];
+    const char *argv[] = {"1", TOKEN_KEY(l, token_key), token};
     rm_req req = {1, {{RM_SCRIPT_FENCE_RATCHET, 3, argv, NULL}}};
     bool granted[REDMUTEX_SERVERS_MAX];
     memcpy(granted, v->yes_at, sizeof granted);
@@ -498,8 +494,9 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     }
     rm_client_unlock(c);
 
-    char lease_s[24];
+    char lease_s[24], token_key[RM_KEY_MAX];
     snprintf(lease_s, sizeof lease_s, "%" PRId64, lease);
+    TOKEN_KEY(l, token_key);
     acquire_ctx a = {l, ACQ_SCRIPT, c->opts.min_replicas > 0, -1, -1, lease, {0}};
     rm_req req = {0};
     const char *argv[8];
@@ -518,11 +515,11 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
             req.cmds[req.ncmds++] = (rm_cmd){-1, 2, argv + 6, NULL};
         }
     } else if (l->kind == REDMUTEX_KIND_LOCK) {
-        const char *s_argv[] = {"2", l->name, l->token_key, value, lease_s, "1"};
+        const char *s_argv[] = {"2", l->name, token_key, value, lease_s, "1"};
         memcpy(argv, s_argv, sizeof s_argv);
         req.cmds[req.ncmds++] = (rm_cmd){RM_SCRIPT_LOCK_ACQUIRE, 6, argv, NULL};
     } else {
-        const char *s_argv[] = {"2", l->name, l->token_key, lease_s, value, fencing ? "1" : "0"};
+        const char *s_argv[] = {"2", l->name, token_key, lease_s, value, fencing ? "1" : "0"};
         memcpy(argv, s_argv, sizeof s_argv);
         req.cmds[req.ncmds++] = (rm_cmd){RM_SCRIPT_RLOCK_ACQUIRE, 6, argv, NULL};
     }
@@ -617,9 +614,9 @@ undo:;
         if (v->yes_at[i] || v->unknown_at[i])
             dirty = true;
     if (dirty) {
-        char latch_id[33], latch_key[REDMUTEX_NAME_MAX + 96];
+        char latch_id[33], latch_key[RM_KEY_MAX];
         new_token(latch_id);
-        make_latch_key(l, latch_id, latch_key, sizeof latch_key);
+        make_latch_key(l, latch_id, latch_key);
         rm_req rel;
         argbuf ab;
         release_request(l, value, latch_key, lease, &rel, &ab);
@@ -678,7 +675,9 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     /* Threads of this process already waiting for the lock go first: a
        thread that just released it does not barge ahead of them. (A
        reentrant acquisition by a holder never waits.) */
-    bool queue = wait_ms != 0 && rm_waiters_queued(c, l->channel) > 0 && !holds_it(l, owner_key);
+    char channel[RM_KEY_MAX];
+    CHANNEL_KEY(l, channel);
+    bool queue = wait_ms != 0 && rm_waiters_queued(c, channel) > 0 && !holds_it(l, owner_key);
     if (!queue) {
         rc = attempt(l, owner_key, value, false, &info);
         if (rc != ATTEMPT_BUSY)
@@ -690,7 +689,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     rm_waiter *w = NULL;
     if (wait_ms != 0) {
         int64_t sub_deadline = rm_deadline_after_ms(c->opts.command_timeout_ms);
-        rm_waiter_begin(c, l->channel, sub_deadline < deadline ? sub_deadline : deadline, &w);
+        rm_waiter_begin(c, channel, sub_deadline < deadline ? sub_deadline : deadline, &w);
     }
     int64_t backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
     int64_t attempts = queue ? 0 : 1;
@@ -795,8 +794,8 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     }
     rm_client_unlock(c);
 
-    char latch_key[REDMUTEX_NAME_MAX + 96];
-    make_latch_key(l, latch_id, latch_key, sizeof latch_key);
+    char latch_key[RM_KEY_MAX];
+    make_latch_key(l, latch_id, latch_key);
     rm_req req;
     argbuf ab;
     release_request(l, value, latch_key, lease, &req, &ab);
@@ -876,7 +875,7 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     }
     rm_client_unlock(c);
     if (deleted > 0)
-        rm_waiter_handoff(c, l->channel, deleted_at);
+        rm_waiter_handoff(c, ab.channel, deleted_at);
     if (rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER)
         forget_latch(&call, latch_key);
     if (call.slots)
@@ -1223,7 +1222,8 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
     if (rc)
         return rc;
     redmutex_client *c = l->c;
-    const char *argv[] = {"2", l->name, l->channel, l->kind == REDMUTEX_KIND_LOCK ? "string" : "hash"};
+    char channel[RM_KEY_MAX];
+    const char *argv[] = {"2", l->name, CHANNEL_KEY(l, channel), l->kind == REDMUTEX_KIND_LOCK ? "string" : "hash"};
     rm_req req = {1, {{RM_SCRIPT_FORCE_RELEASE, 4, argv, NULL}}};
     rm_call call;
     if ((rc = rm_call_begin(&call, c)))
@@ -1347,10 +1347,6 @@ void redmutex_lock_free(redmutex_lock *l)
     while (l->holds)
         hold_forget(c, l->holds);
     rm_client_unlock(c);
-    free(l->name);
-    free(l->channel);
-    free(l->token_key);
-    free(l->latch_prefix);
     free(l);
     rm_client_unref(c);
 }
