@@ -1,8 +1,7 @@
 """cffi build module: compiles the C core into ``redmutex._redmutex_cffi``.
 
 This file is run by cffi's setuptools integration (``cffi_modules`` in
-setup.py) and can also be run directly (``python python/redmutex/_build.py``)
-to build the extension in place.
+setup.py); ``pip install .`` or ``pip install -e .`` builds the extension.
 
 The C declarations given to cffi are *generated* from the public header
 core/include/redmutex.h at build time, so they cannot drift from it: comments,
@@ -19,7 +18,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -150,11 +148,9 @@ def _rel(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def make_ffibuilder(relative_paths: bool = True):  # type: ignore[no-untyped-def]
-    """The FFI builder; relative_paths for setuptools, absolute for ffi.compile()."""
+def make_ffibuilder():  # type: ignore[no-untyped-def]
+    """The FFI builder for setuptools (source paths relative to setup.py)."""
     from cffi import FFI
-
-    path = _rel if relative_paths else (lambda p: p)
 
     cdef, _ = generate_cdef()
     ffibuilder = FFI()
@@ -166,8 +162,8 @@ def make_ffibuilder(relative_paths: bool = True):  # type: ignore[no-untyped-def
     ffibuilder.set_source(
         "redmutex._redmutex_cffi",
         '#include "redmutex.h"\n',
-        sources=[path(s) for s in sources],
-        include_dirs=[path(INCLUDE_DIR), *include_dirs],
+        sources=[_rel(s) for s in sources],
+        include_dirs=[_rel(INCLUDE_DIR), *include_dirs],
         library_dirs=library_dirs,
         libraries=[*libraries, "pthread"],
         # The core is C11 and its files define _GNU_SOURCE themselves.
@@ -178,12 +174,3 @@ def make_ffibuilder(relative_paths: bool = True):  # type: ignore[no-untyped-def
 
 
 ffibuilder = make_ffibuilder()
-
-if __name__ == "__main__":
-    # Build in place: python/redmutex/_redmutex_cffi.*.so, for working on the package.
-    builder = make_ffibuilder(relative_paths=False)
-    built = builder.compile(tmpdir=os.path.join(ROOT, "build", "cffi"), verbose=True)
-    target = os.path.join(HERE, os.path.basename(built))
-    os.replace(built, target)
-    print(target)
-    sys.exit(0)
