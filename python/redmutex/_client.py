@@ -570,9 +570,11 @@ class Client:
         self._core.close()
 
     def __enter__(self) -> Client:
+        """Returns the client itself."""
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        """Closes the client (see close())."""
         self.close()
 
     def __repr__(self) -> str:
