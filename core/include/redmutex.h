@@ -153,12 +153,14 @@ REDMUTEX_API void redmutex_clear_error(void);
 typedef struct redmutex_client redmutex_client;
 
 /**
- * Called on a thread blocked in a lock wait when a signal interrupted it
- * (poll() returned EINTR). Return nonzero to abandon the wait: the acquire
- * then fails with REDMUTEX_EINTR and holds nothing. Return 0 to keep waiting.
- * It runs on the waiting thread between attempts, never while a command is
- * in flight, and may call any redmutex function except freeing the client.
- * Language bindings use it to deliver Ctrl-C.
+ * Asked by a waiting acquire whether to give up: before each pause between
+ * attempts, and whenever a signal interrupts a pause (poll() returned EINTR).
+ * Return nonzero to abandon the wait: the acquire then fails with
+ * REDMUTEX_EINTR and holds nothing. Return 0 to keep waiting. It runs on the
+ * waiting thread, never while a command is in flight, and may call any
+ * redmutex function except freeing the client. Language bindings use it to
+ * deliver Ctrl-C: a signal that arrives at any point of the wait is seen
+ * within one pause (at most wait_backoff_cap_ms).
  */
 typedef int (*redmutex_interrupt_fn)(void *payload);
 

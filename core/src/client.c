@@ -244,12 +244,17 @@ void rm_client_lock(redmutex_client *c) { pthread_mutex_lock(&c->mu); }
 
 void rm_client_unlock(redmutex_client *c) { pthread_mutex_unlock(&c->mu); }
 
-int rm_client_usable(redmutex_client *c)
+bool rm_client_open(redmutex_client *c)
 {
     rm_client_lock(c);
     bool closed = c->closed;
     rm_client_unlock(c);
-    if (closed)
+    return !closed;
+}
+
+int rm_client_usable(redmutex_client *c)
+{
+    if (!rm_client_open(c))
         return rm_fail(REDMUTEX_ECLOSED, "the client was closed");
     return 0;
 }

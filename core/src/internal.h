@@ -187,6 +187,8 @@ struct redmutex_client {
 /** Locks client->mu (and, in a forked child, resets what the child must not use). */
 void rm_client_lock(redmutex_client *c);
 void rm_client_unlock(redmutex_client *c);
+/** False once redmutex_client_free() has begun. */
+bool rm_client_open(redmutex_client *c);
 /** Checks closed / forked-away state: 0 or REDMUTEX_ECLOSED (message set). */
 int rm_client_usable(redmutex_client *c);
 /** Drops one reference; frees the client when none is left. */
@@ -296,6 +298,8 @@ struct redmutex_lock {
     redmutex_kind kind;
     redmutex_lock_options opts;
     struct rm_hold *holds; /* this handle's holds; guarded by c->mu */
+    int64_t released_ns;   /* when this handle last released the lock (c->mu) */
+    bool contended;        /* its last acquisition had to wait (c->mu) */
     size_t name_len;
     char name[];           /* the other keys of the lock are derived from it */
 };
@@ -361,22 +365,49 @@ void rm_run_callbacks(redmutex_client *c);
 /* ---- waiting (waiter.c) ------------------------------------------------ */
 
 typedef struct rm_waiter rm_waiter;
+
+/* What a waiting acquire offers to a releasing thread of its client, so the
+   release can carry the waiter's acquisition in the same round trip. */
+typedef struct rm_claim {
+    redmutex_lock *lock;
+    const char *owner; /* owner key of the waiting acquire */
+    const char *value; /* its token or hash field */
+} rm_claim;
+
+/** rm_waiter_wait's result when a releasing thread acquired the lock for this waiter. */
+#define RM_WAIT_GRANTED 2
+/** ... and when such an acquisition's outcome is unknown (the round trip failed). */
+#define RM_WAIT_UNKNOWN 3
 /** Registers interest in a channel and waits (bounded) until subscribed. */
 int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_waiter **out);
 /**
- * Sleeps until a release message for the channel, until `until_ns`, or an
- * interrupt. Returns 1 if notified, 0 on timeout, REDMUTEX_EINTR.
+ * Sleeps until a release message for the channel, a hand-off result, or
+ * `until_ns`. Returns 1 (notified: try now), 0 (time is up), RM_WAIT_GRANTED
+ * (a releasing thread acquired the lock for this waiter and recorded the
+ * hold) or RM_WAIT_UNKNOWN (it tried, but the round trip failed: clean up).
+ * *interrupted is set when the interrupt callback asked to stop.
  */
-int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns);
+int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *interrupted);
 void rm_waiter_end(redmutex_client *c, rm_waiter *w);
+/** Offers w's acquisition to releasing threads (claim is copied by reference: keep it alive). */
+void rm_waiter_offer(redmutex_client *c, rm_waiter *w, const rm_claim *claim);
+/**
+ * Takes the oldest waiter of the channel that sleeps and offered a claim of
+ * this kind, and marks a hand-off in flight for it (it will wait for the
+ * result). NULL if there is none.
+ */
+rm_waiter *rm_waiter_claim(redmutex_client *c, const char *channel, redmutex_kind kind, rm_claim *out);
+/** Ends a hand-off with RM_WAIT_GRANTED, RM_WAIT_UNKNOWN or 1 (not granted: retry now). */
+void rm_waiter_claim_done(redmutex_client *c, rm_waiter *w, int result);
 /** Number of threads of this client waiting on a channel. */
 size_t rm_waiters_queued(redmutex_client *c, const char *channel);
 /**
  * A release of this client deleted the lock on the servers in deleted[]:
- * wake the oldest local waiter now, and let it consume the release message
- * each of those servers is about to deliver, so the message wakes no one else.
+ * wake the oldest local waiter now (unless the release already handed the
+ * lock to one), and let this release consume the message each of those
+ * servers is about to deliver, so the message wakes no one else.
  */
-void rm_waiter_handoff(redmutex_client *c, const char *channel, const bool *deleted);
+void rm_waiter_handoff(redmutex_client *c, const char *channel, const bool *deleted, bool wake);
 void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns);
 void rm_subscriber_forget(redmutex_client *c);
 

@@ -16,6 +16,11 @@
 
 static const redmutex_lock_options default_lock_options = REDMUTEX_LOCK_OPTIONS_INIT;
 
+/* Politeness (see redmutex_lock_acquire): how soon after a release it applies,
+   and how long the releasing handle lets the woken waiters try first. */
+#define RM_POLITE_WINDOW_NS (10 * RM_NS_PER_MS)
+#define RM_POLITE_PAUSE_MS 1
+
 int redmutex_lock_options_init(redmutex_lock_options *opts, unsigned int version)
 {
     if (!opts)
@@ -153,12 +158,14 @@ static rm_hold *find_foreign_hold(redmutex_lock *l, const char *owner, pid_t pid
     return NULL;
 }
 
-/* Current state, turning HELD/FAILING into LOST once validity has run out. */
-static redmutex_state hold_state(rm_hold *h, int64_t now)
+/* Current state, turning HELD/FAILING into LOST once validity has run out
+   (whoever notices first: the lost-lock callback fires either way). Caller
+   holds c->mu. */
+static redmutex_state hold_state(redmutex_client *c, rm_hold *h, int64_t now)
 {
     if ((h->state == REDMUTEX_STATE_HELD || h->state == REDMUTEX_STATE_RENEWAL_FAILING) &&
         now >= h->validity_end_ns)
-        h->state = REDMUTEX_STATE_LOST;
+        rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
     return h->state;
 }
 
@@ -202,6 +209,9 @@ static void new_token(char out[33])
     }
     rm_hex(out, b, sizeof b);
 }
+
+static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns);
+static void release_value(redmutex_lock *l, const char *value);
 
 /* Whether this process holds the lock for owner through this handle (reentrancy). */
 static bool holds_it(redmutex_lock *l, const char *owner)
@@ -257,8 +267,9 @@ typedef struct acquire_ctx {
     redmutex_lock *l;
     acq_form form;
     bool wait_replicas;
-    int pttl_index; /* reply index of a pipelined PTTL, or -1 */
-    int wait_index; /* reply index of WAIT, or -1 */
+    int reply_index; /* reply index of the acquisition (0, or 1 behind a release) */
+    int pttl_index;  /* reply index of a pipelined PTTL, or -1 */
+    int wait_index;  /* reply index of WAIT, or -1 */
     int64_t lease_ms;
     votes v;
 } acquire_ctx;
@@ -278,7 +289,7 @@ static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
         }
         return;
     }
-    rm_reply *r = s->replies[0];
+    rm_reply *r = s->replies[a->reply_index];
     if (r->type == RM_REPLY_ERROR) {
         votes_error(v, i, rm_reply_error(r, "acquire", a->l->name, server_name(a->l, i)));
         return;
@@ -427,6 +438,55 @@ static void forget_latch(rm_call *call, const char *latch_key)
 /* ---- acquire ----------------------------------------------------------- */
 
 /*
+ * Records a successful acquisition by owner (value on the servers), sent at
+ * `started`, and schedules its renewal or expiry notice. Caller holds c->mu.
+ */
+static int record_hold(redmutex_lock *l, const char *owner, const char *value, int64_t started, int64_t count,
+                       int64_t fence)
+{
+    redmutex_client *c = l->c;
+    int64_t lease = lease_of(l);
+    pid_t pid = getpid();
+    rm_hold *h = find_hold(l, owner, pid);
+    if (!h) {
+        size_t olen = strlen(owner) + 1, vlen = strlen(value) + 1;
+        /* One allocation: the hold, then per-server generations, owner and value. */
+        h = calloc(1, sizeof *h + c->n * sizeof(uint64_t) + olen + vlen);
+        if (!h)
+            return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        h->lock = l;
+        h->id = ++c->next_hold_id;
+        h->heap_index = SIZE_MAX;
+        h->pid = pid;
+        h->generations = (uint64_t *)(h + 1);
+        h->owner = (char *)(h->generations + c->n);
+        h->value = h->owner + olen;
+        memcpy(h->owner, owner, olen);
+        memcpy(h->value, value, vlen);
+        h->next_in_lock = l->holds;
+        l->holds = h;
+        h->next_in_client = c->holds;
+        if (c->holds)
+            c->holds->prev_in_client = h;
+        c->holds = h;
+        h->fence = fence;
+        h->acquired_ns = started;
+        h->hold_deadline_ns = l->opts.max_hold_ms ? started + l->opts.max_hold_ms * RM_NS_PER_MS : INT64_MAX;
+        /* The life of each server now; a server that restarts later stops
+           counting for this hold. (Servers the early quorum decision did
+           not wait for may well hold it too, so all are recorded.) */
+        for (size_t i = 0; i < c->n; i++)
+            h->generations[i] = c->servers[i].generation + 1;
+    }
+    h->count = count;
+    h->lease_ms = lease;
+    h->watchdog = l->opts.lease_ms == 0;
+    h->validity_end_ns = started + lease * RM_NS_PER_MS - rm_drift_ns(lease);
+    h->state = REDMUTEX_STATE_HELD;
+    return rm_watchdog_schedule(c, h);
+}
+
+/*
  * Redlock fencing. Each server keeps its own counter and INCRs it whenever it
  * grants the lock, even in attempts that fail overall, so counters drift
  * apart and "the largest token among the voters" is not monotonic across
@@ -458,6 +518,39 @@ static bool fenced_quorum(redmutex_lock *l, rm_call *call, const votes *v)
 
 enum { ATTEMPT_WON = 0, ATTEMPT_BUSY = 1 };
 
+typedef struct acq_cmd {
+    const char *argv[8];
+    char lease_s[24];
+    char token_key[RM_KEY_MAX];
+} acq_cmd;
+
+/*
+ * The acquisition command for `value`: the bare SET NX PX redis-py sends
+ * (plain lock without fencing; argv[6..7] hold "PTTL NAME" for pipelining),
+ * or the kind's acquire script. Argument storage lives in *st.
+ */
+static rm_cmd acquire_command(redmutex_lock *l, const char *value, acq_cmd *st, acq_form *form)
+{
+    bool fencing = l->opts.flags & REDMUTEX_LOCK_FENCING;
+    snprintf(st->lease_s, sizeof st->lease_s, "%" PRId64, lease_of(l));
+    TOKEN_KEY(l, st->token_key);
+    if (l->kind == REDMUTEX_KIND_LOCK && !fencing) {
+        *form = ACQ_SET;
+        const char *argv[] = {"SET", l->name, value, "NX", "PX", st->lease_s, "PTTL", l->name};
+        memcpy(st->argv, argv, sizeof argv);
+        return (rm_cmd){-1, 6, st->argv, NULL};
+    }
+    *form = ACQ_SCRIPT;
+    if (l->kind == REDMUTEX_KIND_LOCK) {
+        const char *argv[] = {"2", l->name, st->token_key, value, st->lease_s, "1"};
+        memcpy(st->argv, argv, sizeof argv);
+        return (rm_cmd){RM_SCRIPT_LOCK_ACQUIRE, 6, st->argv, NULL};
+    }
+    const char *argv[] = {"2", l->name, st->token_key, st->lease_s, value, fencing ? "1" : "0"};
+    memcpy(st->argv, argv, sizeof argv);
+    return (rm_cmd){RM_SCRIPT_RLOCK_ACQUIRE, 6, st->argv, NULL};
+}
+
 typedef struct attempt_info {
     int64_t ttl_ms;   /* the holder's remaining lease, -1 when unknown */
     bool split;       /* some servers granted, but not a majority */
@@ -479,7 +572,7 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     rm_client_lock(c);
     rm_hold *h = find_hold(l, owner, pid);
     if (h) {
-        redmutex_state st = hold_state(h, rm_now_ns());
+        redmutex_state st = hold_state(c, h, rm_now_ns());
         if (l->kind == REDMUTEX_KIND_LOCK) {
             /* Not reentrant: held through this handle means held. */
             rm_client_unlock(c);
@@ -494,34 +587,17 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     }
     rm_client_unlock(c);
 
-    char lease_s[24], token_key[RM_KEY_MAX];
-    snprintf(lease_s, sizeof lease_s, "%" PRId64, lease);
-    TOKEN_KEY(l, token_key);
-    acquire_ctx a = {l, ACQ_SCRIPT, c->opts.min_replicas > 0, -1, -1, lease, {0}};
+    acq_cmd ac;
+    acquire_ctx a = {l, ACQ_SCRIPT, c->opts.min_replicas > 0, 0, -1, -1, lease, {0}};
     rm_req req = {0};
-    const char *argv[8];
     const char *wait_argv[3];
     char nbuf[24], tbuf[24];
-    if (l->kind == REDMUTEX_KIND_LOCK && !fencing) {
-        /* The fast path is the bare command redis-py sends. */
-        a.form = ACQ_SET;
-        const char *set_argv[] = {"SET", l->name, value, "NX", "PX", lease_s, "PTTL", l->name};
-        memcpy(argv, set_argv, sizeof set_argv);
-        req.cmds[req.ncmds++] = (rm_cmd){-1, 6, argv, NULL};
-        if (retry) {
-            /* While waiting, learn the holder's TTL in the same round trip
-               (the first failure checked the key's type with INSPECT). */
-            a.pttl_index = (int)req.ncmds;
-            req.cmds[req.ncmds++] = (rm_cmd){-1, 2, argv + 6, NULL};
-        }
-    } else if (l->kind == REDMUTEX_KIND_LOCK) {
-        const char *s_argv[] = {"2", l->name, token_key, value, lease_s, "1"};
-        memcpy(argv, s_argv, sizeof s_argv);
-        req.cmds[req.ncmds++] = (rm_cmd){RM_SCRIPT_LOCK_ACQUIRE, 6, argv, NULL};
-    } else {
-        const char *s_argv[] = {"2", l->name, token_key, lease_s, value, fencing ? "1" : "0"};
-        memcpy(argv, s_argv, sizeof s_argv);
-        req.cmds[req.ncmds++] = (rm_cmd){RM_SCRIPT_RLOCK_ACQUIRE, 6, argv, NULL};
+    req.cmds[req.ncmds++] = acquire_command(l, value, &ac, &a.form);
+    if (a.form == ACQ_SET && retry) {
+        /* While waiting, learn the holder's TTL in the same round trip
+           (the first failure checked the key's type with INSPECT). */
+        a.pttl_index = (int)req.ncmds;
+        req.cmds[req.ncmds++] = (rm_cmd){-1, 2, ac.argv + 6, NULL};
     }
     if (a.wait_replicas) {
         a.wait_index = (int)req.ncmds;
@@ -545,49 +621,13 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
 
     if (v->yes >= c->quorum && validity_ns > 0) {
         rm_client_lock(c);
-        h = find_hold(l, owner, pid);
-        if (!h) {
-            size_t olen = strlen(owner) + 1, vlen = strlen(value) + 1;
-            /* One allocation: the hold, then per-server generations, owner and value. */
-            h = calloc(1, sizeof *h + c->n * sizeof(uint64_t) + olen + vlen);
-            if (!h) {
-                rm_client_unlock(c);
-                rc = rm_fail(REDMUTEX_ENOMEM, "out of memory");
-                goto undo;
-            }
-            h->lock = l;
-            h->id = ++c->next_hold_id;
-            h->heap_index = SIZE_MAX;
-            h->pid = pid;
-            h->generations = (uint64_t *)(h + 1);
-            h->owner = (char *)(h->generations + c->n);
-            h->value = h->owner + olen;
-            memcpy(h->owner, owner, olen);
-            memcpy(h->value, value, vlen);
-            h->next_in_lock = l->holds;
-            l->holds = h;
-            h->next_in_client = c->holds;
-            if (c->holds)
-                c->holds->prev_in_client = h;
-            c->holds = h;
-            h->fence = v->fence;
-            h->acquired_ns = started;
-            h->hold_deadline_ns = l->opts.max_hold_ms ? started + l->opts.max_hold_ms * RM_NS_PER_MS : INT64_MAX;
-            /* The life of each server now; a server that restarts later stops
-               counting for this hold. (Servers the early quorum decision did
-               not wait for may well hold it too, so all are recorded.) */
-            for (size_t i = 0; i < c->n; i++)
-                h->generations[i] = c->servers[i].generation + 1;
-        }
-        h->count = v->count;
-        h->lease_ms = lease;
-        h->watchdog = l->opts.lease_ms == 0;
-        h->validity_end_ns = started + lease * RM_NS_PER_MS - rm_drift_ns(lease);
-        h->state = REDMUTEX_STATE_HELD;
-        rc = rm_watchdog_schedule(c, h);
+        rc = record_hold(l, owner, value, started, v->count, v->fence);
         rm_client_unlock(c);
-        rm_call_end(&call);
-        return rc ? rc : ATTEMPT_WON;
+        if (rc == 0) {
+            rm_call_end(&call);
+            return ATTEMPT_WON;
+        }
+        goto undo;
     }
 
     /* Not won. A split vote or a slow acquisition may have left our value on
@@ -678,10 +718,23 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     char channel[RM_KEY_MAX];
     CHANNEL_KEY(l, channel);
     bool queue = wait_ms != 0 && rm_waiters_queued(c, channel) > 0 && !holds_it(l, owner_key);
-    if (!queue) {
+    /* Politeness towards other processes: a handle whose last acquisition
+       had to wait, asking again right after its own release, would win every
+       race against the waiters its release just woke (they need a message,
+       a wake-up and a round trip). It gives them a moment first. */
+    rm_client_lock(c);
+    bool polite = !queue && wait_ms != 0 && l->contended && start - l->released_ns < RM_POLITE_WINDOW_NS;
+    rm_client_unlock(c);
+    if (!queue && !polite) {
         rc = attempt(l, owner_key, value, false, &info);
-        if (rc != ATTEMPT_BUSY)
+        if (rc != ATTEMPT_BUSY) {
+            if (rc == 0) {
+                rm_client_lock(c);
+                l->contended = false;
+                rm_client_unlock(c);
+            }
             return rc;
+        }
     }
 
     /* Waiting: subscribe first, then try again, so a release published
@@ -691,11 +744,18 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
         int64_t sub_deadline = rm_deadline_after_ms(c->opts.command_timeout_ms);
         rm_waiter_begin(c, channel, sub_deadline < deadline ? sub_deadline : deadline, &w);
     }
+    /* A releasing thread of this client may acquire for us in its release's
+       round trip (one server, no replica wait: see release_owner). */
+    rm_claim claim = {l, owner_key, value};
+    if (w && c->n == 1 && c->opts.min_replicas == 0)
+        rm_waiter_offer(c, w, &claim);
     int64_t backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
-    int64_t attempts = queue ? 0 : 1;
+    int64_t attempts = queue || polite ? 0 : 1;
     /* Try again right after subscribing, unless there is no wait at all or
        this thread queues behind others (it waits for its turn first). */
-    bool try_now = !queue && wait_ms != 0;
+    bool try_now = !queue && !polite && wait_ms != 0;
+    if (polite)
+        info.ttl_ms = RM_POLITE_PAUSE_MS; /* the first pause */
     for (;;) {
         if (try_now) {
             rc = attempt(l, owner_key, value, true, &info);
@@ -704,6 +764,17 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
                 break;
         }
         try_now = true;
+        if (!rm_client_open(c)) {
+            rc = rm_fail(REDMUTEX_ECLOSED, "the client was closed while waiting for lock '%s'", l->name);
+            break;
+        }
+        /* Asked before every pause, not only when poll() reports EINTR: a
+           signal may have landed while a request was in flight, where EINTR
+           is retried. */
+        if (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload)) {
+            rc = rm_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
+            break;
+        }
         int64_t now = rm_now_ns();
         if (now >= deadline || (c->opts.retry_count > 0 && attempts >= c->opts.retry_count)) {
             rc = rm_fail(REDMUTEX_ETIMEDOUT, "lock '%s' is held by another owner; waited %" PRId64 " ms", l->name,
@@ -723,8 +794,17 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
         int64_t until = now + pause_ms * RM_NS_PER_MS;
         if (until > deadline)
             until = deadline;
-        int r = w ? rm_waiter_wait(c, w, until) : rm_sleep_until(c, until);
-        if (r == REDMUTEX_EINTR) {
+        bool interrupted = false;
+        int r = w ? rm_waiter_wait(c, w, until, &interrupted) : rm_sleep_until(c, until);
+        if (r == RM_WAIT_GRANTED && !interrupted) {
+            rc = 0;
+            break;
+        }
+        if (r == RM_WAIT_GRANTED)
+            release_owner(l, owner_key, owner != NULL, INT64_MAX); /* interrupted: hold nothing */
+        else if (r == RM_WAIT_UNKNOWN)
+            release_value(l, value); /* the acquisition made for us may have happened */
+        if (interrupted || r == REDMUTEX_EINTR) {
             rc = rm_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
             break;
         }
@@ -733,6 +813,9 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     }
     if (w)
         rm_waiter_end(c, w);
+    rm_client_lock(c);
+    l->contended = attempts > 1 || queue || polite;
+    rm_client_unlock(c);
     return rc;
 }
 
@@ -750,6 +833,52 @@ int rm_sleep_until(redmutex_client *c, int64_t until_ns)
 
 /* ---- release ------------------------------------------------------------ */
 
+/* Releases whatever `value` holds on the servers, with no local record (cleanup). */
+static void release_value(redmutex_lock *l, const char *value)
+{
+    char latch_id[33], latch_key[RM_KEY_MAX];
+    new_token(latch_id);
+    make_latch_key(l, latch_id, latch_key);
+    rm_req req;
+    argbuf ab;
+    release_request(l, value, latch_key, lease_of(l), &req, &ab);
+    rm_call call;
+    if (rm_call_begin(&call, l->c) != 0)
+        return;
+    rm_call_run(&call, &req, command_deadline(l->c, false), NULL, NULL);
+    forget_latch(&call, latch_key);
+    rm_call_end(&call);
+}
+
+/*
+ * The hand-off. When the last hold of a lock is released on a single server
+ * and a thread of this client is asleep waiting for the same lock, the
+ * waiter's acquisition command travels right behind the release in the same
+ * request. The releasing thread records the waiter's hold and wakes it: the
+ * lock changes hands in one round trip instead of release, notification and
+ * a second round trip. The acquisition cannot succeed while the release has
+ * not run (the key is still the releaser's), so a release that fails or meets
+ * NOSCRIPT leaves the waiter to try on its own.
+ */
+static int handoff_result(rm_call *call, const rm_claim *claim, acq_form form)
+{
+    rm_slot *s = &call->slots[0];
+    if (s->err)
+        return s->err == REDMUTEX_ECONN ? RM_WAIT_UNKNOWN : 1;
+    acquire_ctx a = {claim->lock, form, false, 1, -1, -1, lease_of(claim->lock), {0}};
+    acquire_count(&a, call);
+    if (a.v.yes == 0)
+        return 1; /* someone else was quicker: the waiter tries again now */
+    int64_t lease = lease_of(claim->lock);
+    if (lease * RM_NS_PER_MS - (rm_now_ns() - call->started_ns) - rm_drift_ns(lease) <= 0)
+        return RM_WAIT_UNKNOWN; /* too slow to count: the waiter undoes it */
+    redmutex_client *c = claim->lock->c;
+    rm_client_lock(c);
+    int rc = record_hold(claim->lock, claim->owner, claim->value, call->started_ns, a.v.count, a.v.fence);
+    rm_client_unlock(c);
+    return rc == 0 ? RM_WAIT_GRANTED : RM_WAIT_UNKNOWN;
+}
+
 static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns)
 {
     redmutex_client *c = l->c;
@@ -757,7 +886,7 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     char value[RM_VALUE_MAX + 1];
     char latch_id[33];
     uint64_t hold_id = 0;
-    bool was_lost = false;
+    bool was_lost = false, final = false;
     int64_t lease = lease_of(l);
 
     rm_client_lock(c);
@@ -779,8 +908,9 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         }
         h->busy = true;
         hold_id = h->id;
-        was_lost = hold_state(h, rm_now_ns()) == REDMUTEX_STATE_LOST;
+        was_lost = hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST;
         /* The last release stops renewal first, so none can run after it. */
+        final = h->count <= 1 && !was_lost;
         if (h->count <= 1)
             rm_watchdog_cancel(c, h);
         if (!h->release_id[0])
@@ -799,6 +929,13 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     rm_req req;
     argbuf ab;
     release_request(l, value, latch_key, lease, &req, &ab);
+    rm_waiter *heir = NULL;
+    rm_claim claim;
+    acq_cmd heir_cmd;
+    acq_form heir_form = ACQ_SET;
+    if (final && c->n == 1 && c->opts.min_replicas == 0 && deadline_ns == INT64_MAX &&
+        (heir = rm_waiter_claim(c, ab.channel, l->kind, &claim)) != NULL)
+        req.cmds[req.ncmds++] = acquire_command(claim.lock, claim.value, &heir_cmd, &heir_form);
     rm_call call;
     int rc = rm_call_begin(&call, c);
     if (rc == 0) {
@@ -837,6 +974,7 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     rm_client_lock(c);
     h = hold_id ? find_hold_by_id(l, hold_id) : NULL;
     if (rc == 0 && ok >= q) {
+        l->released_ns = rm_now_ns();
         if (h) {
             h->busy = false;
             h->release_id[0] = '\0';
@@ -874,8 +1012,10 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
                                                                             : rm_call_fail(&call, "release", l->name);
     }
     rm_client_unlock(c);
+    if (heir)
+        rm_waiter_claim_done(c, heir, call.slots ? handoff_result(&call, &claim, heir_form) : 1);
     if (deleted > 0)
-        rm_waiter_handoff(c, ab.channel, deleted_at);
+        rm_waiter_handoff(c, ab.channel, deleted_at, heir == NULL);
     if (rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER)
         forget_latch(&call, latch_key);
     if (call.slots)
@@ -903,7 +1043,7 @@ void rm_release_all(redmutex_client *c, int64_t deadline_ns)
         /* Take one hold at a time: releasing changes the list. */
         rm_client_lock(c);
         rm_hold *h = c->holds;
-        while (h && (h->pid != pid || h->busy || hold_state(h, rm_now_ns()) == REDMUTEX_STATE_LOST))
+        while (h && (h->pid != pid || h->busy || hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST))
             h = h->next_in_client;
         redmutex_lock *l = h ? h->lock : NULL;
         char owner[RM_VALUE_MAX + 1];
@@ -953,7 +1093,7 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
         rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held through this handle", l->name);
     else if (h && h->busy)
         rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s': another thread is releasing or extending this hold", l->name);
-    else if (h && hold_state(h, rm_now_ns()) == REDMUTEX_STATE_LOST)
+    else if (h && hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST)
         rc = rm_fail(REDMUTEX_ELOST, "lock '%s' was lost; it can no longer be extended", l->name);
     else if (h && l->opts.max_extensions && h->extensions >= l->opts.max_extensions)
         rc = rm_fail(REDMUTEX_ELIMIT, "lock '%s' reached its cap of %" PRId64 " extensions", l->name,
@@ -1048,7 +1188,7 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
     } else if (notowner > c->n - q) {
         if (h) {
             rm_watchdog_cancel(c, h);
-            h->state = REDMUTEX_STATE_LOST;
+            rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
             rc = rm_fail(REDMUTEX_ELOST, "lock '%s' was lost: its lease ran out or another owner took it", l->name);
         } else {
             rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held by owner '%s'", l->name, value);
@@ -1285,7 +1425,7 @@ int redmutex_lock_state(redmutex_state *out, redmutex_lock *l, const char *owner
     int rc = local_hold(l, owner, "redmutex_lock_state", &h);
     if (rc)
         return rc;
-    *out = h ? hold_state(h, rm_now_ns()) : REDMUTEX_STATE_UNLOCKED;
+    *out = h ? hold_state(l->c, h, rm_now_ns()) : REDMUTEX_STATE_UNLOCKED;
     rm_client_unlock(l->c);
     return 0;
 }
@@ -1300,7 +1440,7 @@ int redmutex_lock_validity(int64_t *out, redmutex_lock *l, const char *owner)
         return rc;
     int64_t now = rm_now_ns();
     *out = 0;
-    if (h && hold_state(h, now) != REDMUTEX_STATE_LOST)
+    if (h && hold_state(l->c, h, now) != REDMUTEX_STATE_LOST)
         *out = (h->validity_end_ns - now) / RM_NS_PER_MS;
     rm_client_unlock(l->c);
     return 0;

@@ -43,6 +43,9 @@ struct rm_waiter {
     rm_channel *ch;
     int efd;
     bool notified;
+    bool sleeping;     /* in poll(): not attempting on its own right now */
+    rm_claim claim;    /* claim.lock == NULL: no hand-off offered */
+    int handoff;       /* 0 none, -1 in flight, else the result for rm_waiter_wait */
 };
 
 typedef struct rm_subscriber {
@@ -83,7 +86,7 @@ static void wake_waiter(rm_waiter *w)
 static void wake_one(rm_channel *ch)
 {
     for (rm_waiter *w = ch->head; w; w = w->next)
-        if (!w->notified) {
+        if (!w->notified && w->handoff == 0) {
             wake_waiter(w);
             return;
         }
@@ -507,28 +510,72 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
     return 0;
 }
 
-int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns)
+int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *interrupted)
 {
+    *interrupted = false;
     for (;;) {
         rm_client_lock(c);
-        bool notified = w->notified;
-        w->notified = false;
+        int result = -1; /* keep waiting */
+        if (w->handoff > 0) {
+            result = w->handoff;
+            w->handoff = 0;
+            w->notified = false;
+        } else if (w->handoff == 0 && w->notified) {
+            result = 1;
+            w->notified = false;
+        } else if (w->handoff == 0 && (*interrupted || rm_now_ns() >= until_ns)) {
+            result = 0;
+        }
+        /* While a releasing thread acquires for us (handoff < 0) the outcome
+           must be waited for, whatever the deadline or a signal say. */
+        bool in_flight = w->handoff < 0;
+        w->sleeping = result < 0 && !in_flight;
         rm_client_unlock(c);
-        if (notified)
-            return 1;
-        int64_t ms = rm_ms_until(until_ns);
-        if (ms <= 0)
-            return 0;
+        if (result >= 0)
+            return result;
+        int64_t ms = in_flight ? 100 : rm_ms_until(until_ns);
         struct pollfd p = {w->efd, POLLIN, 0};
         int r = poll(&p, 1, ms > 60000 ? 60000 : (int)ms);
-        if (r < 0 && errno == EINTR) {
-            if (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload))
-                return REDMUTEX_EINTR;
-            continue;
-        }
+        if (r < 0 && errno == EINTR && c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload))
+            *interrupted = true;
         if (r > 0)
             drain_fd(w->efd);
     }
+}
+
+void rm_waiter_offer(redmutex_client *c, rm_waiter *w, const rm_claim *claim)
+{
+    rm_client_lock(c);
+    w->claim = *claim;
+    rm_client_unlock(c);
+}
+
+rm_waiter *rm_waiter_claim(redmutex_client *c, const char *channel, redmutex_kind kind, rm_claim *out)
+{
+    rm_waiter *found = NULL;
+    rm_client_lock(c);
+    rm_channel *ch = c->sub ? find_channel(c->sub, channel, strlen(channel)) : NULL;
+    for (rm_waiter *w = ch ? ch->head : NULL; w; w = w->next) {
+        if (w->sleeping && !w->notified && w->handoff == 0 && w->claim.lock && w->claim.lock->kind == kind) {
+            w->handoff = -1;
+            w->sleeping = false;
+            *out = w->claim;
+            found = w;
+            break;
+        }
+        if (!w->sleeping || w->notified)
+            break; /* the oldest waiter is busy trying on its own: no queue jumping */
+    }
+    rm_client_unlock(c);
+    return found;
+}
+
+void rm_waiter_claim_done(redmutex_client *c, rm_waiter *w, int result)
+{
+    rm_client_lock(c);
+    w->handoff = result;
+    signal_fd(w->efd);
+    rm_client_unlock(c);
 }
 
 void rm_waiter_end(redmutex_client *c, rm_waiter *w)
@@ -568,12 +615,13 @@ size_t rm_waiters_queued(redmutex_client *c, const char *channel)
     return n;
 }
 
-void rm_waiter_handoff(redmutex_client *c, const char *channel, const bool *deleted)
+void rm_waiter_handoff(redmutex_client *c, const char *channel, const bool *deleted, bool wake)
 {
     rm_client_lock(c);
     rm_channel *ch = c->sub ? find_channel(c->sub, channel, strlen(channel)) : NULL;
     if (ch && ch->head) {
-        wake_one(ch);
+        if (wake)
+            wake_one(ch);
         /* Messages from one server to one subscriber connection arrive in
            order, so the next message from a server where this release
            deleted the lock (and where we are surely subscribed) is this
@@ -585,6 +633,22 @@ void rm_waiter_handoff(redmutex_client *c, const char *channel, const bool *dele
     rm_client_unlock(c);
 }
 
+/* Cuts every waiter loose from its channel and wakes it (shutdown). Caller holds c->mu. */
+static void detach_waiters(rm_subscriber *sub, bool wake)
+{
+    for (rm_channel *ch = sub->channels; ch; ch = ch->next) {
+        for (rm_waiter *w = ch->head, *next; w; w = next) {
+            next = w->next;
+            w->ch = NULL;
+            w->next = w->prev = NULL;
+            if (wake && w->handoff == 0)
+                wake_waiter(w);
+        }
+        ch->head = ch->tail = NULL;
+        ch->refs = 0;
+    }
+}
+
 void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns)
 {
     rm_client_lock(c);
@@ -593,6 +657,9 @@ void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns)
         rm_client_unlock(c);
         return;
     }
+    /* Threads still waiting (against the rules, but it must not corrupt
+       memory) find their channel gone and the client closed. */
+    detach_waiters(sub, true);
     sub->stop = true;
     signal_fd(sub->wake_fd);
     rm_client_unlock(c);
@@ -629,7 +696,6 @@ void rm_subscriber_forget(redmutex_client *c)
        Waiters of other parent threads do not exist here either. */
     c->sub = NULL;
     c->refs--;
-    for (rm_channel *ch = sub->channels; ch; ch = ch->next)
-        ch->head = ch->tail = NULL;
+    detach_waiters(sub, false); /* their eventfds are shared with the parent: do not touch them */
     free_subscriber(c, sub);
 }

@@ -127,6 +127,12 @@ void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st)
     while (*tail)
         tail = &(*tail)->next;
     *tail = e;
+    /* Callbacks run on the watchdog thread: wake it if another thread
+       noticed the change (an expiry seen by a state query, say). */
+    if (c->wd) {
+        c->wd->sleeping_until = 0;
+        pthread_cond_signal(&c->wd->cond);
+    }
 }
 
 /* Runs queued callbacks; caller holds c->mu, which is released around each call. */

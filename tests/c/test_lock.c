@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -293,6 +294,79 @@ static void test_waiter_retries_when_holder_ttl_ends(void)
     redmutex_client_free(c);
 }
 
+static atomic_int stop_waiting;
+
+static int interrupt_cb(void *payload)
+{
+    (void)payload;
+    return atomic_load(&stop_waiting);
+}
+
+static void on_usr1(int sig) { (void)sig; }
+
+static void test_interrupt_callback_ends_a_wait_promptly(void)
+{
+    rs_start(&srv, NULL);
+    /* A signal handler without SA_RESTART, as Python installs for SIGINT. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigaction(SIGUSR1, &sa, NULL);
+    redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.wait_backoff_cap_ms = 5000; /* so only the signal explains a prompt return */
+    o.interrupt = interrupt_cb;
+    const char *url = srv.url;
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &o));
+    redmutex_lock *holder = new_lock(c, "intr", 60000), *waiter = new_lock(c, "intr", 60000);
+    CHECK_OK(redmutex_lock_acquire(holder, NULL, 0));
+    for (int round = 0; round < 2; round++) {
+        atomic_store(&stop_waiting, 0);
+        waiter_arg a = {waiter, REDMUTEX_WAIT_FOREVER, 99, 0};
+        pthread_t t;
+        pthread_create(&t, NULL, waiter_thread, &a);
+        rt_sleep_ms(round == 0 ? 200 : 5); /* round 1: the signal may land mid-request */
+        atomic_store(&stop_waiting, 1);
+        int64_t t0 = rt_now_us();
+        pthread_kill(t, SIGUSR1);
+        pthread_join(t, NULL);
+        int64_t took_ms = (a.acquired_at_us - t0) / 1000;
+        CHECK_RC(a.rc, REDMUTEX_EINTR);
+        CHECKF(took_ms < 1000, "the wait ended %lld ms after the signal", (long long)took_ms);
+    }
+    int owned = 1;
+    CHECK_OK(redmutex_lock_is_owned(&owned, waiter, "waiter"));
+    CHECK(!owned);
+    CHECK_OK(redmutex_lock_release(holder, NULL));
+    redmutex_lock_free(holder);
+    redmutex_lock_free(waiter);
+    redmutex_client_free(c);
+    signal(SIGUSR1, SIG_DFL);
+}
+
+static void test_client_freed_under_a_waiting_thread(void)
+{
+    /* Not allowed by the contract, but it must end the wait cleanly, not corrupt memory. */
+    rs_start(&srv, NULL);
+    redmutex_client *a = rt_client(&srv, 0), *b = rt_client(&srv, 0);
+    redmutex_lock *held = new_lock(b, "freed", 10000), *waiter = new_lock(a, "freed", 10000);
+    CHECK_OK(redmutex_lock_acquire(held, NULL, 0));
+    waiter_arg w = {waiter, 3000, 99, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter_thread, &w);
+    rt_sleep_ms(300);
+    int64_t t0 = rt_now_us();
+    redmutex_client_free(a);
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, REDMUTEX_ECLOSED);
+    CHECKF((w.acquired_at_us - t0) / 1000 < 1500, "the waiter ended %lld ms after free",
+           (long long)((w.acquired_at_us - t0) / 1000));
+    redmutex_lock_free(waiter);
+    CHECK_OK(redmutex_lock_release(held, NULL));
+    redmutex_lock_free(held);
+    redmutex_client_free(b);
+}
+
 static void test_sigkilled_holder_frees_lock_after_ttl(void)
 {
     rs_start(&srv, NULL);
@@ -535,6 +609,8 @@ int main(int argc, char **argv)
         {"waiter_of_silent_holder_retries_within_backoff_cap", test_waiter_of_silent_holder_retries_within_backoff_cap},
         {"waiter_retries_when_holder_ttl_ends", test_waiter_retries_when_holder_ttl_ends},
         {"sigkilled_holder_frees_lock_after_ttl", test_sigkilled_holder_frees_lock_after_ttl},
+        {"interrupt_callback_ends_a_wait_promptly", test_interrupt_callback_ends_a_wait_promptly},
+        {"client_freed_under_a_waiting_thread", test_client_freed_under_a_waiting_thread},
         {"noscript_falls_back_to_eval", test_noscript_falls_back_to_eval},
         {"wrongtype_key_is_refused_and_untouched", test_wrongtype_key_is_refused_and_untouched},
         {"force_release_deletes_and_publishes", test_force_release_deletes_and_publishes},

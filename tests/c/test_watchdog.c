@@ -292,6 +292,28 @@ static void test_explicit_lease_expiry_is_notified(void)
     redmutex_client_free(c);
 }
 
+static void test_expiry_noticed_by_a_query_still_calls_back(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = wd_client(&srv, 30000, 200, 0);
+    lost_log log = {0};
+    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+    o.lease_ms = 200;
+    o.on_lost = on_lost;
+    o.on_lost_payload = &log;
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, "noticed", REDMUTEX_KIND_LOCK, &o));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    /* The caller polls the state and sees the expiry before the watchdog does. */
+    WAIT_FOR(state_of(l) == REDMUTEX_STATE_LOST, 2000);
+    WAIT_FOR(atomic_load(&log.lost) == 1, 1000);
+    rt_sleep_ms(300);
+    CHECK(atomic_load(&log.lost) == 1); /* once, not twice */
+    CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+}
+
 static void test_max_hold_stops_renewal(void)
 {
     rs_start(&srv, NULL);
@@ -607,6 +629,7 @@ int main(int argc, char **argv)
         {"rlock_stalled_server_failing_then_lost", test_rlock_stalled_server_failing_then_lost},
         {"short_stall_recovers_to_held", test_short_stall_recovers_to_held},
         {"explicit_lease_expiry_is_notified", test_explicit_lease_expiry_is_notified},
+        {"expiry_noticed_by_a_query_still_calls_back", test_expiry_noticed_by_a_query_still_calls_back},
         {"max_hold_stops_renewal", test_max_hold_stops_renewal},
         {"release_during_inflight_renewal_waits_for_it", test_release_during_inflight_renewal_waits_for_it},
         {"churn_no_renewal_after_release_no_orphans", test_churn_no_renewal_after_release_no_orphans},
