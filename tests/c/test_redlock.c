@@ -430,6 +430,8 @@ static void test_replica_sync_wait(void)
     freeReplyObject(rs_cmd(replica, "REPLICAOF 127.0.0.1 %d", master->port));
     /* Wait until the replica is attached and in sync. */
     WAIT_FOR(replica_online(master), 10000);
+    /* ...and acknowledging writes (the first acknowledgements can lag the sync). */
+    WAIT_FOR(rs_int(master, "WAIT 1 100") == 1, 10000);
     redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
     o.min_replicas = 1;
     o.replica_timeout_ms = 300;
