@@ -11,10 +11,11 @@ Three things here need care, and the comments say why:
   (lost locks) and on a waiting thread (signals). cffi takes the GIL for
   them. An exception raised inside is never let through to C: it is stored
   and re-raised at the next call on that lock, or by check() for signals.
-* Waits. A blocking acquire is split into slices of at most _WAIT_SLICE_MS:
-  between slices the gate is checked (so close() is not blocked forever by a
-  waiting thread) and Python runs pending signal handlers (so a Ctrl-C that
-  arrived while a command, not a wait, was in flight is not lost).
+* Waits. The C core asks the client's interrupt callback before every pause
+  of a waiting acquire and whenever a signal interrupts one. The callback
+  runs Python's pending signal handlers (so Ctrl-C raises KeyboardInterrupt
+  within one pause, at most wait_backoff_cap) and ends the wait when close()
+  has begun (so close() is never blocked for long by a waiting thread).
 """
 
 from __future__ import annotations
@@ -49,9 +50,7 @@ Name = Union[str, bytes]
 _TIME_MAX_MS: int = lib.REDMUTEX_TIME_MAX_MS
 _WAIT_FOREVER: int = lib.REDMUTEX_WAIT_FOREVER
 _ETIMEDOUT: int = lib.REDMUTEX_ETIMEDOUT
-
-# Longest single C wait of a blocking acquire; see the module docstring.
-_WAIT_SLICE_MS = 5000
+_EINTR: int = lib.REDMUTEX_EINTR
 
 
 class LockState(enum.IntEnum):
@@ -164,19 +163,21 @@ def _interrupt_onerror(exc_type: Any, exc: BaseException, tb: Any) -> int:
 
 @ffi.def_extern(onerror=_interrupt_onerror)
 def _redmutex_py_interrupt(payload: Any) -> int:
-    """Called by C on the waiting thread when poll() got EINTR.
+    """Called by C on a waiting thread before each pause and after a signal.
 
     Python's own signal handlers run at this point (the interpreter checks
     for pending signals whenever Python code runs). If one raises - Ctrl-C's
     KeyboardInterrupt - the exception is kept for check() and the wait is
-    abandoned; otherwise the wait goes on.
+    abandoned. The wait also ends when the client is being closed (the
+    acquire then raises ClosedError). Otherwise the wait goes on.
     """
     try:
         _run_pending_signal_handlers()
     except BaseException as exc:  # noqa: BLE001 - must not cross into C
         stash_interrupt(exc)
         return 1
-    return 0
+    core = ffi.from_handle(payload) if payload != ffi.NULL else None
+    return 1 if core is not None and core.state != _OPEN else 0
 
 
 def _run_pending_signal_handlers() -> None:
@@ -235,7 +236,7 @@ class _ClientCore:
     handles) can reach it without keeping the Client alive.
     """
 
-    __slots__ = ("__weakref__", "active", "cond", "deferred", "ptr", "state")
+    __slots__ = ("__weakref__", "active", "cond", "deferred", "handle", "ptr", "state")
 
     def __init__(self, ptr: Any) -> None:
         self.ptr = ptr
@@ -244,6 +245,7 @@ class _ClientCore:
         self.active = 0
         self.state = _OPEN
         self.deferred: list[Any] = []  # lock handles to free after the client
+        self.handle: Any = None  # keeps the interrupt callback's payload alive
         _live_cores.add(self)
 
     def ensure_open(self) -> None:
@@ -426,21 +428,26 @@ class Client:
             opts.retry_count = _to_count(retry_count, "retry_count")
         if leave_locks_on_close:
             opts.flags |= lib.REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE
+        # The payload lets the interrupt callback see whether close() has begun;
+        # the core is made first so the handle can point at it.
+        core = _ClientCore(ffi.NULL)
+        core.handle = ffi.new_handle(core)
         opts.interrupt = lib._redmutex_py_interrupt
-        opts.interrupt_payload = ffi.NULL
+        opts.interrupt_payload = core.handle
 
         c_urls = [ffi.new("char[]", u) for u in encoded]
         url_array = ffi.new("const char *[]", c_urls)
         out = ffi.new("redmutex_client **")
         check(lib.redmutex_client_new(out, url_array, len(c_urls), opts))
-        self._core = _ClientCore(out[0])
+        core.ptr = out[0]
+        self._core = core
         self._id = ffi.string(lib.redmutex_client_id(out[0])).decode("ascii")
         self._server_count = int(lib.redmutex_client_server_count(out[0]))
         self._retry_count = int(opts.retry_count)
         self._shutdown_timeout = int(opts.shutdown_timeout_ms) / 1000
         # Closes the C client when the Client is garbage or at interpreter exit.
         self._finalizer = weakref.finalize(
-            self, _ClientCore.close, self._core, self._shutdown_timeout + _WAIT_SLICE_MS / 1000 + 1
+            self, _ClientCore.close, self._core, self._shutdown_timeout + int(opts.wait_backoff_cap_ms) / 1000 + 1
         )
 
     # -- properties ---------------------------------------------------------
@@ -560,7 +567,8 @@ class Client:
         ``leave_locks_on_close``), stops renewals and background threads.
 
         Waits for calls in progress on other threads to return first; a
-        blocking acquire notices within a few seconds and raises ClosedError.
+        blocking acquire notices within one pause (at most ``wait_backoff_cap``)
+        and raises ClosedError.
         Every later call on the client or its locks raises ClosedError.
         Idempotent. Must not be called from an ``on_lost`` callback.
         """
@@ -691,22 +699,15 @@ class Lock:
     def _acquire_ms(self, wait_ms: int) -> bool:
         """Acquires within wait_ms (or forever); True, False on timeout, or raises."""
         core = self._core
-        acquire = lib.redmutex_lock_acquire
-        if wait_ms == 0 or self.client._retry_count > 0:
-            rc = core.invoke_allowing(_ETIMEDOUT, acquire, self._ptr, self._owner, wait_ms)
-            return rc == 0
-        forever = wait_ms == _WAIT_FOREVER
-        deadline = 0.0 if forever else time.monotonic() + wait_ms / 1000
-        while True:
-            chunk = _WAIT_SLICE_MS
-            if not forever:
-                left = math.ceil((deadline - time.monotonic()) * 1000)
-                if left <= 0:
-                    return False
-                chunk = min(chunk, left)
-            rc = core.invoke_allowing(_ETIMEDOUT, acquire, self._ptr, self._owner, chunk)
-            if rc == 0:
-                return True
+        core.enter()
+        try:
+            rc = lib.redmutex_lock_acquire(self._ptr, self._owner, wait_ms)
+            if rc == _EINTR and core.state != _OPEN:
+                # The wait was ended by close(), not by a signal.
+                raise ClosedError("the client was closed while waiting for the lock", ClosedError.code)
+            return rc == 0 if rc == _ETIMEDOUT else check(rc) == 0
+        finally:
+            core.leave()
 
     def _timeout_error(self, waited: float) -> LockTimeout:
         return LockTimeout(
