@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""Uncontended acquire+release pairs per second: redmutex vs redis-py Lock.
+"""Uncontended acquire+release pairs per second: redmutex vs redis-py Lock vs the C core.
 
 Starts its own redis-server (Debian package) on a free loopback port without
-persistence, then, in one process and one thread, measures
+persistence, then measures, one thread each,
 
-  * redmutex:  ``with lock:`` on one plain lock object (watchdog lease), and
+  * redmutex:  ``with lock:`` on one plain lock object (watchdog lease),
   * redis-py:  ``lock.acquire(); lock.release()`` on ``redis.Redis().lock(name)``
-               with redis-py's defaults otherwise,
+               with redis-py's defaults otherwise, and
+  * C core:    the same pair in a C loop (the bench_pairs program, built by
+               CMake), when --c-bench names it,
 
-alternating short rounds of each so that drift of the machine affects both
-alike, and reports pairs/s for each and the ratio. Needs ``pip install redis``
+alternating short rounds of each so that drift of the machine affects all
+alike, and reports pairs/s for each and the ratios. Needs ``pip install redis``
 and an installed redmutex.
 
-    python python/tools/bench_pairs.py [--seconds 3] [--rounds 5] [--json]
+    python bench/python_pairs.py [--seconds 3] [--rounds 5] [--c-bench build-rel/bench/bench_pairs] [--json]
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="length of one round (default 3)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per library (default 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--c-bench", help="path of the bench_pairs program (the C core's own pair)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="redmutex-bench-") as workdir:
@@ -112,9 +115,16 @@ def main() -> int:
             for pair in (redmutex_pair, redispy_pair):  # warm up connections and scripts
                 rate(pair, 0.3)
             results: dict[str, list[float]] = {"redmutex": [], "redis-py": []}
+            if args.c_bench:
+                results["c-core"] = []
             for _ in range(args.rounds):
                 results["redmutex"].append(rate(redmutex_pair, args.seconds))
                 results["redis-py"].append(rate(redispy_pair, args.seconds))
+                if args.c_bench:
+                    out = subprocess.run(
+                        [args.c_bench, url, str(args.seconds)], check=True, capture_output=True, text=True
+                    )
+                    results["c-core"].append(float(out.stdout.strip()))
             client.close()
         finally:
             proc.kill()
@@ -122,11 +132,14 @@ def main() -> int:
 
     median = {k: statistics.median(v) for k, v in results.items()}
     ratio = median["redmutex"] / median["redis-py"]
+    c_ratio = median["c-core"] / median["redmutex"] if "c-core" in median else None
     report = {
         "benchmark": "uncontended acquire+release pairs per second, 1 thread, loopback redis-server",
         "redmutex_pairs_per_s": round(median["redmutex"]),
         "redis_py_pairs_per_s": round(median["redis-py"]),
         "ratio_redmutex_over_redis_py": round(ratio, 3),
+        "c_core_pairs_per_s": round(median["c-core"]) if c_ratio else None,
+        "python_pair_latency_over_c_core": round(c_ratio, 3) if c_ratio else None,
         "rounds": {k: [round(x) for x in v] for k, v in results.items()},
         "seconds_per_round": args.seconds,
         "redmutex_version": redmutex.__version__,
@@ -139,6 +152,9 @@ def main() -> int:
         print("redmutex `with lock:`         {:8.0f} pairs/s".format(median["redmutex"]))
         print("redis-py acquire()+release() {:8.0f} pairs/s".format(median["redis-py"]))
         print(f"ratio redmutex / redis-py    {ratio:8.2f}")
+        if c_ratio:
+            print("C core acquire+release      {:8.0f} pairs/s".format(median["c-core"]))
+            print(f"Python pair latency / C     {c_ratio:8.2f}")
     return 0
 
 
