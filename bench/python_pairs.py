@@ -115,6 +115,7 @@ def main() -> int:
             for pair in (redmutex_pair, redispy_pair):  # warm up connections and scripts
                 rate(pair, 0.3)
             results: dict[str, list[float]] = {"redmutex": [], "redis-py": []}
+            rtts: list[float] = []
             if args.c_bench:
                 results["c-core"] = []
             for _ in range(args.rounds):
@@ -124,7 +125,9 @@ def main() -> int:
                     out = subprocess.run(
                         [args.c_bench, url, str(args.seconds)], check=True, capture_output=True, text=True
                     )
-                    results["c-core"].append(float(out.stdout.strip()))
+                    pairs, rtt_us = out.stdout.split()
+                    results["c-core"].append(float(pairs))
+                    rtts.append(float(rtt_us))
             client.close()
         finally:
             proc.kill()
@@ -133,6 +136,9 @@ def main() -> int:
     median = {k: statistics.median(v) for k, v in results.items()}
     ratio = median["redmutex"] / median["redis-py"]
     c_ratio = median["c-core"] / median["redmutex"] if "c-core" in median else None
+    # A pair is two round trips plus what the client itself spends.
+    rtt_us = statistics.median(rtts) if rtts else None
+    own_us = {k: 1e6 / v - 2 * rtt_us for k, v in median.items()} if rtt_us else {}
     report = {
         "benchmark": "uncontended acquire+release pairs per second, 1 thread, loopback redis-server",
         "redmutex_pairs_per_s": round(median["redmutex"]),
@@ -140,6 +146,8 @@ def main() -> int:
         "ratio_redmutex_over_redis_py": round(ratio, 3),
         "c_core_pairs_per_s": round(median["c-core"]) if c_ratio else None,
         "python_pair_latency_over_c_core": round(c_ratio, 3) if c_ratio else None,
+        "round_trip_us": rtt_us,
+        "client_cost_per_pair_us": {k: round(v, 1) for k, v in own_us.items()},
         "rounds": {k: [round(x) for x in v] for k, v in results.items()},
         "seconds_per_round": args.seconds,
         "redmutex_version": redmutex.__version__,
@@ -155,6 +163,10 @@ def main() -> int:
         if c_ratio:
             print("C core acquire+release      {:8.0f} pairs/s".format(median["c-core"]))
             print(f"Python pair latency / C     {c_ratio:8.2f}")
+        if rtt_us:
+            print(f"round trip (PING, median)   {rtt_us:8.1f} us")
+            for k, v in own_us.items():
+                print(f"  {k:10s} per pair = 2 round trips + {v:6.1f} us of client work")
     return 0
 
 

@@ -405,7 +405,7 @@ size_t rm_waiters_queued(redmutex_client *c, const char *channel);
  * A release of this client deleted the lock on the servers in deleted[]:
  * wake the oldest local waiter now (unless the release already handed the
  * lock to one), and let this release consume the message each of those
- * servers is about to deliver, so the message wakes no one else.
+ * servers is about to deliver to this process, so it wakes no one here.
  */
 void rm_waiter_handoff(redmutex_client *c, const char *channel, const bool *deleted, bool wake);
 void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns);

@@ -833,6 +833,20 @@ int rm_sleep_until(redmutex_client *c, int64_t until_ns)
 
 /* ---- release ------------------------------------------------------------ */
 
+/* A release's outcome is decided once a majority said "released" or "not owner". */
+static bool release_decided(rm_call *call, void *ud)
+{
+    (void)ud;
+    size_t ok = 0, notowner = 0;
+    for (size_t i = 0; i < call->n; i++) {
+        rm_slot *s = &call->slots[i];
+        rm_reply *r = s->status == RM_SLOT_DONE && !s->err ? s->replies[0] : NULL;
+        ok += r && r->type == RM_REPLY_INTEGER;
+        notowner += r && r->type == RM_REPLY_NIL;
+    }
+    return ok >= call->c->quorum || notowner > call->n - call->c->quorum;
+}
+
 /* Releases whatever `value` holds on the servers, with no local record (cleanup). */
 static void release_value(redmutex_lock *l, const char *value)
 {
@@ -942,7 +956,10 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         int64_t dl = command_deadline(c, false);
         /* A caller's deadline (shutdown) is a hard one, even for a new connection. */
         call.strict_deadline = deadline_ns != INT64_MAX;
-        rm_call_run(&call, &req, dl < deadline_ns ? dl : deadline_ns, NULL, NULL);
+        /* With several servers the answer is known at a majority; the
+           others still get the release (their replies are skipped later). A
+           hand-off needs its one server's reply. */
+        rm_call_run(&call, &req, dl < deadline_ns ? dl : deadline_ns, c->n > 1 ? release_decided : NULL, NULL);
     }
     size_t ok = 0, deleted = 0, notowner = 0, failed = 0;
     bool deleted_at[REDMUTEX_SERVERS_MAX] = {false};

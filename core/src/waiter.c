@@ -619,13 +619,15 @@ void rm_waiter_handoff(redmutex_client *c, const char *channel, const bool *dele
 {
     rm_client_lock(c);
     rm_channel *ch = c->sub ? find_channel(c->sub, channel, strlen(channel)) : NULL;
-    if (ch && ch->head) {
-        if (wake)
+    if (ch) {
+        if (wake && ch->head)
             wake_one(ch);
         /* Messages from one server to one subscriber connection arrive in
            order, so the next message from a server where this release
            deleted the lock (and where we are surely subscribed) is this
-           release's own. */
+           release's own. It must not wake anyone here, not even a thread
+           that starts waiting after the release: it is news only for other
+           processes. */
         for (size_t i = 0; i < c->n; i++)
             if (deleted[i] && ch->confirmed[i])
                 ch->skip[i]++;

@@ -262,8 +262,8 @@ static void test_stalled_server_costs_one_timeout_not_n(void)
     t0 = rt_now_ms();
     CHECK_OK(redmutex_lock_release(l, NULL));
     int64_t release_ms = rt_now_ms() - t0;
-    /* Release waits for every server (all must be cleaned), but once, in parallel. */
-    CHECKF(release_ms >= timeout - 20 && release_ms < timeout + 150, "release took %lld ms", (long long)release_ms);
+    /* Release goes to all five but is decided by the majority that answers at once. */
+    CHECKF(release_ms < timeout / 2, "release took %lld ms", (long long)release_ms);
     /* Two stalled and one held: the outcome needs the stalled ones, so it costs one timeout. */
     rs_pause(&servers[3]);
     freeReplyObject(rs_cmd(&servers[0], "SET parallel intruder PX 60000"));
@@ -276,6 +276,9 @@ static void test_stalled_server_costs_one_timeout_not_n(void)
            (long long)acquire_ms, (long long)release_ms, (long long)fail_ms, (long long)timeout);
     rs_resume(&servers[3]);
     rs_resume(&servers[4]);
+    /* The stalled servers run what they were sent once resumed: nothing of ours is left. */
+    enum srv_state st[5] = {HELD, FREE, FREE, FREE, FREE};
+    WAIT_FOR(!our_key_anywhere(5, st, "parallel"), 2000);
     redmutex_lock_free(l);
     redmutex_client_free(c);
 }
