@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config libhiredis-dev redis-server
-          python3-dev python3-venv libffi-dev binutils)
+          python3-dev python3-venv libffi-dev binutils openjdk-17-jdk-headless maven)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
