@@ -268,9 +268,11 @@ REDMUTEX_API int redmutex_client_new(redmutex_client **out, const char *const *u
  * when servers are unreachable. Lock handles made from the client stay valid
  * to free, but every other call on them fails with REDMUTEX_ECLOSED; memory is
  * returned once the last handle is freed.
- * Thread-safety: must not race with other calls on this client; call it
- * once, after the threads using the client are done with it. NULL is a no-op.
- * Must not be called from a lost-lock callback.
+ * Thread-safety: call it once, after the threads using the client are done
+ * with it; it must not race with other calls on this client. (A thread still
+ * blocked waiting in redmutex_lock_acquire() is woken and gets
+ * REDMUTEX_ECLOSED, but that is a safety net, not a way to cancel.) NULL is
+ * a no-op. Must not be called from a lost-lock callback.
  */
 REDMUTEX_API void redmutex_client_free(redmutex_client *client);
 
@@ -423,6 +425,10 @@ REDMUTEX_API redmutex_kind redmutex_lock_kind(const redmutex_lock *lock);
  * retries when a release is published, when the holder's lease runs out, and
  * at the latest after a capped backoff (wait_backoff_cap_ms): it does not
  * poll at short fixed intervals.
+ *
+ * Threads of one client waiting for the same lock are served in order: a
+ * release by one of them hands the lock to the oldest waiter, in the same
+ * round trip as the release when the client has one server.
  *
  * A reentrant lock already held by `owner` is acquired again (hold count + 1).
  * A plain lock is not reentrant: acquiring it again waits like anyone else.
