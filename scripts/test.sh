@@ -3,7 +3,8 @@
 #   1. the C tests (ctest), against redis-servers they start themselves;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
-#   4. the Python package, installed with pip into a fresh virtualenv, with pytest.
+#   4. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
+#      (including interop with the real redis-py and Redisson).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -34,7 +35,9 @@ if [ -d tests/python ]; then
   rm -rf build-venv
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
-  build-venv/bin/python -m pip install -q . pytest redis
+  build-venv/bin/python -m pip install -q . pytest redis ruff
+  build-venv/bin/ruff check python tests/python bench
+  build-venv/bin/ruff format --check python tests/python bench
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)
 fi
 echo "== all test suites passed"

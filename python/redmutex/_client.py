@@ -447,7 +447,10 @@ class Client:
         self._shutdown_timeout = int(opts.shutdown_timeout_ms) / 1000
         # Closes the C client when the Client is garbage or at interpreter exit.
         self._finalizer = weakref.finalize(
-            self, _ClientCore.close, self._core, self._shutdown_timeout + int(opts.wait_backoff_cap_ms) / 1000 + 1
+            self,
+            _ClientCore.close,
+            self._core,
+            self._shutdown_timeout + int(opts.wait_backoff_cap_ms) / 1000 + 1,
         )
 
     # -- properties ---------------------------------------------------------

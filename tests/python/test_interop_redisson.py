@@ -7,6 +7,7 @@ line over stdin. It is built with Maven on first use; the tests need `java`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -17,7 +18,6 @@ from typing import Iterator
 
 import pytest
 import redis
-import redmutex
 
 from rmtest_util import channel, wait_until
 
@@ -31,8 +31,12 @@ def _build_peer() -> str:
         jar = PEER_DIR / "target" / "redisson-peer-1.0.0.jar"
         if not jar.exists():
             if not shutil.which("mvn") or not shutil.which("java"):
-                raise RuntimeError("the Redisson interop tests need java and mvn (apt-get install default-jdk-headless maven)")
-            subprocess.run(["mvn", "-q", "-B", "package", "-DskipTests"], cwd=PEER_DIR, check=True, timeout=600)
+                raise RuntimeError(
+                    "Redisson interop tests need java and mvn: apt-get install openjdk-17-jdk-headless maven"
+                )
+            subprocess.run(
+                ["mvn", "-q", "-B", "package", "-DskipTests"], cwd=PEER_DIR, check=True, timeout=600
+            )
         return f"{jar}{os.pathsep}{PEER_DIR / 'target' / 'lib' / '*'}"
 
 
@@ -72,10 +76,8 @@ class Peer:
         return self._read_line(timeout)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(AssertionError, OSError):  # it is killed next anyway
             self.ask("quit", 30)
-        except Exception:
-            pass
         self.proc.kill()
         self.proc.wait(10)
 
@@ -87,13 +89,15 @@ def peer(redis_url: str) -> Iterator[Peer]:
     p.close()
 
 
-def test_redisson_holder_excludes_redmutex_and_wakes_it_on_unlock(peer: Peer, make_client, r: redis.Redis) -> None:
+def test_redisson_holder_excludes_redmutex_and_wakes_it_on_unlock(
+    peer: Peer, make_client, r: redis.Redis
+) -> None:
     client = make_client(wait_backoff_cap=5.0)  # only the release message explains a prompt wake-up
     assert peer.ask("lock orders:1") == "OK"
     # Redisson's format: a hash field "<its uuid>:<its thread id>" with a count.
     fields = r.hgetall("orders:1")
     assert len(fields) == 1
-    (field, count), = fields.items()
+    ((field, count),) = fields.items()
     assert field.decode().startswith(peer.id + ":") and count == b"1"
     rlock = client.rlock("orders:1")
     assert rlock.acquire(blocking=False) is False
@@ -124,7 +128,9 @@ def test_redisson_holder_excludes_redmutex_and_wakes_it_on_unlock(peer: Peer, ma
     assert not r.exists("orders:1")
 
 
-def test_redmutex_holder_excludes_redisson_and_wakes_it_on_release(peer: Peer, make_client, r: redis.Redis) -> None:
+def test_redmutex_holder_excludes_redisson_and_wakes_it_on_release(
+    peer: Peer, make_client, r: redis.Redis
+) -> None:
     client = make_client()
     rlock = client.rlock("jobs:sync")
     assert rlock.acquire()
@@ -151,7 +157,9 @@ def test_redmutex_holder_excludes_redisson_and_wakes_it_on_release(peer: Peer, m
     rlock.release()
 
 
-def test_redisson_and_redmutex_fencing_tokens_share_one_counter(peer: Peer, make_client, r: redis.Redis) -> None:
+def test_redisson_and_redmutex_fencing_tokens_share_one_counter(
+    peer: Peer, make_client, r: redis.Redis
+) -> None:
     client = make_client()
     lock = client.rlock("fenced:res", fencing=True)
     tokens = []
