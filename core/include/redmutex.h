@@ -440,10 +440,13 @@ REDMUTEX_API redmutex_kind redmutex_lock_kind(const redmutex_lock *lock);
  * the message names the wait), REDMUTEX_EINVAL (bad wait or owner),
  * REDMUTEX_EWRONGTYPE, REDMUTEX_ECONN (servers unreachable, with N servers:
  * fewer than a majority answered), REDMUTEX_EAUTH, REDMUTEX_ESERVER,
- * REDMUTEX_EPROTOCOL, REDMUTEX_EREPLICAS, REDMUTEX_EINTR, REDMUTEX_ELOST (a
- * reentrant acquire by an owner whose earlier hold through this handle was
- * lost: release it first), REDMUTEX_EFORKED, REDMUTEX_ECLOSED.
- * On any error nothing is held.
+ * REDMUTEX_EPROTOCOL, REDMUTEX_EREPLICAS, REDMUTEX_EINTR, REDMUTEX_ELOST (this
+ * owner's earlier hold through this handle was lost and not yet released:
+ * release it first, which reports the loss, then acquire again),
+ * REDMUTEX_EFORKED, REDMUTEX_ECLOSED.
+ * On any error nothing is held. (One exception: when the interrupt callback
+ * stops a wait just as a releasing thread handed this waiter the lock and it
+ * cannot be given back, the call reports success and the lock is held.)
  * Blocking: up to wait_ms plus one command timeout.
  * Thread-safe.
  */

@@ -166,9 +166,10 @@ static void slot_complete(rm_call *call, rm_slot *s, const rm_req *req)
             noscript = true;
     if (noscript && !s->used_eval) {
         /* The server lost its script cache (restart, SCRIPT FLUSH): send the
-           request again with the script bodies. Every request is safe to
-           repeat here because a NOSCRIPT reply means the script did not run,
-           and our other commands (PTTL, WAIT) have no side effects. */
+           request again with the script bodies. A NOSCRIPT reply means the
+           script did not run, and our other commands (PTTL, WAIT) have no
+           side effects; the one exception, a hand-off's SET NX riding behind
+           a release, is treated as unknown by its caller (used_eval). */
         for (size_t k = 0; k < req->ncmds; k++) {
             rm_reply_free(s->replies[k]);
             s->replies[k] = NULL;
@@ -319,8 +320,13 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
         }
         if (s->conn->fresh && connect_deadline > deadline_ns && !call->strict_deadline)
             s->deadline_ns = connect_deadline;
-        if (build_out(call, s, req, false) != 0)
+        if (build_out(call, s, req, false) != 0) {
+            /* Requests already sent on other slots would leave replies unread. */
+            for (size_t k = 0; k <= i; k++)
+                if (call->slots[k].status == RM_SLOT_RUNNING)
+                    slot_break(&call->slots[k], REDMUTEX_ENOMEM, "out of memory");
             return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        }
         /* Most requests are small: try to send at once, saving a poll. */
         if (!s->conn->connecting)
             slot_write(s);
@@ -336,6 +342,9 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
         if (!pfds || !map) {
             free(pfds);
             free(map);
+            for (size_t k = 0; k < call->n; k++)
+                if (call->slots[k].status == RM_SLOT_RUNNING)
+                    slot_break(&call->slots[k], REDMUTEX_ENOMEM, "out of memory");
             return rm_fail(REDMUTEX_ENOMEM, "out of memory");
         }
     }

@@ -312,7 +312,8 @@ struct redmutex_lock {
 typedef struct rm_hold {
     redmutex_lock *lock;
     uint64_t id;          /* unique per client: finds the hold again after a round trip */
-    bool busy;            /* a release or extend of this hold is in flight */
+    bool busy;            /* one thread's release, extend or forget owns it; others wait or skip */
+    bool forgetting;      /* being destroyed: invisible to lookups, left alone by the watchdog */
     /* The owner as the caller named it: "" for a plain lock's anonymous
        holder, else the explicit owner or the thread's default owner id. */
     char *owner;
@@ -344,6 +345,8 @@ typedef struct rm_hold {
 
 /** Schedules h (renewal for watchdog holds, expiry notice otherwise). Caller holds c->mu. */
 int rm_watchdog_schedule(redmutex_client *c, rm_hold *h);
+/** Moves h's next renewal forward to due_ns if it is later. Caller holds c->mu. */
+void rm_watchdog_renew_by(redmutex_client *c, rm_hold *h, int64_t due_ns);
 /** Removes h from the schedule and waits out an in-flight renewal. Caller holds c->mu. */
 void rm_watchdog_cancel(redmutex_client *c, rm_hold *h);
 /** Stops and joins the watchdog thread (shutdown or fork). */
@@ -402,12 +405,18 @@ void rm_waiter_claim_done(redmutex_client *c, rm_waiter *w, int result);
 /** Number of threads of this client waiting on a channel. */
 size_t rm_waiters_queued(redmutex_client *c, const char *channel);
 /**
- * A release of this client deleted the lock on the servers in deleted[]:
- * wake the oldest local waiter now (unless the release already handed the
- * lock to one), and let this release consume the message each of those
- * servers is about to deliver to this process, so it wakes no one here.
+ * Before a release is sent: arms, per server where this client is surely
+ * subscribed to the channel (armed[i]), the skipping of the release message
+ * that server will deliver, so it wakes nobody in this process.
  */
-void rm_waiter_handoff(redmutex_client *c, const char *channel, const bool *deleted, bool wake);
+void rm_waiter_expect_release(redmutex_client *c, const char *channel, bool *armed);
+/**
+ * After the release: disarms servers that did not delete the lock (deleted[i]
+ * false), and, when `wake` and the lock was deleted somewhere, wakes the
+ * oldest local waiter at once.
+ */
+void rm_waiter_released(redmutex_client *c, const char *channel, const bool *armed, const bool *deleted,
+                        bool wake);
 void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns);
 void rm_subscriber_forget(redmutex_client *c);
 

@@ -126,17 +126,38 @@ void rm_hold_destroy(redmutex_client *c, rm_hold *h)
     free(h);
 }
 
-/* Removes h from the watchdog and frees it. Caller holds c->mu. */
+/*
+ * Holds and threads. A hold is changed by one operation at a time: the thread
+ * that sets `busy` (release, extend, forget) owns it until it clears it;
+ * other operations on the same hold wait for that (hold_claim) or skip it.
+ * Waiting for a renewal in flight drops c->mu, so ownership, not the mutex,
+ * is what keeps a hold alive across it.
+ */
+
+/* Clears busy and lets threads waiting for the hold look again. Caller holds c->mu. */
+static void hold_unbusy(redmutex_client *c, rm_hold *h)
+{
+    h->busy = false;
+    pthread_cond_broadcast(&c->renew_done);
+}
+
+/*
+ * Removes h from the watchdog and frees it. The caller owns h (busy) or has
+ * the handle to itself (redmutex_lock_free). Caller holds c->mu.
+ */
 static void hold_forget(redmutex_client *c, rm_hold *h)
 {
-    rm_watchdog_cancel(c, h);
+    h->busy = true;
+    h->forgetting = true;
+    rm_watchdog_cancel(c, h); /* may wait for a renewal in flight */
     rm_hold_destroy(c, h);
+    pthread_cond_broadcast(&c->renew_done);
 }
 
 static rm_hold *find_hold(redmutex_lock *l, const char *owner, pid_t pid)
 {
     for (rm_hold *h = l->holds; h; h = h->next_in_lock)
-        if (h->pid == pid && strcmp(h->owner, owner) == 0)
+        if (h->pid == pid && !h->forgetting && strcmp(h->owner, owner) == 0)
             return h;
     return NULL;
 }
@@ -144,9 +165,22 @@ static rm_hold *find_hold(redmutex_lock *l, const char *owner, pid_t pid)
 static rm_hold *find_hold_by_id(redmutex_lock *l, uint64_t id)
 {
     for (rm_hold *h = l->holds; h; h = h->next_in_lock)
-        if (h->id == id)
+        if (h->id == id && !h->forgetting)
             return h;
     return NULL;
+}
+
+/* Waits until nobody owns h, then takes it. NULL if it was forgotten meanwhile. Caller holds c->mu. */
+static rm_hold *hold_claim(redmutex_client *c, redmutex_lock *l, rm_hold *h)
+{
+    uint64_t id = h->id;
+    while (h && h->busy) {
+        pthread_cond_wait(&c->renew_done, &c->mu);
+        h = find_hold_by_id(l, id);
+    }
+    if (h)
+        h->busy = true;
+    return h;
 }
 
 /* A hold for this owner made by another process (inherited through fork). */
@@ -427,7 +461,7 @@ static void make_latch_key(const redmutex_lock *l, const char *id, char *out)
 static void forget_latch(rm_call *call, const char *latch_key)
 {
     const char *argv[2] = {"DEL", latch_key};
-    for (size_t i = 0; i < call->n; i++) {
+    for (size_t i = 0; call->slots && i < call->n; i++) {
         rm_conn *conn = call->slots[i].conn;
         if (conn && call->slots[i].err == 0 && conn->later_count < 64 &&
             rm_format_command(&conn->later, 2, argv, NULL) == 0)
@@ -436,6 +470,23 @@ static void forget_latch(rm_call *call, const char *latch_key)
 }
 
 /* ---- acquire ----------------------------------------------------------- */
+
+/* The type check after a first failed SET NX is decided once a wrong type on
+   a majority is certain or ruled out. */
+static bool inspect_decided(rm_call *call, void *ud)
+{
+    (void)ud;
+    size_t wrongtype = 0, other = 0;
+    for (size_t i = 0; i < call->n; i++) {
+        rm_slot *s = &call->slots[i];
+        rm_reply *r = s->status == RM_SLOT_DONE && !s->err ? s->replies[0] : NULL;
+        if (r && r->type == RM_REPLY_ERROR && strstr(r->str, "WRONGTYPE"))
+            wrongtype++;
+        else if (r)
+            other++;
+    }
+    return wrongtype > call->n - call->c->quorum || other >= call->c->quorum;
+}
 
 /*
  * Records a successful acquisition by owner (value on the servers), sent at
@@ -447,7 +498,14 @@ static int record_hold(redmutex_lock *l, const char *owner, const char *value, i
     redmutex_client *c = l->c;
     int64_t lease = lease_of(l);
     pid_t pid = getpid();
+    if (c->closed)
+        return rm_fail(REDMUTEX_ECLOSED, "the client was closed while lock '%s' was being acquired", l->name);
     rm_hold *h = find_hold(l, owner, pid);
+    if (h && (l->kind == REDMUTEX_KIND_LOCK || hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST))
+        /* A plain lock is held once per owner, and a lost hold is not
+           continued: the caller must release the old one first. */
+        return rm_fail(REDMUTEX_ELOST, "lock '%s': this owner's earlier hold was lost; release it first", l->name);
+    bool created = !h;
     if (!h) {
         size_t olen = strlen(owner) + 1, vlen = strlen(value) + 1;
         /* One allocation: the hold, then per-server generations, owner and value. */
@@ -483,7 +541,11 @@ static int record_hold(redmutex_lock *l, const char *owner, const char *value, i
     h->watchdog = l->opts.lease_ms == 0;
     h->validity_end_ns = started + lease * RM_NS_PER_MS - rm_drift_ns(lease);
     h->state = REDMUTEX_STATE_HELD;
-    return rm_watchdog_schedule(c, h);
+    h->release_id[0] = '\0'; /* a latch from an earlier, unfinished release must not answer the next one */
+    int rc = rm_watchdog_schedule(c, h);
+    if (rc != 0 && created)
+        rm_hold_destroy(c, h); /* the caller undoes the acquisition on the servers */
+    return rc;
 }
 
 /*
@@ -573,7 +635,7 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     rm_hold *h = find_hold(l, owner, pid);
     if (h) {
         redmutex_state st = hold_state(c, h, rm_now_ns());
-        if (l->kind == REDMUTEX_KIND_LOCK) {
+        if (l->kind == REDMUTEX_KIND_LOCK && st != REDMUTEX_STATE_LOST) {
             /* Not reentrant: held through this handle means held. */
             rm_client_unlock(c);
             return ATTEMPT_BUSY;
@@ -666,20 +728,24 @@ undo:;
         rm_call_run(&call, &rel, command_deadline(c, false), NULL, NULL);
         forget_latch(&call, latch_key);
         rm_fail(saved, "%s", saved_msg);
-    } else if (rc == ATTEMPT_BUSY && a.form == ACQ_SET && !retry) {
+    }
+    if (rc == ATTEMPT_BUSY && a.form == ACQ_SET && !retry) {
         /* SET NX only says "exists": learn the holder's TTL, and whether the
            key is a lock of this kind at all, before deciding how to wait. */
         const char *iargv[] = {"1", l->name, "string", ""};
         rm_req ireq = {1, {{RM_SCRIPT_INSPECT, 4, iargv, NULL}}};
-        rm_call_run(&call, &ireq, command_deadline(c, false), NULL, NULL);
+        rm_call_run(&call, &ireq, command_deadline(c, false), c->n > 1 ? inspect_decided : NULL, NULL);
+        size_t wrongtype = 0;
         for (size_t i = 0; i < call.n; i++) {
             rm_reply *r = call.slots[i].err ? NULL : call.slots[i].replies[0];
             if (!r)
                 continue;
             if (r->type == RM_REPLY_ERROR) {
-                int code = rm_reply_error(r, "acquire", l->name, server_name(l, i));
-                if (code == REDMUTEX_EWRONGTYPE && c->n == 1)
-                    rc = code;
+                /* Enough servers holding another kind of key that no majority
+                   can ever be had: an error, not a wait. */
+                if (rm_reply_error(r, "acquire", l->name, server_name(l, i)) == REDMUTEX_EWRONGTYPE &&
+                    ++wrongtype > c->n - c->quorum)
+                    rc = REDMUTEX_EWRONGTYPE;
             } else if (r->type == RM_REPLY_ARRAY && r->elements == 3 && r->element[1]->type == RM_REPLY_INTEGER) {
                 long long ttl = r->element[1]->integer;
                 if (r->element[0]->integer == 0)
@@ -800,9 +866,12 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
             rc = 0;
             break;
         }
-        if (r == RM_WAIT_GRANTED)
-            release_owner(l, owner_key, owner != NULL, INT64_MAX); /* interrupted: hold nothing */
-        else if (r == RM_WAIT_UNKNOWN)
+        if (r == RM_WAIT_GRANTED && release_owner(l, owner_key, owner != NULL, INT64_MAX) != 0) {
+            /* Interrupted, but the lock came with the hand-off and could not
+               be given back: report it held rather than fail holding it. */
+            rc = 0;
+            break;
+        } else if (r == RM_WAIT_UNKNOWN)
             release_value(l, value); /* the acquisition made for us may have happened */
         if (interrupted || r == REDMUTEX_EINTR) {
             rc = rm_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
@@ -879,6 +948,8 @@ static int handoff_result(rm_call *call, const rm_claim *claim, acq_form form)
     rm_slot *s = &call->slots[0];
     if (s->err)
         return s->err == REDMUTEX_ECONN ? RM_WAIT_UNKNOWN : 1;
+    if (s->used_eval)
+        return RM_WAIT_UNKNOWN; /* sent twice after NOSCRIPT: the first acquisition's reply is gone */
     acquire_ctx a = {claim->lock, form, false, 1, -1, -1, lease_of(claim->lock), {0}};
     acquire_count(&a, call);
     if (a.v.yes == 0)
@@ -914,13 +985,13 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         rm_client_unlock(c);
         return rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held through this handle", l->name);
     }
+    if (h)
+        h = hold_claim(c, l, h); /* another thread's release or extend of it finishes first */
+    if (!h && !explicit_owner && l->kind == REDMUTEX_KIND_LOCK) {
+        rm_client_unlock(c);
+        return rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held through this handle", l->name);
+    }
     if (h) {
-        if (h->busy) {
-            rm_client_unlock(c);
-            return rm_fail(REDMUTEX_ENOTOWNER, "lock '%s': another thread is releasing or extending this hold",
-                           l->name);
-        }
-        h->busy = true;
         hold_id = h->id;
         was_lost = hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST;
         /* The last release stops renewal first, so none can run after it. */
@@ -950,6 +1021,8 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     if (final && c->n == 1 && c->opts.min_replicas == 0 && deadline_ns == INT64_MAX &&
         (heir = rm_waiter_claim(c, ab.channel, l->kind, &claim)) != NULL)
         req.cmds[req.ncmds++] = acquire_command(claim.lock, claim.value, &heir_cmd, &heir_form);
+    bool armed[REDMUTEX_SERVERS_MAX];
+    rm_waiter_expect_release(c, ab.channel, armed);
     rm_call call;
     int rc = rm_call_begin(&call, c);
     if (rc == 0) {
@@ -993,11 +1066,12 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     if (rc == 0 && ok >= q) {
         l->released_ns = rm_now_ns();
         if (h) {
-            h->busy = false;
             h->release_id[0] = '\0';
             h->count = deleted >= q ? 0 : h->count - 1;
             if (h->count <= 0)
                 hold_forget(c, h);
+            else
+                hold_unbusy(c, h);
         }
         rc = was_lost ? rm_fail(REDMUTEX_ELOST,
                                 "lock '%s' was lost before it was released (its lease ran out); the work done "
@@ -1023,7 +1097,7 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         /* Outcome unknown: keep the hold and its request id so that a retry
            reports what this attempt did. */
         if (h)
-            h->busy = false;
+            hold_unbusy(c, h);
         if (rc == 0)
             rc = err && (err == REDMUTEX_EWRONGTYPE || ok + notowner == 0) ? rm_fail(err, "%s", saved)
                                                                             : rm_call_fail(&call, "release", l->name);
@@ -1031,8 +1105,12 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     rm_client_unlock(c);
     if (heir)
         rm_waiter_claim_done(c, heir, call.slots ? handoff_result(&call, &claim, heir_form) : 1);
-    if (deleted > 0)
-        rm_waiter_handoff(c, ab.channel, deleted_at, heir == NULL);
+    /* Servers the early decision did not wait for count as deleting: their
+       message is likely on its way. */
+    for (size_t i = 0; call.slots && i < call.n; i++)
+        if (call.slots[i].err && call.slots[i].conn && !call.slots[i].broken)
+            deleted_at[i] = true;
+    rm_waiter_released(c, ab.channel, armed, deleted_at, heir == NULL);
     if (rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER)
         forget_latch(&call, latch_key);
     if (call.slots)
@@ -1075,7 +1153,7 @@ void rm_release_all(redmutex_client *c, int64_t deadline_ns)
             /* Could not release it: leave it to expire and stop renewing it. */
             rm_client_lock(c);
             rm_hold *again = find_hold_by_id(l, id);
-            if (again)
+            if (again && !again->busy)
                 hold_forget(c, again);
             rm_client_unlock(c);
         }
@@ -1108,16 +1186,17 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
                      l->name);
     else if (!h && !owner && l->kind == REDMUTEX_KIND_LOCK)
         rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held through this handle", l->name);
-    else if (h && h->busy)
-        rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s': another thread is releasing or extending this hold", l->name);
+    else if (h && !(h = hold_claim(c, l, h)) && !owner && l->kind == REDMUTEX_KIND_LOCK)
+        rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' was released by another thread meanwhile", l->name);
     else if (h && hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST)
         rc = rm_fail(REDMUTEX_ELOST, "lock '%s' was lost; it can no longer be extended", l->name);
     else if (h && l->opts.max_extensions && h->extensions >= l->opts.max_extensions)
         rc = rm_fail(REDMUTEX_ELIMIT, "lock '%s' reached its cap of %" PRId64 " extensions", l->name,
                      l->opts.max_extensions);
+    if (rc != 0 && h)
+        hold_unbusy(c, h);
     if (rc == 0) {
         if (h) {
-            h->busy = true;
             hold_id = h->id;
             snprintf(value, sizeof value, "%s", h->value);
         } else {
@@ -1177,9 +1256,7 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
     }
     size_t q = c->quorum;
     rm_client_lock(c);
-    h = hold_id ? find_hold_by_id(l, hold_id) : NULL;
-    if (h)
-        h->busy = false;
+    h = hold_id ? find_hold_by_id(l, hold_id) : NULL; /* ours: busy */
     if (rc) {
         /* ENOMEM from rm_call_begin */
     } else if (ok >= q) {
@@ -1200,11 +1277,14 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
             if (!h->watchdog) {
                 rm_watchdog_cancel(c, h);
                 rc = rm_watchdog_schedule(c, h);
+            } else {
+                /* A shorter TTL than the time to the next renewal: renew sooner. */
+                rm_watchdog_renew_by(c, h, call.started_ns + ttl * RM_NS_PER_MS * 3 / 10);
             }
         }
     } else if (notowner > c->n - q) {
         if (h) {
-            rm_watchdog_cancel(c, h);
+            rm_watchdog_cancel(c, h); /* may wait; h stays ours (busy) */
             rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
             rc = rm_fail(REDMUTEX_ELOST, "lock '%s' was lost: its lease ran out or another owner took it", l->name);
         } else {
@@ -1215,6 +1295,8 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
     } else {
         rc = rm_call_fail(&call, "extend", l->name);
     }
+    if (h)
+        hold_unbusy(c, h);
     rm_client_unlock(c);
     if (call.slots)
         rm_call_end(&call);
@@ -1408,10 +1490,14 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
         return rc;
     rm_client_lock(c);
     pid_t pid = getpid();
-    for (rm_hold *h = l->holds, *next; h; h = next) {
-        next = h->next_in_lock;
-        if (h->pid == pid && !h->busy)
-            hold_forget(c, h);
+    /* One at a time from the start: forgetting may wait and let the list change. */
+    for (;;) {
+        rm_hold *h = l->holds;
+        while (h && (h->pid != pid || h->busy || h->forgetting))
+            h = h->next_in_lock;
+        if (!h)
+            break;
+        hold_forget(c, h);
     }
     rm_client_unlock(c);
     if (out)
@@ -1489,9 +1575,17 @@ void redmutex_lock_free(redmutex_lock *l)
         return;
     redmutex_client *c = l->c;
     rm_client_lock(c);
-    /* A lost-lock callback for this handle may be running or queued. */
-    while (c->callback_lock == l)
-        pthread_cond_wait(&c->renew_done, &c->mu);
+    /* First the holds (waiting out renewals in flight, which may still queue
+       events for this handle), then the events, then a callback running. */
+    while (l->holds) {
+        rm_hold *h = l->holds;
+        while (h && h->forgetting)
+            h = h->next_in_lock;
+        if (h)
+            hold_forget(c, h);
+        else
+            pthread_cond_wait(&c->renew_done, &c->mu); /* another thread is forgetting one */
+    }
     for (rm_event **p = &c->events; *p;) {
         if ((*p)->lock == l) {
             rm_event *e = *p;
@@ -1501,8 +1595,8 @@ void redmutex_lock_free(redmutex_lock *l)
             p = &(*p)->next;
         }
     }
-    while (l->holds)
-        hold_forget(c, l->holds);
+    while (c->callback_lock == l)
+        pthread_cond_wait(&c->renew_done, &c->mu);
     rm_client_unlock(c);
     free(l);
     rm_client_unref(c);

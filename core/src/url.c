@@ -104,16 +104,23 @@ static int make_display(rm_endpoint *ep)
     return ep->display ? 0 : REDMUTEX_ENOMEM;
 }
 
-/* The URL as it may be shown: everything up to '@' replaced when there is userinfo. */
+/*
+ * The URL as it may be shown: when it has an '@', everything between the
+ * scheme and the last '@' is masked, whether or not the scheme is well
+ * formed ("redis:/user:secret@host" must not leak either).
+ */
 static void masked_copy(char *out, size_t size, const char *url)
 {
-    const char *scheme_end = strstr(url, "://");
-    const char *at = scheme_end ? strchr(scheme_end + 3, '@') : NULL;
-    if (at) {
-        snprintf(out, size, "%.*s***%s", (int)(scheme_end + 3 - url), url, at);
-    } else {
+    const char *at = strrchr(url, '@');
+    if (!at) {
         snprintf(out, size, "%s", url);
+        return;
     }
+    const char *scheme_end = strstr(url, "://");
+    size_t keep = scheme_end && scheme_end < at ? (size_t)(scheme_end + 3 - url) : strcspn(url, ":/");
+    if (url + keep > at)
+        keep = 0;
+    snprintf(out, size, "%.*s***%s", (int)keep, url, at);
 }
 
 int rm_endpoint_parse(rm_endpoint *ep, const char *url)

@@ -111,8 +111,10 @@ static void free_channel(rm_channel *ch)
 static void free_subscriber(redmutex_client *c, rm_subscriber *sub)
 {
     for (size_t i = 0; i < c->n; i++) {
-        rm_conn_close(sub->conns[i]);
-        rm_buf_free(&sub->out[i]);
+        if (sub->conns)
+            rm_conn_close(sub->conns[i]);
+        if (sub->out)
+            rm_buf_free(&sub->out[i]);
     }
     while (sub->channels) {
         rm_channel *ch = sub->channels;
@@ -502,6 +504,8 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
                 rm_poll_fd(w->efd, POLLIN, deadline_ns);
                 drain_fd(w->efd);
                 rm_client_lock(c);
+                if (w->ch != ch || c->sub != sub)
+                    break; /* the client is shutting down: channel and subscriber are gone */
             }
         }
     }
@@ -615,22 +619,39 @@ size_t rm_waiters_queued(redmutex_client *c, const char *channel)
     return n;
 }
 
-void rm_waiter_handoff(redmutex_client *c, const char *channel, const bool *deleted, bool wake)
+void rm_waiter_expect_release(redmutex_client *c, const char *channel, bool *armed)
+{
+    rm_client_lock(c);
+    rm_channel *ch = c->sub ? find_channel(c->sub, channel, strlen(channel)) : NULL;
+    /* Messages from one server to one subscriber connection arrive in order,
+       and while this client holds the lock nobody else releases it: the next
+       message from a server where we are surely subscribed is this release's
+       own, whether it arrives before or after the reply. It must not wake
+       anyone here (not even a thread that starts waiting later): it is news
+       only for other processes. Armed before the request goes out. */
+    for (size_t i = 0; i < c->n; i++) {
+        armed[i] = ch && ch->confirmed[i];
+        if (armed[i])
+            ch->skip[i]++;
+    }
+    rm_client_unlock(c);
+}
+
+void rm_waiter_released(redmutex_client *c, const char *channel, const bool *armed, const bool *deleted,
+                        bool wake)
 {
     rm_client_lock(c);
     rm_channel *ch = c->sub ? find_channel(c->sub, channel, strlen(channel)) : NULL;
     if (ch) {
-        if (wake && ch->head)
+        bool any = false;
+        for (size_t i = 0; i < c->n; i++) {
+            /* A server that did not delete (or surely did not answer) publishes nothing. */
+            if (armed[i] && !deleted[i] && ch->skip[i] > 0)
+                ch->skip[i]--;
+            any |= deleted[i];
+        }
+        if (wake && any && ch->head)
             wake_one(ch);
-        /* Messages from one server to one subscriber connection arrive in
-           order, so the next message from a server where this release
-           deleted the lock (and where we are surely subscribed) is this
-           release's own. It must not wake anyone here, not even a thread
-           that starts waiting after the release: it is news only for other
-           processes. */
-        for (size_t i = 0; i < c->n; i++)
-            if (deleted[i] && ch->confirmed[i])
-                ch->skip[i]++;
     }
     rm_client_unlock(c);
 }

@@ -231,8 +231,8 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
                 no++;
         }
         h->renewing = false;
-        if (h->state == REDMUTEX_STATE_LOST)
-            continue;
+        if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
+            continue; /* a hold being released or freed gets no news (and no callback) */
         if (yes >= c->quorum) {
             h->validity_end_ns = started + lease * RM_NS_PER_MS - rm_drift_ns(lease);
             h->extensions++;
@@ -396,6 +396,19 @@ int rm_watchdog_schedule(redmutex_client *c, rm_hold *h)
         pthread_cond_signal(&wd->cond);
     }
     return 0;
+}
+
+void rm_watchdog_renew_by(redmutex_client *c, rm_hold *h, int64_t due_ns)
+{
+    rm_watchdog *wd = c->wd;
+    if (!wd || h->renewing || h->heap_index == SIZE_MAX || h->due_ns <= due_ns)
+        return;
+    heap_remove(wd, h);
+    h->due_ns = due_ns;
+    if (heap_push(wd, h) == 0 && due_ns < wd->sleeping_until) {
+        wd->sleeping_until = due_ns;
+        pthread_cond_signal(&wd->cond);
+    }
 }
 
 void rm_watchdog_cancel(redmutex_client *c, rm_hold *h)

@@ -2,6 +2,9 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -156,10 +159,11 @@ void rs_restart(rs_server *s)
 
 void rs_kill(rs_server *s)
 {
-    if (s->pid > 0) {
-        kill(s->pid, SIGCONT);
-        kill(s->pid, SIGKILL);
-        waitpid(s->pid, NULL, 0);
+    pid_t pid = s->pid; /* never kill(0, ...): that is the whole process group */
+    if (pid > 0) {
+        kill(pid, SIGCONT);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
         s->pid = 0;
     }
 }
@@ -249,4 +253,111 @@ long long rs_numsub(rs_server *s, const char *channel)
     if (r)
         freeReplyObject(r);
     return n;
+}
+
+/* ---- delaying proxy ---------------------------------------------------- */
+
+typedef struct proxy_pipe {
+    rs_proxy *p;
+    int from, to;
+    bool to_server;
+} proxy_pipe;
+
+static void *proxy_pump(void *arg)
+{
+    proxy_pipe *pp = arg;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = recv(pp->from, buf, sizeof buf, 0);
+        if (n <= 0)
+            break;
+        if (pp->to_server && pp->p->pattern[0] && memmem(buf, (size_t)n, pp->p->pattern, strlen(pp->p->pattern))) {
+            atomic_fetch_add(&pp->p->delayed, 1);
+            rt_sleep_ms(pp->p->delay_ms);
+        }
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = send(pp->to, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
+            if (w <= 0)
+                goto out;
+            off += w;
+        }
+    }
+out:
+    shutdown(pp->to, SHUT_WR);
+    shutdown(pp->from, SHUT_RD);
+    free(pp);
+    return NULL;
+}
+
+static void *proxy_accept(void *arg)
+{
+    rs_proxy *p = arg;
+    while (!atomic_load(&p->stop)) {
+        int cfd = accept(p->listen_fd, NULL, NULL);
+        if (cfd < 0)
+            continue;
+        int sfd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {0};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons((uint16_t)p->upstream_port);
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(sfd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+            close(cfd);
+            close(sfd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        proxy_pipe *up = malloc(sizeof *up), *down = malloc(sizeof *down);
+        *up = (proxy_pipe){p, cfd, sfd, true};
+        *down = (proxy_pipe){p, sfd, cfd, false};
+        pthread_t t1, t2;
+        pthread_create(&t1, NULL, proxy_pump, up);
+        pthread_detach(t1);
+        pthread_create(&t2, NULL, proxy_pump, down);
+        pthread_detach(t2);
+    }
+    return NULL;
+}
+
+/* Proxies live in static storage and are never reused: detached threads of
+   an earlier one may still be reading theirs. */
+static rs_proxy proxies[32];
+static atomic_int proxies_used;
+
+rs_proxy *rs_proxy_start(const rs_server *upstream, const char *pattern, int delay_ms)
+{
+    int k = atomic_fetch_add(&proxies_used, 1);
+    if (k >= (int)(sizeof proxies / sizeof proxies[0]))
+        rt_fail(__FILE__, __LINE__, "too many proxies");
+    rs_proxy *p = &proxies[k];
+    p->upstream_port = upstream->port;
+    snprintf(p->pattern, sizeof p->pattern, "%s", pattern);
+    p->delay_ms = delay_ms;
+    p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(p->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct timeval tv = {0, 100000}; /* accept() wakes up to notice stop */
+    setsockopt(p->listen_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    if (bind(p->listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        getsockname(p->listen_fd, (struct sockaddr *)&sa, &len) != 0 || listen(p->listen_fd, 64) != 0)
+        rt_fail(__FILE__, __LINE__, "proxy: %s", strerror(errno));
+    p->port = ntohs(sa.sin_port);
+    snprintf(p->url, sizeof p->url, "redis://127.0.0.1:%d", p->port);
+    pthread_t t;
+    pthread_create(&t, NULL, proxy_accept, p);
+    pthread_detach(t);
+    return p;
+}
+
+void rs_proxy_stop(rs_proxy *p)
+{
+    atomic_store(&p->stop, 1);
+    rt_sleep_ms(150); /* the accept loop notices within its 100 ms timeout */
+    close(p->listen_fd);
 }

@@ -95,6 +95,26 @@ long long rs_numsub(rs_server *s, const char *channel);
 /* Keys matching a pattern. */
 long long rs_count_keys(rs_server *s, const char *pattern);
 
+/*
+ * A TCP proxy in front of a server that holds back, for delay_ms, any
+ * client->server chunk containing `pattern` (the SHA of one script, say):
+ * it makes "a renewal is in flight" happen on demand. Everything else
+ * passes at once. `delayed` counts the chunks held back.
+ */
+typedef struct rs_proxy {
+    int listen_fd;
+    int port;
+    int upstream_port;
+    char pattern[64];
+    int delay_ms;
+    _Atomic int delayed;
+    _Atomic int stop;
+    char url[64];
+} rs_proxy;
+
+rs_proxy *rs_proxy_start(const rs_server *upstream, const char *pattern, int delay_ms);
+void rs_proxy_stop(rs_proxy *p);
+
 /* A client for one server with default options (command timeout adjustable). */
 redmutex_client *rt_client(const rs_server *s, int64_t command_timeout_ms);
 

@@ -317,6 +317,24 @@ static void test_duplicate_endpoints_refused(void)
     rs_stop(&third);
 }
 
+static void test_wrong_key_type_on_a_majority_is_an_error(void)
+{
+    start_servers(3);
+    const char *urls[3] = {servers[0].url, servers[1].url, servers[2].url};
+    for (int i = 0; i < 2; i++)
+        CHECK(rs_int(&servers[i], "HSET typed f 1") == 1);
+    redmutex_client *c = quorum_client(3, urls, 300, 30000);
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, "typed", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_EWRONGTYPE);
+    int64_t t0 = rt_now_ms();
+    CHECK_RC(redmutex_lock_acquire(l, NULL, REDMUTEX_WAIT_FOREVER), REDMUTEX_EWRONGTYPE);
+    CHECK(rt_now_ms() - t0 < 1000);
+    CHECK(!rs_exists(&servers[2], "typed")); /* the attempt was undone on the third */
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+}
+
 /* ---- fencing ---------------------------------------------------------------- */
 
 typedef struct resource {
@@ -491,6 +509,7 @@ int main(int argc, char **argv)
         {"restarted_server_vote_no_longer_counts", test_restarted_server_vote_no_longer_counts},
         {"stalled_server_costs_one_timeout_not_n", test_stalled_server_costs_one_timeout_not_n},
         {"duplicate_endpoints_refused", test_duplicate_endpoints_refused},
+        {"wrong_key_type_on_a_majority_is_an_error", test_wrong_key_type_on_a_majority_is_an_error},
         {"fencing_single_server_plain", test_fencing_single_server_plain},
         {"fencing_single_server_reentrant", test_fencing_single_server_reentrant},
         {"fencing_redlock_n5_plain", test_fencing_redlock_n5_plain},

@@ -1,0 +1,316 @@
+/*
+ * Races between threads of one client, made deterministic with a proxy that
+ * holds back one kind of request (a renewal, an extend, a SUBSCRIBE). Each
+ * case was a real bug once; under AddressSanitizer they would show as
+ * use-after-free, here they must end with the documented results.
+ */
+#define _GNU_SOURCE
+#include "harness.h"
+#include "internal.h" /* rm_script_sha(), to delay one script by its SHA */
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+static rs_server srv;
+
+static redmutex_client *client_via(const char *url, int64_t lease_ms, int64_t timeout_ms)
+{
+    redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.watchdog_lease_ms = lease_ms;
+    o.command_timeout_ms = timeout_ms;
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &o));
+    return c;
+}
+
+/* ---- forgetting a hold while its renewal is in flight ------------------ */
+
+static redmutex_lock *shared_lock;
+static atomic_int results[2];
+
+static void *force_release_thread(void *p)
+{
+    int out = -1;
+    int rc = redmutex_lock_force_release(&out, shared_lock);
+    atomic_store(&results[(intptr_t)p], rc == 0 ? out : 100 + rc);
+    return NULL;
+}
+
+static void *release_thread(void *p)
+{
+    rt_sleep_ms(20);
+    atomic_store(&results[(intptr_t)p], 200 + redmutex_lock_release(shared_lock, NULL));
+    return NULL;
+}
+
+static void forget_during_renewal(bool second_is_release)
+{
+    rs_start(&srv, NULL);
+    rs_proxy *proxy = rs_proxy_start(&srv, rm_script_sha(RM_SCRIPT_RENEW), 500);
+    redmutex_client *c = client_via(proxy->url, 300, 2000);
+    CHECK_OK(redmutex_lock_new(&shared_lock, c, "forget", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(shared_lock, NULL, 0));
+    WAIT_FOR(atomic_load(&proxy->delayed) > 0, 2000); /* a renewal is held up now */
+    pthread_t a, b;
+    pthread_create(&a, NULL, force_release_thread, (void *)0);
+    pthread_create(&b, NULL, second_is_release ? release_thread : force_release_thread, (void *)1);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    int r0 = atomic_load(&results[0]), r1 = atomic_load(&results[1]);
+    if (second_is_release) {
+        /* Either the release ran first (then force found nothing) or force did (then release reports it lost). */
+        CHECKF((r0 == 0 && r1 == 200) || (r0 == 1 && (r1 == 200 + REDMUTEX_ELOST || r1 == 200 + REDMUTEX_ENOTOWNER)),
+               "force_release -> %d, release -> %d", r0, r1 - 200);
+    } else {
+        CHECKF(r0 + r1 == 1 && (r0 == 1 || r1 == 1), "force_release deleted %d and %d times", r0, r1);
+    }
+    CHECK(!rs_exists(&srv, "forget"));
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, shared_lock, NULL));
+    CHECK(st == REDMUTEX_STATE_UNLOCKED);
+    redmutex_lock_free(shared_lock);
+    redmutex_client_free(c);
+    rs_proxy_stop(proxy);
+}
+
+static void test_two_force_releases_during_a_renewal(void) { forget_during_renewal(false); }
+static void test_force_release_and_release_during_a_renewal(void) { forget_during_renewal(true); }
+
+/* ---- freeing a handle while its renewal is in flight --------------------- */
+
+static atomic_int callbacks_after_free;
+static atomic_bool handle_freed;
+
+static void count_late_callback(redmutex_lock *l, const char *owner, redmutex_state st, void *payload)
+{
+    (void)l;
+    (void)owner;
+    (void)st;
+    (void)payload;
+    rt_sleep_ms(50); /* a callback doing some work */
+    if (atomic_load(&handle_freed))
+        atomic_fetch_add(&callbacks_after_free, 1);
+}
+
+static void test_lock_free_during_renewal_runs_no_callback_after(void)
+{
+    rs_start(&srv, NULL);
+    rs_proxy *proxy = rs_proxy_start(&srv, rm_script_sha(RM_SCRIPT_RENEW), 500);
+    redmutex_client *c = client_via(proxy->url, 300, 2000);
+    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+    o.on_lost = count_late_callback;
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, "freed", REDMUTEX_KIND_LOCK, &o));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    CHECK(rs_int(&srv, "DEL freed") == 1);        /* the renewal in flight will find it gone */
+    WAIT_FOR(atomic_load(&proxy->delayed) > 0, 2000);
+    redmutex_lock_free(l);                         /* waits for the renewal, drops its news */
+    atomic_store(&handle_freed, true);
+    rt_sleep_ms(400);
+    CHECK(atomic_load(&callbacks_after_free) == 0);
+    redmutex_client_free(c);
+    rs_proxy_stop(proxy);
+}
+
+/* ---- release while an extend of the same hold is in flight ------------- */
+
+static atomic_int extend_rc;
+
+static void *extend_thread(void *p)
+{
+    atomic_store(&extend_rc, redmutex_lock_extend(p, NULL, 5000, REDMUTEX_EXTEND_ADD));
+    return NULL;
+}
+
+static void test_release_waits_for_an_extend_in_flight(void)
+{
+    rs_start(&srv, NULL);
+    rs_proxy *proxy = rs_proxy_start(&srv, rm_script_sha(RM_SCRIPT_LOCK_EXTEND), 300);
+    redmutex_client *c = client_via(proxy->url, 30000, 2000);
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, "ext", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    pthread_t t;
+    pthread_create(&t, NULL, extend_thread, l);
+    WAIT_FOR(atomic_load(&proxy->delayed) > 0, 2000);
+    CHECK_OK(redmutex_lock_release(l, NULL)); /* not a false "not owner" */
+    pthread_join(t, NULL);
+    CHECK_OK(atomic_load(&extend_rc));
+    CHECK(!rs_exists(&srv, "ext"));
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, l, NULL));
+    CHECK(st == REDMUTEX_STATE_UNLOCKED);
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    rs_proxy_stop(proxy);
+}
+
+/* ---- client freed while a thread waits for its subscription --------------- */
+
+static atomic_int waiter_rc;
+
+static void *waiting_thread(void *p)
+{
+    atomic_store(&waiter_rc, redmutex_lock_acquire(p, NULL, 5000));
+    return NULL;
+}
+
+static void test_client_free_while_a_thread_waits_for_its_subscription(void)
+{
+    rs_start(&srv, NULL);
+    rs_proxy *proxy = rs_proxy_start(&srv, "SUBSCRIBE", 1500); /* the confirmation is slow */
+    redmutex_client *waiting = client_via(proxy->url, 30000, 3000), *holding = rt_client(&srv, 0);
+    redmutex_lock *held, *wanted;
+    CHECK_OK(redmutex_lock_new(&held, holding, "sub", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_new(&wanted, waiting, "sub", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(held, NULL, 0));
+    pthread_t t;
+    pthread_create(&t, NULL, waiting_thread, wanted);
+    WAIT_FOR(atomic_load(&proxy->delayed) > 0, 3000);
+    redmutex_client_free(waiting);
+    pthread_join(t, NULL);
+    CHECK_RC(atomic_load(&waiter_rc), REDMUTEX_ECLOSED);
+    redmutex_lock_free(wanted);
+    CHECK_OK(redmutex_lock_release(held, NULL));
+    redmutex_lock_free(held);
+    redmutex_client_free(holding);
+    rs_proxy_stop(proxy);
+}
+
+/* ---- without a proxy ------------------------------------------------------ */
+
+static void test_retried_release_latch_is_not_reused_after_reacquire(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 300);
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, "latch2", REDMUTEX_KIND_RLOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    rs_pause(&srv);
+    CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ECONN); /* outcome unknown... */
+    rs_resume(&srv);
+    WAIT_FOR(!rs_exists(&srv, "latch2"), 2000); /* ...it did run */
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0)); /* the owner takes it again instead of retrying */
+    CHECK(rs_exists(&srv, "latch2"));
+    CHECK_OK(redmutex_lock_release(l, NULL)); /* a new request id: really released */
+    CHECK(!rs_exists(&srv, "latch2"));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+}
+
+static void test_extend_replace_on_a_watchdog_hold_renews_sooner(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = client_via(srv.url, 3000, 1000); /* renewals every 900 ms */
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, "shorter", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    CHECK_OK(redmutex_lock_extend(l, NULL, 200, REDMUTEX_EXTEND_REPLACE));
+    int64_t end = rt_now_ms() + 1500;
+    while (rt_now_ms() < end) {
+        CHECK(rs_exists(&srv, "shorter"));
+        rt_sleep_ms(10);
+    }
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, l, NULL));
+    CHECK(st == REDMUTEX_STATE_HELD);
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+}
+
+static redmutex_lock *stale_handle;
+static atomic_int stale_rc;
+
+static void *stale_waiter(void *p)
+{
+    (void)p;
+    atomic_store(&stale_rc, redmutex_lock_acquire(stale_handle, NULL, 3000));
+    return NULL;
+}
+
+static void test_handoff_never_revives_a_lost_hold(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+    o.lease_ms = 2000;
+    redmutex_lock *other;
+    CHECK_OK(redmutex_lock_new(&stale_handle, c, "revive", REDMUTEX_KIND_LOCK, &o));
+    CHECK_OK(redmutex_lock_new(&other, c, "revive", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(stale_handle, NULL, 0));
+    CHECK(rs_int(&srv, "DEL revive") == 1); /* lost behind its back */
+    CHECK_OK(redmutex_lock_acquire(other, NULL, 0));
+    pthread_t t;
+    pthread_create(&t, NULL, stale_waiter, NULL);
+    pthread_join(t, NULL);
+    /* The handle still carries its lost hold: it must be released first, not waited on or revived. */
+    CHECK_RC(atomic_load(&stale_rc), REDMUTEX_ELOST);
+    CHECK_OK(redmutex_lock_release(other, NULL));
+    CHECK_RC(redmutex_lock_release(stale_handle, NULL), REDMUTEX_ELOST);
+    CHECK(!rs_exists(&srv, "revive"));
+    CHECK_OK(redmutex_lock_acquire(stale_handle, NULL, 0));
+    CHECK_OK(redmutex_lock_release(stale_handle, NULL));
+    redmutex_lock_free(stale_handle);
+    redmutex_lock_free(other);
+    redmutex_client_free(c);
+}
+
+static redmutex_lock *other_process_lock;
+static _Atomic int64_t released_at_us;
+
+static void *release_later(void *p)
+{
+    (void)p;
+    rt_sleep_ms(200);
+    atomic_store(&released_at_us, rt_now_us());
+    redmutex_lock_release(other_process_lock, NULL);
+    return NULL;
+}
+
+static void test_own_release_message_never_swallows_the_next(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.wait_backoff_cap_ms = 3000; /* a missed message would cost seconds */
+    const char *u = srv.url;
+    redmutex_client *mine, *theirs;
+    CHECK_OK(redmutex_client_new(&mine, &u, 1, &o));
+    theirs = rt_client(&srv, 0); /* stands for another process */
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, mine, "skip", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_new(&other_process_lock, theirs, "skip", REDMUTEX_KIND_LOCK, NULL));
+    for (int i = 0; i < 10; i++) {
+        CHECK_OK(redmutex_lock_acquire(other_process_lock, NULL, REDMUTEX_WAIT_FOREVER));
+        pthread_t t;
+        pthread_create(&t, NULL, release_later, NULL);
+        CHECK_OK(redmutex_lock_acquire(l, NULL, 10000));
+        int64_t late_ms = (rt_now_us() - atomic_load(&released_at_us)) / 1000;
+        pthread_join(t, NULL);
+        CHECKF(late_ms < 500, "round %d: woke %lld ms after the other client's release", i, (long long)late_ms);
+        CHECK_OK(redmutex_lock_release(l, NULL)); /* its own message must not stay armed */
+        rt_sleep_ms(30);
+    }
+    redmutex_lock_free(l);
+    redmutex_lock_free(other_process_lock);
+    redmutex_client_free(mine);
+    redmutex_client_free(theirs);
+}
+
+int main(int argc, char **argv)
+{
+    static const rt_test tests[] = {
+        {"two_force_releases_during_a_renewal", test_two_force_releases_during_a_renewal},
+        {"force_release_and_release_during_a_renewal", test_force_release_and_release_during_a_renewal},
+        {"lock_free_during_renewal_runs_no_callback_after", test_lock_free_during_renewal_runs_no_callback_after},
+        {"release_waits_for_an_extend_in_flight", test_release_waits_for_an_extend_in_flight},
+        {"client_free_while_a_thread_waits_for_its_subscription",
+         test_client_free_while_a_thread_waits_for_its_subscription},
+        {"retried_release_latch_is_not_reused_after_reacquire", test_retried_release_latch_is_not_reused_after_reacquire},
+        {"extend_replace_on_a_watchdog_hold_renews_sooner", test_extend_replace_on_a_watchdog_hold_renews_sooner},
+        {"handoff_never_revives_a_lost_hold", test_handoff_never_revives_a_lost_hold},
+        {"own_release_message_never_swallows_the_next", test_own_release_message_never_swallows_the_next},
+    };
+    return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
+}
