@@ -728,8 +728,9 @@ class Lock:
         when it is -1 (or None). Returns True when acquired, False when the
         lock could not be had in time; never raises LockTimeout. Raises
         InvalidArgument (a ValueError) for bad timeouts, ConnectionError,
-        WrongTypeError, LockLostError (a reentrant acquire of an owner whose
-        earlier hold was lost: release it first), ClosedError; a Ctrl-C
+        WrongTypeError, LockLostError (this owner's earlier hold through
+        this lock object was lost and not released yet: release() it first,
+        which reports the loss, then acquire again), ClosedError; a Ctrl-C
         during the wait raises KeyboardInterrupt with nothing held. The GIL
         is released while waiting.
         """
