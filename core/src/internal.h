@@ -27,6 +27,8 @@ int64_t rm_now_ns(void);
 int64_t rm_deadline_after_ms(int64_t ms);
 /** Milliseconds from now until deadline, rounded up, >= 0; INT64_MAX stays "forever". */
 int64_t rm_ms_until(int64_t deadline_ns);
+/** Joins thread if it ends by deadline_ns (at least ~10 ms allowed); false if not. */
+bool rm_join_until(pthread_t thread, int64_t deadline_ns);
 /** The OS thread id of the caller. */
 long rm_thread_id(void);
 /** Fills buf with n cryptographically random bytes (getrandom). 0 or -1. */

@@ -34,6 +34,24 @@ int64_t rm_ms_until(int64_t deadline_ns)
     return (d + RM_NS_PER_MS - 1) / RM_NS_PER_MS;
 }
 
+bool rm_join_until(pthread_t thread, int64_t deadline_ns)
+{
+    /* pthread_timedjoin_np takes CLOCK_REALTIME; convert the remaining time.
+       At least a few milliseconds: an idle thread exits at once when asked. */
+    int64_t ms = rm_ms_until(deadline_ns);
+    if (ms < 10)
+        ms = 10;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * RM_NS_PER_MS;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    return pthread_timedjoin_np(thread, NULL, &ts) == 0;
+}
+
 long rm_thread_id(void)
 {
     return (long)syscall(SYS_gettid);

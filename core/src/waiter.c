@@ -686,18 +686,7 @@ void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns)
     sub->stop = true;
     signal_fd(sub->wake_fd);
     rm_client_unlock(c);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t ms = rm_ms_until(deadline_ns);
-    if (ms < 10)
-        ms = 10; /* an idle thread exits at once; a busy one is left to finish */ /* the thread wakes at once; give the scheduler a moment */
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * RM_NS_PER_MS;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
-    if (pthread_timedjoin_np(sub->thread, NULL, &ts) == 0) {
+    if (rm_join_until(sub->thread, deadline_ns)) {
         rm_client_lock(c);
         c->sub = NULL;
         rm_client_unlock(c);

@@ -77,7 +77,7 @@ int rt_run(const rt_test *tests, size_t n, int argc, char **argv)
     return 0;
 }
 
-static int free_port(void)
+int rt_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {0};
@@ -140,7 +140,7 @@ void rs_start(rs_server *s, const char *extra_config)
         rt_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
     snprintf(s->unix_path, sizeof s->unix_path, "%s/redis.sock", s->dir);
     snprintf(s->extra, sizeof s->extra, "%s", extra_config ? extra_config : "");
-    s->port = free_port();
+    s->port = rt_free_port();
     snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
     for (int i = 0; i < MAX_SERVERS; i++)
         if (!live[i]) {

@@ -60,6 +60,8 @@ void rt_fail(const char *file, int line, const char *fmt, ...) __attribute__((fo
     } while (0)
 
 int64_t rt_now_ms(void);
+/* A loopback TCP port nothing listens on right now. */
+int rt_free_port(void);
 int64_t rt_now_us(void);
 void rt_sleep_ms(int64_t ms);
 

@@ -2,13 +2,11 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,20 +15,6 @@ static rs_server servers[MAXN];
 
 enum srv_state { FREE, DOWN, HELD, STALLED, NSTATES };
 static const char *state_name[] = {"free", "down", "held", "stalled"};
-
-/* A loopback port with nothing listening: a server that is down. */
-static int closed_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {0};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    bind(fd, (struct sockaddr *)&sa, sizeof sa);
-    getsockname(fd, (struct sockaddr *)&sa, &len);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
 
 static redmutex_client *quorum_client(size_t n, const char **urls, int64_t timeout_ms, int64_t lease_ms)
 {
@@ -76,7 +60,7 @@ static void run_scenario(size_t n, const enum srv_state *st, int64_t timeout_ms,
     for (size_t i = 0; i < n; i++) {
         urls[i] = servers[i].url;
         if (st[i] == DOWN) {
-            snprintf(down_urls[i], sizeof down_urls[i], "redis://127.0.0.1:%d", closed_port());
+            snprintf(down_urls[i], sizeof down_urls[i], "redis://127.0.0.1:%d", rt_free_port());
             urls[i] = down_urls[i];
         } else if (st[i] == HELD) {
             freeReplyObject(rs_cmd(&servers[i], "SET %s intruder PX 60000", name));
