@@ -364,8 +364,6 @@ typedef struct rm_event {
 
 /** Marks h lost / failing and queues the callback; caller holds c->mu. */
 void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st);
-/** Runs queued lost-lock callbacks; caller holds no mutex. */
-void rm_run_callbacks(redmutex_client *c);
 
 /* ---- waiting (waiter.c) ------------------------------------------------ */
 

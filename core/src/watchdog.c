@@ -153,13 +153,6 @@ static void run_callbacks_locked(redmutex_client *c)
     }
 }
 
-void rm_run_callbacks(redmutex_client *c)
-{
-    rm_client_lock(c);
-    run_callbacks_locked(c);
-    rm_client_unlock(c);
-}
-
 /* ---- renewal --------------------------------------------------------- */
 
 /* Renews batch[0..k) on all servers and records the outcome. Called without c->mu. */

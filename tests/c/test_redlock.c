@@ -154,6 +154,16 @@ static void on_lost(redmutex_lock *l, const char *owner, redmutex_state st, void
         atomic_fetch_add(&((lost_flag *)p)->lost, 1);
 }
 
+static redmutex_lock *flagged_lock(redmutex_client *c, const char *name, redmutex_kind kind, lost_flag *flag)
+{
+    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+    o.on_lost = on_lost;
+    o.on_lost_payload = flag;
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, name, kind, &o));
+    return l;
+}
+
 static void test_holder_survives_two_of_five_dead_loses_on_third(void)
 {
     start_servers(5);
@@ -163,11 +173,7 @@ static void test_holder_survives_two_of_five_dead_loses_on_third(void)
     const int64_t lease = 600;
     redmutex_client *c = quorum_client(5, urls, 150, lease);
     lost_flag flag = {0};
-    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
-    o.on_lost = on_lost;
-    o.on_lost_payload = &flag;
-    redmutex_lock *l;
-    CHECK_OK(redmutex_lock_new(&l, c, "quorum-hold", REDMUTEX_KIND_RLOCK, &o));
+    redmutex_lock *l = flagged_lock(c, "quorum-hold", REDMUTEX_KIND_RLOCK, &flag);
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     rs_kill(&servers[0]);
     rs_kill(&servers[1]);
@@ -201,11 +207,7 @@ static void test_restarted_server_vote_no_longer_counts(void)
     const int64_t lease = 800;
     redmutex_client *c = quorum_client(3, urls, 150, lease);
     lost_flag flag = {0};
-    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
-    o.on_lost = on_lost;
-    o.on_lost_payload = &flag;
-    redmutex_lock *l;
-    CHECK_OK(redmutex_lock_new(&l, c, "restart", REDMUTEX_KIND_LOCK, &o));
+    redmutex_lock *l = flagged_lock(c, "restart", REDMUTEX_KIND_LOCK, &flag);
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     freeReplyObject(rs_cmd(&servers[0], "SAVE"));
     rs_restart(&servers[0]);

@@ -52,9 +52,13 @@ static redmutex_client *wd_client(rs_server *s, int64_t lease_ms, int64_t cmd_ti
     return c;
 }
 
-static redmutex_lock *wd_lock(redmutex_client *c, const char *name, redmutex_kind kind, lost_log *log)
+/* A lock reporting to log (if any); lease 0 is the watchdog's, max_hold 0 no cap. */
+static redmutex_lock *log_lock(redmutex_client *c, const char *name, redmutex_kind kind, int64_t lease_ms,
+                               int64_t max_hold_ms, lost_log *log)
 {
-    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT; /* lease 0: the watchdog's */
+    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+    o.lease_ms = lease_ms;
+    o.max_hold_ms = max_hold_ms;
     if (log) {
         o.on_lost = on_lost;
         o.on_lost_payload = log;
@@ -62,6 +66,11 @@ static redmutex_lock *wd_lock(redmutex_client *c, const char *name, redmutex_kin
     redmutex_lock *l;
     CHECK_OK(redmutex_lock_new(&l, c, name, kind, &o));
     return l;
+}
+
+static redmutex_lock *wd_lock(redmutex_client *c, const char *name, redmutex_kind kind, lost_log *log)
+{
+    return log_lock(c, name, kind, 0, 0, log);
 }
 
 static redmutex_state state_of(redmutex_lock *l)
@@ -275,12 +284,7 @@ static void test_explicit_lease_expiry_is_notified(void)
     rs_start(&srv, NULL);
     redmutex_client *c = wd_client(&srv, 30000, 200, 0);
     lost_log log = {0};
-    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
-    o.lease_ms = 300;
-    o.on_lost = on_lost;
-    o.on_lost_payload = &log;
-    redmutex_lock *l;
-    CHECK_OK(redmutex_lock_new(&l, c, "leased", REDMUTEX_KIND_LOCK, &o));
+    redmutex_lock *l = log_lock(c, "leased", REDMUTEX_KIND_LOCK, 300, 0, &log);
     int64_t t0 = rt_now_ms();
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     WAIT_FOR(atomic_load(&log.lost) == 1, 2000);
@@ -297,12 +301,7 @@ static void test_expiry_noticed_by_a_query_still_calls_back(void)
     rs_start(&srv, NULL);
     redmutex_client *c = wd_client(&srv, 30000, 200, 0);
     lost_log log = {0};
-    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
-    o.lease_ms = 200;
-    o.on_lost = on_lost;
-    o.on_lost_payload = &log;
-    redmutex_lock *l;
-    CHECK_OK(redmutex_lock_new(&l, c, "noticed", REDMUTEX_KIND_LOCK, &o));
+    redmutex_lock *l = log_lock(c, "noticed", REDMUTEX_KIND_LOCK, 200, 0, &log);
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     /* The caller polls the state and sees the expiry before the watchdog does. */
     WAIT_FOR(state_of(l) == REDMUTEX_STATE_LOST, 2000);
@@ -320,12 +319,7 @@ static void test_max_hold_stops_renewal(void)
     const int64_t lease = 400;
     redmutex_client *c = wd_client(&srv, lease, 200, 0);
     lost_log log = {0};
-    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
-    o.max_hold_ms = 500;
-    o.on_lost = on_lost;
-    o.on_lost_payload = &log;
-    redmutex_lock *l;
-    CHECK_OK(redmutex_lock_new(&l, c, "capped", REDMUTEX_KIND_RLOCK, &o));
+    redmutex_lock *l = log_lock(c, "capped", REDMUTEX_KIND_RLOCK, 0, 500, &log);
     int64_t t0 = rt_now_ms();
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     WAIT_FOR(!rs_exists(&srv, "capped"), 3000);
