@@ -1,5 +1,5 @@
 /*
- * Clients: options, creation and shutdown, the per-server connection pool,
+ * Clients: options, creation and destruction, the per-server connection pool,
  * run_id bookkeeping (duplicate endpoints, restarts) and fork handling.
  */
 #define _GNU_SOURCE
@@ -118,6 +118,8 @@ static void atfork_child(void)
             h->renewing = false;
         }
         init_cond(&c->renew_done);
+        rm_interrupt_after_fork(c);
+        rm_events_after_fork(c);
         c->pid = getpid();
         pthread_mutex_unlock(&c->mu);
     }
@@ -154,6 +156,13 @@ static void client_destroy(redmutex_client *c)
         rm_endpoint_clear(&srv->ep);
     }
     free(c->servers);
+    while (c->events) {
+        rm_event *e = c->events;
+        c->events = e->next;
+        free(e);
+    }
+    rm_events_destroy(c);
+    rm_interrupt_destroy(c);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->renew_done);
     free(c);
@@ -209,6 +218,8 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
     pthread_mutex_init(&c->mu, NULL);
     init_cond(&c->renew_done);
     c->refs = 1;
+    c->intr_fd = -1;
+    c->event_fd = -1;
     c->pid = getpid();
     c->opts = o;
     c->n = n_urls;
@@ -275,36 +286,6 @@ void rm_client_unref(redmutex_client *c)
         c->next_all->prev_all = c->prev_all;
     pthread_mutex_unlock(&registry_mu);
     client_destroy(c);
-}
-
-void redmutex_client_free(redmutex_client *c)
-{
-    if (!c)
-        return;
-    int64_t deadline = rm_deadline_after_ms(c->opts.shutdown_timeout_ms);
-    rm_client_lock(c);
-    bool already = c->closed;
-    c->closed = true;
-    rm_client_unlock(c);
-    if (already)
-        return;
-    int saved_code = redmutex_last_error_code();
-    if (!(c->opts.flags & REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE))
-        rm_release_all(c, deadline);
-    rm_watchdog_stop(c, deadline);
-    rm_subscriber_stop(c, deadline);
-    /* Idle connections are of no further use. */
-    rm_client_lock(c);
-    for (size_t i = 0; i < c->n; i++) {
-        rm_server *srv = &c->servers[i];
-        for (size_t k = 0; k < srv->n_idle; k++)
-            rm_conn_close(srv->idle[k]);
-        srv->n_idle = 0;
-    }
-    rm_client_unlock(c);
-    if (saved_code == 0)
-        redmutex_clear_error();
-    rm_client_unref(c);
 }
 
 const char *redmutex_client_id(const redmutex_client *c) { return c ? c->id : ""; }
