@@ -16,14 +16,22 @@
 
 static const redmutex_client_options default_client_options = REDMUTEX_CLIENT_OPTIONS_INIT;
 
+/* The struct's size in each version (options.c). A new version appends its
+   fields and its size here: RM_OPTIONS_END(redmutex_client_options, <its last field>). */
+static const size_t client_options_sizes[] = {
+    0,
+    RM_OPTIONS_END(redmutex_client_options, interrupt_payload), /* 1 */
+};
+_Static_assert(sizeof client_options_sizes / sizeof client_options_sizes[0] == REDMUTEX_CLIENT_OPTIONS_VERSION + 1,
+               "one size per client options version");
+
+static const rm_options_layout client_options_layout = {
+    "client options", "redmutex_client_options_init", &default_client_options, client_options_sizes,
+    REDMUTEX_CLIENT_OPTIONS_VERSION + 1};
+
 int redmutex_client_options_init(redmutex_client_options *opts, unsigned int version)
 {
-    if (!opts)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_options_init: opts is NULL");
-    if (version != REDMUTEX_CLIENT_OPTIONS_VERSION)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_options_init: unknown version %u", version);
-    memcpy(opts, &default_client_options, sizeof *opts);
-    return 0;
+    return rm_options_init(opts, version, &client_options_layout);
 }
 
 static int check_ms(const char *field, int64_t v, int64_t min)
@@ -36,11 +44,6 @@ static int check_ms(const char *field, int64_t v, int64_t min)
 
 static int check_options(const redmutex_client_options *o)
 {
-    if (o->version != REDMUTEX_CLIENT_OPTIONS_VERSION)
-        return rm_fail(REDMUTEX_EINVAL,
-                       "client options version %u is unknown (initialise them with "
-                       "redmutex_client_options_init)",
-                       o->version);
     if (o->flags & ~(uint32_t)REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE)
         return rm_fail(REDMUTEX_EINVAL, "client options: unknown flags 0x%x", o->flags);
     int rc;
@@ -200,10 +203,10 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
     if (n_urls > REDMUTEX_SERVERS_MAX)
         return rm_fail(REDMUTEX_EINVAL, "redmutex_client_new: %zu servers given, at most %d supported",
                        n_urls, REDMUTEX_SERVERS_MAX);
-    redmutex_client_options o = default_client_options;
-    if (opts)
-        o = *opts;
-    int rc = check_options(&o);
+    redmutex_client_options o;
+    int rc = rm_options_load(&o, opts, &client_options_layout, "redmutex_client_new");
+    if (rc == 0)
+        rc = check_options(&o);
     if (rc != 0)
         return rc;
 

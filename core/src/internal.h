@@ -41,6 +41,28 @@ void rm_hex(char *out, const unsigned char *in, size_t n);
 /** SHA-1 of data as 40 hex digits + NUL (for EVALSHA). */
 void rm_sha1_hex(char out[41], const void *data, size_t len);
 
+/* ---- versioned options (options.c) --------------------------------- */
+
+/** The byte size of an options struct up to and including `field`. */
+#define RM_OPTIONS_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+typedef struct rm_options_layout {
+    const char *what;     /* "client options" */
+    const char *init_fn;  /* "redmutex_client_options_init" */
+    const void *defaults; /* a struct of the current version with the defaults */
+    const size_t *sizes;  /* sizes[v]: the struct's size in version v; sizes[0] unused */
+    size_t n_sizes;       /* current version + 1 */
+} rm_options_layout;
+
+/** *_options_init(): writes the defaults of `version` (only its bytes) and the version. */
+int rm_options_init(void *opts, unsigned int version, const rm_options_layout *layout);
+/**
+ * Copies caller options of any known version into `out` (a struct of the
+ * current version): defaults first, then the caller's bytes of its version.
+ * opts NULL gives the defaults. REDMUTEX_EINVAL for an unknown version.
+ */
+int rm_options_load(void *out, const void *opts, const rm_options_layout *layout, const char *fn);
+
 /* ---- error.c ------------------------------------------------------- */
 
 /** Sets the thread's last error to code + formatted message; returns code. */
@@ -190,6 +212,7 @@ struct redmutex_client {
     _Atomic uint64_t intr_gen; /* bumped by every redmutex_client_interrupt() */
     _Atomic int intr_fd;       /* eventfd written by it; -1 until the first wait */
     _Atomic bool closing;      /* close has begun: every wait ends */
+    bool shut_down;            /* close has finished: no holds are released any more (c->mu) */
     struct rm_wait *waits;     /* waits in progress (c->mu) */
     /* events.c: pollable lost-lock news (c->mu) */
     struct rm_fd_event *events_head, *events_tail;

@@ -67,6 +67,7 @@ static void shut_down(redmutex_client *c, int64_t deadline_ns, bool release)
     rm_watchdog_stop(c, deadline_ns);
     rm_subscriber_stop(c, deadline_ns);
     rm_client_lock(c);
+    c->shut_down = true;
     rm_orphans_drop_locked(c);
     /* Idle connections are of no further use. */
     for (size_t i = 0; i < c->n; i++) {
@@ -161,7 +162,8 @@ static void settle_hold_of_freed_handle(redmutex_client *c, rm_hold *h)
         return;
     }
     bool held = h->state != REDMUTEX_STATE_LOST && rm_now_ns() < h->validity_end_ns;
-    if (held && !c->closed && h->pid == getpid()) {
+    /* A close that is still to release holds (it may have begun) releases this one too. */
+    if (held && !c->shut_down && h->pid == getpid()) {
         h->orphan = true;
         h->renew_stopped = true;
         if (rm_watchdog_schedule(c, h) != 0) /* expiry at the end of validity */

@@ -16,6 +16,18 @@
 
 static const redmutex_lock_options default_lock_options = REDMUTEX_LOCK_OPTIONS_INIT;
 
+/* The struct's size in each version (options.c); a new version appends its size. */
+static const size_t lock_options_sizes[] = {
+    0,
+    RM_OPTIONS_END(redmutex_lock_options, on_lost_payload), /* 1 */
+};
+_Static_assert(sizeof lock_options_sizes / sizeof lock_options_sizes[0] == REDMUTEX_LOCK_OPTIONS_VERSION + 1,
+               "one size per lock options version");
+
+static const rm_options_layout lock_options_layout = {"lock options", "redmutex_lock_options_init",
+                                                      &default_lock_options, lock_options_sizes,
+                                                      REDMUTEX_LOCK_OPTIONS_VERSION + 1};
+
 /* Politeness (see redmutex_lock_acquire): how soon after a release it applies,
    and how long the releasing handle lets the woken waiters try first. */
 #define RM_POLITE_WINDOW_NS (10 * RM_NS_PER_MS)
@@ -23,20 +35,11 @@ static const redmutex_lock_options default_lock_options = REDMUTEX_LOCK_OPTIONS_
 
 int redmutex_lock_options_init(redmutex_lock_options *opts, unsigned int version)
 {
-    if (!opts)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_options_init: opts is NULL");
-    if (version != REDMUTEX_LOCK_OPTIONS_VERSION)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_options_init: unknown version %u", version);
-    memcpy(opts, &default_lock_options, sizeof *opts);
-    return 0;
+    return rm_options_init(opts, version, &lock_options_layout);
 }
 
 static int check_lock_options(const redmutex_lock_options *o)
 {
-    if (o->version != REDMUTEX_LOCK_OPTIONS_VERSION)
-        return rm_fail(REDMUTEX_EINVAL,
-                       "lock options version %u is unknown (initialise them with redmutex_lock_options_init)",
-                       o->version);
     if (o->flags & ~(uint32_t)REDMUTEX_LOCK_FENCING)
         return rm_fail(REDMUTEX_EINVAL, "lock options: unknown flags 0x%x", o->flags);
     if (o->lease_ms != 0 && (o->lease_ms < 10 || o->lease_ms > REDMUTEX_TIME_MAX_MS))
@@ -77,10 +80,10 @@ int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name,
         return rm_fail(REDMUTEX_EINVAL, "lock name is longer than %d bytes", REDMUTEX_NAME_MAX);
     if (kind != REDMUTEX_KIND_LOCK && kind != REDMUTEX_KIND_RLOCK)
         return rm_fail(REDMUTEX_EINVAL, "unknown lock kind %d", (int)kind);
-    redmutex_lock_options o = default_lock_options;
-    if (opts)
-        o = *opts;
-    int rc = check_lock_options(&o);
+    redmutex_lock_options o;
+    int rc = rm_options_load(&o, opts, &lock_options_layout, "redmutex_lock_new");
+    if (rc == 0)
+        rc = check_lock_options(&o);
     if (rc)
         return rc;
     redmutex_lock *l = calloc(1, sizeof *l + len + 1);
