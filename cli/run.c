@@ -108,7 +108,7 @@ static int run_option(run_opts *o, int c, const char *arg)
         o->kind = strcmp(arg, "lock") ? REDMUTEX_KIND_RLOCK : REDMUTEX_KIND_LOCK;
         return 0;
     default:
-        return -1;
+        return CLI_EXIT_SOFTWARE; /* an option in run_options without a case here */
     }
 }
 
@@ -207,25 +207,36 @@ static int acquire(run_ctx *r)
     return cli_library_error("cannot acquire the lock", rc);
 }
 
-/* environ with VAR=<fence> set (replacing an inherited VAR); NULL without --fence-env. */
-static char **fence_environment(run_ctx *r, char *buf, size_t size)
+/*
+ * *out = environ with VAR=<fencing token> (an inherited VAR replaced), or
+ * environ itself without --fence-env. The array is allocated, the strings
+ * are environ's and buf's. Returns 0 or an exit status.
+ */
+static int cmd_environment(char ***out, run_ctx *r, char *buf, size_t size)
 {
+    *out = NULL;
+    if (!r->o.fence_env)
+        return 0;
     int64_t fence;
-    if (!r->o.fence_env || redmutex_lock_fence(&fence, r->lock, NULL))
-        return NULL;
+    int rc = redmutex_lock_fence(&fence, r->lock, NULL);
+    if (rc)
+        return cli_library_error("cannot read the fencing token", rc);
     size_t n = 0, len = strlen(r->o.fence_env);
     while (environ[n])
         n++;
     char **env = calloc(n + 2, sizeof *env);
-    if (!env)
-        return NULL;
+    if (!env) {
+        cli_error("out of memory");
+        return CLI_EXIT_OSERR;
+    }
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], r->o.fence_env, len) || environ[i][len] != '=')
             env[k++] = environ[i];
     snprintf(buf, size, "%s=%lld", r->o.fence_env, (long long)fence);
     env[k] = buf;
-    return env;
+    *out = env;
+    return 0;
 }
 
 /* ---- while CMD runs ------------------------------------------------------- */
@@ -352,13 +363,10 @@ static int hold_and_run(run_ctx *r)
         return 128 + cli_signal_first();
     }
     char fence_buf[300];
-    char **env = fence_environment(r, fence_buf, sizeof fence_buf);
-    if (r->o.fence_env && !env) {
-        cli_error("cannot export the fencing token: %s", redmutex_last_error());
-        redmutex_lock_release(r->lock, NULL);
-        return CLI_EXIT_SOFTWARE;
-    }
-    rc = cli_child_spawn(&r->child, r->o.cmd, env ? env : environ);
+    char **env;
+    rc = cmd_environment(&env, r, fence_buf, sizeof fence_buf);
+    if (rc == 0)
+        rc = cli_child_spawn(&r->child, r->o.cmd, env ? env : environ);
     free(env);
     if (rc) {
         redmutex_lock_release(r->lock, NULL);

@@ -46,11 +46,14 @@ static int parse_common(cli_servers *servers, const char **name, bool *json, boo
             return -1;
         } else if (c == 'u') {
             rc = cli_servers_add(servers, optarg);
-        } else if ((c == 'j' && json) || (c == 'f' && force)) {
-            *(c == 'j' ? json : force) = true;
+        } else if (c == 'j' && json) {
+            *json = true;
+        } else if (c == 'f' && force) {
+            *force = true;
+        } else if (c == 'j' || c == 'f') { /* --json of release, --force of status */
+            rc = cli_usage_error("%s: unknown option '%s'", argv[0], argv[optind - 1]);
         } else {
-            rc = c == 'j' || c == 'f' ? cli_usage_error("%s: unknown option '%s'", argv[0], argv[optind - 1])
-                                      : cli_bad_option(c, argv, optind);
+            rc = cli_bad_option(c, argv, optind);
         }
         if (rc)
             return rc;

@@ -9,6 +9,7 @@ RESP client below.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -135,9 +136,24 @@ class RedisServer:
         for _ in range(5):  # another process may take the port between probe and bind
             self.port = free_port()
             self.proc = subprocess.Popen(
-                [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", self.workdir, "--daemonize", "no",
-                 "--logfile", os.path.join(self.workdir, f"redis-{self.port}.log"), *extra],
+                [
+                    REDIS_SERVER,
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    self.workdir,
+                    "--daemonize",
+                    "no",
+                    "--logfile",
+                    os.path.join(self.workdir, f"redis-{self.port}.log"),
+                    *extra,
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -219,10 +235,8 @@ def kill_session(sid: int) -> None:
         except OSError:
             continue
         if int(fields[3]) == sid:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(int(entry), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 class Cli:
@@ -246,19 +260,35 @@ class Cli:
             self.env[var] = (opts + ":" if opts else "") + f"log_path={sanitizer_dir}/report"
 
     def sanitizer_reports(self) -> str:
-        return "".join(open(os.path.join(self.sanitizer_dir, f)).read() for f in sorted(os.listdir(self.sanitizer_dir)))
+        return "".join(
+            open(os.path.join(self.sanitizer_dir, f)).read() for f in sorted(os.listdir(self.sanitizer_dir))
+        )
 
-    def run(self, *args: str, timeout: float = 30, env: dict[str, str] | None = None,
-            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, timeout: float = 30, env: dict[str, str] | None = None, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         p = self.start(*args, env=env, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL)
         out, err = p.communicate(input, timeout=timeout)
         return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
-    def start(self, *args: str, env: dict[str, str] | None = None, stdin: int = subprocess.DEVNULL,
-              preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen[str]:
-        p = subprocess.Popen([self.path, *args], cwd=self.cwd, env=env or self.env, stdin=stdin,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                             preexec_fn=preexec_fn)
+    def start(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        stdin: int = subprocess.DEVNULL,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> subprocess.Popen[str]:
+        p = subprocess.Popen(
+            [self.path, *args],
+            cwd=self.cwd,
+            env=env or self.env,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            preexec_fn=preexec_fn,
+        )
         self.started.append(p)
         return p
 
@@ -270,7 +300,9 @@ class Cli:
 
 @pytest.fixture
 def cli(redmutex_bin: str, server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
-    c = Cli(redmutex_bin, server.url, str(tmp_path_factory.mktemp("work")), str(tmp_path_factory.mktemp("san")))
+    c = Cli(
+        redmutex_bin, server.url, str(tmp_path_factory.mktemp("work")), str(tmp_path_factory.mktemp("san"))
+    )
     yield c
     c.stop_all()
     reports = c.sanitizer_reports()

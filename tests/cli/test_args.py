@@ -7,6 +7,7 @@ import re
 import socket
 
 import pytest
+
 from conftest import Cli, Redis, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -90,8 +91,9 @@ def test_without_u_or_redmutex_url_the_default_server_is_used(cli: Cli) -> None:
     assert "127.0.0.1:6379" in res.stderr
 
 
-@pytest.mark.parametrize("command", [["run", "job", "--", "touch", "ran"], ["status", "job"],
-                                     ["release", "--force", "job"]])
+@pytest.mark.parametrize(
+    "command", [["run", "job", "--", "touch", "ran"], ["status", "job"], ["release", "--force", "job"]]
+)
 def test_an_unreachable_server_exits_69_naming_it_without_the_password(cli: Cli, command: list[str]) -> None:
     port = free_port()
     res = cli.run(command[0], "-u", f"redis://alice:s3cret-pw@127.0.0.1:{port}/0", *command[1:])
@@ -111,8 +113,21 @@ def test_wrong_password_exits_77(cli: Cli) -> None:
 def test_help_lists_every_option_with_examples(cli: Cli) -> None:
     res = cli.run("--help")
     assert res.returncode == 0 and res.stderr == ""
-    for option in ("-u", "--lease", "--wait", "--nonblock", "-E", "--kill-after", "--fence-env", "--kind", "--json",
-                   "--force", "REDMUTEX_URL", "Examples:", "redmutex run -n nightly-report"):
+    for option in (
+        "-u",
+        "--lease",
+        "--wait",
+        "--nonblock",
+        "-E",
+        "--kill-after",
+        "--fence-env",
+        "--kind",
+        "--json",
+        "--force",
+        "REDMUTEX_URL",
+        "Examples:",
+        "redmutex run -n nightly-report",
+    ):
         assert option in res.stdout
     assert cli.run("run", "--help").stdout == res.stdout
 

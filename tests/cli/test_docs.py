@@ -8,6 +8,7 @@ import shutil
 import subprocess
 
 import pytest
+
 from conftest import cli_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

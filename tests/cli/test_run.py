@@ -25,8 +25,15 @@ def test_two_concurrent_loops_keep_a_shared_counter_exact(cli: Cli) -> None:
         f.write("0\n")
     loop = f'for i in $(seq {rounds}); do "$0" run counter -- sh -c "$1" || exit 1; done'
     loops = [
-        subprocess.Popen(["sh", "-c", loop, cli.path, INCREMENT], cwd=cli.cwd, env=cli.env, stdin=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+        subprocess.Popen(
+            ["sh", "-c", loop, cli.path, INCREMENT],
+            cwd=cli.cwd,
+            env=cli.env,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         for _ in range(2)
     ]
     for p in loops:
@@ -93,8 +100,19 @@ def test_cmd_killed_by_a_signal_gives_128_plus_the_signal(cli: Cli, r: Redis) ->
 
 
 def test_cmd_sees_its_arguments_stdin_and_stdout_untouched(cli: Cli) -> None:
-    res = cli.run("run", "job", "--", "sh", "-c", 'cat; printf "%s|" "$@"', "sh", "a b", "-n", "--",
-                  input="from stdin\n")
+    res = cli.run(
+        "run",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        'cat; printf "%s|" "$@"',
+        "sh",
+        "a b",
+        "-n",
+        "--",
+        input="from stdin\n",
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout == "from stdin\na b|-n|--|"
 
@@ -116,8 +134,17 @@ def test_fence_env_values_strictly_increase_over_runs(cli: Cli) -> None:
     env = dict(cli.env, REDMUTEX_FENCE="999999")  # an inherited value is replaced, not kept beside
     seen = []
     for _ in range(4):
-        res = cli.run("run", "--fence-env", "REDMUTEX_FENCE", "job", "--", "sh", "-c",
-                      'env | grep -c "^REDMUTEX_FENCE="; echo "$REDMUTEX_FENCE"', env=env)
+        res = cli.run(
+            "run",
+            "--fence-env",
+            "REDMUTEX_FENCE",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            'env | grep -c "^REDMUTEX_FENCE="; echo "$REDMUTEX_FENCE"',
+            env=env,
+        )
         assert res.returncode == 0, res.stderr
         count, value = res.stdout.split()
         assert count == "1"
@@ -137,14 +164,18 @@ def test_a_lease_sets_the_ttl_and_no_watchdog_renews_it(cli: Cli, r: Redis) -> N
     res = cli.run("run", "--lease", "5", "job", "--", "sh", "-c", "sleep 0.3")
     assert res.returncode == 0, res.stderr
     p = cli.start("run", "--lease", "5", "job", "--", "sleep", "30")
-    ttl = wait_until(lambda: r.cmd("PTTL", "job") if r.cmd("EXISTS", "job") else 0, 10, "the lock to be taken")
+    ttl = wait_until(
+        lambda: r.cmd("PTTL", "job") if r.cmd("EXISTS", "job") else 0, 10, "the lock to be taken"
+    )
     assert 0 < ttl <= 5000
     p.kill()
 
 
 def test_default_lease_is_renewed_by_the_watchdog(cli: Cli, r: Redis) -> None:
     p = cli.start("run", "job", "--", "sleep", "30")
-    ttl = wait_until(lambda: r.cmd("PTTL", "job") if r.cmd("EXISTS", "job") else 0, 10, "the lock to be taken")
+    ttl = wait_until(
+        lambda: r.cmd("PTTL", "job") if r.cmd("EXISTS", "job") else 0, 10, "the lock to be taken"
+    )
     assert 20000 < ttl <= 30000
     p.kill()
 

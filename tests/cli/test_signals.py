@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+
 from conftest import Cli, Redis, alive, wait_until
 
 # CMD: traps SIG, reports it, takes a moment to clean up, exits 3. A
@@ -25,7 +26,9 @@ def path(cli: Cli, name: str) -> str:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
-def test_signal_reaches_cmd_and_the_lock_is_released_after_cmd_ends(cli: Cli, r: Redis, sig: signal.Signals) -> None:
+def test_signal_reaches_cmd_and_the_lock_is_released_after_cmd_ends(
+    cli: Cli, r: Redis, sig: signal.Signals
+) -> None:
     name = sig.name[3:]
     p = cli.start("run", "job", "--", "sh", "-c", TRAPPING.format(sig=name))
     wait_until(lambda: os.path.exists(path(cli, "started")), 10, "CMD to start")
@@ -46,8 +49,11 @@ def test_signal_reaches_cmd_and_the_lock_is_released_after_cmd_ends(cli: Cli, r:
 def test_sigterm_while_waiting_ends_the_wait_without_running_cmd(cli: Cli, r: Redis) -> None:
     r.cmd("SET", "job", "someone-else", "PX", 60000)
     p = cli.start("run", "--wait", "60", "job", "--", "touch", "ran")
-    wait_until(lambda: r.cmd("PUBSUB", "NUMSUB", "redisson_lock__channel:{job}")[1] >= 1, 10,  # type: ignore[index]
-               "the waiter to subscribe")
+    wait_until(
+        lambda: r.cmd("PUBSUB", "NUMSUB", "redisson_lock__channel:{job}")[1] >= 1,
+        10,  # type: ignore[index]
+        "the waiter to subscribe",
+    )
     t0 = time.monotonic()
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=10)

@@ -102,8 +102,11 @@ def test_release_force_deletes_and_wakes_waiters(cli: Cli, r: Redis, server: Red
     r.cmd("SET", "job", "tok", "PX", 60000)
     sub = subscribe(server, "redisson_lock__channel:{job}")
     waiter = cli.start("run", "--wait", "30", "job", "--", "echo", "waiter ran")
-    wait_until(lambda: r.cmd("PUBSUB", "NUMSUB", "redisson_lock__channel:{job}")[1] >= 2, 10,  # type: ignore[index]
-               "the waiter to subscribe")
+    wait_until(
+        lambda: r.cmd("PUBSUB", "NUMSUB", "redisson_lock__channel:{job}")[1] >= 2,
+        10,  # type: ignore[index]
+        "the waiter to subscribe",
+    )
     t0 = time.monotonic()
     res = cli.run("release", "--force", "job")
     assert res.returncode == 0, res.stderr

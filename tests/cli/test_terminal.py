@@ -55,7 +55,9 @@ def exit_status(pid: int, timeout: float) -> int:
 
 def test_cmd_can_read_the_terminal(cli: Cli) -> None:
     # Without the terminal, CMD's background group would be stopped by SIGTTIN at `read`.
-    pid, fd = spawn_on_terminal(cli, "run", "job", "--", "sh", "-c", 'echo ready; read line; echo "got:$line"')
+    pid, fd = spawn_on_terminal(
+        cli, "run", "job", "--", "sh", "-c", 'echo ready; read line; echo "got:$line"'
+    )
     try:
         read_until(fd, b"ready", 10)
         os.write(fd, b"hello\n")
