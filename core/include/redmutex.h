@@ -104,7 +104,13 @@ typedef enum redmutex_error {
     /** A cap set in the options (hold time, number of extensions) was reached. */
     REDMUTEX_ELIMIT = -16,
     /** The request needs a feature this build does not have. */
-    REDMUTEX_EUNSUPPORTED = -17
+    REDMUTEX_EUNSUPPORTED = -17,
+    /**
+     * The operating system failed a request the library cannot do without
+     * (no random bytes from getrandom for a token or client id). Nothing was
+     * sent: redmutex fails closed rather than use a predictable token.
+     */
+    REDMUTEX_ESYSTEM = -18
 } redmutex_error;
 
 /**
