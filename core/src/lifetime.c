@@ -75,6 +75,8 @@ static void shut_down(redmutex_client *c, int64_t deadline_ns, bool release)
         for (size_t k = 0; k < srv->n_idle; k++)
             rm_conn_close(srv->idle[k]);
         srv->n_idle = 0;
+        /* Owing connections stay until the last reference goes: a call may
+           still have one lent, and their requests are on their way anyway. */
     }
     rm_client_unlock(c);
     if (saved_code == 0)
