@@ -49,9 +49,8 @@ def test_sigint_interrupts_a_blocked_acquire_in_a_subprocess(client, redis_serve
     try:
         child_owner = p.stdout.readline().strip()
         assert child_owner, p.stderr.read()
-        # The child is waiting once it has subscribed to the release channel. The
-        # core does not consult the interrupt callback during the subscription
-        # handshake itself, so give that a moment to finish.
+        # The child is waiting once it has subscribed to the release channel
+        # (a signal during the subscription would end the wait as well).
         wait_until(
             lambda: r.pubsub_numsub(channel(name))[0][1] >= 1,
             timeout=10,
@@ -68,7 +67,7 @@ def test_sigint_interrupts_a_blocked_acquire_in_a_subprocess(client, redis_serve
             p.wait()
     assert p.returncode == 42, (out, err)
     assert "KeyboardInterrupt" in out and "state UNLOCKED" in out
-    # Promptly: the C wait was abandoned, not left to run out a backoff or a slice.
+    # Promptly: the C wait was abandoned, not left to run out a backoff.
     assert elapsed < 1.0, elapsed
     # The child left nothing of its own: the key is exactly the holder's.
     assert r.dump(name) == before
