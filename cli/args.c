@@ -52,6 +52,7 @@ int cli_exit_for(int code)
     case REDMUTEX_EAUTH:
         return CLI_EXIT_NOPERM;
     case REDMUTEX_ENOMEM:
+    case REDMUTEX_ESYSTEM:
         return CLI_EXIT_OSERR;
     case REDMUTEX_ECONN:
     case REDMUTEX_EPROTOCOL:

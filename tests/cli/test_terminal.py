@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pty
 import select
+import sys
 import time
 
 from conftest import Cli
@@ -67,8 +68,15 @@ def test_cmd_can_read_the_terminal(cli: Cli) -> None:
         os.close(fd)
 
 
+# Says "ready" only once SIGINT would kill it (a shell may still be catching SIGINT after an echo).
+SLEEPER = (
+    "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "print('ready', flush=True); time.sleep(30)"
+)
+
+
 def test_ctrl_c_on_the_terminal_reaches_cmd(cli: Cli) -> None:
-    pid, fd = spawn_on_terminal(cli, "run", "job", "--", "sh", "-c", "echo ready; sleep 30")
+    pid, fd = spawn_on_terminal(cli, "run", "job", "--", sys.executable, "-c", SLEEPER)
     try:
         read_until(fd, b"ready", 10)
         os.write(fd, b"\x03")
