@@ -8,7 +8,7 @@ import select
 import sys
 import time
 
-from conftest import Cli
+from conftest import Cli, Redis
 
 
 def spawn_on_terminal(cli: Cli, *args: str) -> tuple[int, int]:
@@ -81,5 +81,15 @@ def test_ctrl_c_on_the_terminal_reaches_cmd(cli: Cli) -> None:
         read_until(fd, b"ready", 10)
         os.write(fd, b"\x03")
         assert exit_status(pid, 10) == 130
+    finally:
+        os.close(fd)
+
+
+def test_a_conflict_is_reported_on_a_terminal(cli: Cli, r: Redis) -> None:
+    r.cmd("SET", "job", "someone-else", "PX", 60000)
+    pid, fd = spawn_on_terminal(cli, "run", "-n", "job", "--", "touch", "ran")
+    try:
+        read_until(fd, b"lock 'job' is held by another owner", 10)
+        assert exit_status(pid, 10) == 75
     finally:
         os.close(fd)
