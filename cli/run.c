@@ -209,10 +209,10 @@ static int acquire(run_ctx *r)
 
 /*
  * *out = environ with VAR=<fencing token> (an inherited VAR replaced), or
- * environ itself without --fence-env. The array is allocated, the strings
- * are environ's and buf's. Returns 0 or an exit status.
+ * NULL without --fence-env. One allocation holds the array and the new
+ * entry; the other strings are environ's. Returns 0 or an exit status.
  */
-static int cmd_environment(char ***out, run_ctx *r, char *buf, size_t size)
+static int cmd_environment(char ***out, run_ctx *r)
 {
     *out = NULL;
     if (!r->o.fence_env)
@@ -224,17 +224,20 @@ static int cmd_environment(char ***out, run_ctx *r, char *buf, size_t size)
     size_t n = 0, len = strlen(r->o.fence_env);
     while (environ[n])
         n++;
-    char **env = calloc(n + 2, sizeof *env);
+    size_t entry_size = len + 24; /* "=" and an int64 */
+    char **env = malloc((n + 2) * sizeof *env + entry_size);
     if (!env) {
         cli_error("out of memory");
         return CLI_EXIT_OSERR;
     }
+    char *entry = (char *)(env + n + 2);
+    snprintf(entry, entry_size, "%s=%lld", r->o.fence_env, (long long)fence);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], r->o.fence_env, len) || environ[i][len] != '=')
             env[k++] = environ[i];
-    snprintf(buf, size, "%s=%lld", r->o.fence_env, (long long)fence);
-    env[k] = buf;
+    env[k++] = entry;
+    env[k] = NULL;
     *out = env;
     return 0;
 }
@@ -362,9 +365,8 @@ static int hold_and_run(run_ctx *r)
         redmutex_lock_release(r->lock, NULL);
         return 128 + cli_signal_first();
     }
-    char fence_buf[300];
     char **env;
-    rc = cmd_environment(&env, r, fence_buf, sizeof fence_buf);
+    rc = cmd_environment(&env, r);
     if (rc == 0)
         rc = cli_child_spawn(&r->child, r->o.cmd, env ? env : environ);
     free(env);
