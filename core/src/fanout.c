@@ -86,7 +86,7 @@ static void slot_break(rm_slot *s, int code, const char *fmt, ...)
     s->status = RM_SLOT_DONE;
     s->broken = true;
     if (s->conn) {
-        rm_conn_close(s->conn);
+        rm_client_give_conn(s->conn->srv->client, s->conn, false, 0); /* closes it, off every list */
         s->conn = NULL;
     }
 }
@@ -308,13 +308,15 @@ static void slot_write(rm_slot *s)
 }
 
 /* What happens to a connection whose request is still unanswered at the end. */
-static void slot_abandon(rm_slot *s, const char *why)
+static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
 {
     rm_conn *conn = s->conn;
     /* Keep it if the request went out whole (a connection still in its
        handshake has sent no request: closing it changes nothing). */
     bool keep = conn && !conn->connecting && conn->out.len == 0 && !s->handshaking &&
                 s->total - s->got <= RM_OWED_MAX;
+    if (keep && call->order_key && rm_client_mark_owing(call->c, conn, call->order_key) != 0)
+        keep = false;
     if (keep) {
         conn->owed = s->total - s->got;
         s->err = REDMUTEX_ECONN;
@@ -433,7 +435,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
                 if (pending[i])
                     slot_fail(s, REDMUTEX_ECONN, "an earlier request for this lock is still unanswered there");
                 else
-                    slot_abandon(s, "did not answer in time");
+                    slot_abandon(call, s, "did not answer in time");
                 continue;
             }
             if (s->deadline_ns < next_deadline)
@@ -483,7 +485,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
         if (pending[i]) {
             slot_fail(s, REDMUTEX_ECONN, "was not waited for (outcome already decided)");
         } else {
-            slot_abandon(s, "was not waited for (outcome already decided)");
+            slot_abandon(call, s, "was not waited for (outcome already decided)");
         }
         s->not_waited = true;
     }

@@ -229,6 +229,14 @@ int rm_client_take_conn(redmutex_client *c, size_t i, uint64_t order_key, rm_con
  * Broken connections and those of another process are closed.
  */
 void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t order_key);
+/**
+ * Called the moment a call stops waiting for a connection's reply to a
+ * request for order_key: from then on the connection is listed as owing for
+ * it (and lent to the call), so that no later request for that name, from
+ * any thread, takes another connection to the server. -1 if it could not be
+ * recorded (no memory): then the connection must be closed.
+ */
+int rm_client_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key);
 /** Called with the run_id a fresh connection reported; detects restarts and duplicates. */
 int rm_client_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id);
 

@@ -94,7 +94,7 @@ static void *hostile_main(void *arg)
             for (size_t i = 0; i < n && !done; i++) {
                 if (script[i]) {
                     /* A 40-character answer does for SCRIPT LOAD (a SHA) and INFO (a run_id). */
-                    static const char sha[] = "$48\r\nrun_id:0123456789012345678901234567890123456789\r\n";
+                    static const char sha[] = "$47\r\nrun_id:0123456789012345678901234567890123456789\r\n";
                     if (send(fd, sha, sizeof sha - 1, MSG_NOSIGNAL) < 0)
                         done = true;
                 } else if (!h->never_answer) {
