@@ -26,8 +26,8 @@ extern char **environ;
 
 typedef struct run_opts {
     cli_servers servers;
-    int64_t lease_ms;      /* 0: the watchdog renews the lease */
-    int64_t wait_ms;       /* REDMUTEX_WAIT_FOREVER, or how long to wait (0 = -n) */
+    int64_t lease_ms; /* 0: the watchdog renews the lease */
+    int64_t wait_ms;  /* REDMUTEX_WAIT_FOREVER, or how long to wait (0 = -n) */
     bool wait_given, nonblock;
     int conflict_exit;     /* -E */
     int64_t kill_after_ms; /* SIGTERM -> SIGKILL grace after a lost lock */
@@ -42,10 +42,10 @@ typedef struct run_ctx {
     redmutex_client *client;
     redmutex_lock *lock;
     cli_child child;
-    atomic_int news;  /* the last state on_lost reported, or -1 */
-    int reported;     /* the last state reported on stderr */
+    atomic_int news; /* the last state on_lost reported, or -1 */
+    int reported;    /* the last state reported on stderr */
     bool lost;
-    int64_t kill_at;  /* CLOCK_MONOTONIC ms when SIGKILL follows SIGTERM; 0 = none pending */
+    int64_t kill_at; /* CLOCK_MONOTONIC ms when SIGKILL follows SIGTERM; 0 = none pending */
 } run_ctx;
 
 static int64_t now_ms(void)
@@ -59,17 +59,16 @@ static int64_t now_ms(void)
 
 enum { OPT_LEASE = 256, OPT_WAIT, OPT_KILL_AFTER, OPT_FENCE_ENV, OPT_KIND };
 
-static const struct option run_options[] = {
-    {"url", required_argument, NULL, 'u'},
-    {"lease", required_argument, NULL, OPT_LEASE},
-    {"wait", required_argument, NULL, OPT_WAIT},
-    {"nonblock", no_argument, NULL, 'n'},
-    {"conflict-exit-code", required_argument, NULL, 'E'},
-    {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
-    {"fence-env", required_argument, NULL, OPT_FENCE_ENV},
-    {"kind", required_argument, NULL, OPT_KIND},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
+static const struct option run_options[] = {{"url", required_argument, NULL, 'u'},
+                                            {"lease", required_argument, NULL, OPT_LEASE},
+                                            {"wait", required_argument, NULL, OPT_WAIT},
+                                            {"nonblock", no_argument, NULL, 'n'},
+                                            {"conflict-exit-code", required_argument, NULL, 'E'},
+                                            {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
+                                            {"fence-env", required_argument, NULL, OPT_FENCE_ENV},
+                                            {"kind", required_argument, NULL, OPT_KIND},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
 
 /* One option; 0, or an exit status (-1: --help was printed). */
 static int run_option(run_opts *o, int c, const char *arg)
@@ -99,7 +98,8 @@ static int run_option(run_opts *o, int c, const char *arg)
         return 0;
     case OPT_FENCE_ENV:
         if (!cli_valid_env_name(arg))
-            return cli_usage_error("--fence-env needs a variable name ([A-Za-z_][A-Za-z0-9_]*), not '%s'", arg);
+            return cli_usage_error("--fence-env needs a variable name ([A-Za-z_][A-Za-z0-9_]*), not '%s'",
+                                   arg);
         o->fence_env = arg;
         return 0;
     case OPT_KIND:
@@ -144,7 +144,8 @@ static int parse_run(run_opts *o, int argc, char **argv)
     if (optind == dashdash)
         return cli_usage_error("run: missing the lock NAME");
     if (dashdash - optind > 1)
-        return cli_usage_error("run: unexpected '%s' after the lock name (CMD goes after '--')", argv[optind + 1]);
+        return cli_usage_error("run: unexpected '%s' after the lock name (CMD goes after '--')",
+                               argv[optind + 1]);
     o->name = argv[optind];
     if (dashdash == argc)
         return cli_usage_error("run: missing '--' between the lock name and the command");
@@ -352,7 +353,8 @@ static int finish(run_ctx *r, int status)
         return CLI_EXIT_LOST;
     }
     if (rc)
-        cli_error("could not release lock '%s' (%s); it ends with its lease", r->o.name, redmutex_last_error());
+        cli_error("could not release lock '%s' (%s); it ends with its lease", r->o.name,
+                  redmutex_last_error());
     return status;
 }
 
