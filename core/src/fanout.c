@@ -84,6 +84,7 @@ static void slot_break(rm_slot *s, int code, const char *fmt, ...)
     s->err = code;
     s->status = RM_SLOT_DONE;
     s->broken = true;
+    s->unsent = !s->conn || s->conn->connecting;
     if (s->conn) {
         rm_conn_close(s->conn);
         s->conn = NULL;
@@ -187,19 +188,13 @@ static void slot_read(rm_call *call, rm_slot *s, const rm_req *req)
     rm_conn *conn = s->conn;
     const char *who = conn->srv->ep.display;
     for (;;) {
-        ssize_t n = recv(conn->fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n == 0) {
-            slot_break(s, REDMUTEX_ECONN, "%s closed the connection", who);
-            return;
-        }
+        ssize_t n = rm_conn_recv(conn, buf, sizeof buf);
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            slot_break(s, REDMUTEX_ECONN, "%s: read: %s", who, strerror(errno));
+            slot_break(s, (int)n, "%s", redmutex_last_error());
             return;
         }
+        if (n == 0)
+            break;
         char err[160];
         if (rm_reader_feed(conn->reader, buf, (size_t)n, err, sizeof err) != 0) {
             slot_break(s, REDMUTEX_EPROTOCOL, "%s sent a bad reply: %s", who, err);
@@ -251,27 +246,19 @@ static void slot_read(rm_call *call, rm_slot *s, const rm_req *req)
 static void slot_write(rm_slot *s)
 {
     rm_conn *conn = s->conn;
-    if (conn->connecting) {
-        int soerr = 0;
-        socklen_t len = sizeof soerr;
-        if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
-            soerr = errno;
-        if (soerr != 0) {
-            slot_break(s, REDMUTEX_ECONN, "%s: connect: %s", conn->srv->ep.display, strerror(soerr));
-            return;
-        }
-        conn->connecting = false;
-    }
+    int rc = rm_conn_establish(conn); /* connect() and the TLS handshake */
+    if (rc < 0)
+        slot_break(s, rc, "%s", redmutex_last_error());
+    if (rc != 0)
+        return;
     while (s->conn->out.len > 0) {
-        ssize_t n = send(conn->fd, s->conn->out.data, s->conn->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = rm_conn_send(conn, s->conn->out.data, s->conn->out.len);
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return;
-            slot_break(s, REDMUTEX_ECONN, "%s: write: %s", conn->srv->ep.display, strerror(errno));
+            slot_break(s, (int)n, "%s", redmutex_last_error());
             return;
         }
+        if (n == 0)
+            return;
         rm_buf_consume(&s->conn->out, (size_t)n);
     }
 }
@@ -289,7 +276,9 @@ static void slot_abandon(rm_slot *s, const char *why)
         snprintf(s->msg, sizeof s->msg, "%s %s", conn->srv->ep.display, why);
         s->status = RM_SLOT_DONE;
     } else {
-        slot_break(s, REDMUTEX_ECONN, "%s %s", conn ? conn->srv->ep.display : "server", why);
+        const char *step = conn ? rm_conn_pending_step(conn) : NULL;
+        slot_break(s, REDMUTEX_ECONN, "%s %s%s%s%s", conn ? conn->srv->ep.display : "server", why,
+                   step ? " (" : "", step ? step : "", step ? ")" : "");
     }
 }
 
@@ -306,6 +295,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
         s->err = 0;
         s->msg[0] = '\0';
         s->broken = false;
+        s->unsent = false;
         s->deadline_ns = deadline_ns;
         if (c->servers[i].duplicate) {
             slot_fail(s, REDMUTEX_EDUPLICATE, "server is a duplicate of another endpoint");
@@ -366,9 +356,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
             if (s->deadline_ns < next_deadline)
                 next_deadline = s->deadline_ns;
             pfds[np].fd = s->conn->fd;
-            pfds[np].events = POLLIN;
-            if (s->conn->connecting || s->conn->out.len > 0)
-                pfds[np].events |= POLLOUT;
+            pfds[np].events = rm_conn_events(s->conn, s->conn->out.len > 0);
             pfds[np].revents = 0;
             map[np++] = i;
         }
@@ -388,9 +376,10 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
             short ev = pfds[k].revents;
             if (!ev || s->status != RM_SLOT_RUNNING)
                 continue;
-            if (ev & POLLOUT || (s->conn->connecting && ev & (POLLERR | POLLHUP)))
+            if (ev & POLLOUT || s->conn->connecting)
                 slot_write(s);
-            if (s->status == RM_SLOT_RUNNING && !s->conn->connecting && ev & (POLLIN | POLLERR | POLLHUP))
+            /* Any event may let TLS read on (it can wait for writability too). */
+            if (s->status == RM_SLOT_RUNNING && !s->conn->connecting)
                 slot_read(call, s, req);
             if (s->status == RM_SLOT_RUNNING && s->conn->out.len > 0 && !s->conn->connecting)
                 slot_write(s);

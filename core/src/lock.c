@@ -316,7 +316,7 @@ static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
     if (s->err) {
         v->failed++;
         /* A request that went out may have been applied: clean it up. */
-        v->unknown_at[i] = s->err == REDMUTEX_ECONN;
+        v->unknown_at[i] = s->err == REDMUTEX_ECONN && !s->unsent;
         if (!v->error && s->err != REDMUTEX_ECONN) {
             v->error = s->err;
             snprintf(v->error_msg, sizeof v->error_msg, "%s", s->msg);
