@@ -124,7 +124,7 @@ bool rm_conn_looks_healthy(rm_conn *c)
 {
     if (c->fd < 0 || c->connecting)
         return false;
-    if (rm_tls_pending(c) > 0)
+    if (rm_tls_pending(c))
         return c->owed > 0;
     /* One non-blocking peek: nothing waiting is the healthy case; EOF means
        the server closed it; data is fine only if late replies are owed. */

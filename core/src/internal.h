@@ -213,8 +213,8 @@ int rm_tls_start(rm_conn *c);
 int rm_tls_handshake(rm_conn *c);
 ssize_t rm_tls_send(rm_conn *c, const void *data, size_t len);
 ssize_t rm_tls_recv(rm_conn *c, void *buf, size_t len);
-/** Bytes already decrypted and waiting inside the TLS layer. */
-size_t rm_tls_pending(const rm_conn *c);
+/** Whether bytes read from the socket wait inside the TLS layer (poll() would not show them). */
+bool rm_tls_pending(const rm_conn *c);
 void rm_tls_free(rm_conn *c);
 
 /* ---- client ---------------------------------------------------------- */

@@ -207,6 +207,10 @@ int rm_tls_start(rm_conn *c)
     c->tls = ssl;
     SSL_set_connect_state(ssl);
     SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* One recv() per read instead of one for the record header and one for
+       its body; what it reads beyond a record waits inside OpenSSL
+       (SSL_has_pending), which rm_tls_recv drains before returning. */
+    SSL_set_read_ahead(ssl, 1);
     /* SNI carries host names only (RFC 6066), never an address. */
     if (!t->name_is_ip && SSL_set_tlsext_host_name(ssl, t->name) != 1)
         return rm_fail(REDMUTEX_EINVAL, "%s: '%s' cannot be sent as the TLS server name", who, t->name);
@@ -231,7 +235,7 @@ void rm_tls_free(rm_conn *c)
     c->tls = NULL;
 }
 
-size_t rm_tls_pending(const rm_conn *c) { return c->tls ? (size_t)SSL_pending(c->tls) : 0; }
+bool rm_tls_pending(const rm_conn *c) { return c->tls && SSL_has_pending(c->tls); }
 
 /* Why the server's certificate was refused, in the words users search for. */
 static const char *verify_hint(long v)
@@ -375,7 +379,7 @@ ssize_t rm_tls_recv(rm_conn *c, void *buf, size_t len)
         if (n > 0) {
             got += (size_t)n;
             c->received = true;
-            if (SSL_pending(c->tls) == 0)
+            if (!SSL_has_pending(c->tls))
                 break;
             continue;
         }

@@ -370,11 +370,11 @@ out:
 /*
  * The flight-counting proxy: one thread per connection reads both sides as
  * soon as bytes arrive (so bytes the client sends back to back count as one
- * flight) and forwards each chunk delay_ms after it arrived, in order.
+ * flight) and forwards each chunk delay_us after it arrived, in order.
  */
 typedef struct flight_chunk {
     struct flight_chunk *next;
-    int64_t due_ms;
+    int64_t due_us;
     size_t len;
     char data[];
 } flight_chunk;
@@ -391,9 +391,9 @@ static void *flight_main(void *arg)
     flight_chunk *head[2] = {NULL, NULL}, **tail[2] = {&head[0], &head[1]}; /* [0] to the server */
     bool open = true;
     while (open || head[0] || head[1]) {
-        int64_t now = rt_now_ms(), wait = 100;
+        int64_t now = rt_now_us(), wait = 100000;
         for (int d = 0; d < 2; d++) {
-            while (head[d] && head[d]->due_ms <= now) {
+            while (head[d] && head[d]->due_us <= now) {
                 flight_chunk *ch = head[d];
                 for (size_t off = 0; off < ch->len;) {
                     ssize_t w = send(fc->fd[1 - d], ch->data + off, ch->len - off, MSG_NOSIGNAL);
@@ -406,13 +406,14 @@ static void *flight_main(void *arg)
                     tail[d] = &head[d];
                 free(ch);
             }
-            if (head[d] && head[d]->due_ms - now < wait)
-                wait = head[d]->due_ms - now;
+            if (head[d] && head[d]->due_us - now < wait)
+                wait = head[d]->due_us - now;
         }
         if (!open)
             continue;
         struct pollfd pf[2] = {{fc->fd[0], POLLIN, 0}, {fc->fd[1], POLLIN, 0}};
-        if (poll(pf, 2, (int)wait) <= 0)
+        struct timespec ts = {wait / 1000000, (wait % 1000000) * 1000};
+        if (ppoll(pf, 2, &ts, NULL) <= 0)
             continue;
         for (int d = 0; d < 2 && open; d++) {
             if (!pf[d].revents)
@@ -428,7 +429,7 @@ static void *flight_main(void *arg)
                 atomic_fetch_add(&p->flights, 1);
             flight_chunk *ch = malloc(sizeof *ch + (size_t)n);
             ch->next = NULL;
-            ch->due_ms = rt_now_ms() + p->delay_ms;
+            ch->due_us = rt_now_us() + p->delay_us;
             ch->len = (size_t)n;
             memcpy(ch->data, buf, (size_t)n);
             *tail[d] = ch;
@@ -493,9 +494,11 @@ rs_proxy *rs_proxy_start(const rs_server *upstream, const char *pattern, int del
     return proxy_start(upstream->port, pattern, delay_ms, false);
 }
 
-rs_proxy *rs_flight_proxy_start(int upstream_port, int delay_ms)
+rs_proxy *rs_flight_proxy_start(int upstream_port, int delay_us)
 {
-    return proxy_start(upstream_port, "", delay_ms, true);
+    rs_proxy *p = proxy_start(upstream_port, "", 0, true);
+    p->delay_us = delay_us;
+    return p;
 }
 
 static rs_proxy *proxy_start(int upstream_port, const char *pattern, int delay_ms, bool delay_all)

@@ -145,6 +145,7 @@ typedef struct rs_proxy {
     char pattern[64];
     int delay_ms;
     bool delay_all;       /* every chunk, both ways (flight counting) */
+    int delay_us;         /* ... by this much */
     _Atomic int flights;  /* client->server chunks that follow server->client traffic */
     _Atomic int last_dir; /* 1 client->server, 2 server->client */
     _Atomic int delayed;
@@ -156,12 +157,13 @@ rs_proxy *rs_proxy_start(const rs_server *upstream, const char *pattern, int del
 void rs_proxy_stop(rs_proxy *p);
 
 /*
- * A proxy to 127.0.0.1:upstream_port that delays every chunk by delay_ms and
- * counts the client's flights: a flight is what the client sends before it
- * hears from the server again, so the count is the number of round trips the
- * client waited for. Read p->flights.
+ * A proxy to 127.0.0.1:upstream_port that delays every chunk by delay_us in
+ * each direction (a network with a round trip of 2 * delay_us, chunks in
+ * flight together) and counts the client's flights: a flight is what the
+ * client sends before it hears from the server again, so the count is the
+ * number of round trips the client waited for. Read p->flights.
  */
-rs_proxy *rs_flight_proxy_start(int upstream_port, int delay_ms);
+rs_proxy *rs_flight_proxy_start(int upstream_port, int delay_us);
 
 /* A client for one server with default options (command timeout adjustable). */
 redmutex_client *rt_client(const rs_server *s, int64_t command_timeout_ms);

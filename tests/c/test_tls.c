@@ -334,7 +334,7 @@ static void test_server_gone_mid_session_is_an_error_not_sigpipe(void)
 /* Round trips the client waits for before its first acquisition is answered. */
 static int first_acquire_flights(int upstream_port, bool tls)
 {
-    rs_proxy *p = rs_flight_proxy_start(upstream_port, 30);
+    rs_proxy *p = rs_flight_proxy_start(upstream_port, 30000);
     char url[1024];
     if (tls)
         snprintf(url, sizeof url, "rediss://127.0.0.1:%d?ssl_ca_certs=%s", p->port, rt_cert(&certs, "ca.pem"));
