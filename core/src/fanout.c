@@ -446,7 +446,8 @@ int rm_reply_error(const rm_reply *r, const char *what, const char *name, const 
     if (strstr(e, "WRONGTYPE")) {
         code = REDMUTEX_EWRONGTYPE;
         hint = " (the key exists but is not a lock of this kind; nothing was changed)";
-    } else if (strncmp(e, "NOAUTH", 6) == 0 || strncmp(e, "WRONGPASS", 9) == 0 || strstr(e, "NOPERM")) {
+    } else if (strncmp(e, "NOAUTH", 6) == 0 || strncmp(e, "WRONGPASS", 9) == 0 || strstr(e, "NOPERM") ||
+               strstr(e, "The user executing the script can't")) { /* an ACL refusal inside a script */
         code = REDMUTEX_EAUTH;
         hint = " (check the user, password and ACL permissions in the URL)";
     } else if (strncmp(e, "READONLY", 8) == 0) {
