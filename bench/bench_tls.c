@@ -10,7 +10,7 @@
  *  pair      uncontended acquire+release on an open connection, plain and
  *            reentrant locks, beside the floor of the same two commands on
  *            a bare blocking connection (OpenSSL, or plain send/recv); on
- *            loopback, and through proxies that add 0.2 ms of round trip
+ *            loopback, and through proxies that add 0.5 ms of round trip
  *            (a network between hosts) to both kinds alike.
  *
  * It makes its own certificates (tests/tls/make_certs.sh, EC P-256) and
@@ -282,9 +282,9 @@ int main(int argc, char **argv)
     rs_start_tls(&srv, &certs, &cfg, NULL);
     bench_connect(seconds);
     bench_pair(seconds, srv.port, srv.tls_port, "loopback");
-    /* The same through proxies that add 100 us each way, as a network between hosts would. */
-    rs_proxy *plain = rs_flight_proxy_start(srv.port, 100), *tls = rs_flight_proxy_start(srv.tls_port, 100);
-    bench_pair(seconds, plain->port, tls->port, "0.2 ms added round trip");
+    /* The same through proxies that add 250 us each way, as a network between hosts would. */
+    rs_proxy *plain = rs_flight_proxy_start(srv.port, 250), *tls = rs_flight_proxy_start(srv.tls_port, 250);
+    bench_pair(seconds, plain->port, tls->port, "0.5 ms added round trip");
     rs_proxy_stop(plain);
     rs_proxy_stop(tls);
     rs_stop(&srv);

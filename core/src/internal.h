@@ -45,7 +45,7 @@ void rm_sha1_hex(char out[41], const void *data, size_t len);
 /** Sets the thread's last error to code + formatted message; returns code. */
 int rm_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** Like rm_fail with a va_list. */
-int rm_vfail(int code, const char *fmt, va_list ap);
+int rm_vfail(int code, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /** Keeps the message already set and returns code (for propagation). */
 int rm_keep(int code);
 

@@ -92,8 +92,8 @@ static void test_locks_waiting_and_watchdog_over_tls(void)
 {
     start_server("server.pem", "server.key", false);
     redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
-    o.watchdog_lease_ms = 600;
-    o.wait_backoff_cap_ms = 5000; /* a waiter that wakes quickly was woken by the release message */
+    o.watchdog_lease_ms = rt_scaled_ms(600);
+    o.wait_backoff_cap_ms = rt_scaled_ms(5000); /* a waiter that wakes quickly was woken by the release message */
     redmutex_client *c = new_client(tls_url(srv.tls_port, "ssl_ca_certs=%s", rt_cert(&certs, "ca.pem")), &o);
 
     /* Plain lock, reentrant lock (reentry), fencing. */
@@ -113,7 +113,7 @@ static void test_locks_waiting_and_watchdog_over_tls(void)
     CHECK(count == 2);
 
     /* The watchdog renews over TLS: held for three leases, still there. */
-    int64_t until = rt_now_ms() + 3 * 600;
+    int64_t until = rt_now_ms() + 3 * o.watchdog_lease_ms;
     while (rt_now_ms() < until) {
         CHECK(rs_exists(&srv, "tls:re"));
         rt_sleep_ms(50);
