@@ -118,7 +118,10 @@ static void held_three_leases_pttl_stays_above_two_thirds(redmutex_kind kind)
         samples++;
         rt_sleep_ms(5);
     }
-    CHECKF(min_pttl >= lease * 2 / 3, "PTTL fell to %lld ms with a %lld ms lease", min_pttl, (long long)lease);
+    /* Renewal is due at 0.3 x lease; a run with scaled time bounds (valgrind)
+       also allows the renewal to start up to 0.1 x lease late. */
+    int64_t floor_ms = lease * 2 / 3 - (rt_time_scale() > 1 ? lease / 10 : 0);
+    CHECKF(min_pttl >= floor_ms, "PTTL fell to %lld ms with a %lld ms lease", min_pttl, (long long)lease);
     CHECK(state_of(l) == REDMUTEX_STATE_HELD);
     int64_t validity;
     CHECK_OK(redmutex_lock_validity(&validity, l, NULL));
