@@ -124,8 +124,8 @@ static int flights(int port, bool tls)
 static void bench_connect(double seconds)
 {
     printf("connect (new client, first acquisition)\n");
-    printf("  round trips waited for:  plain %d, TLS %d  (counted by a delaying proxy)\n", flights(srv.port, false),
-           flights(srv.tls_port, true));
+    printf("  round trips waited for:  plain %d, TLS %d  (counted by a delaying proxy)\n",
+           flights(srv.port, false), flights(srv.tls_port, true));
     enum { CAP = 100000, BLOCK = 20 };
     int64_t *plain = malloc(CAP * sizeof *plain), *tls = malloc(CAP * sizeof *tls);
     size_t n = 0;
@@ -195,7 +195,8 @@ static void raw_command(raw_conn *r, const char *cmd)
     char buf[256];
     size_t got = 0;
     while (got < 2 || buf[got - 1] != '\n') {
-        int n = r->ssl ? SSL_read(r->ssl, buf + got, (int)(sizeof buf - got)) : (int)recv(r->fd, buf + got, sizeof buf - got, 0);
+        int n = r->ssl ? SSL_read(r->ssl, buf + got, (int)(sizeof buf - got))
+                       : (int)recv(r->fd, buf + got, sizeof buf - got, 0);
         if (n <= 0)
             exit(1);
         got += (size_t)n;
@@ -204,7 +205,8 @@ static void raw_command(raw_conn *r, const char *cmd)
 
 static void raw_pair(raw_conn *r)
 {
-    raw_command(r, "*6\r\n$3\r\nSET\r\n$9\r\nbench:raw\r\n$3\r\ntok\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n10000\r\n");
+    raw_command(r,
+                "*6\r\n$3\r\nSET\r\n$9\r\nbench:raw\r\n$3\r\ntok\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n10000\r\n");
     raw_command(r, "*2\r\n$3\r\nDEL\r\n$9\r\nbench:raw\r\n");
 }
 
@@ -228,8 +230,9 @@ static void run_series(int k, redmutex_lock *const *locks, raw_conn *raws)
 static void bench_pair(double seconds, int plain_port, int tls_port, const char *where)
 {
     redmutex_client *pc = client(plain_port, false), *tc = client(tls_port, true);
-    redmutex_lock *locks[4] = {lock_of(pc, "bench:pp", REDMUTEX_KIND_LOCK), lock_of(tc, "bench:tp", REDMUTEX_KIND_LOCK),
-                               lock_of(pc, "bench:pr", REDMUTEX_KIND_RLOCK), lock_of(tc, "bench:tr", REDMUTEX_KIND_RLOCK)};
+    redmutex_lock *locks[4] = {
+        lock_of(pc, "bench:pp", REDMUTEX_KIND_LOCK), lock_of(tc, "bench:tp", REDMUTEX_KIND_LOCK),
+        lock_of(pc, "bench:pr", REDMUTEX_KIND_RLOCK), lock_of(tc, "bench:tr", REDMUTEX_KIND_RLOCK)};
     raw_conn raws[2] = {raw_open(plain_port, false), raw_open(tls_port, true)};
     enum { CAP = 2000000, BLOCK = 200 };
     int64_t *ns[SERIES];
@@ -250,16 +253,19 @@ static void bench_pair(double seconds, int plain_port, int tls_port, const char 
             }
         n += BLOCK;
     }
-    static const char *names[SERIES] = {"floor: raw SET+DEL, TCP", "floor: raw SET+DEL, TLS", "plain lock, TCP",
-                                        "plain lock, TLS", "reentrant lock, TCP", "reentrant lock, TLS"};
+    static const char *names[SERIES] = {"floor: raw SET+DEL, TCP", "floor: raw SET+DEL, TLS",
+                                        "plain lock, TCP",         "plain lock, TLS",
+                                        "reentrant lock, TCP",     "reentrant lock, TLS"};
     int64_t p50[SERIES];
-    printf("pair latency, %s (uncontended acquire+release on an open connection, %zu pairs each, interleaved)\n",
-           where, n);
+    printf(
+        "pair latency, %s (uncontended acquire+release on an open connection, %zu pairs each, interleaved)\n",
+        where, n);
     for (int k = 0; k < SERIES; k++) {
         p50[k] = pct(ns[k], n, 50);
         printf("  %-24s p50 %6.1f us  p99 %6.1f us", names[k], p50[k] / 1e3, pct(ns[k], n, 99) / 1e3);
         if (k % 2 == 1)
-            printf("  TLS/TCP %.3fx (+%.1f us)", (double)p50[k] / (double)p50[k - 1], (p50[k] - p50[k - 1]) / 1e3);
+            printf("  TLS/TCP %.3fx (+%.1f us)", (double)p50[k] / (double)p50[k - 1],
+                   (p50[k] - p50[k - 1]) / 1e3);
         if (k >= 2)
             printf("  vs its floor %.2fx", (double)p50[k] / (double)p50[k % 2]);
         printf("\n");

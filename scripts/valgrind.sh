@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-test}
 export REDMUTEX_TEST_TIME_SCALE=${REDMUTEX_TEST_TIME_SCALE:-4}
-tests=(test_api test_lock test_rlock test_hostile test_concurrency test_watchdog test_redlock test_races
+tests=(test_api test_lock test_rlock test_hostile test_concurrency test_watchdog test_redlock test_races test_safety
        test_tls test_acl)
 for t in "${tests[@]}"; do
   start=$(date +%s)

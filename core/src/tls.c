@@ -31,7 +31,7 @@
 /* The settings of one rediss:// server, shared by all its connections. */
 struct rm_tls {
     SSL_CTX *ctx;
-    char *name;          /* SNI and the name (or IP address) to verify */
+    char *name; /* SNI and the name (or IP address) to verify */
     bool name_is_ip;
     bool verify;         /* verify the chain */
     bool check_hostname; /* and the name */
@@ -42,7 +42,10 @@ struct rm_tls {
 static BIO_METHOD *bio_method;
 static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
 
-static int bio_fd(BIO *b) { return (int)(intptr_t)BIO_get_data(b); }
+static int bio_fd(BIO *b)
+{
+    return (int)(intptr_t)BIO_get_data(b);
+}
 
 static int bio_write(BIO *b, const char *data, int len)
 {
@@ -108,14 +111,18 @@ static const char *openssl_reason(void)
     return r ? r : "unknown error";
 }
 
-static int load_files(struct rm_tls *t, const rm_endpoint *ep, const char *ca, const char *cert, const char *key)
+static int load_files(struct rm_tls *t, const rm_endpoint *ep, const char *ca, const char *cert,
+                      const char *key)
 {
     ERR_clear_error();
-    if (ca ? SSL_CTX_load_verify_locations(t->ctx, ca, NULL) != 1 : SSL_CTX_set_default_verify_paths(t->ctx) != 1)
+    if (ca ? SSL_CTX_load_verify_locations(t->ctx, ca, NULL) != 1
+           : SSL_CTX_set_default_verify_paths(t->ctx) != 1)
         return rm_fail(REDMUTEX_EINVAL, "%s: cannot load the CA certificates %s%s%s: %s", ep->display,
-                       ca ? "from ssl_ca_certs '" : "of the system", ca ? ca : "", ca ? "'" : "", openssl_reason());
+                       ca ? "from ssl_ca_certs '" : "of the system", ca ? ca : "", ca ? "'" : "",
+                       openssl_reason());
     if (key && !cert)
-        return rm_fail(REDMUTEX_EINVAL, "%s: ssl_keyfile needs ssl_certfile (the client certificate)", ep->display);
+        return rm_fail(REDMUTEX_EINVAL, "%s: ssl_keyfile needs ssl_certfile (the client certificate)",
+                       ep->display);
     if (!cert)
         return 0;
     if (SSL_CTX_use_certificate_chain_file(t->ctx, cert) != 1)
@@ -167,9 +174,12 @@ int rm_tls_server_init(rm_server *srv, const redmutex_client_options *o)
         return rm_fail(REDMUTEX_ENOMEM, "out of memory");
     srv->tls = t;
     t->verify = ep->tls_verify >= 0 ? ep->tls_verify == 1 : !(o->flags & REDMUTEX_CLIENT_TLS_NO_VERIFY);
-    t->check_hostname = t->verify && (ep->tls_check_hostname >= 0 ? ep->tls_check_hostname == 1
-                                                                  : !(o->flags & REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK));
-    const char *name = ep->tls_server_name ? ep->tls_server_name : o->tls_server_name ? o->tls_server_name : ep->host;
+    t->check_hostname =
+        t->verify && (ep->tls_check_hostname >= 0 ? ep->tls_check_hostname == 1
+                                                  : !(o->flags & REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK));
+    const char *name = ep->tls_server_name  ? ep->tls_server_name
+                       : o->tls_server_name ? o->tls_server_name
+                                            : ep->host;
     t->name = strdup(name);
     if (!t->name)
         return rm_fail(REDMUTEX_ENOMEM, "out of memory");
@@ -235,7 +245,10 @@ void rm_tls_free(rm_conn *c)
     c->tls = NULL;
 }
 
-bool rm_tls_pending(const rm_conn *c) { return c->tls && SSL_has_pending(c->tls); }
+bool rm_tls_pending(const rm_conn *c)
+{
+    return c->tls && SSL_has_pending(c->tls);
+}
 
 /* Why the server's certificate was refused, in the words users search for. */
 static const char *verify_hint(long v)
@@ -276,7 +289,8 @@ static const char *reason_hint(int lib, int reason)
     case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
 #endif
     case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE:
-        return "the server requires a client certificate this client did not give (ssl_certfile, ssl_keyfile)";
+        return "the server requires a client certificate this client did not give (ssl_certfile, "
+               "ssl_keyfile)";
     case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
     case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
     case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
@@ -302,12 +316,13 @@ static int tls_fail(rm_conn *c, int ssl_error, int saved_errno, const char *duri
     ERR_clear_error();
     if (lib == ERR_LIB_SSL && reason == SSL_R_CERTIFICATE_VERIFY_FAILED) {
         long v = SSL_get_verify_result(c->tls);
-        return rm_fail(REDMUTEX_ECONN, "%s: TLS %s failed: certificate verification failed: %s (%s)", who, during,
-                       verify_hint(v), X509_verify_cert_error_string(v));
+        return rm_fail(REDMUTEX_ECONN, "%s: TLS %s failed: certificate verification failed: %s (%s)", who,
+                       during, verify_hint(v), X509_verify_cert_error_string(v));
     }
     const char *hint = reason_hint(lib, reason);
     if (hint)
-        return rm_fail(REDMUTEX_ECONN, "%s: TLS %s failed: %s (%s)", who, during, hint, ERR_reason_error_string(e));
+        return rm_fail(REDMUTEX_ECONN, "%s: TLS %s failed: %s (%s)", who, during, hint,
+                       ERR_reason_error_string(e));
     if (ssl_error == SSL_ERROR_ZERO_RETURN || (ssl_error == SSL_ERROR_SYSCALL && saved_errno == 0 && !e))
         return rm_fail(REDMUTEX_ECONN, "%s closed the connection%s", who,
                        c->tls_handshaking ? " during the TLS handshake (is it a TLS port?)" : "");

@@ -16,9 +16,9 @@ static rs_server srv, more[2];
 
 /* The rule set for locks named app:* (docs/security.md). Keep the two in step. */
 static const char *const commands[] = {
-    "+set",     "+get",      "+del",       "+pttl",  "+pexpire", "+type",    "+exists",      "+hexists",
-    "+hincrby", "+hget",     "+incr",      "+publish", "+evalsha", "+eval",  "+script|load", "+subscribe",
-    "+unsubscribe", "+wait", "+info",      "+select",
+    "+set",         "+get",       "+del",         "+pttl", "+pexpire", "+type",    "+exists",
+    "+hexists",     "+hincrby",   "+hget",        "+incr", "+publish", "+evalsha", "+eval",
+    "+script|load", "+subscribe", "+unsubscribe", "+wait", "+info",    "+select",
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 /*
@@ -85,13 +85,13 @@ static redmutex_lock *new_lock(redmutex_client *c, const char *name, redmutex_ki
 
 /* ---- features: each returns the first failing result code, 0 when all worked ---- */
 
-#define TRY(expr)                                                                                          \
-    do {                                                                                                   \
-        int rc_ = (expr);                                                                                  \
-        if (rc_ != 0) {                                                                                    \
-            rc = rc_;                                                                                      \
-            goto out;                                                                                      \
-        }                                                                                                  \
+#define TRY(expr)                                                                                            \
+    do {                                                                                                     \
+        int rc_ = (expr);                                                                                    \
+        if (rc_ != 0) {                                                                                      \
+            rc = rc_;                                                                                        \
+            goto out;                                                                                        \
+        }                                                                                                    \
     } while (0)
 
 static int feature_plain_lock(void)
@@ -363,7 +363,8 @@ static void test_every_rule_is_needed(void)
                 eauth += rc == REDMUTEX_EAUTH;
             }
         }
-        printf("     without %-14s %zu feature(s) fail, %zu of them with EAUTH\n", commands[skip], failing, eauth);
+        printf("     without %-14s %zu feature(s) fail, %zu of them with EAUTH\n", commands[skip], failing,
+               eauth);
         if (optional_command(commands[skip]))
             CHECKF(failing == 0, "the optional %s is needed after all", commands[skip]);
         else
@@ -377,8 +378,9 @@ static void test_user_without_write_access_gets_eauth_and_changes_nothing(void)
 {
     rs_start(&srv, NULL);
     /* All the commands, but the keys only readable. */
-    set_user(&srv, SIZE_MAX, "%R~app:* %R~redisson_lock_token:{app:* %R~redisson_unlock_latch:{app:* "
-                             "%R~redisson_lock__channel:{app:* &redisson_lock__channel:{app:*");
+    set_user(&srv, SIZE_MAX,
+             "%R~app:* %R~redisson_lock_token:{app:* %R~redisson_unlock_latch:{app:* "
+             "%R~redisson_lock__channel:{app:* &redisson_lock__channel:{app:*");
     freeReplyObject(rs_cmd(&srv, "SET app:held someone-else-token PX 60000"));
     redmutex_client *c = user_client(&srv, 0, 0);
     redmutex_lock *l = new_lock(c, "app:new", REDMUTEX_KIND_LOCK, REDMUTEX_LOCK_FENCING, 10000);

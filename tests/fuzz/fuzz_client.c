@@ -157,7 +157,10 @@ static void start_server(void)
     pthread_detach(t);
 }
 
-static void remove_socket(void) { unlink(sock_path); }
+static void remove_socket(void)
+{
+    unlink(sock_path);
+}
 
 static void run_operations(redmutex_client *c, unsigned ops)
 {

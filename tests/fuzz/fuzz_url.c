@@ -23,7 +23,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     if (rc != 0 && rc != REDMUTEX_EINVAL)
         abort();
     if (rc == 0) {
-        if (!ep.display || (!ep.is_unix && (!ep.host || ep.port < 1 || ep.port > 65535)) || (ep.is_unix && !ep.path))
+        if (!ep.display || (!ep.is_unix && (!ep.host || ep.port < 1 || ep.port > 65535)) ||
+            (ep.is_unix && !ep.path))
             abort();
         if (ep.password) {
             /* The shown URL masks the password: ":<password>@" must not be in it. */
