@@ -124,7 +124,11 @@ static void atfork_child(void)
     pthread_mutex_unlock(&registry_mu);
 }
 
-static void install_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+static void install_atfork(void)
+{
+    (void)rm_pid(); /* its own atfork handler first: the child's handlers below see the new pid */
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
 
 /* ---- creation ------------------------------------------------------------ */
 
@@ -340,7 +344,7 @@ int rm_client_take_conn(redmutex_client *c, size_t i, rm_conn **out)
             break;
         /* A server that closed an idle connection (timeout, restart) is found
            here, before a command is sent on it, so nothing is retried blindly. */
-        if (conn->pid == getpid() && rm_conn_looks_healthy(conn)) {
+        if (conn->pid == rm_pid() && rm_conn_looks_healthy(conn)) {
             *out = conn;
             return 0;
         }
@@ -354,7 +358,7 @@ void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy)
     if (!conn)
         return;
     rm_server *srv = conn->srv;
-    if (healthy && conn->pid == getpid() && !conn->connecting) {
+    if (healthy && conn->pid == rm_pid() && !conn->connecting) {
         rm_client_lock(c);
         if (!c->closed && srv->n_idle < RM_POOL_MAX) {
             if (srv->n_idle == srv->cap_idle) {

@@ -251,7 +251,7 @@ static void release_value(redmutex_lock *l, const char *value);
 static bool holds_it(redmutex_lock *l, const char *owner)
 {
     rm_client_lock(l->c);
-    bool held = find_hold(l, owner, getpid()) != NULL;
+    bool held = find_hold(l, owner, rm_pid()) != NULL;
     rm_client_unlock(l->c);
     return held;
 }
@@ -497,7 +497,7 @@ static int record_hold(redmutex_lock *l, const char *owner, const char *value, i
 {
     redmutex_client *c = l->c;
     int64_t lease = lease_of(l);
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     if (c->closed)
         return rm_fail(REDMUTEX_ECLOSED, "the client was closed while lock '%s' was being acquired", l->name);
     rm_hold *h = find_hold(l, owner, pid);
@@ -627,7 +627,7 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     redmutex_client *c = l->c;
     int64_t lease = lease_of(l);
     bool fencing = l->opts.flags & REDMUTEX_LOCK_FENCING;
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     info->ttl_ms = -1;
     info->split = false;
 
@@ -967,7 +967,7 @@ static int handoff_result(rm_call *call, const rm_claim *claim, acq_form form)
 static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns)
 {
     redmutex_client *c = l->c;
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     char value[RM_VALUE_MAX + 1];
     char latch_id[33];
     uint64_t hold_id = 0;
@@ -1131,7 +1131,7 @@ int redmutex_lock_release(redmutex_lock *l, const char *owner)
 
 void rm_release_all(redmutex_client *c, int64_t deadline_ns)
 {
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     for (;;) {
         if (rm_now_ns() >= deadline_ns)
             return;
@@ -1176,7 +1176,7 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
     char owner_key[RM_VALUE_MAX + 1], value[RM_VALUE_MAX + 1];
     if ((rc = resolve_owner(l, owner, owner_key)))
         return rc;
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     uint64_t hold_id = 0;
 
     rm_client_lock(c);
@@ -1386,7 +1386,7 @@ static int owner_value(redmutex_lock *l, const char *owner, char value[RM_VALUE_
         return rc;
     if (l->kind == REDMUTEX_KIND_LOCK && !owner) {
         rm_client_lock(l->c);
-        rm_hold *h = find_hold(l, "", getpid());
+        rm_hold *h = find_hold(l, "", rm_pid());
         snprintf(value, RM_VALUE_MAX + 1, "%s", h ? h->value : "");
         rm_client_unlock(l->c);
     } else {
@@ -1489,7 +1489,7 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
     if (rc)
         return rc;
     rm_client_lock(c);
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     /* One at a time from the start: forgetting may wait and let the list change. */
     for (;;) {
         rm_hold *h = l->holds;
@@ -1516,7 +1516,7 @@ static int local_hold(redmutex_lock *l, const char *owner, const char *fn, rm_ho
     if (rc)
         return rc;
     rm_client_lock(l->c);
-    *out = find_hold(l, owner_key, getpid());
+    *out = find_hold(l, owner_key, rm_pid());
     return 0; /* returns with the client mutex held */
 }
 
