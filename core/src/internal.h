@@ -33,6 +33,8 @@ bool rm_join_until(pthread_t thread, int64_t deadline_ns);
 long rm_thread_id(void);
 /** getpid() without a system call: refreshed in a forked child by an atfork handler. */
 pid_t rm_pid(void);
+/** Writes v in decimal plus NUL into out; returns out. */
+char *rm_i64_str(char out[24], int64_t v);
 /** Fills buf with n cryptographically random bytes (getrandom). 0 or -1. */
 int rm_random_bytes(void *buf, size_t n);
 /** A uniformly random integer in [0, bound) from rm_random_bytes (bound > 0). */

@@ -57,8 +57,19 @@ static int check_lock_options(const redmutex_lock_options *o)
  */
 static const char *derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *buf)
 {
+    /* Pieces copied by hand (this runs several times per request); they fit:
+       prefixes and suffixes are short constants and ids, the name at most
+       REDMUTEX_NAME_MAX. */
     bool braces = memchr(l->name, '{', l->name_len) == NULL;
-    snprintf(buf, RM_KEY_MAX, "%s:%s%s%s%s", prefix, braces ? "{" : "", l->name, braces ? "}" : "", suffix);
+    size_t plen = strlen(prefix), slen = strlen(suffix), n = 0;
+    memcpy(buf, prefix, plen), n += plen;
+    buf[n++] = ':';
+    if (braces)
+        buf[n++] = '{';
+    memcpy(buf + n, l->name, l->name_len), n += l->name_len;
+    if (braces)
+        buf[n++] = '}';
+    memcpy(buf + n, suffix, slen + 1);
     return buf;
 }
 
@@ -433,9 +444,8 @@ static int64_t command_deadline(redmutex_client *c, bool with_wait)
 static void release_request(redmutex_lock *l, const char *value, const char *latch_key, int64_t lease_ms,
                             rm_req *req, argbuf *ab)
 {
-    int64_t latch_ms = l->c->opts.command_timeout_ms * 10;
-    snprintf(ab->nums[0], 24, "%" PRId64, latch_ms);
-    snprintf(ab->nums[1], 24, "%" PRId64, lease_ms);
+    rm_i64_str(ab->nums[0], l->c->opts.command_timeout_ms * 10); /* latch ms */
+    rm_i64_str(ab->nums[1], lease_ms);
     req->ncmds = 1;
     if (l->kind == REDMUTEX_KIND_LOCK) {
         const char *argv[] = {"3", l->name, CHANNEL_KEY(l, ab->channel), latch_key, value, ab->nums[0]};
@@ -452,8 +462,8 @@ static void release_request(redmutex_lock *l, const char *value, const char *lat
 /* redisson_unlock_latch:{NAME}:<request id> */
 static void make_latch_key(const redmutex_lock *l, const char *id, char *out)
 {
-    char suffix[40];
-    snprintf(suffix, sizeof suffix, ":%s", id);
+    char suffix[40] = ":";
+    strncat(suffix, id, sizeof suffix - 2);
     derived_key(l, "redisson_unlock_latch", suffix, out);
 }
 
@@ -594,8 +604,7 @@ typedef struct acq_cmd {
 static rm_cmd acquire_command(redmutex_lock *l, const char *value, acq_cmd *st, acq_form *form)
 {
     bool fencing = l->opts.flags & REDMUTEX_LOCK_FENCING;
-    snprintf(st->lease_s, sizeof st->lease_s, "%" PRId64, lease_of(l));
-    TOKEN_KEY(l, st->token_key);
+    rm_i64_str(st->lease_s, lease_of(l));
     if (l->kind == REDMUTEX_KIND_LOCK && !fencing) {
         *form = ACQ_SET;
         const char *argv[] = {"SET", l->name, value, "NX", "PX", st->lease_s, "PTTL", l->name};
@@ -603,6 +612,7 @@ static rm_cmd acquire_command(redmutex_lock *l, const char *value, acq_cmd *st, 
         return (rm_cmd){-1, 6, st->argv, NULL};
     }
     *form = ACQ_SCRIPT;
+    TOKEN_KEY(l, st->token_key);
     if (l->kind == REDMUTEX_KIND_LOCK) {
         const char *argv[] = {"2", l->name, st->token_key, value, st->lease_s, "1"};
         memcpy(st->argv, argv, sizeof argv);
@@ -1001,7 +1011,7 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         if (!h->release_id[0])
             new_token(h->release_id);
         memcpy(latch_id, h->release_id, sizeof latch_id);
-        snprintf(value, sizeof value, "%s", h->value);
+        memcpy(value, h->value, strlen(h->value) + 1); /* at most RM_VALUE_MAX + 1 bytes */
         lease = h->lease_ms;
     } else {
         new_token(latch_id);
@@ -1058,8 +1068,9 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         }
     }
     size_t q = c->quorum;
-    char saved[512];
-    snprintf(saved, sizeof saved, "%s", redmutex_last_error());
+    char saved[512] = "";
+    if (err) /* the server's error message, used below only then */
+        snprintf(saved, sizeof saved, "%s", redmutex_last_error());
 
     rm_client_lock(c);
     h = hold_id ? find_hold_by_id(l, hold_id) : NULL;

@@ -87,6 +87,21 @@ long rm_thread_id(void)
     return tid_cache;
 }
 
+char *rm_i64_str(char out[24], int64_t v)
+{
+    char tmp[24], *p = tmp + sizeof tmp;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    *--p = '\0';
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    memcpy(out, p, (size_t)(tmp + sizeof tmp - p));
+    return out;
+}
+
 static int getrandom_all(unsigned char *p, size_t n)
 {
     while (n > 0) {

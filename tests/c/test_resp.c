@@ -1,12 +1,14 @@
 /*
- * The request encoder (rm_format_command): exact RESP bytes for argument
- * counts and lengths around every power of ten, and a real server that
- * parses them back into the same arguments.
+ * The request encoder (rm_format_command) and the number formatting that
+ * requests use: exact RESP bytes for argument counts and lengths around
+ * powers of ten, and a real server that parses them back into the same
+ * arguments.
  */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "internal.h"
 
+#include <inttypes.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,6 +35,16 @@ static void test_lengths_are_written_in_decimal(void)
         CHECK(memcmp(out.data + n + lens[k], "\r\n", 2) == 0);
         rm_buf_free(&out);
         free(arg);
+    }
+}
+
+static void test_numbers_are_written_in_decimal(void)
+{
+    static const int64_t v[] = {0, 7, -1, 10, 30000, -9000000000, INT64_MAX, INT64_MIN};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char got[24], want[24];
+        snprintf(want, sizeof want, "%" PRId64, v[i]);
+        CHECKF(strcmp(rm_i64_str(got, v[i]), want) == 0, "%s written as %s", want, got);
     }
 }
 
@@ -68,6 +80,7 @@ int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
         {"lengths_are_written_in_decimal", test_lengths_are_written_in_decimal},
+        {"numbers_are_written_in_decimal", test_numbers_are_written_in_decimal},
         {"a_server_reads_back_the_same_arguments", test_a_server_reads_back_the_same_arguments},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
