@@ -113,6 +113,29 @@ class RedisServer:
         self.proc.wait()
 
 
+class Monitor:
+    """Counts the commands clients send to a server (MONITOR), apart from those scripts run."""
+
+    def __init__(self, server: RedisServer):
+        self.sock = socket.create_connection(("127.0.0.1", server.port))
+        self.sock.sendall(b"*1\r\n$7\r\nMONITOR\r\n")
+        self.counting = False
+        self.calls: dict[str, int] = {}
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        f = self.sock.makefile("rb")
+        for line in f:
+            # +1700000000.123456 [0 127.0.0.1:5555] "evalsha" ...   (scripts' calls say [0 lua])
+            if not self.counting or b"] \"" not in line or b" lua] " in line:
+                continue
+            cmd = line.split(b'] "', 1)[1].split(b'"', 1)[0].decode().lower()
+            self.calls[cmd] = self.calls.get(cmd, 0) + 1
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 # ---- peer programs ----------------------------------------------------------------------
 
 
@@ -284,13 +307,15 @@ def contention_metrics(events: list[tuple[int, int, int, int]], end: int, rtt_ns
     events = sorted(e for e in events if e[0] < end)
     per = [0] * workers
     held = 0
-    handoff = []
+    handoff, to_other = [], []
     violations = 0
     for i, (acq, relcall, reldone, w) in enumerate(events):
         per[w] += 1
         held += reldone - acq
         if i:
             handoff.append(acq - events[i - 1][2])
+            if w != events[i - 1][3]:
+                to_other.append(acq - events[i - 1][2])
             violations += acq < events[i - 1][1]
     window = events[-1][2] - events[0][0] if events else 1
     return {
@@ -300,6 +325,9 @@ def contention_metrics(events: list[tuple[int, int, int, int]], end: int, rtt_ns
         "handoff_p99_us": pct(handoff, 99) / 1e3 if handoff else None,
         "handoff_p50_rtt": pct(handoff, 50) / rtt_ns if handoff else None,
         "handoff_p99_rtt": pct(handoff, 99) / rtt_ns if handoff else None,
+        "to_other_share": len(to_other) / len(handoff) if handoff else None,
+        "to_other_p50_us": pct(to_other, 50) / 1e3 if to_other else None,
+        "to_other_p50_rtt": pct(to_other, 50) / rtt_ns if to_other else None,
         "fewest": min(per),
         "most": max(per),
         "violations": violations,
@@ -351,6 +379,7 @@ def run_contend(peers: Peers, server: RedisServer, rounds: int, seconds: float, 
 def run_wake(peers: Peers, server: RedisServer, samples: int) -> dict:
     libs = [k for k, v in LIBS.items() if "wake" in v[3]]
     lat: dict[str, list[float]] = {k: [] for k in libs}
+    from_call: dict[str, list[float]] = {k: [] for k in libs}
     rtts = []
     print(f"wake: {len(libs)} libraries x {samples} samples", flush=True)
     for s in range(samples):
@@ -363,15 +392,17 @@ def run_wake(peers: Peers, server: RedisServer, samples: int) -> dict:
             holder.recv()
             waiter.call(f"acquire {cmd}")  # "started": the waiter is about to block
             time.sleep(random.uniform(0.03, 0.08))  # it is blocked (and a poller is mid-sleep)
-            _, _, released = holder.call(f"release {cmd}")
+            _, called, released = holder.call(f"release {cmd}")
             _, acquired = waiter.recv(timeout=30)
             waiter.call(f"release {cmd}")
             lat[k].append((int(acquired) - int(released)) / 1e3)
+            from_call[k].append((int(acquired) - int(called)) / 1e3)
         _, _, rtt = peers.copies["c"][2].call(f"rtt 0.05 {server.url}")
         rtts.append(int(rtt) / 1e3)
         print(f"  sample {s + 1}/{samples} done", flush=True)
     rtt = statistics.median(rtts)
     return {"rtt_us": rtt, "series": {k: {"p50_us": pct(v, 50), "max_us": max(v), "p50_rtt": pct(v, 50) / rtt,
+                                          "from_call_p50_us": pct(from_call[k], 50),
                                           "samples": [round(x, 1) for x in v]} for k, v in lat.items()}}
 
 
@@ -390,17 +421,26 @@ def run_hold(peers: Peers, workdir: str, count: int, seconds: float) -> dict:
         who[k].send(f"hold {wire_lib(k)} hold {count} {servers[k].url}")
     for k in libs:
         assert who[k].recv(timeout=300)[0] == "held"
+    monitors = {k: Monitor(servers[k]) for k in libs}
+    time.sleep(0.2)  # MONITOR is on
     before = {k: servers[k].commandstats() for k in libs}
+    for m in monitors.values():
+        m.counting = True
     t0 = time.monotonic()
     time.sleep(seconds)
-    after = {k: servers[k].commandstats() for k in libs}
+    for m in monitors.values():
+        m.counting = False
     elapsed = time.monotonic() - t0
+    after = {k: servers[k].commandstats() for k in libs}
     out = {}
     for k in libs:
         _, cpu, lost = who[k].call(f"unhold {wire_lib(k)} hold {servers[k].url}")
         delta = {c: after[k].get(c, 0) - before[k].get(c, 0) for c in after[k]}
         delta.pop("info", None)
-        out[k] = {"commands": sum(delta.values()), "by_command": {c: n for c, n in delta.items() if n},
+        sent = {c: n for c, n in monitors[k].calls.items() if c != "info"}
+        monitors[k].close()
+        out[k] = {"round_trips": sum(sent.values()), "sent": sent,
+                  "server_commands": sum(delta.values()), "by_command": {c: n for c, n in delta.items() if n},
                   "cpu_s": int(cpu) / 1e9, "lost": int(lost), "seconds": elapsed}
         servers[k].stop()
     return out
@@ -427,8 +467,14 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="short blocks and few rounds (a smoke test)")
     ap.add_argument("--only", default="pairs,contend,wake,hold", help="series to run (comma-separated)")
     ap.add_argument("--out", help="results JSON (default BUILD/results.json)")
+    ap.add_argument("--libs", help="only libraries whose key contains one of these words (comma-separated)")
     args = ap.parse_args()
     only = set(args.only.split(","))
+    if args.libs:  # floors and the round trip stay: every ratio needs them
+        words = args.libs.split(",")
+        for k in list(LIBS):
+            if not k.startswith("floor:") and not any(w in k for w in words):
+                del LIBS[k]
     q = args.quick
     with open(os.path.join(args.build, "versions.json")) as f:
         versions = json.load(f)

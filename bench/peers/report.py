@@ -96,14 +96,15 @@ def contend_table(res: dict) -> str:
     out = [
         f"Round trip meanwhile (a `PING` every 2 ms on another connection, median): {rtt:.1f} µs.\n",
         "| 8 processes, 1 ms critical section | utilisation | hand-off p50 | hand-off p99 "
-        "| fewest / most acquisitions per worker | gave up |",
-        "|---|---|---|---|---|---|",
+        "| hand-offs to another process: share, p50 | fewest / most acquisitions per worker | gave up |",
+        "|---|---|---|---|---|---|---|",
     ]
     for k, e in sorted(c.items(), key=lambda r: -r[1]["utilisation"]):
         bold = "**" if "redmutex" in k else ""
         out.append(
             f"| {bold}{label(k, v)}{bold} | {e['utilisation']:.1%} | {f1(e['handoff_p50_us'], ' µs', 0)} "
             f"({f1(e['handoff_p50_rtt'], ' RT')}) | {f1(e['handoff_p99_us'], ' µs', 0)} ({f1(e['handoff_p99_rtt'], ' RT')}) "
+            f"| {e['to_other_share']:.0%}, {f1(e['to_other_p50_us'], ' µs', 0)} ({f1(e['to_other_p50_rtt'], ' RT')}) "
             f"| {e['fewest']} / {e['most']} | {e['failures']} |"
         )
     viol = sum(e["violations"] for e in c.values())
@@ -117,13 +118,14 @@ def wake_table(res: dict) -> str:
     out = [
         f"Round trip: {w['rtt_us']:.1f} µs.\n",
         "| waiter blocked in acquire; another process releases | release returned → acquire returned, p50 "
-        "| in round trips | worst of the samples |",
-        "|---|---|---|---|",
+        "| in round trips | release called → acquire returned, p50 | worst of the samples |",
+        "|---|---|---|---|---|",
     ]
     for k, e in sorted(w["series"].items(), key=lambda r: r[1]["p50_us"]):
         bold = "**" if "redmutex" in k else ""
         out.append(
-            f"| {bold}{label(k, v)}{bold} | {e['p50_us']:.0f} µs | {e['p50_rtt']:.1f} | {e['max_us'] / 1e3:.1f} ms |"
+            f"| {bold}{label(k, v)}{bold} | {e['p50_us']:.0f} µs | {e['p50_rtt']:.1f} | {e['from_call_p50_us']:.0f} µs "
+            f"| {e['max_us'] / 1e3:.1f} ms |"
         )
     return "\n".join(out) + "\n"
 
@@ -132,18 +134,21 @@ def hold_table(res: dict) -> str:
     h = res["hold"]
     v = res["versions"]
     out = [
-        "| 1000 locks held for 30 s, lease 30 s | renews every | commands in the 30 s | per renewal period "
-        "| client CPU in the 30 s | lost |",
-        "|---|---|---|---|---|---|",
+        "| 1000 locks held for 30 s, lease 30 s | renews every | requests sent in the 30 s (MONITOR) "
+        "| requests per renewal period | commands the server ran (INFO commandstats) | client CPU in the 30 s | lost |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for k, e in sorted(h.items(), key=lambda r: r[1]["commands"]):
+
+    def listing(d: dict) -> str:
+        return ", ".join(f"{c} {n}" for c, n in sorted(d.items(), key=lambda x: -x[1])) or "none"
+
+    for k, e in sorted(h.items(), key=lambda r: r[1]["round_trips"]):
         period, why = RENEWAL_PERIOD_S[k]
-        per = e["commands"] / (e["seconds"] / period)
+        per = e["round_trips"] / (e["seconds"] / period)
         bold = "**" if "redmutex" in k else ""
-        cmds = ", ".join(f"{c} {n}" for c, n in sorted(e["by_command"].items(), key=lambda x: -x[1]))
         out.append(
-            f"| {bold}{label(k, v)}{bold} | {period:g} s ({why}) | {e['commands']} ({cmds or 'none'}) | {per:.1f} "
-            f"| {e['cpu_s']:.2f} s | {e['lost']} |"
+            f"| {bold}{label(k, v)}{bold} | {period:g} s ({why}) | {e['round_trips']} ({listing(e['sent'])}) | {per:.1f} "
+            f"| {e['server_commands']} ({listing(e['by_command'])}) | {e['cpu_s']:.2f} s | {e['lost']} |"
         )
     return "\n".join(out) + "\n"
 
