@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every redmutex test suite on this machine, installing what is missing:
-#   1. the C tests (ctest), against redis-servers they start themselves;
+#   1. the C tests and the redmutex command-line tests (ctest; pytest drives the built binary),
+#      against redis-servers they start themselves;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
 #   4. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
@@ -36,8 +37,8 @@ if [ -d tests/python ]; then
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
   build-venv/bin/python -m pip install -q . pytest redis ruff
-  build-venv/bin/ruff check python tests/python bench
-  build-venv/bin/ruff format --check python tests/python bench
+  build-venv/bin/ruff check python tests/python tests/cli bench
+  build-venv/bin/ruff format --check python tests/python tests/cli bench
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)
 fi
 echo "== all test suites passed"
