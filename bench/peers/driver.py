@@ -519,6 +519,8 @@ def run_wake(peers: Peers, server: RedisServer, samples: int) -> dict:
                 "max_us": max(v),
                 "p50_rtt": pct(v, 50) / rtt,
                 "from_call_p50_us": pct(from_call[k], 50),
+                "from_call_p50_rtt": pct(from_call[k], 50) / rtt,
+                "from_call_max_us": max(from_call[k]),
                 "samples": [round(x, 1) for x in v],
             }
             for k, v in lat.items()

@@ -130,16 +130,15 @@ def wake_table(res: dict) -> str:
     v = res["versions"]
     out = [
         f"Round trip: {w['rtt_us']:.1f} µs.\n",
-        "| waiter blocked in acquire; another process releases | release returned → acquire returned, p50 "
-        "| in round trips | release called → acquire returned, p50 | worst of the samples |",
+        "| waiter blocked in acquire; another process releases | release called → acquire returned, p50 "
+        "| in round trips | worst | release returned → acquire returned, p50 |",
         "|---|---|---|---|---|",
     ]
-    for k, e in sorted(w["series"].items(), key=lambda r: r[1]["p50_us"]):
+    for k, e in sorted(w["series"].items(), key=lambda r: r[1]["from_call_p50_us"]):
         bold = "**" if "redmutex" in k else ""
         out.append(
-            f"| {bold}{label(k, v)}{bold} | {e['p50_us']:.0f} µs | {e['p50_rtt']:.1f} "
-            f"| {e['from_call_p50_us']:.0f} µs "
-            f"| {e['max_us'] / 1e3:.1f} ms |"
+            f"| {bold}{label(k, v)}{bold} | {e['from_call_p50_us']:.0f} µs | {e['from_call_p50_rtt']:.1f} "
+            f"| {e['from_call_max_us'] / 1e3:.1f} ms | {e['p50_us']:.0f} µs |"
         )
     return "\n".join(out) + "\n"
 
@@ -159,7 +158,7 @@ def hold_table(res: dict) -> str:
 
     for k, e in sorted(h.items(), key=lambda r: r[1]["round_trips"]):
         period, why = RENEWAL_PERIOD_S[k]
-        per = e["round_trips"] / (e["seconds"] / period)
+        per = e["round_trips"] / max(1, int(e["seconds"] / period))  # renewals due in the window
         bold = "**" if "redmutex" in k else ""
         out.append(
             f"| {bold}{label(k, v)}{bold} | {period:g} s ({why}) | {e['round_trips']} ({listing(e['sent'])}) "
