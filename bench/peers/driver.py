@@ -254,7 +254,7 @@ LIBS = {
     ),
     "java:redisson": (
         "java",
-        "Redisson `RLock` (defaults; N = 5: `RedissonRedLock`)",
+        "Redisson `RLock` (defaults)",
         "redisson",
         {"pairs", "redlock", "contend", "wake", "hold"},
     ),

@@ -88,7 +88,8 @@ def redlock_table(res: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
     for k, e in rows:
-        name = label(k[:-2], v).replace("the same commands", "the same commands to 5 servers at once")
+        name = label(k[:-2], v).replace("lock's commands, raw", "lock's commands to 5 servers at once, raw")
+        name = name.replace("`RLock` (defaults)", "`RedissonRedLock` over 5 `RLock`s (defaults)")
         bold = "**" if "redmutex" in k and not k.startswith("floor") else ""
         out.append(
             f"| {bold}{name}{bold} | {e['pairs_per_s']:.0f} | {1e6 / e['pairs_per_s']:.1f} "
@@ -163,7 +164,8 @@ def hold_table(res: dict) -> str:
         out.append(
             f"| {bold}{label(k, v)}{bold} | {period:g} s ({why}) | {e['round_trips']} ({listing(e['sent'])}) "
             f"| {per:.1f} "
-            f"| {e['server_commands']} ({listing(e['by_command'])}) | {e['cpu_s']:.2f} s | {e['lost']} |"
+            f"| {e['server_commands']} ({listing(e['by_command'])}) "
+            f"| {'< 0.01' if e['cpu_s'] < 0.005 else format(e['cpu_s'], '.2f')} s | {e['lost']} |"
         )
     return "\n".join(out) + "\n"
 
