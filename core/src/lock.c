@@ -236,7 +236,10 @@ static int resolve_owner(redmutex_lock *l, const char *owner, char out[RM_VALUE_
                            REDMUTEX_OWNER_MAX);
         memcpy(out, owner, len + 1);
     } else if (l->kind == REDMUTEX_KIND_RLOCK) {
-        snprintf(out, RM_VALUE_MAX + 1, "%s:%ld", l->c->id, rm_thread_id());
+        /* "<client id>:<thread id>", as redmutex_client_thread_owner() writes it (twice per pair) */
+        memcpy(out, l->c->id, REDMUTEX_CLIENT_ID_LEN);
+        out[REDMUTEX_CLIENT_ID_LEN] = ':';
+        rm_i64_str(out + REDMUTEX_CLIENT_ID_LEN + 1, rm_thread_id());
     } else {
         out[0] = '\0';
     }
