@@ -303,6 +303,10 @@ struct rm_call {
     int64_t started_ns; /* when the last run's requests started going out */
     bool strict_deadline; /* new connections get no connect_timeout beyond the deadline */
     const bool *only;     /* when set, servers i with only[i] false are left out of the run */
+    /* Releases: even once decided, a run goes on (to the deadline at most)
+       until the request has been sent to every server it is for, so that a
+       server whose ordering connection is busy still gets it, in order. */
+    bool must_send;
     uint64_t order_key;   /* the last run's rm_order_key(req->order_name), 0 if none */
 };
 
