@@ -62,11 +62,13 @@ static const char *derived_key(const redmutex_lock *l, const char *prefix, const
        REDMUTEX_NAME_MAX. */
     bool braces = memchr(l->name, '{', l->name_len) == NULL;
     size_t plen = strlen(prefix), slen = strlen(suffix), n = 0;
-    memcpy(buf, prefix, plen), n += plen;
+    memcpy(buf, prefix, plen);
+    n += plen;
     buf[n++] = ':';
     if (braces)
         buf[n++] = '{';
-    memcpy(buf + n, l->name, l->name_len), n += l->name_len;
+    memcpy(buf + n, l->name, l->name_len);
+    n += l->name_len;
     if (braces)
         buf[n++] = '}';
     memcpy(buf + n, suffix, slen + 1);
