@@ -155,7 +155,11 @@ static void atfork_child(void)
     pthread_mutex_unlock(&registry_mu);
 }
 
-static void install_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+static void install_atfork(void)
+{
+    (void)rm_pid(); /* its own atfork handler first: the child's handlers below see the new pid */
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
 
 /* ---- creation ------------------------------------------------------------ */
 
@@ -410,10 +414,10 @@ static void owing_settle(redmutex_client *c, rm_server *srv)
             k++;
             continue;
         }
-        if (rm_conn_drain(conn) != 0 || conn->owed == 0 || conn->pid != getpid()) {
+        if (rm_conn_drain(conn) != 0 || conn->owed == 0 || conn->pid != rm_pid()) {
             srv->owing[k] = srv->owing[--srv->n_owing];
             conn->n_order_keys = 0;
-            if (!(conn->owed == 0 && conn->pid == getpid() && !c->closed && pool_push(srv, conn)))
+            if (!(conn->owed == 0 && conn->pid == rm_pid() && !c->closed && pool_push(srv, conn)))
                 rm_conn_close(conn);
             continue;
         }
@@ -459,7 +463,7 @@ int rm_client_take_conn(redmutex_client *c, size_t i, uint64_t order_key, rm_con
             break;
         /* A server that closed an idle connection (timeout, restart) is found
            here, before a command is sent on it, so nothing is retried blindly. */
-        if (conn->pid == getpid() && rm_conn_looks_healthy(conn)) {
+        if (conn->pid == rm_pid() && rm_conn_looks_healthy(conn)) {
             *out = conn;
             return 0;
         }
@@ -522,7 +526,7 @@ void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64
     if (!conn)
         return;
     rm_server *srv = conn->srv;
-    bool usable = healthy && conn->pid == getpid() && !conn->connecting && conn->fd >= 0;
+    bool usable = healthy && conn->pid == rm_pid() && !conn->connecting && conn->fd >= 0;
     bool kept = false;
     rm_client_lock(c);
     if (usable && !c->closed && conn->owed > 0) {
@@ -551,7 +555,7 @@ void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64
  */
 static void forget_server_life(redmutex_client *c, size_t i)
 {
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     for (rm_hold *h = c->holds; h; h = h->next_in_client) {
         if (h->pid != pid || h->forgetting || h->state == REDMUTEX_STATE_LOST || h->generations[i] == 0)
             continue;

@@ -29,8 +29,12 @@ int64_t rm_deadline_after_ms(int64_t ms);
 int64_t rm_ms_until(int64_t deadline_ns);
 /** Joins thread if it ends by deadline_ns (at least ~10 ms allowed); false if not. */
 bool rm_join_until(pthread_t thread, int64_t deadline_ns);
-/** The OS thread id of the caller. */
+/** The OS thread id of the caller (cached per thread, renewed in a forked child). */
 long rm_thread_id(void);
+/** getpid() without a system call: refreshed in a forked child by an atfork handler. */
+pid_t rm_pid(void);
+/** Writes v in decimal plus NUL into out; returns out. */
+char *rm_i64_str(char out[24], int64_t v);
 /** Fills buf with n cryptographically random bytes (getrandom). 0 or -1. */
 int rm_random_bytes(void *buf, size_t n);
 /** A uniformly random integer in [0, bound) from rm_random_bytes (bound > 0). */

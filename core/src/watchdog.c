@@ -377,7 +377,7 @@ static rm_watchdog *ensure_watchdog(redmutex_client *c)
 
 int rm_watchdog_schedule(redmutex_client *c, rm_hold *h)
 {
-    if (c->closed || h->pid != getpid())
+    if (c->closed || h->pid != rm_pid())
         return 0;
     if (h->renewing)
         return 0; /* the renewal in flight reschedules it */
