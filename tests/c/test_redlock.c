@@ -375,6 +375,9 @@ static void fencing_worker(const char *const *urls, size_t n, resource *res, int
         }
     }
     redmutex_lock_free(l);
+    /* A worker exits right after: close joins the client's threads first
+       (free alone would leave them to finish in the background). */
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 

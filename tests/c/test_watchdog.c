@@ -541,6 +541,7 @@ static void test_fork_child_cannot_release_parent_keeps_renewing(void)
         redmutex_lock_free(l);
         redmutex_lock_free(r);
         /* Shutting down the child's copy of the client leaves the parent's locks alone. */
+        redmutex_client_close(c);
         redmutex_client_free(c);
         _exit(bad);
     }
