@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +40,28 @@ uint64_t rm_random_below(uint64_t bound);
 void rm_hex(char *out, const unsigned char *in, size_t n);
 /** SHA-1 of data as 40 hex digits + NUL (for EVALSHA). */
 void rm_sha1_hex(char out[41], const void *data, size_t len);
+
+/* ---- versioned options (options.c) --------------------------------- */
+
+/** The byte size of an options struct up to and including `field`. */
+#define RM_OPTIONS_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+typedef struct rm_options_layout {
+    const char *what;     /* "client options" */
+    const char *init_fn;  /* "redmutex_client_options_init" */
+    const void *defaults; /* a struct of the current version with the defaults */
+    const size_t *sizes;  /* sizes[v]: the struct's size in version v; sizes[0] unused */
+    size_t n_sizes;       /* current version + 1 */
+} rm_options_layout;
+
+/** *_options_init(): writes the defaults of `version` (only its bytes) and the version. */
+int rm_options_init(void *opts, unsigned int version, const rm_options_layout *layout);
+/**
+ * Copies caller options of any known version into `out` (a struct of the
+ * current version): defaults first, then the caller's bytes of its version.
+ * opts NULL gives the defaults. REDMUTEX_EINVAL for an unknown version.
+ */
+int rm_options_load(void *out, const void *opts, const rm_options_layout *layout, const char *fn);
 
 /* ---- error.c ------------------------------------------------------- */
 
@@ -132,6 +155,12 @@ typedef struct rm_conn {
     rm_buf later;     /* fire-and-forget commands sent before the next request */
     size_t later_count;
     uint64_t generation; /* server generation (run_id epoch) when connected */
+    /* Per-server order (see client.c, the pool): hashes of the lock names
+       whose requests on this connection still owe replies. A later request
+       for one of them must travel on this connection, behind them. */
+    uint64_t *order_keys;
+    size_t n_order_keys, cap_order_keys;
+    bool lent;        /* an owing connection taken out by a call */
 } rm_conn;
 
 typedef struct rm_server {
@@ -142,12 +171,24 @@ typedef struct rm_server {
     rm_conn **idle;
     size_t n_idle;
     size_t cap_idle;
+    /* Connections that still owe replies, lent or not (guarded by client->mu). */
+    rm_conn **owing;
+    size_t n_owing;
+    size_t cap_owing;
     /* The server's run_id as last seen, and a counter bumped whenever it changes. */
     char run_id[48];
     uint64_t generation;
-    bool duplicate;
+    _Atomic bool duplicate; /* read by callers without the client mutex */
 } rm_server;
 
+/** Reads, without blocking, what a connection owes and drops it. -1 if the connection is broken. */
+int rm_conn_drain(rm_conn *c);
+/** Whether the connection owes replies to requests for the lock name hashed to key. */
+bool rm_conn_owes_for(const rm_conn *c, uint64_t key);
+/** Records that the connection owes replies to a request for key. 0 or -1 (no memory). */
+int rm_conn_add_order_key(rm_conn *c, uint64_t key);
+/** The hash that orders requests of one lock name on a server (never 0). */
+uint64_t rm_order_key(const char *name);
 /** Starts a non-blocking connection. 0 or an error code (message set). */
 int rm_conn_open(rm_conn **out, struct rm_server *srv);
 void rm_conn_close(rm_conn *c);
@@ -183,7 +224,19 @@ struct redmutex_client {
     uint64_t next_hold_id;
     struct rm_event *events;   /* lost-lock callbacks waiting to run */
     struct redmutex_lock *callback_lock; /* lock whose callback is running now */
+    pthread_t callback_thread;           /* ... and the thread running it */
     struct redmutex_client *next_all, *prev_all; /* fork registry */
+    /* interrupt.c: waits in progress and how they are ended */
+    _Atomic uint64_t intr_gen; /* bumped by every redmutex_client_interrupt() */
+    _Atomic int intr_fd;       /* eventfd written by it; -1 until the first wait */
+    _Atomic bool closing;      /* close has begun: every wait ends */
+    bool shut_down;            /* close has finished: no holds are released any more (c->mu) */
+    struct rm_wait *waits;     /* waits in progress (c->mu) */
+    /* events.c: pollable lost-lock news (c->mu) */
+    struct rm_fd_event *events_head, *events_tail;
+    size_t n_events;
+    uint64_t events_dropped;
+    int event_fd; /* -1 until redmutex_client_event_fd() makes it */
 };
 
 /** Locks client->mu (and, in a forked child, resets what the child must not use). */
@@ -195,10 +248,30 @@ bool rm_client_open(redmutex_client *c);
 int rm_client_usable(redmutex_client *c);
 /** Drops one reference; frees the client when none is left. */
 void rm_client_unref(redmutex_client *c);
-/** Takes a pooled connection for server i or opens a new one. Caller holds no mutex. */
-int rm_client_take_conn(redmutex_client *c, size_t i, rm_conn **out);
-/** Returns a connection to the pool (or closes it when broken / from another process). */
-void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy);
+/** rm_client_take_conn: the connection that must carry the request is lent to another call. */
+#define RM_CONN_BUSY 1
+/**
+ * Takes a connection for server i for a request ordered by `order_key` (0:
+ * no order): the connection that still owes replies for that key if there is
+ * one, else a pooled or new one. RM_CONN_BUSY when that owing connection is
+ * lent to another call right now (try again shortly: nothing was sent).
+ * Caller holds no mutex.
+ */
+int rm_client_take_conn(redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out);
+/**
+ * Returns a connection to the pool, or to the owing list when it still owes
+ * replies (then order_key, the key of the request it owes for, is recorded).
+ * Broken connections and those of another process are closed.
+ */
+void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t order_key);
+/**
+ * Called the moment a call stops waiting for a connection's reply to a
+ * request for order_key: from then on the connection is listed as owing for
+ * it (and lent to the call), so that no later request for that name, from
+ * any thread, takes another connection to the server. -1 if it could not be
+ * recorded (no memory): then the connection must be closed.
+ */
+int rm_client_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key);
 /** Called with the run_id a fresh connection reported; detects restarts and duplicates. */
 int rm_client_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id);
 
@@ -218,6 +291,10 @@ typedef struct rm_cmd {
 typedef struct rm_req {
     size_t ncmds;
     rm_cmd cmds[RM_REQ_MAX_CMDS];
+    /* The lock name whose commands must run in issue order on each server
+       (acquire, release, extend: anything that writes it); NULL for requests
+       whose order does not matter (renewals, queries). */
+    const char *order_name;
 } rm_req;
 
 enum rm_slot_status { RM_SLOT_IDLE, RM_SLOT_RUNNING, RM_SLOT_DONE };
@@ -235,6 +312,10 @@ typedef struct rm_slot {
     bool noscript;        /* a script reply said NOSCRIPT: resend with EVAL */
     bool used_eval;
     bool broken;          /* transport failed: the connection was closed */
+    bool handshaking;     /* a fresh connection's handshake is out; the request follows its replies */
+    bool sent;            /* bytes of the request went out: it may have run */
+    bool not_waited;      /* the outcome was decided before this server answered */
+    bool excluded;        /* not part of this run (rm_call.only) */
     int64_t deadline_ns;  /* this slot's deadline (longer while connecting) */
     rm_reply *replies[RM_REQ_MAX_CMDS];
 } rm_slot;
@@ -252,6 +333,8 @@ struct rm_call {
     rm_slot inline_slots[RM_INLINE_SLOTS];
     int64_t started_ns; /* when the last run's requests started going out */
     bool strict_deadline; /* new connections get no connect_timeout beyond the deadline */
+    const bool *only;     /* when set, servers i with only[i] false are left out of the run */
+    uint64_t order_key;   /* the last run's rm_order_key(req->order_name), 0 if none */
 };
 
 int rm_call_begin(rm_call *call, redmutex_client *c);
@@ -268,6 +351,10 @@ void rm_call_clear(rm_call *call);
 void rm_call_end(rm_call *call);
 /** How many slots finished without a transport error. */
 size_t rm_call_answered(const rm_call *call);
+/** Slots that failed for real (not excluded, not merely left unwaited-for). */
+size_t rm_call_failed(const rm_call *call);
+/** Whether server i's request went out but its reply did not arrive: it may have run. */
+static inline bool rm_slot_unknown(const rm_slot *s) { return s->err != 0 && s->sent && !s->excluded; }
 /** Fails with the most telling per-server error (used when no quorum answered). */
 int rm_call_fail(const rm_call *call, const char *what, const char *name);
 
@@ -297,6 +384,8 @@ const char *rm_script_sha(int id);
 
 struct redmutex_lock {
     redmutex_client *c;
+    uint64_t id;           /* redmutex_lock_id(): process-unique, never reused */
+    int refs;              /* user + holds + work in progress on it (c->mu); see lifetime.c */
     redmutex_kind kind;
     redmutex_lock_options opts;
     struct rm_hold *holds; /* this handle's holds; guarded by c->mu */
@@ -316,6 +405,7 @@ typedef struct rm_hold {
     uint64_t id;          /* unique per client: finds the hold again after a round trip */
     bool busy;            /* one thread's release, extend or forget owns it; others wait or skip */
     bool forgetting;      /* being destroyed: invisible to lookups, left alone by the watchdog */
+    bool orphan;          /* its handle was freed: not renewed, released by a close, dropped at expiry */
     /* The owner as the caller named it: "" for a plain lock's anonymous
        holder, else the explicit owner or the thread's default owner id. */
     char *owner;
@@ -365,6 +455,33 @@ typedef struct rm_event {
 /** Marks h lost / failing and queues the callback; caller holds c->mu. */
 void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st);
 
+/* ---- interrupts (interrupt.c) --------------------------------------------- */
+
+/** One blocking wait of an acquire, from its start to its end (on the waiting thread's stack). */
+typedef struct rm_wait {
+    struct rm_wait *next;
+    uint64_t start;  /* interrupt generation when the wait began */
+    bool registered;
+} rm_wait;
+
+/** rm_wait_poll's result when the wait was interrupted (or the client is closing). */
+#define RM_POLL_INTERRUPTED (-1)
+/** Registers a wait: interrupts from now on end it. 0 or REDMUTEX_ENOMEM (no eventfd). */
+int rm_wait_begin(redmutex_client *c, rm_wait *w);
+void rm_wait_end(redmutex_client *c, rm_wait *w);
+/** True once an interrupt arrived after w began, or the client is closing. w may be NULL (false). */
+bool rm_wait_interrupted(redmutex_client *c, const rm_wait *w);
+/**
+ * Sleeps until fd (may be -1) is readable (1), until_ns (0), or, when w is
+ * a registered wait, an interrupt or a signal the interrupt callback wants
+ * to stop for (RM_POLL_INTERRUPTED). Caller holds no mutex.
+ */
+int rm_wait_poll(redmutex_client *c, rm_wait *w, int fd, int64_t until_ns);
+/** Close: marks the client closing and wakes every wait. */
+void rm_interrupt_wake_all(redmutex_client *c);
+void rm_interrupt_after_fork(redmutex_client *c);
+void rm_interrupt_destroy(redmutex_client *c);
+
 /* ---- waiting (waiter.c) ------------------------------------------------ */
 
 typedef struct rm_waiter rm_waiter;
@@ -381,14 +498,14 @@ typedef struct rm_claim {
 #define RM_WAIT_GRANTED 2
 /** ... and when such an acquisition's outcome is unknown (the round trip failed). */
 #define RM_WAIT_UNKNOWN 3
-/** Registers interest in a channel and waits (bounded) until subscribed. */
-int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_waiter **out);
+/** Registers interest in a channel and waits (bounded, interruptible through `wait`) until subscribed. */
+int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_wait *wait, rm_waiter **out);
 /**
  * Sleeps until a release message for the channel, a hand-off result, or
  * `until_ns`. Returns 1 (notified: try now), 0 (time is up), RM_WAIT_GRANTED
  * (a releasing thread acquired the lock for this waiter and recorded the
  * hold) or RM_WAIT_UNKNOWN (it tried, but the round trip failed: clean up).
- * *interrupted is set when the interrupt callback asked to stop.
+ * *interrupted is set when the wait was interrupted (rm_wait_poll).
  */
 int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *interrupted);
 void rm_waiter_end(redmutex_client *c, rm_waiter *w);
@@ -426,8 +543,25 @@ void rm_subscriber_forget(redmutex_client *c);
 void rm_release_all(redmutex_client *c, int64_t deadline_ns);
 /** Unlinks and frees h; caller holds c->mu and h is not scheduled. */
 void rm_hold_destroy(redmutex_client *c, rm_hold *h);
-/** Sleeps until `until_ns` without a waiter, honouring the interrupt callback. 0 or REDMUTEX_EINTR. */
-int rm_sleep_until(redmutex_client *c, int64_t until_ns);
+/** Sleeps until `until_ns` without a waiter; 0, or REDMUTEX_EINTR when `wait` was interrupted. */
+int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns);
+/* ---- pollable events (events.c) ---------------------------------------------- */
+
+typedef struct rm_fd_event rm_fd_event;
+/** Queues the news that lock_id's hold of owner turned `state`. Caller holds c->mu. */
+void rm_events_push(redmutex_client *c, uint64_t lock_id, redmutex_state state, const char *owner);
+void rm_events_after_fork(redmutex_client *c);
+void rm_events_destroy(redmutex_client *c);
+
+/* ---- lifetimes (lifetime.c) ----------------------------------------------- */
+
+/** A new process-unique lock id (> 0). */
+uint64_t rm_lock_next_id(void);
+/** Drops a reference to l, freeing it at zero. Caller holds c->mu and a client reference of its own. */
+void rm_lock_unref_locked(redmutex_client *c, redmutex_lock *l);
+/** Destroys orphaned holds nobody works on. Caller holds c->mu and a client reference. */
+void rm_orphans_drop_locked(redmutex_client *c);
+
 /** Clock drift allowance for a lease (DESIGN: lease * 1% + 2 ms), in ns. */
 static inline int64_t rm_drift_ns(int64_t lease_ms) { return lease_ms * RM_NS_PER_MS / 100 + 2 * RM_NS_PER_MS; }
 

@@ -31,6 +31,7 @@ from ._errors import (
     ReplicaError,
     ServerError,
     UnsupportedError,
+    SystemFailure,
     WrongTypeError,
     check,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "ReplicaError",
     "ServerError",
     "UnsupportedError",
+    "SystemFailure",
     "WrongTypeError",
     "__version__",
     "check",
