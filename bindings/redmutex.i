@@ -146,7 +146,7 @@ static void rmb_raise(void)
     if (code == REDMUTEX_EINTR)
         rb_thread_check_ints(); /* the interrupt that ended the wait: Interrupt, Thread#raise... */
     VALUE cls = rb_const_get(rmb_module, rb_intern(rmb_error_class_for(code)->name));
-    VALUE exc = rb_exc_new_cstr(cls, message);
+    VALUE exc = rb_exc_new_str(cls, rb_utf8_str_new_cstr(message));
     rb_iv_set(exc, "@code", INT2NUM(code));
     rb_exc_raise(exc);
 }
@@ -234,6 +234,11 @@ static VALUE rmb_ruby_yield(VALUE unused)
 %typemap(out) rmb_int { $result = LL2NUM($1); }
 %typemap(out) rmb_symbol { $result = ID2SYM(rb_intern($1)); }
 %typemap(out) VALUE { $result = $1; }
+/* [lock_id, state, owner] (owner nil for a plain lock's own hold), or nil. */
+%typemap(out) rmb_event {
+    $result = !$1.has ? Qnil : rb_ary_new_from_args(3, ULL2NUM($1.lock_id), ID2SYM(rb_intern(rmb_state_name($1.state))),
+                                                    $1.owner[0] ? rb_utf8_str_new_cstr($1.owner) : Qnil);
+}
 
 %rename("locked?") rmb_lock::locked;
 %rename("owned?") rmb_lock::owned;
@@ -379,6 +384,16 @@ static void rmb_perl_error(pTHX)
 %typemap(out) rmb_opt_int { $result = $1.has ? sv_2mortal(newSViv((IV)$1.v)) : &PL_sv_undef; argvi++; }
 %typemap(out) rmb_int { $result = sv_2mortal(newSViv((IV)$1)); argvi++; }
 %typemap(out) rmb_symbol { $result = sv_2mortal(newSVpv($1, 0)); argvi++; }
+/* A list (lock_id, state, owner) - owner undef for a plain lock's own hold -
+   or the empty list: while (my ($id, $state) = $client->next_event) { ... } */
+%typemap(out) rmb_event {
+    if ($1.has) {
+        EXTEND(sp, argvi + 3);
+        ST(argvi++) = sv_2mortal(newSVuv((UV)$1.lock_id));
+        ST(argvi++) = sv_2mortal(newSVpv(rmb_state_name($1.state), 0));
+        ST(argvi++) = $1.owner[0] ? sv_2mortal(newSVpv($1.owner, 0)) : &PL_sv_undef;
+    }
+}
 
 %init %{
     rmb_set_policy(&rmb_signal_policy);
@@ -429,32 +444,59 @@ static void rmb_tcl_error(Tcl_Interp *interp)
 }
 
 /* Lost-lock news in the event loop: a file handler on the client's event
-   fd evaluates a script (redmutex::_dispatch) at global level. */
+   fd drains the events and calls ::redmutex::_lost_event id state owner for
+   each, at global level, on the interpreter's own thread. */
 typedef struct rmb_tcl_watch {
     Tcl_Interp *interp;
-    Tcl_Obj *script;
+    rmb_client *client;
     int fd;
 } rmb_tcl_watch;
 
 static void rmb_tcl_events_ready(ClientData data, int mask)
 {
     rmb_tcl_watch *w = data;
+    rmb_event ev;
     (void)mask;
     Tcl_Preserve(w->interp);
-    if (Tcl_EvalObjEx(w->interp, w->script, TCL_EVAL_GLOBAL) != TCL_OK)
-        Tcl_BackgroundException(w->interp, TCL_ERROR);
+    while (rmb_next_event(w->client, &ev) == 0 && ev.has) {
+        Tcl_Obj *cmd[4] = {Tcl_NewStringObj("::redmutex::_lost_event", -1), Tcl_NewWideIntObj((Tcl_WideInt)ev.lock_id),
+                           Tcl_NewStringObj(rmb_state_name(ev.state), -1), Tcl_NewStringObj(ev.owner, -1)};
+        for (int i = 0; i < 4; i++)
+            Tcl_IncrRefCount(cmd[i]);
+        if (Tcl_EvalObjv(w->interp, 4, cmd, TCL_EVAL_GLOBAL) != TCL_OK)
+            Tcl_BackgroundException(w->interp, TCL_ERROR);
+        for (int i = 0; i < 4; i++)
+            Tcl_DecrRefCount(cmd[i]);
+    }
+    rmb_error_clear();
     Tcl_Release(w->interp);
 }
 
 static void rmb_tcl_unwatch(rmb_client *c)
 {
     rmb_tcl_watch *w = c->lang;
-    if (!w)
-        return;
     Tcl_DeleteFileHandler(w->fd);
-    Tcl_DecrRefCount(w->script);
+    Tcl_Release(w->interp);
     ckfree((char *)w);
     c->lang = NULL;
+}
+
+static int rmb_tcl_watch_events(Tcl_Interp *interp, rmb_client *c)
+{
+    if (c->lang)
+        return 0;
+    int fd = redmutex_client_event_fd(c->ptr);
+    if (fd < 0)
+        return rmb_check(fd);
+    rmb_tcl_watch *w = (rmb_tcl_watch *)ckalloc(sizeof *w);
+    w->interp = interp;
+    w->client = c;
+    w->fd = fd;
+    Tcl_Preserve(interp);
+    c->lang = w;
+    c->lang_free = rmb_tcl_unwatch;
+    Tcl_CreateFileHandler(fd, TCL_READABLE, rmb_tcl_events_ready, w);
+    return 0;
 }
 %}
 
@@ -501,6 +543,17 @@ static void rmb_tcl_unwatch(rmb_client *c)
 %typemap(out) rmb_opt_int { Tcl_SetObjResult(interp, $1.has ? Tcl_NewWideIntObj((Tcl_WideInt)$1.v) : Tcl_NewObj()); }
 %typemap(out) rmb_int { Tcl_SetObjResult(interp, Tcl_NewWideIntObj((Tcl_WideInt)$1)); }
 %typemap(out) rmb_symbol { Tcl_SetObjResult(interp, Tcl_NewStringObj($1, -1)); }
+/* {lock_id state owner} (owner "" for a plain lock's own hold), or "". */
+%typemap(out) rmb_event {
+    Tcl_Obj *list = Tcl_NewListObj(0, NULL);
+    if ($1.has) {
+        Tcl_ListObjAppendElement(NULL, list, Tcl_NewWideIntObj((Tcl_WideInt)$1.lock_id));
+        Tcl_ListObjAppendElement(NULL, list, Tcl_NewStringObj(rmb_state_name($1.state), -1));
+        Tcl_ListObjAppendElement(NULL, list, Tcl_NewStringObj($1.owner, -1));
+    }
+    Tcl_SetObjResult(interp, list);
+}
+%typemap(in, numinputs=0) Tcl_Interp *interp { $1 = interp; }
 /* Tcl's stock pointer typemap ignores %newobject: these objects are new
    references, owned by the command that represents them. */
 %typemap(out) rmb_lock *, rmb_guard * {
@@ -635,6 +688,18 @@ typedef int rmb_lua_fn;   /* stack index of a function argument */
 %typemap(out) rmb_opt_int { if ($1.has) lua_pushinteger(L, $1.v); else lua_pushnil(L); SWIG_arg++; }
 %typemap(out) rmb_int { lua_pushinteger(L, $1); SWIG_arg++; }
 %typemap(out) rmb_symbol { lua_pushstring(L, $1); SWIG_arg++; }
+/* lock_id, state, owner (nil for a plain lock's own hold), or nil. */
+%typemap(out) rmb_event {
+    if ($1.has) {
+        lua_pushinteger(L, (lua_Integer)$1.lock_id);
+        lua_pushstring(L, rmb_state_name($1.state));
+        if ($1.owner[0]) lua_pushstring(L, $1.owner); else lua_pushnil(L);
+        SWIG_arg += 3;
+    } else {
+        lua_pushnil(L);
+        SWIG_arg++;
+    }
+}
 
 %init %{
     rmb_set_policy(&rmb_signal_policy);
@@ -683,9 +748,6 @@ typedef struct rmb_guard {} rmb_guard;
     }
 
     ~rmb_client() {
-#if defined(SWIGTCL)
-        rmb_tcl_unwatch($self);
-#endif
         rmb_client_unref($self);
     }
 
@@ -716,6 +778,26 @@ typedef struct rmb_guard {} rmb_guard;
 
     rmb_int server_count() {
         return (rmb_int)redmutex_client_server_count($self->ptr);
+    }
+
+    /* A file descriptor readable while lost-lock news is queued: watch it in
+       an event loop, then call next_event until there is none. Do not read
+       or close it. */
+    rmb_int event_fd() {
+        return (rmb_int)rmb_check(redmutex_client_event_fd($self->ptr));
+    }
+
+    /* The oldest lost-lock news: lock id, state (lost, renewal_failing, held
+       again) and owner; none when the queue is empty. Never blocks. */
+    rmb_event next_event() {
+        rmb_event ev;
+        rmb_next_event($self, &ev);
+        return ev;
+    }
+
+    /* News dropped because nobody read the queue (it holds 1024). */
+    rmb_int events_dropped() {
+        return (rmb_int)redmutex_client_events_dropped($self->ptr);
     }
 
     /* "<client id>:<thread id>": the calling thread's owner id of reentrant locks. */
@@ -840,6 +922,19 @@ typedef struct rmb_guard {} rmb_guard;
     const char *owner() {
         return $self->owner;
     }
+
+    /* The handle's process-unique id: lost-lock news names the lock by it. */
+    rmb_int id() {
+        return (rmb_int)redmutex_lock_id($self->ptr);
+    }
+
+#if defined(SWIGTCL)
+    /* Lets the event loop report this lock's client's lost-lock news to
+       ::redmutex::_lost_event (once per client; see redmutex::on_lost). */
+    void watch_events(Tcl_Interp *interp) {
+        rmb_tcl_watch_events(interp, $self->client);
+    }
+#endif
 
 #if defined(SWIGRUBY)
     /* lock.synchronize(timeout: s) { ... }: the block's value; LockTimeout

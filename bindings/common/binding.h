@@ -155,6 +155,7 @@ typedef struct rmb_client {
     atomic_int refs;
     atomic_bool closed;
     void *lang;           /* the language's own state (Tcl: the event-loop watch) */
+    void (*lang_free)(struct rmb_client *c); /* called before the client is freed */
 } rmb_client;
 
 /** A lock handle, shared by the language's Lock object and its guards. */
@@ -193,6 +194,17 @@ int rmb_acquire(rmb_lock *l, int64_t wait_ms);
 
 /** Releases one hold of the lock's owner (through the blocking policy). */
 int rmb_release(rmb_lock *l);
+
+/** One lost-lock event (see redmutex_client_next_event). */
+typedef struct rmb_event {
+    bool has;
+    uint64_t lock_id;
+    redmutex_state state;
+    char owner[REDMUTEX_OWNER_MAX + 1];   /* "" for a plain lock's own hold */
+} rmb_event;
+
+/** Pops the client's oldest lost-lock event; ev->has is false when there is none. */
+int rmb_next_event(rmb_client *c, rmb_event *ev);
 
 /** Calls that ask the servers (one round trip each). */
 typedef enum rmb_query {

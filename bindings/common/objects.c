@@ -73,6 +73,8 @@ rmb_client *rmb_client_new(const rmb_list *urls, const rmb_kwargs *kwargs)
 void rmb_client_unref(rmb_client *c)
 {
     if (c && atomic_fetch_sub(&c->refs, 1) == 1) {
+        if (c->lang_free)
+            c->lang_free(c);
         redmutex_client_free(c->ptr); /* never blocks */
         free(c);
     }
@@ -96,6 +98,16 @@ int rmb_close(rmb_client *c)
     rmb_call call = {.fn = call_close, .client = c};
     policy->run(&call, c, false);
     return rmb_check(call.rc);
+}
+
+int rmb_next_event(rmb_client *c, rmb_event *ev)
+{
+    ev->has = false;
+    int rc = redmutex_client_next_event(c->ptr, &ev->lock_id, &ev->state, ev->owner, sizeof ev->owner);
+    if (rc < 0)
+        return rmb_check(rc);
+    ev->has = rc == 1;
+    return 0;
 }
 
 /* ---- lock --------------------------------------------------------------- */

@@ -14,6 +14,10 @@ require "redmutex_native"
 module Redmutex
   VERSION = "1.0.0"
 
+  # Locks with an on_lost block, by id; weak, so watching keeps no lock alive.
+  WATCHED = ObjectSpace::WeakMap.new
+  private_constant :WATCHED
+
   # Base class of every error redmutex raises; +code+ is the C library's
   # negative REDMUTEX_E* code. Subclasses: LockTimeout, NotOwnedError,
   # LockLostError, ConnectionError, InvalidArgument, ProtocolError, ...
@@ -32,6 +36,26 @@ module Redmutex
       (reentrant ? rlock(name, **options) : lock(name, **options)).synchronize(&block)
     end
 
+    # An IO that is readable while lost-lock news is queued, for IO.select or
+    # an event library; call #dispatch_events when it is. Never read it.
+    def event_io
+      @event_io ||= IO.for_fd(event_fd, autoclose: false)
+    end
+
+    # Runs the on_lost blocks of this client's locks for the news queued so
+    # far, on the calling thread, and returns how many events there were.
+    # Never blocks.
+    def dispatch_events
+      count = 0
+      while (event = next_event)
+        lock_id, state, owner = event
+        lock = WATCHED[lock_id]
+        lock&.lost_handler&.call(lock, state, owner)
+        count += 1
+      end
+      count
+    end
+
     def inspect
       "#<Redmutex::Client #{id} servers=#{server_count}#{closed? ? ' closed' : ''}>"
     end
@@ -42,6 +66,18 @@ module Redmutex
     def try_lock
       acquire(0)
     end
+
+    # The block is called as block.(lock, state, owner) when a hold of this
+    # lock turns :renewal_failing or :lost (or :held again), by
+    # Client#dispatch_events on the thread that calls it: Ruby code never
+    # runs on the library's watchdog thread. #lost? asks without a callback.
+    def on_lost(&block)
+      @lost_handler = block
+      WATCHED[id] = self
+      self
+    end
+
+    attr_reader :lost_handler
 
     def inspect
       "#<Redmutex::#{kind == :rlock ? 'RLock' : 'Lock'} #{name.inspect} #{state}>"
