@@ -43,7 +43,52 @@ sub message { $_[0]{message} }
 
 package Redmutex::Lock;
 
+use Scalar::Util ();
+
 # $lock->try_lock: tries once; true when acquired.
 sub try_lock { $_[0]->acquire(0) }
+
+# Lost-lock callbacks by lock id: [callback, weak reference to the lock].
+my %on_lost;
+
+# $lock->on_lost(sub { my ($lock, $state, $owner) = @_; ... });
+# Called by $client->dispatch_events (in the caller's thread) when a hold of
+# this lock turns 'renewal_failing' or 'lost' (or 'held' again). Perl code
+# never runs on the library's watchdog thread. $lock->lost asks without a
+# callback. The callback gets the lock as its first argument: do not close
+# over $lock, or it is never freed.
+sub on_lost {
+    my ($self, $callback) = @_;
+    my $entry = $on_lost{ $self->id } = [$callback, $self];
+    Scalar::Util::weaken($entry->[1]);
+    return $self;
+}
+
+{
+    my $destroy = \&Redmutex::Lock::DESTROY;
+    no warnings 'redefine';
+    *Redmutex::Lock::DESTROY = sub {
+        delete $on_lost{ $_[0]->id } if ref $_[0] && Scalar::Util::reftype($_[0]) eq 'HASH' && tied %{ $_[0] };
+        goto &$destroy;
+    };
+}
+
+package Redmutex::Client;
+
+# $client->event_fd: readable while lost-lock news is queued (IO::Select,
+# AnyEvent->io, ...); then call $client->dispatch_events. Never read it.
+
+# $client->dispatch_events: runs the on_lost callbacks for the news queued
+# so far and returns how many events there were. Never blocks.
+sub dispatch_events {
+    my ($self) = @_;
+    my $count = 0;
+    while (my ($id, $state, $owner) = $self->next_event) {
+        $count++;
+        my $entry = $on_lost{$id} or next;
+        $entry->[0]->($entry->[1], $state, $owner) if $entry->[1];
+    }
+    return $count;
+}
 
 package Redmutex;
