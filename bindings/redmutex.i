@@ -419,6 +419,9 @@ static void rmb_from_tcl(rmb_value *v, Tcl_Obj *obj)
     /* Everything is a string in Tcl; some strings are numbers or booleans. */
     v->s = Tcl_GetStringFromObj(obj, &len);
     v->len = (size_t)len;
+    for (int i = 0; i + 1 < len; i++) /* Tcl stores NUL as C0 80 */
+        if ((unsigned char)v->s[i] == 0xC0 && (unsigned char)v->s[i + 1] == 0x80)
+            v->has_nul = true;
     v->kind = RMB_STRING;
     v->type = "a string";
     if (Tcl_GetWideIntFromObj(NULL, obj, &w) == TCL_OK) {

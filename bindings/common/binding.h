@@ -83,6 +83,7 @@ typedef struct rmb_value {
     double d;
     const char *s;        /* NULL: not a string */
     size_t len;
+    bool has_nul;         /* a NUL character the language stores another way (Tcl: C0 80) */
     const char *type;     /* the language's name of the value's type, for messages */
 } rmb_value;
 

@@ -27,7 +27,7 @@ int rmb_text(const char **out, const rmb_value *v, const char *what, size_t max)
         return rmb_fail(REDMUTEX_EINVAL, "%s must be a string, not %s", what, type_of(v));
     if (v->len == 0)
         return rmb_fail(REDMUTEX_EINVAL, "%s is empty", what);
-    if (memchr(v->s, '\0', v->len))
+    if (v->has_nul || memchr(v->s, '\0', v->len))
         return rmb_fail(REDMUTEX_EINVAL, "%s contains a NUL character, which the C API cannot pass", what);
     if (v->len > max)
         return rmb_fail(REDMUTEX_EINVAL, "%s is %zu bytes long; at most %zu are allowed", what, v->len, max);

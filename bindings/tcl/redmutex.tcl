@@ -9,7 +9,9 @@
 # {REDMUTEX TIMEOUT {lock held by another owner}}: try ... trap {REDMUTEX TIMEOUT} ...
 
 namespace eval ::redmutex {
-    namespace export with_lock client
+    namespace export with_lock client on_lost
+    # lock id -> {lock command}: the news handlers of redmutex::on_lost
+    variable lost_handlers [dict create]
 }
 
 # redmutex::client url ?url ...? ?-option value ...?: a client object command.
@@ -45,4 +47,33 @@ proc ::redmutex::with_lock {lock args} {
     }
     dict incr options -level
     return -options $options $result
+}
+
+# redmutex::on_lost lock command
+# When a hold of lock turns renewal_failing or lost (or held again), the
+# event loop (vwait, update, Tk) calls {*}command lock state owner at global
+# level - in the interpreter's own thread, never on the library's watchdog
+# thread. owner is "" for a plain lock's own hold. [$lock lost] asks without
+# a callback.
+proc ::redmutex::on_lost {lock command} {
+    variable lost_handlers
+    set id [$lock id]
+    dict set lost_handlers $id [list $lock $command]
+    $lock watch_events
+    trace add command $lock delete [list ::redmutex::_forget $id]
+    return
+}
+
+proc ::redmutex::_forget {id args} {
+    variable lost_handlers
+    dict unset lost_handlers $id
+}
+
+# Called by the event loop's handler of the client's event fd, once per event.
+proc ::redmutex::_lost_event {id state owner} {
+    variable lost_handlers
+    if {[dict exists $lost_handlers $id]} {
+        lassign [dict get $lost_handlers $id] lock command
+        uplevel #0 [list {*}$command $lock $state $owner]
+    }
 }
