@@ -19,11 +19,45 @@ local M = {
   VERSION = "1.0.0",
 }
 
+-- on_lost handlers: lock -> function (an ephemeron: the handler may refer to
+-- its lock without keeping it alive), and id -> lock for the news.
+local handlers = setmetatable({}, { __mode = "k" })
+local by_id = setmetatable({}, { __mode = "v" })
+
+--- fn(lock, state, owner) is called by redmutex.dispatch_events(client) when
+-- a hold of lock turns "renewal_failing" or "lost" (or "held" again); Lua
+-- code never runs on the library's watchdog thread. lock:lost() asks without
+-- a callback. Returns lock.
+function M.on_lost(lock, fn)
+  handlers[lock] = fn
+  by_id[lock:id()] = lock
+  return lock
+end
+
+--- Runs the on_lost handlers of the client's locks for the news queued so
+-- far; returns how many events there were. Never blocks. client:event_fd()
+-- is readable while news is queued, for an event loop (luaposix, cqueues...).
+function M.dispatch_events(client)
+  local count = 0
+  while true do
+    local id, state, owner = client:next_event()
+    if id == nil then
+      return count
+    end
+    count = count + 1
+    local lock = by_id[id]
+    local fn = lock and handlers[lock]
+    if fn then
+      fn(lock, state, owner)
+    end
+  end
+end
+
 --- True when err is a redmutex error (of class `name`, when given).
 function M.is(err, name)
   local mt = getmetatable(err)
   return type(err) == "table" and mt ~= nil and mt.__name == "redmutex.Error"
-    and (name == nil or err.name == name or (name == "Error"))
+    and (name == nil or name == "Error" or err.name == name)
 end
 
 return M
