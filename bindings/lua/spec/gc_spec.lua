@@ -32,6 +32,19 @@ describe("garbage collection", function()
     assert.is_true(H.now() - start < 10)
   end)
 
+  it("survives a program that closes its Lua state while the client closes in the background", function()
+    H.cli("FLUSHALL")
+    local program = assert(os.getenv("REDMUTEX_LUA_EMBED"), "REDMUTEX_LUA_EMBED names the embed_unload program")
+    local p = io.popen(("LUA_PATH=%s LUA_CPATH=%s %s %s 2>&1"):format(H.sh_quote(package.path),
+      H.sh_quote(package.cpath), H.sh_quote(program), H.sh_quote(H.url)))
+    local out = p:read("a")
+    local ok, how, code = p:close()
+    assert.are.same({ "ok\n", true, "exit", 0 }, { out, ok, how, code })
+    H.wait_until(5, "the background close to release the locks", function()
+      return H.cli("KEYS", "lua:unload:*") == ""
+    end)
+  end)
+
   it("closes a state holding locks without hanging", function()
     local start = H.now()
     local code = [[
