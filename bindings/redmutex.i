@@ -169,15 +169,22 @@ static void rmb_ruby_unblock(void *client)
 
 static void rmb_ruby_run(rmb_call *call, rmb_client *client, bool interruptible)
 {
-    if (interruptible) {
-        /* Not run at all when an interrupt is already pending: the caller
-           then reports REDMUTEX_EINTR and rmb_raise lets Ruby raise it. */
-        rb_thread_call_without_gvl2(rmb_ruby_call, call, rmb_ruby_unblock, client);
+    if (!interruptible) {
+        rb_thread_call_without_gvl2(rmb_ruby_call, call, NULL, NULL);
+        if (!call->ran) /* an interrupt is pending, but a release must still happen */
+            rmb_ruby_call(call);
         return;
     }
-    rb_thread_call_without_gvl2(rmb_ruby_call, call, NULL, NULL);
-    if (!call->ran) /* an interrupt is pending, but a release must still happen */
-        rmb_ruby_call(call);
+    /* Ruby declines to start a blocking region while any interrupt is
+       pending, also the timer's (thread switching): let Ruby handle it -
+       raising Interrupt, Thread#raise... here, with nothing held - and try
+       again. */
+    for (;;) {
+        rb_thread_call_without_gvl2(rmb_ruby_call, call, rmb_ruby_unblock, client);
+        if (call->ran)
+            return;
+        rb_thread_check_ints();
+    }
 }
 
 static bool rmb_ruby_interrupted(void)

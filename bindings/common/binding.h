@@ -247,8 +247,9 @@ typedef struct rmb_call {
 typedef struct rmb_policy {
     /**
      * Runs call->fn(call), setting call->ran. `interruptible`: a wait that the
-     * language's interrupt (Ctrl-C, Thread#raise) must be able to end. May
-     * leave call->ran false when an interrupt is already pending.
+     * language's interrupt (Ctrl-C, Thread#raise) must be able to end; before
+     * it starts, the language may instead unwind (raise) with nothing done, or
+     * return with call->ran false, so callers allocate nothing around it.
      */
     void (*run)(rmb_call *call, rmb_client *client, bool interruptible);
     /** True when the language has an interrupt pending for the calling thread. */

@@ -211,11 +211,13 @@ rmb_guard *rmb_guard_new(rmb_lock *l, const rmb_kwargs *kwargs)
     rmb_settings s;
     if (rmb_settings_parse(&s, RMB_SCOPE_WAIT, kwargs) != 0)
         return NULL;
+    /* Nothing allocated before the wait: a language may unwind out of it. */
+    if (rmb_acquire(l, s.has_timeout ? s.timeout_ms : l->timeout_ms) != 0)
+        return NULL;
     rmb_guard *g = calloc(1, sizeof *g);
-    if (!g)
-        return rmb_fail(REDMUTEX_ENOMEM, "out of memory"), NULL;
-    if (rmb_acquire(l, s.has_timeout ? s.timeout_ms : l->timeout_ms) != 0) {
-        free(g);
+    if (!g) {
+        rmb_release(l);
+        rmb_fail(REDMUTEX_ENOMEM, "out of memory");
         return NULL;
     }
     atomic_fetch_add(&l->refs, 1);

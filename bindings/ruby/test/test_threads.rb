@@ -68,6 +68,25 @@ class TestThreads < Minitest::Test
     assert_equal true, patient.value
   end
 
+  def test_pending_ruby_interrupts_of_other_kinds_never_fail_a_pair
+    # Ruby has interrupts pending now and then for its own work (the timer's
+    # time-slice check, finalizers): a blocking region does not start while
+    # one is, and that must not look like Ctrl-C. A Ruby with one thread, as
+    # most scripts are, meets the timer's every 100 ms.
+    code = <<~RUBY
+      require "redmutex"
+      lock = Redmutex::Client.new(ARGV[0]).lock("rb:pending")
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 1.5
+      pairs = 0
+      lock.synchronize { pairs += 1 } while Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+      puts pairs
+    RUBY
+    out = IO.popen({ "RUBYLIB" => child_rubylib }, [RbConfig.ruby, "-e", code, RedisServer.url], err: %i[child out],
+                   &:read)
+    assert $?.success?, out
+    assert_operator out.to_i, :>, 10
+  end
+
   def test_release_after_handoff_wakes_the_waiter_by_notification
     lock = @client.lock("rb:busy")
     waiter = Thread.new { lock.acquire(10) && RedisServer.now }
