@@ -9,7 +9,14 @@ shift
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 DESTDIR=$stage cmake --install "$build" >/dev/null
-setting() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
+raw_setting() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
+# An install directory as an absolute path (relative ones are under the prefix).
+setting() {
+  case $(raw_setting "$1") in
+  /*) raw_setting "$1" ;;
+  *) echo "$(raw_setting CMAKE_INSTALL_PREFIX)/$(raw_setting "$1")" ;;
+  esac
+}
 fail() {
   echo "install check: $*" >&2
   exit 1
