@@ -254,6 +254,12 @@ typedef struct rmb_policy {
     void (*run)(rmb_call *call, rmb_client *client, bool interruptible);
     /** True when the language has an interrupt pending for the calling thread. */
     bool (*interrupted)(void);
+    /**
+     * Try once without waiting, not interruptible, before an interruptible
+     * wait: for languages whose interruptible region is costly (Ruby), so that
+     * an uncontended acquire - the common case - never pays for it.
+     */
+    bool try_before_waiting;
 } rmb_policy;
 
 /** The language's policy (set once by the module's init); runs calls directly by default. */

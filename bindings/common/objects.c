@@ -30,7 +30,7 @@ static bool never_interrupted(void)
     return false;
 }
 
-static const rmb_policy direct_policy = {run_direct, never_interrupted};
+static const rmb_policy direct_policy = {run_direct, never_interrupted, false};
 static const rmb_policy *policy = &direct_policy;
 
 void rmb_set_policy(const rmb_policy *p)
@@ -172,6 +172,16 @@ static int interrupted(rmb_lock *l)
 int rmb_acquire(rmb_lock *l, int64_t wait_ms)
 {
     int64_t deadline = wait_ms < 0 ? -1 : now_ms() + wait_ms;
+    if (policy->try_before_waiting && wait_ms != 0) {
+        rmb_call once = {.fn = call_acquire, .lock = l, .arg = 0};
+        policy->run(&once, l->client, false);
+        if (once.rc != REDMUTEX_ETIMEDOUT)
+            return rmb_check(once.rc);
+        if (deadline >= 0) {
+            int64_t left = deadline - now_ms();
+            wait_ms = left > 0 ? left : 0;
+        }
+    }
     for (;;) {
         rmb_call call = {.fn = call_acquire, .lock = l, .arg = wait_ms};
         policy->run(&call, l->client, true);

@@ -121,7 +121,7 @@ static bool was_interrupted(void)
     return seen;
 }
 
-const rmb_policy rmb_signal_policy = {run, was_interrupted};
+const rmb_policy rmb_signal_policy = {run, was_interrupted, false};
 
 unsigned rmb_signals_caught(void)
 {

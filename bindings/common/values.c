@@ -190,7 +190,7 @@ static int apply(rmb_settings *s, const opt *o, const rmb_value *v)
     case OPT_OWNER:
         return v->kind == RMB_NIL ? 0 : rmb_text((const char **)field, v, o->name, REDMUTEX_OWNER_MAX);
     case OPT_FLAG: {
-        bool on;
+        bool on = false;
         if (rmb_flag(&on, v, o->name) != 0)
             return REDMUTEX_EINVAL;
         uint32_t *bits = (uint32_t *)field;
