@@ -582,8 +582,52 @@ typedef int Tcl_Size_compat;
 #endif
 %}
 
+/* redmutex::with_lock lock ?-timeout seconds? script: a C command, like
+   `if`, so the script runs in the caller's frame, return, break and continue
+   pass through, and nothing can slip in between acquiring and evaluating. */
+%wrapper %{
+static int rmb_tcl_with_lock(ClientData unused, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
+{
+    rmb_lock *l = NULL;
+    rmb_kwargs kw = {0};
+    (void)unused;
+    rmb_error_clear();
+    if (objc < 3 || objc % 2 == 0) {
+        rmb_fail(REDMUTEX_EINVAL, "wrong # args: should be \"redmutex::with_lock lock ?-timeout seconds? script\"");
+    } else if (!SWIG_IsOK(SWIG_ConvertPtr(objv[1], (void **)&l, SWIGTYPE_p_rmb_lock, 0)) || !l) {
+        rmb_fail(REDMUTEX_EINVAL, "redmutex::with_lock: \"%s\" is not a redmutex lock", Tcl_GetString(objv[1]));
+    } else {
+        for (int i = 2; i + 1 < objc - 1 && kw.n < RMB_KWARGS_MAX; i += 2, kw.n++) {
+            rmb_from_tcl(&kw.keys[kw.n], objv[i]);
+            rmb_from_tcl(&kw.values[kw.n], objv[i + 1]);
+        }
+        kw.too_many = objc - 3 > 2 * RMB_KWARGS_MAX;
+    }
+    rmb_guard *g = rmb_error_pending()->code ? NULL : rmb_guard_new(l, &kw);
+    if (!g) {
+        rmb_tcl_error(interp);
+        return TCL_ERROR;
+    }
+    int code = Tcl_EvalObjEx(interp, objv[objc - 1], 0);
+    if (code == TCL_ERROR) {
+        rmb_guard_free(g); /* releases; the script's error is what the caller sees */
+        Tcl_AppendObjToErrorInfo(interp, Tcl_ObjPrintf("\n    (\"redmutex::with_lock\" body line %d)",
+                                                       Tcl_GetErrorLine(interp)));
+        return TCL_ERROR;
+    }
+    int rc = rmb_guard_end(g);
+    rmb_guard_free(g);
+    if (rc != 0) {
+        rmb_tcl_error(interp);
+        return TCL_ERROR;
+    }
+    return code;
+}
+%}
+
 %init %{
     rmb_set_policy(&rmb_signal_policy);
+    Tcl_CreateObjCommand(interp, "::redmutex::with_lock", rmb_tcl_with_lock, NULL, NULL);
 %}
 #endif
 

@@ -24,30 +24,12 @@ proc ::redmutex::client {args} {
     return [::redmutex::Client -args $urls {*}$args]
 }
 
-# redmutex::with_lock lock ?-timeout seconds? script
+# redmutex::with_lock lock ?-timeout seconds? script  (a C command of the module)
 # Evaluates script in the caller's scope holding lock and returns its result
-# (return, break and continue pass through). The lock is released however
-# the script ends; the script's own error is what with_lock raises. A script
-# that finished while the lease was lost raises {REDMUTEX LOST ...}.
-proc ::redmutex::with_lock {lock args} {
-    if {[llength $args] % 2 == 0} {
-        return -code error -errorcode {REDMUTEX INVALID {invalid argument}} \
-            "wrong # args: should be \"redmutex::with_lock lock ?-timeout seconds? script\""
-    }
-    set guard [$lock guard {*}[lrange $args 0 end-1]]
-    set code [catch {uplevel 1 [lindex $args end]} result options]
-    try {
-        if {$code == 1} {
-            catch {$guard release}
-        } else {
-            $guard release
-        }
-    } finally {
-        rename $guard ""
-    }
-    dict incr options -level
-    return -options $options $result
-}
+# (return, break and continue pass through, as with `if`). The lock is
+# released however the script ends - try/finally - and the script's own
+# error is what with_lock raises. A script that finished while the lease was
+# lost raises {REDMUTEX LOST ...}; a wait that runs out {REDMUTEX TIMEOUT ...}.
 
 # redmutex::on_lost lock command
 # When a hold of lock turns renewal_failing or lost (or held again), the
