@@ -14,13 +14,18 @@
 
 #define DEFAULT_URL "redis://127.0.0.1:6379"
 
+static void vmessage(const char *fmt, va_list ap, const char *tail)
+{
+    fputs("redmutex: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(tail, stderr);
+}
+
 void cli_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("redmutex: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vmessage(fmt, ap, "\n");
     va_end(ap);
 }
 
@@ -28,9 +33,7 @@ int cli_usage_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("redmutex: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\nTry 'redmutex --help' for more information.\n", stderr);
+    vmessage(fmt, ap, "\nTry 'redmutex --help' for more information.\n");
     va_end(ap);
     return CLI_EXIT_USAGE;
 }
@@ -52,6 +55,7 @@ int cli_exit_for(int code)
     case REDMUTEX_EAUTH:
         return CLI_EXIT_NOPERM;
     case REDMUTEX_ENOMEM:
+    case REDMUTEX_ESYSTEM:
         return CLI_EXIT_OSERR;
     case REDMUTEX_ECONN:
     case REDMUTEX_EPROTOCOL:

@@ -164,9 +164,15 @@ int cli_child_poll(cli_child *ch, int *status)
     }
 }
 
-void cli_child_signal(const cli_child *ch, int sig) { kill(-ch->pid, sig); }
+void cli_child_signal(const cli_child *ch, int sig)
+{
+    kill(-ch->pid, sig);
+}
 
-bool cli_child_group_alive(const cli_child *ch) { return kill(-ch->pid, 0) == 0 || errno == EPERM; }
+bool cli_child_group_alive(const cli_child *ch)
+{
+    return kill(-ch->pid, 0) == 0 || errno == EPERM;
+}
 
 void cli_child_release_terminal(cli_child *ch)
 {

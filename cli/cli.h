@@ -66,7 +66,8 @@ typedef struct cli_servers {
 
 /* Adds a -u URL. Returns 0, or CLI_EXIT_USAGE (message printed) when there are too many. */
 int cli_servers_add(cli_servers *s, const char *url);
-/* When no -u was given: REDMUTEX_URL (comma-separated) or redis://127.0.0.1:6379. Returns 0 or an exit status. */
+/* When no -u was given: REDMUTEX_URL (comma-separated) or redis://127.0.0.1:6379. Returns 0 or an exit
+ * status. */
 int cli_servers_finish(cli_servers *s);
 void cli_servers_clear(cli_servers *s);
 
@@ -112,8 +113,8 @@ void cli_signals_child_defaults(void);
 /* ---- child.c: CMD in its own process group ------------------------------ */
 
 typedef struct cli_child {
-    pid_t pid;          /* CMD, also the id of its process group */
-    int tty;            /* the terminal handed to CMD's group, or -1 */
+    pid_t pid; /* CMD, also the id of its process group */
+    int tty;   /* the terminal handed to CMD's group, or -1 */
 } cli_child;
 
 /*
@@ -142,15 +143,15 @@ void cli_child_release_terminal(cli_child *ch);
 #define CLI_OWNER_MAX 300
 
 typedef struct cli_server_view {
-    char url[1400];          /* with the password masked */
+    char url[1400]; /* with the password masked */
     bool reachable;
-    char error[200];         /* why not, when !reachable */
-    char type[16];           /* Redis TYPE of the key: "none", "string", "hash", ... */
+    char error[200];           /* why not, when !reachable */
+    char type[16];             /* Redis TYPE of the key: "none", "string", "hash", ... */
     char owner[CLI_OWNER_MAX]; /* token prefix (plain) or hash field (reentrant); "" if none */
-    int64_t holds;           /* hold count of that owner (1 for a plain lock) */
-    int64_t ttl_ms;          /* PTTL: -2 absent, -1 no expiry */
+    int64_t holds;             /* hold count of that owner (1 for a plain lock) */
+    int64_t ttl_ms;            /* PTTL: -2 absent, -1 no expiry */
     bool has_fence;
-    int64_t fence;           /* redisson_lock_token:{NAME} */
+    int64_t fence; /* redisson_lock_token:{NAME} */
 } cli_server_view;
 
 /*

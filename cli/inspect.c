@@ -28,7 +28,10 @@ typedef struct endpoint {
 
 static int hexval(int ch)
 {
-    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+    return ch >= '0' && ch <= '9'   ? ch - '0'
+           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                    : -1;
 }
 
 /* Percent-decodes s[0..n) into out (size bytes). Returns -1 if it does not fit or is malformed. */
@@ -118,8 +121,8 @@ static void display(const endpoint *ep, char *out, size_t size)
     }
     bool v6 = strchr(ep->host, ':') != NULL;
     bool auth = ep->user[0] || ep->has_password;
-    snprintf(out, size, "redis://%s%s%s%s%s%s:%d/%ld", ep->user, ep->has_password ? ":***" : "", auth ? "@" : "",
-             v6 ? "[" : "", ep->host, v6 ? "]" : "", ep->port, ep->db);
+    snprintf(out, size, "redis://%s%s%s%s%s%s:%d/%ld", ep->user, ep->has_password ? ":***" : "",
+             auth ? "@" : "", v6 ? "[" : "", ep->host, v6 ? "]" : "", ep->port, ep->db);
 }
 
 static void fail(cli_server_view *out, const char *what, const char *detail)
@@ -210,7 +213,7 @@ void cli_inspect_server(cli_server_view *out, const char *url, const char *name,
     snprintf(out->type, sizeof out->type, "none");
     endpoint ep;
     memset(&ep, 0, sizeof ep);
-    int bad = strncmp(url, "unix://", 7) == 0 ? parse_unix(&ep, url + 7)
+    int bad = strncmp(url, "unix://", 7) == 0    ? parse_unix(&ep, url + 7)
               : strncmp(url, "redis://", 8) == 0 ? parse_tcp(&ep, url + 8)
                                                  : -1;
     if (bad) {
@@ -222,14 +225,14 @@ void cli_inspect_server(cli_server_view *out, const char *url, const char *name,
     }
     display(&ep, out->url, sizeof out->url);
     struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
-    redisContext *ctx = ep.is_unix ? redisConnectUnixWithTimeout(ep.path, tv)
-                                   : redisConnectWithTimeout(ep.host, ep.port, tv);
+    redisContext *ctx =
+        ep.is_unix ? redisConnectUnixWithTimeout(ep.path, tv) : redisConnectWithTimeout(ep.host, ep.port, tv);
     if (!ctx || ctx->err) {
         fail(out, "cannot connect: ", ctx ? ctx->errstr : "out of memory");
     } else {
         char fence_key[REDMUTEX_NAME_MAX + 64];
-        snprintf(fence_key, sizeof fence_key, strchr(name, '{') ? "redisson_lock_token:%s" : "redisson_lock_token:{%s}",
-                 name);
+        snprintf(fence_key, sizeof fence_key,
+                 strchr(name, '{') ? "redisson_lock_token:%s" : "redisson_lock_token:{%s}", name);
         redisSetTimeout(ctx, tv);
         send_reads(ctx, &ep, name, fence_key);
         read_replies(out, ctx, &ep);

@@ -26,8 +26,8 @@ extern char **environ;
 
 typedef struct run_opts {
     cli_servers servers;
-    int64_t lease_ms;      /* 0: the watchdog renews the lease */
-    int64_t wait_ms;       /* REDMUTEX_WAIT_FOREVER, or how long to wait (0 = -n) */
+    int64_t lease_ms; /* 0: the watchdog renews the lease */
+    int64_t wait_ms;  /* REDMUTEX_WAIT_FOREVER, or how long to wait (0 = -n) */
     bool wait_given, nonblock;
     int conflict_exit;     /* -E */
     int64_t kill_after_ms; /* SIGTERM -> SIGKILL grace after a lost lock */
@@ -42,10 +42,10 @@ typedef struct run_ctx {
     redmutex_client *client;
     redmutex_lock *lock;
     cli_child child;
-    atomic_int news;  /* the last state on_lost reported, or -1 */
-    int reported;     /* the last state reported on stderr */
+    atomic_int news; /* the last state on_lost reported, or -1 */
+    int reported;    /* the last state reported on stderr */
     bool lost;
-    int64_t kill_at;  /* CLOCK_MONOTONIC ms when SIGKILL follows SIGTERM; 0 = none pending */
+    int64_t kill_at; /* CLOCK_MONOTONIC ms when SIGKILL follows SIGTERM; 0 = none pending */
 } run_ctx;
 
 static int64_t now_ms(void)
@@ -59,17 +59,16 @@ static int64_t now_ms(void)
 
 enum { OPT_LEASE = 256, OPT_WAIT, OPT_KILL_AFTER, OPT_FENCE_ENV, OPT_KIND };
 
-static const struct option run_options[] = {
-    {"url", required_argument, NULL, 'u'},
-    {"lease", required_argument, NULL, OPT_LEASE},
-    {"wait", required_argument, NULL, OPT_WAIT},
-    {"nonblock", no_argument, NULL, 'n'},
-    {"conflict-exit-code", required_argument, NULL, 'E'},
-    {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
-    {"fence-env", required_argument, NULL, OPT_FENCE_ENV},
-    {"kind", required_argument, NULL, OPT_KIND},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0}};
+static const struct option run_options[] = {{"url", required_argument, NULL, 'u'},
+                                            {"lease", required_argument, NULL, OPT_LEASE},
+                                            {"wait", required_argument, NULL, OPT_WAIT},
+                                            {"nonblock", no_argument, NULL, 'n'},
+                                            {"conflict-exit-code", required_argument, NULL, 'E'},
+                                            {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
+                                            {"fence-env", required_argument, NULL, OPT_FENCE_ENV},
+                                            {"kind", required_argument, NULL, OPT_KIND},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
 
 /* One option; 0, or an exit status (-1: --help was printed). */
 static int run_option(run_opts *o, int c, const char *arg)
@@ -99,7 +98,8 @@ static int run_option(run_opts *o, int c, const char *arg)
         return 0;
     case OPT_FENCE_ENV:
         if (!cli_valid_env_name(arg))
-            return cli_usage_error("--fence-env needs a variable name ([A-Za-z_][A-Za-z0-9_]*), not '%s'", arg);
+            return cli_usage_error("--fence-env needs a variable name ([A-Za-z_][A-Za-z0-9_]*), not '%s'",
+                                   arg);
         o->fence_env = arg;
         return 0;
     case OPT_KIND:
@@ -144,7 +144,8 @@ static int parse_run(run_opts *o, int argc, char **argv)
     if (optind == dashdash)
         return cli_usage_error("run: missing the lock NAME");
     if (dashdash - optind > 1)
-        return cli_usage_error("run: unexpected '%s' after the lock name (CMD goes after '--')", argv[optind + 1]);
+        return cli_usage_error("run: unexpected '%s' after the lock name (CMD goes after '--')",
+                               argv[optind + 1]);
     o->name = argv[optind];
     if (dashdash == argc)
         return cli_usage_error("run: missing '--' between the lock name and the command");
@@ -209,10 +210,10 @@ static int acquire(run_ctx *r)
 
 /*
  * *out = environ with VAR=<fencing token> (an inherited VAR replaced), or
- * environ itself without --fence-env. The array is allocated, the strings
- * are environ's and buf's. Returns 0 or an exit status.
+ * NULL without --fence-env. One allocation holds the array and the new
+ * entry; the other strings are environ's. Returns 0 or an exit status.
  */
-static int cmd_environment(char ***out, run_ctx *r, char *buf, size_t size)
+static int cmd_environment(char ***out, run_ctx *r)
 {
     *out = NULL;
     if (!r->o.fence_env)
@@ -224,17 +225,20 @@ static int cmd_environment(char ***out, run_ctx *r, char *buf, size_t size)
     size_t n = 0, len = strlen(r->o.fence_env);
     while (environ[n])
         n++;
-    char **env = calloc(n + 2, sizeof *env);
+    size_t entry_size = len + 24; /* "=" and an int64 */
+    char **env = malloc((n + 2) * sizeof *env + entry_size);
     if (!env) {
         cli_error("out of memory");
         return CLI_EXIT_OSERR;
     }
+    char *entry = (char *)(env + n + 2);
+    snprintf(entry, entry_size, "%s=%lld", r->o.fence_env, (long long)fence);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], r->o.fence_env, len) || environ[i][len] != '=')
             env[k++] = environ[i];
-    snprintf(buf, size, "%s=%lld", r->o.fence_env, (long long)fence);
-    env[k] = buf;
+    env[k++] = entry;
+    env[k] = NULL;
     *out = env;
     return 0;
 }
@@ -349,7 +353,8 @@ static int finish(run_ctx *r, int status)
         return CLI_EXIT_LOST;
     }
     if (rc)
-        cli_error("could not release lock '%s' (%s); it ends with its lease", r->o.name, redmutex_last_error());
+        cli_error("could not release lock '%s' (%s); it ends with its lease", r->o.name,
+                  redmutex_last_error());
     return status;
 }
 
@@ -362,9 +367,8 @@ static int hold_and_run(run_ctx *r)
         redmutex_lock_release(r->lock, NULL);
         return 128 + cli_signal_first();
     }
-    char fence_buf[300];
     char **env;
-    rc = cmd_environment(&env, r, fence_buf, sizeof fence_buf);
+    rc = cmd_environment(&env, r);
     if (rc == 0)
         rc = cli_child_spawn(&r->child, r->o.cmd, env ? env : environ);
     free(env);

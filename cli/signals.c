@@ -69,7 +69,10 @@ int cli_signals_install(void)
     return catch_signal(SIGCHLD, false);
 }
 
-int cli_wake_fd(void) { return wake_pipe[0]; }
+int cli_wake_fd(void)
+{
+    return wake_pipe[0];
+}
 
 void cli_wake_drain(void)
 {
@@ -88,7 +91,10 @@ int cli_signal_take(void)
     return 0;
 }
 
-int cli_signal_first(void) { return first_forwarded; }
+int cli_signal_first(void)
+{
+    return first_forwarded;
+}
 
 void cli_signals_block(sigset_t *old)
 {

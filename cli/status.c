@@ -29,7 +29,8 @@ typedef struct status_report {
 } status_report;
 
 /* Parses [-u URL]... [--json] [--force] NAME. */
-static int parse_common(cli_servers *servers, const char **name, bool *json, bool *force, int argc, char **argv)
+static int parse_common(cli_servers *servers, const char **name, bool *json, bool *force, int argc,
+                        char **argv)
 {
     static const struct option opts[] = {{"url", required_argument, NULL, 'u'},
                                          {"json", no_argument, NULL, 'j'},
@@ -86,7 +87,10 @@ static void agree(status_report *s, size_t quorum)
     }
 }
 
-static const char *kind_name(const status_report *s) { return s->kind == REDMUTEX_KIND_RLOCK ? "rlock" : "lock"; }
+static const char *kind_name(const status_report *s)
+{
+    return s->kind == REDMUTEX_KIND_RLOCK ? "rlock" : "lock";
+}
 
 static void print_ttl(int64_t ttl)
 {
@@ -121,7 +125,7 @@ static void print_text(const status_report *s)
     printf("%s: %s\n", s->name, s->held ? "held" : "free");
     if (s->held) {
         printf("  kind    %s\n", s->kind == REDMUTEX_KIND_RLOCK ? "rlock (reentrant, Redisson RLock format)"
-                                                                 : "lock (plain, redis-py Lock format)");
+                                                                : "lock (plain, redis-py Lock format)");
         if (s->owner && s->kind == REDMUTEX_KIND_RLOCK)
             printf("  owner   %s (hold count %lld)\n", s->owner, (long long)s->holds);
         else if (s->owner)
@@ -256,8 +260,9 @@ static int force_release(int *deleted, redmutex_client *client, const char *name
             break;
     }
     if (rc == REDMUTEX_EWRONGTYPE) {
-        cli_error("'%s' is not a lock: the key holds neither a token (string) nor a Redisson hash; not deleted",
-                  name);
+        cli_error(
+            "'%s' is not a lock: the key holds neither a token (string) nor a Redisson hash; not deleted",
+            name);
         return CLI_EXIT_DATAERR;
     }
     return rc ? cli_library_error("cannot release the lock", rc) : 0;

@@ -375,6 +375,19 @@ static void slot_reset(rm_slot *s, int64_t deadline_ns)
    polls nothing and is retried every few milliseconds. */
 #define RM_CONN_RETRY_MS 2
 
+/* Whether some running slot has not sent its request whole yet: still
+   waiting for its connection, in its handshake, or with bytes unsent. */
+static bool any_unsent(const rm_call *call, const bool *pending)
+{
+    for (size_t i = 0; i < call->n; i++) {
+        const rm_slot *s = &call->slots[i];
+        if (s->status == RM_SLOT_RUNNING &&
+            (pending[i] || s->handshaking || !s->sent || s->conn->connecting || s->conn->out.len > 0))
+            return true;
+    }
+    return false;
+}
+
 int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decided_fn decided, void *ud)
 {
     redmutex_client *c = call->c;
@@ -416,8 +429,11 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
         }
     }
 
+    bool decided_now = false;
     for (;;) {
-        if (decided && decided(call, ud))
+        if (!decided_now && decided && decided(call, ud))
+            decided_now = true;
+        if (decided_now && !(call->must_send && any_unsent(call, pending)))
             break;
         int64_t now = rm_now_ns();
         int64_t next_deadline = INT64_MAX;

@@ -229,6 +229,7 @@ struct redmutex_client {
     /* interrupt.c: waits in progress and how they are ended */
     _Atomic uint64_t intr_gen; /* bumped by every redmutex_client_interrupt() */
     _Atomic int intr_fd;       /* eventfd written by it; -1 until the first wait */
+    uint64_t intr_drained;     /* the generation when the eventfd was last drained (c->mu) */
     _Atomic bool closing;      /* close has begun: every wait ends */
     bool shut_down;            /* close has finished: no holds are released any more (c->mu) */
     struct rm_wait *waits;     /* waits in progress (c->mu) */
@@ -334,6 +335,10 @@ struct rm_call {
     int64_t started_ns; /* when the last run's requests started going out */
     bool strict_deadline; /* new connections get no connect_timeout beyond the deadline */
     const bool *only;     /* when set, servers i with only[i] false are left out of the run */
+    /* Releases: even once decided, a run goes on (to the deadline at most)
+       until the request has been sent to every server it is for, so that a
+       server whose ordering connection is busy still gets it, in order. */
+    bool must_send;
     uint64_t order_key;   /* the last run's rm_order_key(req->order_name), 0 if none */
 };
 

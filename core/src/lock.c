@@ -712,6 +712,7 @@ static void undo_attempt(redmutex_lock *l, rm_call *call, const char *value, con
     snprintf(saved_msg, sizeof saved_msg, "%s", redmutex_last_error());
     call->only = dirty;
     call->strict_deadline = true;
+    call->must_send = true;
     rm_call_run(call, &rel, deadline, NULL, NULL);
     call->only = NULL;
     forget_latch(call, latch_key);
@@ -1023,6 +1024,7 @@ static void release_value(redmutex_lock *l, const char *value)
     rm_call call;
     if (rm_call_begin(&call, l->c) != 0)
         return;
+    call.must_send = true;
     rm_call_run(&call, &req, command_deadline(l->c, false), NULL, NULL);
     forget_latch(&call, latch_key);
     rm_call_end(&call);
@@ -1136,6 +1138,7 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         /* A caller's deadline (shutdown) is a hard one, even for a new connection. */
         call.strict_deadline = deadline_ns != INT64_MAX;
         call.only = only;
+        call.must_send = true;
         /* With several servers the answer is known at a majority; the
            others still get the release (their replies are skipped later). A
            hand-off needs its one server's reply. */
@@ -1399,7 +1402,7 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
             h->validity_end_ns = call.started_ns + ttl * RM_NS_PER_MS - rm_drift_ns(ttl);
             h->extensions++;
             if (h->state == REDMUTEX_STATE_RENEWAL_FAILING)
-                h->state = REDMUTEX_STATE_HELD;
+                rm_hold_set_state(c, h, REDMUTEX_STATE_HELD); /* reported, as a recovered renewal is */
             if (!h->watchdog) {
                 rm_watchdog_cancel(c, h);
                 rc = rm_watchdog_schedule(c, h);

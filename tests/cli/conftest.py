@@ -118,6 +118,12 @@ class Redis:
         return self.reply()
 
 
+def wait_for_subscribers(r: Redis, name: str, n: int) -> None:
+    """Waits until n clients listen on lock `name`'s release channel (waiters subscribe to it)."""
+    channel = f"redisson_lock__channel:{{{name}}}"
+    wait_until(lambda: r.cmd("PUBSUB", "NUMSUB", channel)[1] >= n, 10, f"{n} subscribers of {channel}")  # type: ignore[index]
+
+
 class RedisServer:
     """One redis-server process on 127.0.0.1:<free port>."""
 

@@ -28,6 +28,19 @@ def test_redlock_runs_cmd_with_one_of_three_servers_down(cli: Cli, trio: list[Re
         c.close()
 
 
+def test_redlock_with_one_server_down_waits_for_the_holder(cli: Cli, trio: list[RedisServer]) -> None:
+    trio[1].stop()
+    holder = cli.start("run", *urls(trio), "job", "--", "sh", "-c", "touch holding; sleep 1")
+    wait_until(lambda: os.path.exists(os.path.join(cli.cwd, "holding")), 10, "the holder to start")
+    res = cli.run("run", "--wait", "0.3", *urls(trio), "job", "--", "touch", "ran")
+    assert res.returncode == 75, res.stderr
+    res = cli.run("run", "--wait", "20", *urls(trio), "job", "--", "sh", "-c", "echo waited")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "waited\n"
+    assert holder.wait(10) == 0
+    assert not os.path.exists(os.path.join(cli.cwd, "ran"))
+
+
 def test_redlock_from_redmutex_url_excludes_and_reports(cli: Cli, trio: list[RedisServer]) -> None:
     env = dict(cli.env, REDMUTEX_URL=",".join(s.url for s in trio))
     holder = cli.start("run", "job", "--", "sh", "-c", "touch holding; sleep 60", env=env)

@@ -51,8 +51,16 @@ def test_nonblock_exits_75_at_once_without_running_cmd(cli: Cli, r: Redis) -> No
     elapsed = time.monotonic() - t0
     assert res.returncode == 75, res.stderr
     assert elapsed < 2.0
+    assert res.stderr == "", "a skipped run is silent unless stderr is a terminal (cron would mail it)"
     assert not os.path.exists(os.path.join(cli.cwd, "ran"))
     assert r.cmd("GET", "job") == "someone-else"
+
+
+def test_options_may_follow_the_name_before_the_double_dash(cli: Cli, r: Redis) -> None:
+    r.cmd("SET", "job", "someone-else", "PX", 60000)
+    res = cli.run("run", "job", "-n", "-E", "9", "--", "touch", "-n")
+    assert res.returncode == 9, res.stderr
+    assert not os.path.exists(os.path.join(cli.cwd, "-n"))
 
 
 def test_wait_exits_75_when_the_wait_runs_out(cli: Cli, r: Redis) -> None:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import Cli, Redis, alive, wait_until
+from conftest import Cli, Redis, alive, wait_for_subscribers, wait_until
 
 # CMD: traps SIG, reports it, takes a moment to clean up, exits 3. A
 # background child shows whether the signal reached the whole process group.
@@ -49,11 +49,7 @@ def test_signal_reaches_cmd_and_the_lock_is_released_after_cmd_ends(
 def test_sigterm_while_waiting_ends_the_wait_without_running_cmd(cli: Cli, r: Redis) -> None:
     r.cmd("SET", "job", "someone-else", "PX", 60000)
     p = cli.start("run", "--wait", "60", "job", "--", "touch", "ran")
-    wait_until(
-        lambda: r.cmd("PUBSUB", "NUMSUB", "redisson_lock__channel:{job}")[1] >= 1,
-        10,  # type: ignore[index]
-        "the waiter to subscribe",
-    )
+    wait_for_subscribers(r, "job", 1)
     t0 = time.monotonic()
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=10)

@@ -7,7 +7,7 @@ import os
 import socket
 import time
 
-from conftest import Cli, Redis, RedisServer, wait_until
+from conftest import Cli, Redis, RedisServer, wait_for_subscribers, wait_until
 
 
 def status_json(cli: Cli, name: str = "job") -> tuple[int, dict]:
@@ -102,11 +102,7 @@ def test_release_force_deletes_and_wakes_waiters(cli: Cli, r: Redis, server: Red
     r.cmd("SET", "job", "tok", "PX", 60000)
     sub = subscribe(server, "redisson_lock__channel:{job}")
     waiter = cli.start("run", "--wait", "30", "job", "--", "echo", "waiter ran")
-    wait_until(
-        lambda: r.cmd("PUBSUB", "NUMSUB", "redisson_lock__channel:{job}")[1] >= 2,
-        10,  # type: ignore[index]
-        "the waiter to subscribe",
-    )
+    wait_for_subscribers(r, "job", 2)
     t0 = time.monotonic()
     res = cli.run("release", "--force", "job")
     assert res.returncode == 0, res.stderr

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import pty
 import select
+import sys
 import time
 
-from conftest import Cli
+from conftest import Cli, Redis
 
 
 def spawn_on_terminal(cli: Cli, *args: str) -> tuple[int, int]:
@@ -67,11 +68,28 @@ def test_cmd_can_read_the_terminal(cli: Cli) -> None:
         os.close(fd)
 
 
+# Says "ready" only once SIGINT would kill it (a shell may still be catching SIGINT after an echo).
+SLEEPER = (
+    "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "print('ready', flush=True); time.sleep(30)"
+)
+
+
 def test_ctrl_c_on_the_terminal_reaches_cmd(cli: Cli) -> None:
-    pid, fd = spawn_on_terminal(cli, "run", "job", "--", "sh", "-c", "echo ready; sleep 30")
+    pid, fd = spawn_on_terminal(cli, "run", "job", "--", sys.executable, "-c", SLEEPER)
     try:
         read_until(fd, b"ready", 10)
         os.write(fd, b"\x03")
         assert exit_status(pid, 10) == 130
+    finally:
+        os.close(fd)
+
+
+def test_a_conflict_is_reported_on_a_terminal(cli: Cli, r: Redis) -> None:
+    r.cmd("SET", "job", "someone-else", "PX", 60000)
+    pid, fd = spawn_on_terminal(cli, "run", "-n", "job", "--", "touch", "ran")
+    try:
+        read_until(fd, b"lock 'job' is held by another owner", 10)
+        assert exit_status(pid, 10) == 75
     finally:
         os.close(fd)
