@@ -265,7 +265,7 @@ static VALUE rmb_ruby_yield(VALUE unused)
         rb_define_attr(base, "code", 1, 0);
         rb_define_const(mRedmutex, "RedMutexError", base);
         for (const rmb_error_class *c = rmb_error_classes + 1; c->name; c++)
-            rb_define_class_under(mRedmutex, c->name, base);
+            rb_define_class_under(mRedmutex, c->name, c->parent ? rb_const_get(mRedmutex, rb_intern(c->parent)) : base);
     }
 %}
 #endif
@@ -410,7 +410,7 @@ static void rmb_perl_error(pTHX)
     rmb_set_policy(&rmb_signal_policy);
     for (const rmb_error_class *c = rmb_error_classes + 1; c->name; c++) {
         AV *isa = get_av(Perl_form(aTHX_ "Redmutex::%s::ISA", c->name), GV_ADD);
-        av_push(isa, newSVpvs("Redmutex::Error"));
+        av_push(isa, newSVpvf("Redmutex::%s", c->parent ? c->parent : rmb_error_classes[0].name));
     }
 %}
 
@@ -766,6 +766,13 @@ typedef int rmb_lua_fn;   /* stack index of a function argument */
         lua_setfield(L, -2, "__tostring");
     }
     lua_pop(L, 1);
+    /* module.error_parents: class name -> the class it derives from (redmutex.is walks it). */
+    lua_newtable(L);
+    for (const rmb_error_class *c = rmb_error_classes + 1; c->name; c++) {
+        lua_pushstring(L, c->parent ? c->parent : rmb_error_classes[0].name);
+        lua_setfield(L, -2, c->name);
+    }
+    lua_setfield(L, -2, "error_parents");
 %}
 #endif
 

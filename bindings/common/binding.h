@@ -24,12 +24,13 @@
 
 /** One entry of the code -> class table (see errors.c). */
 typedef struct rmb_error_class {
-    int code;          /* REDMUTEX_E*, or 0 for the base class */
-    const char *name;  /* class name in every language: "LockTimeout" */
-    const char *tag;   /* Tcl -errorcode word: "TIMEOUT" */
+    int code;            /* REDMUTEX_E*, or 0 for the base class */
+    const char *name;    /* class name in every language: "LockTimeout" */
+    const char *tag;     /* Tcl -errorcode word: "TIMEOUT" */
+    const char *parent;  /* the class it derives from, an earlier entry; NULL: the base */
 } rmb_error_class;
 
-/** The base class first, then one entry per REDMUTEX_E* code; ends with {0, NULL, NULL}. */
+/** The base class first, then one entry per REDMUTEX_E* code; ends with a NULL name. */
 extern const rmb_error_class rmb_error_classes[];
 
 /** The class for a code; the base class for codes without their own. */

@@ -53,11 +53,22 @@ function M.dispatch_events(client)
   end
 end
 
---- True when err is a redmutex error (of class `name`, when given).
+--- True when err is a redmutex error of class `name` or a class derived
+-- from it (LockLostError is a NotOwnedError; all are an Error); any redmutex
+-- error when name is nil.
 function M.is(err, name)
   local mt = getmetatable(err)
-  return type(err) == "table" and mt ~= nil and mt.__name == "redmutex.Error"
-    and (name == nil or name == "Error" or err.name == name)
+  if type(err) ~= "table" or mt == nil or mt.__name ~= "redmutex.Error" then
+    return false
+  end
+  local class = err.name
+  while class ~= nil do
+    if name == nil or class == name then
+      return true
+    end
+    class = native.error_parents[class]
+  end
+  return false
 end
 
 return M

@@ -135,6 +135,8 @@ describe("a lock", function()
       H.wait_until(5, "the lease to run out", function() return lock:lost() end)
     end)
     assert.are.equal("LockLostError", err.name)
+    assert.is_true(redmutex.is(err, "NotOwnedError") and redmutex.is(err, "Error"))
+    assert.is_false(redmutex.is(err, "LockTimeout"))
     assert.is_false(lock:lost())
   end)
 

@@ -131,6 +131,7 @@ subtest 'a lost lock: lost is true and with_lock dies with LockLostError' => sub
     my $lock = $client->lock('pl:lost', lease => 0.2);
     ok !eval { with_lock { wait_until(5, 'the lease to run out', sub { $lock->lost }) } $lock; 1 }, 'died';
     isa_ok $@, 'Redmutex::LockLostError';
+    isa_ok $@, 'Redmutex::NotOwnedError';
     ok !$lock->lost, 'forgotten after the release';
 };
 

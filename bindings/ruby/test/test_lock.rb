@@ -131,6 +131,7 @@ class TestLock < Minitest::Test
       lock.synchronize { wait_until(5, "the lease to run out") { lock.lost? } }
     end
     assert_match(/rb:lost/, error.message)
+    assert_kind_of Redmutex::NotOwnedError, error, "as in Python: no longer owned"
     refute lock.lost?
   end
 
