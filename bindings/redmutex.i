@@ -406,8 +406,72 @@ static void rmb_perl_error(pTHX)
     }
 }
 
+/* The scopes of with_lock: a guard held by a plain blessed reference
+   (Redmutex::_Scope), with DESTROY in C - a fraction of the cost of a SWIG
+   proxy object. The block itself is called by Perl code, so die, return,
+   last and next behave as in any Perl block. */
+%wrapper %{
+static rmb_guard *rmb_perl_scope(pTHX_ SV *sv)
+{
+    if (!SvROK(sv) || !sv_derived_from(sv, "Redmutex::_Scope"))
+        return NULL;
+    return INT2PTR(rmb_guard *, SvIV(SvRV(sv)));
+}
+
+/* _scope_enter($lock, options...): acquires; a Redmutex::_Scope holding it. */
+XS(rmb_perl_scope_enter);
+XS(rmb_perl_scope_enter)
+{
+    dXSARGS;
+    rmb_lock *l = NULL;
+    rmb_kwargs kw = {0};
+    rmb_error_clear();
+    if (items < 1 || !SWIG_IsOK(SWIG_ConvertPtr(ST(0), (void **)&l, SWIGTYPE_p_rmb_lock, 0)) || !l)
+        rmb_fail(REDMUTEX_EINVAL, "with_lock: the second argument is not a Redmutex::Lock");
+    else
+        rmb_kwargs_from_perl(aTHX_ &kw, &ST(1), items - 1);
+    rmb_guard *g = rmb_error_pending()->code ? NULL : rmb_guard_new(l, &kw);
+    if (!g) {
+        rmb_perl_error(aTHX);
+        croak(NULL);
+    }
+    ST(0) = sv_2mortal(sv_bless(newRV_noinc(newSViv(PTR2IV(g))), gv_stashpvs("Redmutex::_Scope", GV_ADD)));
+    XSRETURN(1);
+}
+
+/* _scope_leave($scope): releases now; dies with LockLostError if the lease was lost. */
+XS(rmb_perl_scope_leave);
+XS(rmb_perl_scope_leave)
+{
+    dXSARGS;
+    rmb_guard *g = items == 1 ? rmb_perl_scope(aTHX_ ST(0)) : NULL;
+    rmb_error_clear();
+    if (g && rmb_guard_end(g) != 0) {
+        rmb_perl_error(aTHX);
+        croak(NULL);
+    }
+    XSRETURN_EMPTY;
+}
+
+/* Redmutex::_Scope::DESTROY: releases if the block unwound, frees the guard. */
+XS(rmb_perl_scope_destroy);
+XS(rmb_perl_scope_destroy)
+{
+    dXSARGS;
+    rmb_guard *g = items == 1 ? rmb_perl_scope(aTHX_ ST(0)) : NULL;
+    if (g) {
+        sv_setiv(SvRV(ST(0)), 0);
+        rmb_guard_free(g);
+    }
+    XSRETURN_EMPTY;
+}
+%}
+%native(_scope_enter) rmb_perl_scope_enter;
+%native(_scope_leave) rmb_perl_scope_leave;
+
 %init %{
     rmb_set_policy(&rmb_signal_policy);
+    newXS("Redmutex::_Scope::DESTROY", rmb_perl_scope_destroy, __FILE__);
     for (const rmb_error_class *c = rmb_error_classes + 1; c->name; c++) {
         AV *isa = get_av(Perl_form(aTHX_ "Redmutex::%s::ISA", c->name), GV_ADD);
         av_push(isa, newSVpvf("Redmutex::%s", c->parent ? c->parent : rmb_error_classes[0].name));

@@ -19,14 +19,14 @@ our @EXPORT_OK = qw(with_lock);
 
 # with_lock { BLOCK } $lock, timeout => $seconds;
 # Runs BLOCK holding $lock and returns what it returns. The lock is released
-# however BLOCK ends; if BLOCK dies, that error is what with_lock dies with.
-# If BLOCK finished but the lease was lost meanwhile, dies with
+# however BLOCK ends, and if BLOCK dies, that error is what with_lock dies
+# with. If BLOCK finished but the lease was lost meanwhile, dies with
 # Redmutex::LockLostError.
 sub with_lock (&$;@) {
     my ($code, $lock, @options) = @_;
-    my $guard = $lock->guard(@options);
+    my $scope = Redmutexc::_scope_enter($lock, @options);    # its DESTROY releases on the way out
     my @result = wantarray ? $code->() : scalar $code->();
-    $guard->release;
+    Redmutexc::_scope_leave($scope);
     return wantarray ? @result : $result[0];
 }
 

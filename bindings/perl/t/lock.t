@@ -126,6 +126,22 @@ subtest 'with_lock releases when the block dies, and dies with its error' => sub
     is cli('EXISTS', 'pl:die'), '0';
 };
 
+subtest 'with_lock releases when the block leaves by return or last' => sub {
+    my $client = fresh_client();
+    my $lock = $client->lock('pl:leave');
+    my $f = sub { with_lock { return 'from the block' } $lock; return 'after' };
+    is $f->(), 'after', 'return leaves the block only';
+    is cli('EXISTS', 'pl:leave'), '0';
+    my $i;
+    {
+        no warnings 'exiting';
+        for $i (1 .. 3) { with_lock { last if $i == 2 } $lock }
+    }
+    is cli('EXISTS', 'pl:leave'), '0', 'released after last';
+    ok $lock->acquire(0), 'free again';
+    $lock->release;
+};
+
 subtest 'a lost lock: lost is true and with_lock dies with LockLostError' => sub {
     my $client = fresh_client();
     my $lock = $client->lock('pl:lost', lease => 0.2);
