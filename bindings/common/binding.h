@@ -24,10 +24,10 @@
 
 /** One entry of the code -> class table (see errors.c). */
 typedef struct rmb_error_class {
-    int code;            /* REDMUTEX_E*, or 0 for the base class */
-    const char *name;    /* class name in every language: "LockTimeout" */
-    const char *tag;     /* Tcl -errorcode word: "TIMEOUT" */
-    const char *parent;  /* the class it derives from, an earlier entry; NULL: the base */
+    int code;           /* REDMUTEX_E*, or 0 for the base class */
+    const char *name;   /* class name in every language: "LockTimeout" */
+    const char *tag;    /* Tcl -errorcode word: "TIMEOUT" */
+    const char *parent; /* the class it derives from, an earlier entry; NULL: the base */
 } rmb_error_class;
 
 /** The base class first, then one entry per REDMUTEX_E* code; ends with a NULL name. */
@@ -41,7 +41,7 @@ const rmb_error_class *rmb_error_class_for(int code);
  * cleared by the interface's %exception block, which raises it.
  */
 typedef struct rmb_error {
-    int code;            /* 0: none */
+    int code; /* 0: none */
     char message[600];
 } rmb_error;
 
@@ -65,7 +65,7 @@ typedef enum rmb_kind {
     RMB_INT,
     RMB_FLOAT,
     RMB_STRING,
-    RMB_OTHER        /* anything else: a hash, an object... */
+    RMB_OTHER /* anything else: a hash, an object... */
 } rmb_kind;
 
 /**
@@ -77,15 +77,15 @@ typedef enum rmb_kind {
  */
 typedef struct rmb_value {
     rmb_kind kind;
-    int truth;            /* the language's truthiness where it has a rule: 1/0; -1 otherwise */
-    bool numeric;         /* d (and, when integral, i) hold its number */
+    int truth;    /* the language's truthiness where it has a rule: 1/0; -1 otherwise */
+    bool numeric; /* d (and, when integral, i) hold its number */
     bool integral;
     int64_t i;
     double d;
-    const char *s;        /* NULL: not a string */
+    const char *s; /* NULL: not a string */
     size_t len;
-    bool has_nul;         /* a NUL character the language stores another way (Tcl: C0 80) */
-    const char *type;     /* the language's name of the value's type, for messages */
+    bool has_nul;     /* a NUL character the language stores another way (Tcl: C0 80) */
+    const char *type; /* the language's name of the value's type, for messages */
 } rmb_value;
 
 /** Most values in a list argument: a URL list has at most REDMUTEX_SERVERS_MAX. */
@@ -102,7 +102,7 @@ typedef struct rmb_list {
 typedef struct rmb_kwargs {
     size_t n;
     bool too_many;
-    bool odd;             /* a flat key/value list had a key without a value */
+    bool odd; /* a flat key/value list had a key without a value */
     rmb_value keys[RMB_KWARGS_MAX];
     rmb_value values[RMB_KWARGS_MAX];
 } rmb_kwargs;
@@ -125,18 +125,18 @@ int rmb_seconds(int64_t *out, const rmb_value *v, const char *what, bool allow_z
 /* ------------------------------------------------------------------------ */
 
 typedef enum rmb_scope {
-    RMB_SCOPE_CLIENT,   /* Client.new(urls, ...) */
-    RMB_SCOPE_LOCK,     /* client.lock(name, ...), client.rlock(name, ...) */
-    RMB_SCOPE_WAIT      /* lock.synchronize / guard / with: timeout */
+    RMB_SCOPE_CLIENT, /* Client.new(urls, ...) */
+    RMB_SCOPE_LOCK,   /* client.lock(name, ...), client.rlock(name, ...) */
+    RMB_SCOPE_WAIT    /* lock.synchronize / guard / with: timeout */
 } rmb_scope;
 
 /** Everything keyword arguments can set, for any scope. */
 typedef struct rmb_settings {
     redmutex_client_options client;
     redmutex_lock_options lock;
-    int64_t timeout_ms;      /* wait of the scoped forms */
+    int64_t timeout_ms; /* wait of the scoped forms */
     bool has_timeout;
-    const char *owner;       /* points into the language's string; NULL: default owner */
+    const char *owner; /* points into the language's string; NULL: default owner */
 } rmb_settings;
 
 /** Fills defaults, then applies kwargs for the scope. Returns 0 or records EINVAL. */
@@ -156,7 +156,7 @@ typedef struct rmb_client {
     redmutex_client *ptr;
     atomic_int refs;
     atomic_bool closed;
-    void *lang;           /* the language's own state (Tcl: the event-loop watch) */
+    void *lang;                              /* the language's own state (Tcl: the event-loop watch) */
     void (*lang_free)(struct rmb_client *c); /* called before the client is freed */
 } rmb_client;
 
@@ -165,8 +165,8 @@ typedef struct rmb_lock {
     redmutex_lock *ptr;
     rmb_client *client;
     atomic_int refs;
-    char *owner;          /* explicit owner (copied) or NULL */
-    int64_t timeout_ms;   /* wait of the scoped forms */
+    char *owner;        /* explicit owner (copied) or NULL */
+    int64_t timeout_ms; /* wait of the scoped forms */
     bool fencing;
 } rmb_lock;
 
@@ -202,7 +202,7 @@ typedef struct rmb_event {
     bool has;
     uint64_t lock_id;
     redmutex_state state;
-    char owner[REDMUTEX_OWNER_MAX + 1];   /* "" for a plain lock's own hold */
+    char owner[REDMUTEX_OWNER_MAX + 1]; /* "" for a plain lock's own hold */
 } rmb_event;
 
 /** Pops the client's oldest lost-lock event; ev->has is false when there is none. */
@@ -238,8 +238,8 @@ typedef struct rmb_call {
     int (*fn)(struct rmb_call *call);
     rmb_client *client;
     rmb_lock *lock;
-    int what;             /* rmb_query for queries */
-    int64_t arg;          /* wait or extension in ms */
+    int what;    /* rmb_query for queries */
+    int64_t arg; /* wait or extension in ms */
     int64_t out;
     int rc;
     bool ran;

@@ -263,14 +263,25 @@ static int call_query(rmb_call *call)
     const char *owner = call->lock->owner;
     int flag = 0, rc;
     switch ((rmb_query)call->what) {
-    case RMB_QUERY_LOCKED: rc = redmutex_lock_is_locked(&flag, l); break;
-    case RMB_QUERY_OWNED: rc = redmutex_lock_is_owned(&flag, l, owner); break;
-    case RMB_QUERY_FORCE_RELEASE: rc = redmutex_lock_force_release(&flag, l); break;
-    case RMB_QUERY_TTL: return redmutex_lock_ttl(&call->out, l);
-    case RMB_QUERY_HOLD_COUNT: return redmutex_lock_hold_count(&call->out, l, owner);
-    case RMB_QUERY_EXTEND: return redmutex_lock_extend(l, owner, call->arg, REDMUTEX_EXTEND_ADD);
-    case RMB_QUERY_EXTEND_REPLACE: return redmutex_lock_extend(l, owner, call->arg, REDMUTEX_EXTEND_REPLACE);
-    default: return REDMUTEX_EINVAL;
+    case RMB_QUERY_LOCKED:
+        rc = redmutex_lock_is_locked(&flag, l);
+        break;
+    case RMB_QUERY_OWNED:
+        rc = redmutex_lock_is_owned(&flag, l, owner);
+        break;
+    case RMB_QUERY_FORCE_RELEASE:
+        rc = redmutex_lock_force_release(&flag, l);
+        break;
+    case RMB_QUERY_TTL:
+        return redmutex_lock_ttl(&call->out, l);
+    case RMB_QUERY_HOLD_COUNT:
+        return redmutex_lock_hold_count(&call->out, l, owner);
+    case RMB_QUERY_EXTEND:
+        return redmutex_lock_extend(l, owner, call->arg, REDMUTEX_EXTEND_ADD);
+    case RMB_QUERY_EXTEND_REPLACE:
+        return redmutex_lock_extend(l, owner, call->arg, REDMUTEX_EXTEND_REPLACE);
+    default:
+        return REDMUTEX_EINVAL;
     }
     call->out = flag;
     return rc;

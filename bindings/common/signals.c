@@ -25,14 +25,14 @@
 static _Atomic(redmutex_client *) waiting[SLOTS];
 
 static atomic_uint caught;
-static atomic_int in_handler;       /* handlers running now, on any thread */
+static atomic_int in_handler; /* handlers running now, on any thread */
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned waits;              /* waits in progress; under install_lock */
+static unsigned waits; /* waits in progress; under install_lock */
 static bool installed;
 static unsigned caught_at_install;
 static struct sigaction previous;
 
-static _Thread_local bool seen;     /* a SIGINT arrived during this thread's last wait */
+static _Thread_local bool seen; /* a SIGINT arrived during this thread's last wait */
 
 static void on_sigint(int sig)
 {

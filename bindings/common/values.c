@@ -15,9 +15,12 @@
 static const char *type_of(const rmb_value *v)
 {
     switch (v->kind) {
-    case RMB_MISSING: return "nothing";
-    case RMB_NIL: return v->type ? v->type : "nil";
-    default: return v->type ? v->type : "a value of another type";
+    case RMB_MISSING:
+        return "nothing";
+    case RMB_NIL:
+        return v->type ? v->type : "nil";
+    default:
+        return v->type ? v->type : "a value of another type";
     }
 }
 
@@ -47,7 +50,8 @@ int rmb_seconds(int64_t *out, const rmb_value *v, const char *what, bool allow_z
     if (isnan(s))
         return rmb_fail(REDMUTEX_EINVAL, "%s must be a finite number of seconds, not NaN", what);
     if (isinf(s))
-        return rmb_fail(REDMUTEX_EINVAL, "%s must be a finite number of seconds, not %sinfinity", what, s < 0 ? "-" : "");
+        return rmb_fail(REDMUTEX_EINVAL, "%s must be a finite number of seconds, not %sinfinity", what,
+                        s < 0 ? "-" : "");
     if (allow_forever && s == -1) {
         *out = REDMUTEX_WAIT_FOREVER;
         return 0;
@@ -55,8 +59,9 @@ int rmb_seconds(int64_t *out, const rmb_value *v, const char *what, bool allow_z
     if (s < 0)
         return rmb_fail(REDMUTEX_EINVAL, "%s must not be negative (got %g)", what, s);
     if (s > (double)REDMUTEX_TIME_MAX_MS / 1000)
-        return rmb_fail(REDMUTEX_EINVAL, "%s of %g seconds is too long; at most %lld seconds (one year) are allowed",
-                        what, s, (long long)(REDMUTEX_TIME_MAX_MS / 1000));
+        return rmb_fail(REDMUTEX_EINVAL,
+                        "%s of %g seconds is too long; at most %lld seconds (one year) are allowed", what, s,
+                        (long long)(REDMUTEX_TIME_MAX_MS / 1000));
     /* Round to microseconds first so that 0.1 s is 100 ms, not 101. */
     int64_t ms = (int64_t)ceil(round(s * 1e6) / 1e3);
     if (ms == 0 && !allow_zero)
@@ -104,8 +109,8 @@ typedef enum opt_type {
 typedef struct opt {
     const char *name;
     opt_type type;
-    size_t offset;        /* into rmb_settings */
-    uint32_t bit;         /* OPT_FLAG: the flag bit set at offset */
+    size_t offset; /* into rmb_settings */
+    uint32_t bit;  /* OPT_FLAG: the flag bit set at offset */
 } opt;
 
 #define CLIENT(field) offsetof(rmb_settings, client.field)
@@ -158,8 +163,8 @@ static int unknown_option(rmb_scope scope, const char *key, size_t len)
         if (o[1].name)
             strncat(known, ", ", sizeof known - strlen(known) - 1);
     }
-    return rmb_fail(REDMUTEX_EINVAL, "unknown option '%.*s' for %s; known options: %s", (int)(len > 100 ? 100 : len),
-                    key, scope_name(scope), known);
+    return rmb_fail(REDMUTEX_EINVAL, "unknown option '%.*s' for %s; known options: %s",
+                    (int)(len > 100 ? 100 : len), key, scope_name(scope), known);
 }
 
 /* Tcl spells options -lease; the other languages lease. */
@@ -181,12 +186,15 @@ static int apply(rmb_settings *s, const opt *o, const rmb_value *v)
 {
     char *field = (char *)s + o->offset;
     switch (o->type) {
-    case OPT_SECONDS: return rmb_seconds((int64_t *)field, v, o->name, true, false);
-    case OPT_SECONDS_POSITIVE: return rmb_seconds((int64_t *)field, v, o->name, false, false);
+    case OPT_SECONDS:
+        return rmb_seconds((int64_t *)field, v, o->name, true, false);
+    case OPT_SECONDS_POSITIVE:
+        return rmb_seconds((int64_t *)field, v, o->name, false, false);
     case OPT_WAIT:
         s->has_timeout = true;
         return rmb_seconds((int64_t *)field, v, o->name, true, true);
-    case OPT_COUNT: return count((int64_t *)field, v, o->name);
+    case OPT_COUNT:
+        return count((int64_t *)field, v, o->name);
     case OPT_OWNER:
         return v->kind == RMB_NIL ? 0 : rmb_text((const char **)field, v, o->name, REDMUTEX_OWNER_MAX);
     case OPT_FLAG: {
