@@ -10,7 +10,9 @@ describe("SIGINT during a wait", function()
     local out = H.dir .. "/child.out"
     local pidfile = H.dir .. "/child.pid"
     -- The child writes its stdout and stderr to a file; the shell tells its pid.
-    local cmd = ("LUA_PATH=%s LUA_CPATH=%s lua5.4 %s %s >%s 2>&1 & echo $! >%s"):format(
+    -- (env --default-signal: a shell started in the background hands its
+    -- children SIGINT ignored, and an ignored SIGINT must stay ignored)
+    local cmd = ("LUA_PATH=%s LUA_CPATH=%s exec env --default-signal=INT lua5.4 %s %s >%s 2>&1 & echo $! >%s"):format(
       H.sh_quote(package.path), H.sh_quote(package.cpath), H.sh_quote(child), H.sh_quote(H.url), H.sh_quote(out),
       H.sh_quote(pidfile))
     assert(os.execute(cmd))

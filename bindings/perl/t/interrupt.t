@@ -28,8 +28,10 @@ sub interrupt_a_waiting_child {
     cli('FLUSHALL');
     cli('SET', 'pl:int:busy', 'someone-else');
     my $err = Symbol::gensym;
-    my $pid = IPC::Open3::open3(my $in, my $out, $err, $^X, (map {"-I$_"} @INC), '-e', $child, url(),
-        $with_handler ? 1 : 0);
+    # (env --default-signal: a shell started in the background hands its
+    # children SIGINT ignored, and an ignored SIGINT must stay ignored)
+    my $pid = IPC::Open3::open3(my $in, my $out, $err, 'env', '--default-signal=INT', $^X, (map {"-I$_"} @INC),
+        '-e', $child, url(), $with_handler ? 1 : 0);
     is scalar <$out>, "holding\n", 'the child holds the outer lock';
     wait_for_waiter('pl:int:busy');
     my $start = now();

@@ -21,8 +21,10 @@ class TestInterrupt < Minitest::Test
     RedisServer.cli("SET", "rb:int:busy", "someone-else")
     out = IO.pipe
     err = IO.pipe
-    pid = Process.spawn({ "RUBYLIB" => child_rubylib }, RbConfig.ruby, "-e", CHILD, RedisServer.url,
-                        out: out[1], err: err[1])
+    # (env --default-signal: a shell started in the background hands its
+    # children SIGINT ignored, and an ignored SIGINT must stay ignored)
+    pid = Process.spawn({ "RUBYLIB" => child_rubylib }, "env", "--default-signal=INT", RbConfig.ruby, "-e", CHILD,
+                        RedisServer.url, out: out[1], err: err[1])
     out[1].close
     err[1].close
     assert_equal "holding\n", out[0].gets
