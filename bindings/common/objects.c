@@ -169,12 +169,25 @@ static int interrupted(rmb_lock *l)
     return rmb_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", redmutex_lock_name(l->ptr));
 }
 
+/* A lock granted while the language has an interrupt pending is given back,
+   so that an interrupted acquire never leaves anything held. */
+static int granted(rmb_lock *l)
+{
+    if (!policy->interrupted())
+        return 0;
+    rmb_call back = {.fn = call_release, .lock = l};
+    policy->run(&back, l->client, false);
+    return interrupted(l);
+}
+
 int rmb_acquire(rmb_lock *l, int64_t wait_ms)
 {
     int64_t deadline = wait_ms < 0 ? -1 : now_ms() + wait_ms;
     if (policy->try_before_waiting && wait_ms != 0) {
         rmb_call once = {.fn = call_acquire, .lock = l, .arg = 0};
         policy->run(&once, l->client, false);
+        if (once.rc == 0)
+            return granted(l);
         if (once.rc != REDMUTEX_ETIMEDOUT)
             return rmb_check(once.rc);
         if (deadline >= 0) {
@@ -187,15 +200,8 @@ int rmb_acquire(rmb_lock *l, int64_t wait_ms)
         policy->run(&call, l->client, true);
         if (!call.ran)
             return interrupted(l);
-        if (call.rc == 0) {
-            if (!policy->interrupted())
-                return 0;
-            /* The interrupt came as the lock was granted: give it back, so
-               that an interrupted wait never leaves anything held. */
-            rmb_call back = {.fn = call_release, .lock = l};
-            policy->run(&back, l->client, false);
-            return interrupted(l);
-        }
+        if (call.rc == 0)
+            return granted(l);
         if (call.rc != REDMUTEX_EINTR || policy->interrupted())
             return rmb_check(call.rc);
         /* redmutex_client_interrupt ends every wait of the client: this one
