@@ -29,8 +29,8 @@ build build-test RelWithDebInfo
 
 echo "== C lifetime, event, interrupt and options tests under valgrind"
 for t in test_lifetimes test_events test_interrupt test_options; do
-  valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite \
-    "build-test/tests/c/$t"
+  REDMUTEX_TEST_SLOW=1 valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no \
+    --errors-for-leak-kinds=definite "build-test/tests/c/$t"
 done
 
 echo "== C tests under AddressSanitizer + UndefinedBehaviorSanitizer"

@@ -19,8 +19,10 @@
 #else
 #define PROMPT_MS 50
 #endif
-/* No wait may take longer than this after an interrupt, even on a loaded machine. */
-#define HARD_MS 1000
+/* No wait may take longer than this after an interrupt, even on a loaded
+   machine (under valgrind, where scripts/test.sh sets REDMUTEX_TEST_SLOW,
+   only the outcome is checked). */
+#define HARD_MS (getenv("REDMUTEX_TEST_SLOW") ? 60000 : 1000)
 
 static rs_server srv;
 
@@ -137,8 +139,9 @@ static void promptly(int64_t (*round)(void))
         if (worst < best)
             best = worst;
     }
-    CHECKF(best < PROMPT_MS * 1000, "no round ended its waits within %d ms (best %lld us)", PROMPT_MS,
-           (long long)best);
+    if (!getenv("REDMUTEX_TEST_SLOW"))
+        CHECKF(best < PROMPT_MS * 1000, "no round ended its waits within %d ms (best %lld us)", PROMPT_MS,
+               (long long)best);
 }
 
 /* Waits until `n` threads of the client wait on the lock's channel, then a little into their pause. */
