@@ -50,8 +50,21 @@ def start_redis(workdir: str) -> tuple[subprocess.Popen[bytes], int]:
     binary = shutil.which("redis-server") or "/usr/bin/redis-server"
     port = free_port()
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", workdir, "--logfile", os.path.join(workdir, "redis.log")],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+            "--logfile",
+            os.path.join(workdir, "redis.log"),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -86,8 +99,9 @@ def series(build: str) -> dict[str, tuple[list[str], dict[str, str]]]:
 
 
 def run(command: list[str], env: dict[str, str], url: str, seconds: float) -> float:
-    out = subprocess.run(command + [url, str(seconds)], env={**os.environ, **env}, check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [*command, url, str(seconds)], env={**os.environ, **env}, check=True, capture_output=True, text=True
+    ).stdout
     return float(out.split()[0])
 
 
@@ -129,8 +143,8 @@ def main() -> int:
         print(f"{'series':8} {'pairs/s':>8} {'µs/pair':>8} {'vs C':>6} {'best':>6}   rounds")
         for name, r in report.items():
             print(
-                f"{name:8} {r['pairs_per_s']:8} {r['us_per_pair']:8} {r['per_pair_vs_c']:5}× "
-                f"{r['best_vs_best_c']:5}×   {r['rounds']}"
+                f"{name:8} {r['pairs_per_s']:8} {r['us_per_pair']:8} {r['per_pair_vs_c']:5}x "
+                f"{r['best_vs_best_c']:5}x   {r['rounds']}"
             )
     return 0 if all(r["per_pair_vs_c"] <= 1.3 for r in report.values()) else 1
 
