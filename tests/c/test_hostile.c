@@ -164,6 +164,7 @@ static int run_case(const char *payload, size_t len, bool close_after, bool neve
     int rc = redmutex_lock_acquire(l, NULL, 0);
     *took_ms = rt_now_ms() - t0;
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     hostile_stop(&h);
     return rc;
