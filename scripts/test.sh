@@ -4,7 +4,6 @@
 #      against redis-servers they start themselves; with them the ABI check against abi/
 #      (abidiff) and the install check (the README's C example built against the installed
 #      tree with CMake and pkg-config);
-#   1b. the C tests of lifetimes, events, interrupts and options under valgrind;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
 #   4. the same test binaries under valgrind memcheck (scripts/valgrind.sh);
@@ -25,12 +24,6 @@ build() {
 echo "== C tests"
 build build-test RelWithDebInfo
 (cd build-test && ctest --output-on-failure)
-
-echo "== C lifetime, event, interrupt and options tests under valgrind"
-for t in test_lifetimes test_events test_interrupt test_options; do
-  REDMUTEX_TEST_SLOW=1 valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no \
-    --errors-for-leak-kinds=definite "build-test/tests/c/$t"
-done
 
 echo "== C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 build build-asan Debug -DREDMUTEX_SANITIZE=address -DREDMUTEX_BUILD_BENCH=OFF

@@ -15,9 +15,8 @@
 
 /* "Never blocks": far below what a blocking close would take with a stopped
    server (the 400 ms command timeout), with room for thread creation under
-   sanitizers. Valgrind runs threads one at a time: scripts/test.sh sets
-   REDMUTEX_TEST_SLOW there, and only memory errors are checked. */
-#define QUICK_MS (getenv("REDMUTEX_TEST_SLOW") ? 60000 : 150)
+   sanitizers (and stretched under valgrind, see rt_scaled_ms). */
+#define QUICK_MS rt_scaled_ms(150)
 
 static rs_server srv;
 
