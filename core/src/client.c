@@ -1,5 +1,5 @@
 /*
- * Clients: options, creation and shutdown, the per-server connection pool,
+ * Clients: options, creation and destruction, the per-server connection pool,
  * run_id bookkeeping (duplicate endpoints, restarts) and fork handling.
  */
 #define _GNU_SOURCE
@@ -16,14 +16,22 @@
 
 static const redmutex_client_options default_client_options = REDMUTEX_CLIENT_OPTIONS_INIT;
 
+/* The struct's size in each version (options.c). A new version appends its
+   fields and its size here: RM_OPTIONS_END(redmutex_client_options, <its last field>). */
+static const size_t client_options_sizes[] = {
+    0,
+    RM_OPTIONS_END(redmutex_client_options, interrupt_payload), /* 1 */
+};
+_Static_assert(sizeof client_options_sizes / sizeof client_options_sizes[0] == REDMUTEX_CLIENT_OPTIONS_VERSION + 1,
+               "one size per client options version");
+
+static const rm_options_layout client_options_layout = {
+    "client options", "redmutex_client_options_init", &default_client_options, client_options_sizes,
+    REDMUTEX_CLIENT_OPTIONS_VERSION + 1};
+
 int redmutex_client_options_init(redmutex_client_options *opts, unsigned int version)
 {
-    if (!opts)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_options_init: opts is NULL");
-    if (version != REDMUTEX_CLIENT_OPTIONS_VERSION)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_options_init: unknown version %u", version);
-    memcpy(opts, &default_client_options, sizeof *opts);
-    return 0;
+    return rm_options_init(opts, version, &client_options_layout);
 }
 
 static int check_ms(const char *field, int64_t v, int64_t min)
@@ -36,11 +44,6 @@ static int check_ms(const char *field, int64_t v, int64_t min)
 
 static int check_options(const redmutex_client_options *o)
 {
-    if (o->version != REDMUTEX_CLIENT_OPTIONS_VERSION)
-        return rm_fail(REDMUTEX_EINVAL,
-                       "client options version %u is unknown (initialise them with "
-                       "redmutex_client_options_init)",
-                       o->version);
     if (o->flags & ~(uint32_t)REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE)
         return rm_fail(REDMUTEX_EINVAL, "client options: unknown flags 0x%x", o->flags);
     int rc;
@@ -121,6 +124,8 @@ static void atfork_child(void)
             h->renewing = false;
         }
         init_cond(&c->renew_done);
+        rm_interrupt_after_fork(c);
+        rm_events_after_fork(c);
         c->pid = getpid();
         pthread_mutex_unlock(&c->mu);
     }
@@ -160,6 +165,13 @@ static void client_destroy(redmutex_client *c)
         rm_endpoint_clear(&srv->ep);
     }
     free(c->servers);
+    while (c->events) {
+        rm_event *e = c->events;
+        c->events = e->next;
+        free(e);
+    }
+    rm_events_destroy(c);
+    rm_interrupt_destroy(c);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->renew_done);
     free(c);
@@ -197,10 +209,10 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
     if (n_urls > REDMUTEX_SERVERS_MAX)
         return rm_fail(REDMUTEX_EINVAL, "redmutex_client_new: %zu servers given, at most %d supported",
                        n_urls, REDMUTEX_SERVERS_MAX);
-    redmutex_client_options o = default_client_options;
-    if (opts)
-        o = *opts;
-    int rc = check_options(&o);
+    redmutex_client_options o;
+    int rc = rm_options_load(&o, opts, &client_options_layout, "redmutex_client_new");
+    if (rc == 0)
+        rc = check_options(&o);
     if (rc != 0)
         return rc;
 
@@ -215,6 +227,8 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
     pthread_mutex_init(&c->mu, NULL);
     init_cond(&c->renew_done);
     c->refs = 1;
+    c->intr_fd = -1;
+    c->event_fd = -1;
     c->pid = getpid();
     c->opts = o;
     c->n = n_urls;
@@ -284,38 +298,6 @@ void rm_client_unref(redmutex_client *c)
         c->next_all->prev_all = c->prev_all;
     pthread_mutex_unlock(&registry_mu);
     client_destroy(c);
-}
-
-void redmutex_client_free(redmutex_client *c)
-{
-    if (!c)
-        return;
-    int64_t deadline = rm_deadline_after_ms(c->opts.shutdown_timeout_ms);
-    rm_client_lock(c);
-    bool already = c->closed;
-    c->closed = true;
-    rm_client_unlock(c);
-    if (already)
-        return;
-    int saved_code = redmutex_last_error_code();
-    if (!(c->opts.flags & REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE))
-        rm_release_all(c, deadline);
-    rm_watchdog_stop(c, deadline);
-    rm_subscriber_stop(c, deadline);
-    /* Idle connections are of no further use. */
-    rm_client_lock(c);
-    for (size_t i = 0; i < c->n; i++) {
-        rm_server *srv = &c->servers[i];
-        for (size_t k = 0; k < srv->n_idle; k++)
-            rm_conn_close(srv->idle[k]);
-        srv->n_idle = 0;
-        /* Owing connections stay until the last reference goes: a call may
-           still have one lent, and their requests are on their way anyway. */
-    }
-    rm_client_unlock(c);
-    if (saved_code == 0)
-        redmutex_clear_error();
-    rm_client_unref(c);
 }
 
 const char *redmutex_client_id(const redmutex_client *c) { return c ? c->id : ""; }

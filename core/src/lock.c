@@ -16,6 +16,18 @@
 
 static const redmutex_lock_options default_lock_options = REDMUTEX_LOCK_OPTIONS_INIT;
 
+/* The struct's size in each version (options.c); a new version appends its size. */
+static const size_t lock_options_sizes[] = {
+    0,
+    RM_OPTIONS_END(redmutex_lock_options, on_lost_payload), /* 1 */
+};
+_Static_assert(sizeof lock_options_sizes / sizeof lock_options_sizes[0] == REDMUTEX_LOCK_OPTIONS_VERSION + 1,
+               "one size per lock options version");
+
+static const rm_options_layout lock_options_layout = {"lock options", "redmutex_lock_options_init",
+                                                      &default_lock_options, lock_options_sizes,
+                                                      REDMUTEX_LOCK_OPTIONS_VERSION + 1};
+
 /* Politeness (see redmutex_lock_acquire): how soon after a release it applies,
    and how long the releasing handle lets the woken waiters try first. */
 #define RM_POLITE_WINDOW_NS (10 * RM_NS_PER_MS)
@@ -23,20 +35,11 @@ static const redmutex_lock_options default_lock_options = REDMUTEX_LOCK_OPTIONS_
 
 int redmutex_lock_options_init(redmutex_lock_options *opts, unsigned int version)
 {
-    if (!opts)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_options_init: opts is NULL");
-    if (version != REDMUTEX_LOCK_OPTIONS_VERSION)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_options_init: unknown version %u", version);
-    memcpy(opts, &default_lock_options, sizeof *opts);
-    return 0;
+    return rm_options_init(opts, version, &lock_options_layout);
 }
 
 static int check_lock_options(const redmutex_lock_options *o)
 {
-    if (o->version != REDMUTEX_LOCK_OPTIONS_VERSION)
-        return rm_fail(REDMUTEX_EINVAL,
-                       "lock options version %u is unknown (initialise them with redmutex_lock_options_init)",
-                       o->version);
     if (o->flags & ~(uint32_t)REDMUTEX_LOCK_FENCING)
         return rm_fail(REDMUTEX_EINVAL, "lock options: unknown flags 0x%x", o->flags);
     if (o->lease_ms != 0 && (o->lease_ms < 10 || o->lease_ms > REDMUTEX_TIME_MAX_MS))
@@ -77,16 +80,18 @@ int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name,
         return rm_fail(REDMUTEX_EINVAL, "lock name is longer than %d bytes", REDMUTEX_NAME_MAX);
     if (kind != REDMUTEX_KIND_LOCK && kind != REDMUTEX_KIND_RLOCK)
         return rm_fail(REDMUTEX_EINVAL, "unknown lock kind %d", (int)kind);
-    redmutex_lock_options o = default_lock_options;
-    if (opts)
-        o = *opts;
-    int rc = check_lock_options(&o);
+    redmutex_lock_options o;
+    int rc = rm_options_load(&o, opts, &lock_options_layout, "redmutex_lock_new");
+    if (rc == 0)
+        rc = check_lock_options(&o);
     if (rc)
         return rc;
     redmutex_lock *l = calloc(1, sizeof *l + len + 1);
     if (!l)
         return rm_fail(REDMUTEX_ENOMEM, "out of memory");
     l->c = c;
+    l->id = rm_lock_next_id();
+    l->refs = 1; /* the user's */
     l->kind = kind;
     l->opts = o;
     l->name_len = len;
@@ -124,6 +129,7 @@ void rm_hold_destroy(redmutex_client *c, rm_hold *h)
     if (h->next_in_client)
         h->next_in_client->prev_in_client = h->prev_in_client;
     free(h);
+    rm_lock_unref_locked(c, l); /* the hold's reference */
 }
 
 /*
@@ -528,6 +534,7 @@ static int record_hold(redmutex_lock *l, const char *owner, const char *value, i
         if (!h)
             return rm_fail(REDMUTEX_ENOMEM, "out of memory");
         h->lock = l;
+        l->refs++;
         h->id = ++c->next_hold_id;
         h->heap_index = SIZE_MAX;
         h->pid = pid;
@@ -834,6 +841,14 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     return rc;
 }
 
+/* A wait ended early: by redmutex_client_interrupt (or the interrupt callback), or by a close. */
+static int interrupted_wait(const redmutex_lock *l)
+{
+    if (!rm_client_open(l->c))
+        return rm_fail(REDMUTEX_ECLOSED, "the client was closed while waiting for lock '%s'", l->name);
+    return rm_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
+}
+
 int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
 {
     int rc = check_handle(l, "redmutex_lock_acquire");
@@ -851,6 +866,10 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     } else
         memcpy(value, owner_key, sizeof value);
 
+    /* From here on, redmutex_client_interrupt() ends this call's wait. */
+    rm_wait wait = {0};
+    if (wait_ms != 0 && (rc = rm_wait_begin(c, &wait)) != 0)
+        return rc;
     int64_t start = rm_now_ns();
     int64_t deadline = rm_deadline_after_ms(wait_ms);
     attempt_info info = {-1, false};
@@ -875,6 +894,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
                 l->contended = false;
                 rm_client_unlock(c);
             }
+            rm_wait_end(c, &wait);
             return rc;
         }
     }
@@ -884,7 +904,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     rm_waiter *w = NULL;
     if (wait_ms != 0) {
         int64_t sub_deadline = rm_deadline_after_ms(c->opts.command_timeout_ms);
-        rm_waiter_begin(c, channel, sub_deadline < deadline ? sub_deadline : deadline, &w);
+        rm_waiter_begin(c, channel, sub_deadline < deadline ? sub_deadline : deadline, &wait, &w);
     }
     /* A releasing thread of this client may acquire for us in its release's
        round trip (one server, no replica wait: see release_owner). */
@@ -899,6 +919,10 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     if (polite)
         info.ttl_ms = RM_POLITE_PAUSE_MS; /* the first pause */
     for (;;) {
+        if (try_now && rm_wait_interrupted(c, &wait)) {
+            rc = interrupted_wait(l);
+            break;
+        }
         if (try_now) {
             rc = attempt(l, owner_key, value, true, &info);
             attempts++;
@@ -913,8 +937,9 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
         /* Asked before every pause, not only when poll() reports EINTR: a
            signal may have landed while a request was in flight, where EINTR
            is retried. */
-        if (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload)) {
-            rc = rm_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
+        if (rm_wait_interrupted(c, &wait) ||
+            (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload))) {
+            rc = interrupted_wait(l);
             break;
         }
         int64_t now = rm_now_ns();
@@ -937,7 +962,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
         if (until > deadline)
             until = deadline;
         bool interrupted = false;
-        int r = w ? rm_waiter_wait(c, w, until, &interrupted) : rm_sleep_until(c, until);
+        int r = w ? rm_waiter_wait(c, w, until, &interrupted) : rm_sleep_until(c, &wait, until);
         if (r == RM_WAIT_GRANTED && !interrupted) {
             rc = 0;
             break;
@@ -950,7 +975,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
         } else if (r == RM_WAIT_UNKNOWN)
             release_value(l, value); /* the acquisition made for us may have happened */
         if (interrupted || r == REDMUTEX_EINTR) {
-            rc = rm_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
+            rc = interrupted_wait(l);
             break;
         }
         if (r == 0 && backoff_ms < c->opts.wait_backoff_cap_ms)
@@ -958,22 +983,16 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     }
     if (w)
         rm_waiter_end(c, w);
+    rm_wait_end(c, &wait);
     rm_client_lock(c);
     l->contended = attempts > 1 || queue || polite;
     rm_client_unlock(c);
     return rc;
 }
 
-int rm_sleep_until(redmutex_client *c, int64_t until_ns)
+int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns)
 {
-    for (;;) {
-        int64_t ms = rm_ms_until(until_ns);
-        if (ms <= 0)
-            return 0;
-        if (poll(NULL, 0, ms > 60000 ? 60000 : (int)ms) < 0 && errno == EINTR && c->opts.interrupt &&
-            c->opts.interrupt(c->opts.interrupt_payload))
-            return REDMUTEX_EINTR;
-    }
+    return rm_wait_poll(c, wait, -1, until_ns) == RM_POLL_INTERRUPTED ? REDMUTEX_EINTR : 0;
 }
 
 /* ---- release ------------------------------------------------------------ */
@@ -1246,20 +1265,23 @@ void rm_release_all(redmutex_client *c, int64_t deadline_ns)
         redmutex_lock *l = h ? h->lock : NULL;
         char owner[RM_VALUE_MAX + 1];
         uint64_t id = h ? h->id : 0;
-        if (h)
+        if (h) {
             snprintf(owner, sizeof owner, "%s", h->owner);
+            l->refs++; /* a handle freed meanwhile stays valid for this release */
+        }
         rm_client_unlock(c);
         if (!l)
             return;
         int rc = release_owner(l, owner, owner[0] != '\0', deadline_ns);
+        rm_client_lock(c);
         if (rc != 0) {
             /* Could not release it: leave it to expire and stop renewing it. */
-            rm_client_lock(c);
             rm_hold *again = find_hold_by_id(l, id);
             if (again && !again->busy)
                 hold_forget(c, again);
-            rm_client_unlock(c);
         }
+        rm_lock_unref_locked(c, l);
+        rm_client_unlock(c);
     }
 }
 
@@ -1674,39 +1696,4 @@ int redmutex_lock_fence(int64_t *out, redmutex_lock *l, const char *owner)
         rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held by this owner through this handle", l->name);
     rm_client_unlock(l->c);
     return rc;
-}
-
-/* ---- free --------------------------------------------------------------- */
-
-void redmutex_lock_free(redmutex_lock *l)
-{
-    if (!l)
-        return;
-    redmutex_client *c = l->c;
-    rm_client_lock(c);
-    /* First the holds (waiting out renewals in flight, which may still queue
-       events for this handle), then the events, then a callback running. */
-    while (l->holds) {
-        rm_hold *h = l->holds;
-        while (h && h->forgetting)
-            h = h->next_in_lock;
-        if (h)
-            hold_forget(c, h);
-        else
-            pthread_cond_wait(&c->renew_done, &c->mu); /* another thread is forgetting one */
-    }
-    for (rm_event **p = &c->events; *p;) {
-        if ((*p)->lock == l) {
-            rm_event *e = *p;
-            *p = e->next;
-            free(e);
-        } else {
-            p = &(*p)->next;
-        }
-    }
-    while (c->callback_lock == l)
-        pthread_cond_wait(&c->renew_done, &c->mu);
-    rm_client_unlock(c);
-    free(l);
-    rm_client_unref(c);
 }

@@ -557,7 +557,7 @@ static void test_fork_child_cannot_release_parent_keeps_renewing(void)
 
 /* ---- shutdown --------------------------------------------------------------- */
 
-static void test_free_releases_held_locks(void)
+static void test_close_releases_held_locks(void)
 {
     rs_start(&srv, NULL);
     redmutex_client *c = wd_client(&srv, 30000, 300, 0);
@@ -565,22 +565,39 @@ static void test_free_releases_held_locks(void)
     CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
     CHECK_OK(redmutex_lock_acquire(b, NULL, 0));
     CHECK_OK(redmutex_lock_acquire(b, NULL, 0));
-    redmutex_client_free(c);
+    CHECK_OK(redmutex_client_close(c));
     CHECK(!rs_exists(&srv, "a") && !rs_exists(&srv, "b"));
+    CHECK_RC(redmutex_lock_release(a, NULL), REDMUTEX_ECLOSED);
     redmutex_lock_free(a);
     redmutex_lock_free(b);
+    redmutex_client_free(c);
 
     c = wd_client(&srv, 30000, 300, REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE);
     a = wd_lock(c, "a", REDMUTEX_KIND_LOCK, NULL);
     CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
-    redmutex_client_free(c);
+    CHECK_OK(redmutex_client_close(c));
     CHECK(rs_exists(&srv, "a"));
     long long pttl = rs_int(&srv, "PTTL a");
     CHECK(pttl > 0 && pttl <= 30000);
     redmutex_lock_free(a);
+    redmutex_client_free(c);
 }
 
-static void test_free_with_stopped_server_returns_within_timeout(void)
+static void test_free_without_close_releases_in_the_background(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = wd_client(&srv, 30000, 300, 0);
+    redmutex_lock *a = wd_lock(c, "a", REDMUTEX_KIND_LOCK, NULL), *b = wd_lock(c, "b", REDMUTEX_KIND_RLOCK, NULL);
+    CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
+    CHECK_OK(redmutex_lock_acquire(b, NULL, 0));
+    redmutex_client_free(c);
+    WAIT_FOR(!rs_exists(&srv, "a") && !rs_exists(&srv, "b"), 5000);
+    CHECK_RC(redmutex_lock_acquire(a, NULL, 0), REDMUTEX_ECLOSED);
+    redmutex_lock_free(a);
+    redmutex_lock_free(b);
+}
+
+static void test_close_with_stopped_server_returns_within_timeout(void)
 {
     rs_start(&srv, NULL);
     redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
@@ -601,12 +618,13 @@ static void test_free_with_stopped_server_returns_within_timeout(void)
     rs_pause(&srv);
     rt_sleep_ms(250); /* a renewal is in flight now */
     int64_t t0 = rt_now_ms();
-    redmutex_client_free(c);
+    CHECK_OK(redmutex_client_close(c));
     int64_t took = rt_now_ms() - t0;
-    CHECKF(took <= 700 + 150, "free took %lld ms with a 700 ms shutdown timeout", (long long)took);
+    CHECKF(took <= 700 + 150, "close took %lld ms with a 700 ms shutdown timeout", (long long)took);
     rs_resume(&srv);
     for (int i = 0; i < 5; i++)
         redmutex_lock_free(l[i]);
+    redmutex_client_free(c);
 }
 
 int main(int argc, char **argv)
@@ -628,8 +646,9 @@ int main(int argc, char **argv)
         {"release_during_inflight_renewal_waits_for_it", test_release_during_inflight_renewal_waits_for_it},
         {"churn_no_renewal_after_release_no_orphans", test_churn_no_renewal_after_release_no_orphans},
         {"fork_child_cannot_release_parent_keeps_renewing", test_fork_child_cannot_release_parent_keeps_renewing},
-        {"free_releases_held_locks", test_free_releases_held_locks},
-        {"free_with_stopped_server_returns_within_timeout", test_free_with_stopped_server_returns_within_timeout},
+        {"close_releases_held_locks", test_close_releases_held_locks},
+        {"free_without_close_releases_in_the_background", test_free_without_close_releases_in_the_background},
+        {"close_with_stopped_server_returns_within_timeout", test_close_with_stopped_server_returns_within_timeout},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }
