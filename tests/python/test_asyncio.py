@@ -433,12 +433,17 @@ def test_ctrl_c_ends_a_waiting_or_holding_task_and_leaves_nothing(redis_url, r, 
     script = tmp_path / "ctrl_c.py"
     script.write_text(CTRL_C)
     p = subprocess.Popen(
-        [sys.executable, str(script), redis_url, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, str(script), redis_url, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert p.stdout.readline().strip() == mode, p.stderr.read()
         if mode == "waiting":
-            wait_until(lambda: r.pubsub_numsub(channel("ctrl-c"))[0][1] >= 1, timeout=10, what="the child to wait")
+            wait_until(
+                lambda: r.pubsub_numsub(channel("ctrl-c"))[0][1] >= 1, timeout=10, what="the child to wait"
+            )
         sent = time.monotonic()
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=10)
