@@ -745,9 +745,11 @@ typedef struct redmutex_wait redmutex_wait;
 /**
  * Starts a pollable acquisition of `lock` for `owner` (NULL: the default
  * owner, see redmutex_lock_new(); for a reentrant lock that is the calling
- * thread, so event loops pass an explicit owner per task). Subscribes to the
- * lock's release channel in the background; sends nothing on this thread.
- * The first redmutex_wait_try() may be made at once.
+ * thread, so event loops pass an explicit owner per task). Sends nothing:
+ * the first redmutex_wait_try() makes the first attempt, and only a wait
+ * that has to wait joins the lock's release channel (the client subscribes
+ * to it in the background), so an uncontended acquisition costs one round
+ * trip, as with redmutex_lock_acquire().
  *
  * Ownership: *out receives a new wait, freed with redmutex_wait_free(). It
  * holds a reference to the lock handle (and so to the client): the handle

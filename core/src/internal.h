@@ -519,8 +519,11 @@ void rm_waiter_end(redmutex_client *c, rm_waiter *w);
  * subscription (see pollwait.c). It has no eventfd: whenever it should look
  * at its state again (a release message, a hand-off result, the
  * subscription confirmed, shutdown) notify(ud) is called, with c->mu held.
+ * *subscribed tells whether the channel was subscribed already (then no
+ * confirmation will come).
  */
-int rm_waiter_join(redmutex_client *c, const char *channel, void (*notify)(void *ud), void *ud, rm_waiter **out);
+int rm_waiter_join(redmutex_client *c, const char *channel, void (*notify)(void *ud), void *ud, rm_waiter **out,
+                   bool *subscribed);
 /**
  * The non-blocking counterpart of rm_waiter_wait: takes what happened since
  * the last call. Returns a hand-off result (RM_WAIT_GRANTED, RM_WAIT_UNKNOWN,

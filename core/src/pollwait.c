@@ -283,18 +283,35 @@ int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owne
     pw->all = w;
     rm_client_unlock(c);
 
-    if (rm_waiter_join(c, w->channel, notify, w, &w->waiter) != 0) {
-        release_refs(w);
+    *out = w;
+    return 0;
+}
+
+/*
+ * Queues the wait on the lock's release channel, as a blocked acquire does
+ * after its first failed attempt. A release published between that attempt
+ * and the subscription is not missed: the subscription's confirmation makes
+ * the wait ready (one more attempt), and so does joining a channel that is
+ * subscribed already. 0, or REDMUTEX_ENOMEM (then timers alone wake it).
+ */
+static int join(redmutex_wait *w)
+{
+    redmutex_client *c = w->c;
+    bool subscribed;
+    if (rm_waiter_join(c, w->channel, notify, w, &w->waiter, &subscribed) != 0)
         return rm_fail(REDMUTEX_ENOMEM, "out of memory");
-    }
     /* As for a blocked acquire: with one server and no replica wait, a
        releasing thread of this client may acquire for this wait in its
        release's round trip (see release_owner in lock.c). */
     if (c->n == 1 && c->opts.min_replicas == 0) {
-        w->claim = (rm_claim){lock, w->owner_key, w->value};
+        w->claim = (rm_claim){w->l, w->owner_key, w->value};
         rm_waiter_offer(c, w->waiter, &w->claim);
     }
-    *out = w;
+    if (subscribed) {
+        rm_client_lock(c);
+        push_ready(c->pw, w);
+        rm_client_unlock(c);
+    }
     return 0;
 }
 
@@ -352,8 +369,8 @@ int redmutex_wait_try(redmutex_wait *w)
 
     /* Like a blocked acquire, a new wait queues behind the client's waits
        for the same lock instead of racing them (unless it re-enters). */
-    bool skip = !w->tried && w->waiter && rm_waiters_queued(c, w->channel) > 1 && !rm_lock_holds(w->l, w->owner_key);
     bool first = !w->tried;
+    bool skip = first && rm_waiters_queued(c, w->channel) > 0 && !rm_lock_holds(w->l, w->owner_key);
     int64_t ttl_ms = -1;
     bool split = false;
     w->tried = true;
@@ -366,6 +383,8 @@ int redmutex_wait_try(redmutex_wait *w)
         if (rc < 0)
             return rc;
     }
+    if (!w->waiter && (rc = join(w)) != 0)
+        return rc;
     int64_t pause_ms = next_pause_ms(w, ttl_ms, split, !first && news == 0);
     rm_client_lock(c);
     set_due(c->pw, w, rm_now_ns() + pause_ms * RM_NS_PER_MS);

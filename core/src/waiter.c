@@ -536,9 +536,11 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
     return 0;
 }
 
-int rm_waiter_join(redmutex_client *c, const char *channel, void (*notify)(void *ud), void *ud, rm_waiter **out)
+int rm_waiter_join(redmutex_client *c, const char *channel, void (*notify)(void *ud), void *ud, rm_waiter **out,
+                   bool *subscribed)
 {
     *out = NULL;
+    *subscribed = false;
     rm_waiter *w = calloc(1, sizeof *w);
     if (!w)
         return REDMUTEX_ENOMEM;
@@ -546,7 +548,8 @@ int rm_waiter_join(redmutex_client *c, const char *channel, void (*notify)(void 
     w->notify = notify;
     w->notify_ud = ud;
     rm_client_lock(c);
-    join_channel(c, channel, w);
+    if (join_channel(c, channel, w))
+        *subscribed = subscribed_enough(c, c->sub, w->ch);
     rm_client_unlock(c);
     *out = w;
     return 0;

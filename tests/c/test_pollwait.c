@@ -122,6 +122,43 @@ static void test_release_message_makes_the_wait_ready(void)
     rs_stop(&srv);
 }
 
+/* An uncontended wait acquires in one attempt and never subscribes; a wait
+   that joins a channel already subscribed is made ready once (a release may
+   have come between its attempt and its joining). */
+static void test_uncontended_wait_does_not_subscribe(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000), *other_c = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:free", REDMUTEX_KIND_LOCK);
+    redmutex_wait *w;
+    CHECK_OK(redmutex_wait_new(&w, l, NULL));
+    CHECK_OK(redmutex_wait_try(w));
+    redmutex_wait_free(w);
+    CHECK(rs_numsub(&srv, "redisson_lock__channel:{pw:free}") == 0);
+
+    redmutex_lock *l2 = pw_lock(other_c, "pw:free", REDMUTEX_KIND_LOCK);
+    redmutex_wait *w1, *w2;
+    CHECK_OK(redmutex_wait_new(&w1, l2, NULL));
+    CHECK_RC(redmutex_wait_try(w1), REDMUTEX_ETIMEDOUT);
+    WAIT_FOR(rs_numsub(&srv, "redisson_lock__channel:{pw:free}") == 1, 2000);
+    drain_ready(other_c);
+    CHECK_OK(redmutex_wait_new(&w2, l2, NULL));
+    CHECK_RC(redmutex_wait_try(w2), REDMUTEX_ETIMEDOUT); /* queued behind w1: no attempt */
+    uint64_t id;
+    bool w2_ready = false;
+    while (redmutex_client_next_ready(other_c, &id) == 1)
+        w2_ready |= id == redmutex_wait_id(w2); /* (w1's backoff may have come too) */
+    CHECK(w2_ready);
+    redmutex_wait_free(w1);
+    redmutex_wait_free(w2);
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_lock_free(l2);
+    redmutex_client_free(c);
+    redmutex_client_free(other_c);
+    rs_stop(&srv);
+}
+
 /* A release by the same client hands the lock over in its own round trip. */
 static void test_release_by_the_same_client_hands_the_lock_over(void)
 {
@@ -412,6 +449,7 @@ int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
         {"release_message_makes_the_wait_ready", test_release_message_makes_the_wait_ready},
+        {"uncontended_wait_does_not_subscribe", test_uncontended_wait_does_not_subscribe},
         {"release_by_the_same_client_hands_the_lock_over", test_release_by_the_same_client_hands_the_lock_over},
         {"free_gives_back_a_lock_handed_over_meanwhile", test_free_gives_back_a_lock_handed_over_meanwhile},
         {"lease_end_makes_the_wait_ready", test_lease_end_makes_the_wait_ready},

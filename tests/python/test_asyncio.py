@@ -19,6 +19,7 @@ import redis.asyncio
 import redmutex
 from redmutex.asyncio import AsyncClient
 
+from conftest import RedisServer
 from rmtest_util import channel, wait_until
 
 
@@ -581,3 +582,41 @@ def test_bad_input_and_a_second_loop(redis_url, r):
 
     asyncio.run(close())
     assert lock_keys(r) == []
+
+
+def test_redlock_over_three_servers(tmp_path):
+    servers = []
+    try:
+        for i in range(3):
+            s = RedisServer(str(tmp_path / f"r{i}"))
+            os.mkdir(s.workdir)
+            s.start()
+            servers.append(s)
+        conns = [redis.Redis(port=s.port) for s in servers]
+
+        async def main():
+            async with AsyncClient([s.url for s in servers], wait_backoff_cap=0.2) as client:
+                assert client.server_count == 3
+                shared = Critical()
+
+                async def task():
+                    async with client.lock("quorum", fencing=True) as lock:
+                        assert lock.fence is not None
+                        assert sum(r.exists("quorum") for r in conns) >= 2  # decided at a majority
+                        await shared.enter()
+
+                await asyncio.wait_for(asyncio.gather(*[task() for _ in range(100)]), 60)
+                assert shared.count == 100 and shared.overlaps == 0
+                # A majority is enough; a minority is not.
+                conns[0].set("split", "someone-else")
+                async with client.lock("split", timeout=1.0):
+                    assert conns[1].exists("split") and conns[2].exists("split")
+                conns[1].set("split", "someone-else")
+                assert not await client.lock("split").acquire(timeout=0.3)
+                assert not conns[2].exists("split")
+
+        asyncio.run(main())
+        assert all(r.exists("quorum") == 0 for r in conns)
+    finally:
+        for s in servers:
+            s.stop()
