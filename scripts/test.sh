@@ -4,7 +4,7 @@
 #      against redis-servers they start themselves; with them the ABI check against abi/
 #      (abidiff) and the install check (the README's C example built against the installed
 #      tree with CMake and pkg-config);
-#   1b. the C tests of lifetimes, events, interrupts and options under valgrind;
+#   1b. the C tests of lifetimes, events, interrupts, options and pollable waits under valgrind;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
 #   4. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
@@ -24,8 +24,8 @@ echo "== C tests"
 build build-test RelWithDebInfo
 (cd build-test && ctest --output-on-failure)
 
-echo "== C lifetime, event, interrupt and options tests under valgrind"
-for t in test_lifetimes test_events test_interrupt test_options; do
+echo "== C lifetime, event, interrupt, options and pollable-wait tests under valgrind"
+for t in test_lifetimes test_events test_interrupt test_options test_pollwait; do
   valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite "build-test/tests/c/$t"
 done
 

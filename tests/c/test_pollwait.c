@@ -12,6 +12,8 @@
 
 #include <dirent.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 static rs_server srv;
@@ -382,6 +384,60 @@ static void test_new_wait_queues_behind_older_ones(void)
     rs_stop(&srv);
 }
 
+typedef struct releaser {
+    redmutex_lock *lock;
+    char *owner;
+    int rc;
+} releaser;
+
+static void *release_main(void *arg)
+{
+    releaser *r = arg;
+    r->rc = redmutex_lock_release(r->lock, r->owner);
+    return NULL;
+}
+
+/*
+ * A wait freed while a releasing thread hands it the lock: before the
+ * release claims it, during the hand-off's round trip, or after. Whatever
+ * the order, the freed wait leaves nothing held and no key behind.
+ */
+static void test_free_racing_a_hand_off_leaves_nothing(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:race", REDMUTEX_KIND_RLOCK);
+    char holder[] = "holder", waiter[] = "waiter";
+    CHECK_OK(redmutex_lock_acquire(l, holder, 0)); /* scripts loaded */
+    CHECK_OK(redmutex_lock_release(l, holder));
+    for (int i = 0; i < 200; i++) {
+        CHECK_OK(redmutex_lock_acquire(l, holder, 0));
+        redmutex_wait *w;
+        CHECK_OK(redmutex_wait_new(&w, l, waiter));
+        CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+        releaser r = {l, holder, -1};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, release_main, &r) == 0);
+        if (i % 3 == 1)
+            sched_yield();
+        else if (i % 3 == 2)
+            rt_sleep_ms(0);
+        redmutex_wait_free(w);
+        pthread_join(t, NULL);
+        CHECK_OK(r.rc);
+        int64_t count;
+        CHECK_OK(redmutex_lock_hold_count(&count, l, waiter));
+        CHECK(count == 0);
+        CHECKF(!rs_exists(&srv, "pw:race"), "iteration %d left the lock held", i);
+        redmutex_state st;
+        CHECK_OK(redmutex_lock_state(&st, l, waiter));
+        CHECK(st == REDMUTEX_STATE_UNLOCKED);
+    }
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
 /* Closing the client makes every wait ready; tries fail with ECLOSED; frees work in any order. */
 static void test_close_makes_waits_ready_and_frees_work_in_any_order(void)
 {
@@ -457,6 +513,7 @@ int main(int argc, char **argv)
         {"many_waits_share_three_descriptors_and_are_served_in_order",
          test_many_waits_share_three_descriptors_and_are_served_in_order},
         {"new_wait_queues_behind_older_ones", test_new_wait_queues_behind_older_ones},
+        {"free_racing_a_hand_off_leaves_nothing", test_free_racing_a_hand_off_leaves_nothing},
         {"close_makes_waits_ready_and_frees_work_in_any_order", test_close_makes_waits_ready_and_frees_work_in_any_order},
         {"bad_input_is_refused", test_bad_input_is_refused},
     };
