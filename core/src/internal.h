@@ -229,6 +229,7 @@ struct redmutex_client {
     /* interrupt.c: waits in progress and how they are ended */
     _Atomic uint64_t intr_gen; /* bumped by every redmutex_client_interrupt() */
     _Atomic int intr_fd;       /* eventfd written by it; -1 until the first wait */
+    uint64_t intr_drained;     /* the generation when the eventfd was last drained (c->mu) */
     _Atomic bool closing;      /* close has begun: every wait ends */
     bool shut_down;            /* close has finished: no holds are released any more (c->mu) */
     struct rm_wait *waits;     /* waits in progress (c->mu) */

@@ -101,6 +101,7 @@ static bool drain_if_stale(redmutex_client *c)
     uint64_t v;
     ssize_t r = read(fd, &v, sizeof v);
     (void)r;
+    c->intr_drained = gen;
     /* An interrupt between the generation read above and the read(2) may have
        had its write swallowed: it bumped the generation first, so re-arm. */
     if (atomic_load(&c->intr_gen) != gen)
@@ -121,12 +122,10 @@ void rm_wait_end(redmutex_client *c, rm_wait *w)
             break;
         }
     w->registered = false;
-    int fd = atomic_load(&c->intr_fd);
-    if (fd >= 0 && !atomic_load(&c->closing)) {
-        struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 0) == 1)
-            drain_if_stale(c);
-    }
+    /* An interrupt since the last drain left the fd readable: drain it once
+       no older wait needs it (else the last of those does). */
+    if (atomic_load(&c->intr_gen) != c->intr_drained && !atomic_load(&c->closing))
+        drain_if_stale(c);
     rm_client_unlock(c);
 }
 

@@ -1402,7 +1402,7 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
             h->validity_end_ns = call.started_ns + ttl * RM_NS_PER_MS - rm_drift_ns(ttl);
             h->extensions++;
             if (h->state == REDMUTEX_STATE_RENEWAL_FAILING)
-                h->state = REDMUTEX_STATE_HELD;
+                rm_hold_set_state(c, h, REDMUTEX_STATE_HELD); /* reported, as a recovered renewal is */
             if (!h->watchdog) {
                 rm_watchdog_cancel(c, h);
                 rc = rm_watchdog_schedule(c, h);

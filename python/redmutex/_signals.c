@@ -96,9 +96,21 @@ int rmpy_signal_chain(int sig)
     return rc;
 }
 
-/* Registers a wait of the main thread on `client`: a slot number, or -1 if all are taken. */
+/* The signals whose Python handlers commonly raise; any of them with a handler ends the waits. */
+static const int chained_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
+
+/*
+ * Registers a wait of the main thread on `client`, after putting the handler
+ * in front of every signal of chained_signals that has one (Python puts its
+ * own back whenever signal.signal() is called, so this is checked before
+ * every wait: one sigaction() query per signal). Returns a slot number, or
+ * -1 if all are taken.
+ */
 int rmpy_wait_begin(redmutex_client *client)
 {
+    for (size_t k = 0; k < sizeof chained_signals / sizeof chained_signals[0]; k++)
+        if (!rmpy_signal_chained(chained_signals[k]))
+            rmpy_signal_chain(chained_signals[k]);
     for (int i = 0; i < RMPY_SLOTS; i++) {
         redmutex_client *expected = NULL;
         if (atomic_compare_exchange_strong(&waiting[i], &expected, client))

@@ -4,7 +4,7 @@ A blocking acquire runs in C with the GIL released. Before it starts on the
 main thread, the signals that have a Python handler get the package's C
 handler chained in front (Python reinstalls its own whenever
 ``signal.signal()`` is called, so this is checked before every wait), and the
-wait is registered. A signal then runs Python's C handler, which only notes
+wait is registered (one C call). A signal then runs Python's C handler, which only notes
 it, and ends the wait through ``redmutex_client_interrupt()``, on whatever
 thread the kernel delivered it to. The acquire returns REDMUTEX_EINTR;
 run_pending_handlers() runs the Python handlers, and what they raise
@@ -17,28 +17,23 @@ registered; other threads' waits are not ended by signals.
 
 from __future__ import annotations
 
-import signal
 import threading
 from typing import Any, Callable
 
 from ._redmutex_cffi import lib
 
-# Signals whose Python handlers commonly raise. Any of them with a Python
-# handler installed ends the main thread's waits.
-_SIGNALS: tuple[int, ...] = tuple(
-    getattr(signal, name)
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
-    if hasattr(signal, name)
-)
+_main_thread = threading.main_thread
 
 
 def begin_wait(client_ptr: Any) -> int:
-    """Registers a blocking wait about to start; returns its slot (-1: not registered)."""
-    if threading.current_thread() is not threading.main_thread():
+    """Registers a blocking wait about to start; returns its slot (-1: not registered).
+
+    The C side first chains its handler in front of SIGINT, SIGTERM, SIGHUP,
+    SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM wherever they have a handler (that
+    is, a Python handler); ignored signals and default actions stay as they are.
+    """
+    if threading.get_ident() != _main_thread().ident:
         return -1
-    for sig in _SIGNALS:
-        if callable(signal.getsignal(sig)) and not lib.rmpy_signal_chained(sig):
-            lib.rmpy_signal_chain(sig)
     return int(lib.rmpy_wait_begin(client_ptr))
 
 
