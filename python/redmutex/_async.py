@@ -32,6 +32,7 @@ import collections
 import functools
 import inspect
 import itertools
+import os
 import weakref
 from typing import Any, Awaitable, Callable, Sequence, TypeVar, cast
 
@@ -153,6 +154,7 @@ class AsyncClient:
         self._wait_fd: int = check(lib.redmutex_client_wait_fd(self._ptr))
         self._event_fd: int = check(lib.redmutex_client_event_fd(self._ptr))
         self._pool_threads = pool_threads
+        self._pid = os.getpid()
         self._loop: asyncio.AbstractEventLoop | None = None
         # Jobs the pool has, by address: the job (keeps it alive) and its future (None: nobody awaits it).
         self._pending: dict[int, tuple[Any, asyncio.Future[None] | None]] = {}
@@ -288,6 +290,9 @@ class AsyncClient:
             return loop
         if self._pool_gone or (self._closed and self._close_task is None):
             raise ClosedError("the client was closed", ClosedError.code)
+        if os.getpid() != self._pid:
+            # The worker threads stayed in the parent (and may have held the pool's mutex at fork).
+            raise RuntimeError("this AsyncClient was made in the parent process; make a new one after fork()")
         if self._loop is not None and not self._loop.is_closed():
             raise RuntimeError("this AsyncClient is bound to another event loop; make one client per loop")
         self._loop = loop

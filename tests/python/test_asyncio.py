@@ -620,3 +620,29 @@ def test_redlock_over_three_servers(tmp_path):
     finally:
         for s in servers:
             s.stop()
+
+
+def test_a_client_made_before_fork_is_refused_in_the_child(redis_url, r):
+    client = AsyncClient(redis_url)
+
+    async def use():
+        await client.lock("forked").acquire(blocking=False)
+
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit status only
+        try:
+            asyncio.run(use())
+            code = 1
+        except RuntimeError as e:
+            code = 42 if "after fork()" in str(e) else 2
+        except BaseException:  # noqa: BLE001 - any other outcome fails the test
+            code = 3
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 42
+    assert not r.exists("forked")
+
+    async def close():
+        await client.close()
+
+    asyncio.run(close())
