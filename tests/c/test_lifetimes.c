@@ -242,8 +242,8 @@ static void free_from_callback(redmutex_lock *l, const char *owner, redmutex_sta
 static void test_handle_freed_from_its_own_callback(void)
 {
     rs_start(&srv, NULL);
-    const int64_t lease = 300;
-    redmutex_client *c = lt_client(lease, 200, 1000);
+    const int64_t lease = 900;
+    redmutex_client *c = lt_client(lease, 300, 1000);
     freeing_cb cb = {0};
     redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
     o.on_lost = free_from_callback;
@@ -254,10 +254,11 @@ static void test_handle_freed_from_its_own_callback(void)
     CHECK_OK(redmutex_lock_acquire(other, NULL, 0));
     CHECK(rs_int(&srv, "DEL victim") == 1);
     WAIT_FOR(atomic_load(&cb.calls) == 1, 2000);
-    /* The watchdog is not stuck: the other lock keeps being renewed. */
+    /* The watchdog is not stuck: the other lock keeps being renewed (a stuck
+       watchdog would let it expire within one lease). */
     int64_t end = rt_now_ms() + 3 * lease;
     while (rt_now_ms() < end) {
-        CHECK(rs_int(&srv, "PTTL other") > lease / 3);
+        CHECK(rs_int(&srv, "PTTL other") > 0);
         rt_sleep_ms(10);
     }
     int64_t t0 = rt_now_ms();

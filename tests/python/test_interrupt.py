@@ -16,7 +16,9 @@ from rmtest_util import channel, wait_until
 
 WAITER = textwrap.dedent(
     """
-    import sys, time, redmutex
+    import signal, sys, time, redmutex
+    # A shell's background job starts with SIGINT ignored; Python then keeps it so.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     client = redmutex.Client(sys.argv[1])
     lock = getattr(client, sys.argv[2])(sys.argv[3])
     print(client.thread_owner(), flush=True)

@@ -20,7 +20,7 @@ from rmtest_util import wait_until
 def test_on_lost_dropping_the_last_reference_to_its_lock_does_not_stall_anything(make_client, r):
     # A registry that forgets a lock when it is lost: the callable drops the
     # last reference, so the lock object is collected on the thread running it.
-    c = make_client(watchdog_lease=0.3, shutdown_timeout=2.0)
+    c = make_client(watchdog_lease=0.9, shutdown_timeout=2.0)
     registry = {}
     dropped = threading.Event()
 
@@ -39,10 +39,11 @@ def test_on_lost_dropping_the_last_reference_to_its_lock_does_not_stall_anything
     gc.collect()
     assert "victim" not in registry
     wait_until(lambda: ref() is None, timeout=2, what="the lock object to be collected")
-    # The other lock keeps being renewed: nothing is stuck.
-    deadline = time.monotonic() + 1.0
+    # The other lock keeps being renewed: nothing is stuck (a stuck watchdog
+    # would let it expire within one lease).
+    deadline = time.monotonic() + 2.7
     while time.monotonic() < deadline:
-        assert r.pttl("other") > 100
+        assert r.pttl("other") > 0
         time.sleep(0.02)
     start = time.monotonic()
     c.close()
