@@ -4,10 +4,11 @@
 #      against redis-servers they start themselves; with them the ABI check against abi/
 #      (abidiff) and the install check (the README's C example built against the installed
 #      tree with CMake and pkg-config);
-#   1b. the C tests of lifetimes, events, interrupts, options and pollable waits under valgrind;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
-#   4. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
+#   4. the same test binaries under valgrind memcheck (scripts/valgrind.sh);
+#   5. the libFuzzer targets, 60 s each under ASan + UBSan (scripts/fuzz.sh);
+#   6. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
 #      (including interop with the real redis-py and Redisson).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,12 +25,6 @@ echo "== C tests"
 build build-test RelWithDebInfo
 (cd build-test && ctest --output-on-failure)
 
-echo "== C lifetime, event, interrupt, options and pollable-wait tests under valgrind"
-for t in test_lifetimes test_events test_interrupt test_options test_pollwait; do
-  valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite \
-    "build-test/tests/c/$t"
-done
-
 echo "== C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 build build-asan Debug -DREDMUTEX_SANITIZE=address -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -39,6 +34,12 @@ echo "== C tests under ThreadSanitizer"
 build build-tsan Debug -DREDMUTEX_SANITIZE=thread -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --output-on-failure -E 'exported_symbols|header_|install_consumer|abi_compat')
+
+echo "== C tests under valgrind memcheck"
+scripts/valgrind.sh build-test
+
+echo "== fuzzing (libFuzzer, ASan + UBSan)"
+scripts/fuzz.sh
 
 if [ -d tests/python ]; then
   echo "== Python package"

@@ -21,6 +21,7 @@ static const redmutex_client_options default_client_options = REDMUTEX_CLIENT_OP
 static const size_t client_options_sizes[] = {
     0,
     RM_OPTIONS_END(redmutex_client_options, interrupt_payload), /* 1 */
+    RM_OPTIONS_END(redmutex_client_options, tls_server_name),   /* 2: TLS */
 };
 _Static_assert(sizeof client_options_sizes / sizeof client_options_sizes[0] == REDMUTEX_CLIENT_OPTIONS_VERSION + 1,
                "one size per client options version");
@@ -44,7 +45,9 @@ static int check_ms(const char *field, int64_t v, int64_t min)
 
 static int check_options(const redmutex_client_options *o)
 {
-    if (o->flags & ~(uint32_t)REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE)
+    const uint32_t known = REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE | REDMUTEX_CLIENT_TLS_NO_VERIFY |
+                           REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK;
+    if (o->flags & ~known)
         return rm_fail(REDMUTEX_EINVAL, "client options: unknown flags 0x%x", o->flags);
     int rc;
     if ((rc = check_ms("connect_timeout_ms", o->connect_timeout_ms, 1)) ||
@@ -133,7 +136,11 @@ static void atfork_child(void)
     pthread_mutex_unlock(&registry_mu);
 }
 
-static void install_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+static void install_atfork(void)
+{
+    (void)rm_pid(); /* its own atfork handler first: the child's handlers below see the new pid */
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
 
 /* ---- creation ------------------------------------------------------------ */
 
@@ -163,6 +170,7 @@ static void client_destroy(redmutex_client *c)
         for (size_t k = 0; k < srv->n_owing; k++)
             rm_conn_close(srv->owing[k]);
         free(srv->owing);
+        rm_tls_server_clear(srv);
         rm_endpoint_clear(&srv->ep);
     }
     free(c->servers);
@@ -243,6 +251,13 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
         c->servers[i].client = c;
         c->servers[i].index = (int)i;
         rc = rm_endpoint_parse(&c->servers[i].ep, urls[i]);
+        if (rc == 0 && !c->servers[i].ep.tls && rm_tls_options_given(&o))
+            rc = rm_fail(REDMUTEX_EINVAL,
+                         "%s is not a TLS URL, but TLS options are set: use rediss:// (nothing is sent "
+                         "in plain text when TLS was asked for)",
+                         c->servers[i].ep.display);
+        if (rc == 0)
+            rc = rm_tls_server_init(&c->servers[i], &o);
         if (rc != 0) {
             if (n_urls > 1)
                 rm_fail(rc, "server %zu: %s", i + 1, redmutex_last_error());
@@ -250,6 +265,9 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
             return rc;
         }
     }
+    /* The TLS setup has read the caller's paths and context: keep no pointers to them. */
+    c->opts.tls_context = NULL;
+    c->opts.tls_ca_file = c->opts.tls_cert_file = c->opts.tls_key_file = c->opts.tls_server_name = NULL;
     if (n_urls > 1 && (rc = ping_all(c)) != 0) {
         client_destroy(c);
         return rc;
@@ -357,10 +375,10 @@ static void owing_settle(redmutex_client *c, rm_server *srv)
             k++;
             continue;
         }
-        if (rm_conn_drain(conn) != 0 || conn->owed == 0 || conn->pid != getpid()) {
+        if (rm_conn_drain(conn) != 0 || conn->owed == 0 || conn->pid != rm_pid()) {
             srv->owing[k] = srv->owing[--srv->n_owing];
             conn->n_order_keys = 0;
-            if (!(conn->owed == 0 && conn->pid == getpid() && !c->closed && pool_push(srv, conn)))
+            if (!(conn->owed == 0 && conn->pid == rm_pid() && !c->closed && pool_push(srv, conn)))
                 rm_conn_close(conn);
             continue;
         }
@@ -406,7 +424,7 @@ int rm_client_take_conn(redmutex_client *c, size_t i, uint64_t order_key, rm_con
             break;
         /* A server that closed an idle connection (timeout, restart) is found
            here, before a command is sent on it, so nothing is retried blindly. */
-        if (conn->pid == getpid() && rm_conn_looks_healthy(conn)) {
+        if (conn->pid == rm_pid() && rm_conn_looks_healthy(conn)) {
             *out = conn;
             return 0;
         }
@@ -469,7 +487,7 @@ void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64
     if (!conn)
         return;
     rm_server *srv = conn->srv;
-    bool usable = healthy && conn->pid == getpid() && !conn->connecting && conn->fd >= 0;
+    bool usable = healthy && conn->pid == rm_pid() && !conn->connecting && conn->fd >= 0;
     bool kept = false;
     rm_client_lock(c);
     if (usable && !c->closed && conn->owed > 0) {
@@ -498,7 +516,7 @@ void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64
  */
 static void forget_server_life(redmutex_client *c, size_t i)
 {
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     for (rm_hold *h = c->holds; h; h = h->next_in_client) {
         if (h->pid != pid || h->forgetting || h->state == REDMUTEX_STATE_LOST || h->generations[i] == 0)
             continue;

@@ -60,8 +60,21 @@ static int check_lock_options(const redmutex_lock_options *o)
  */
 static const char *derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *buf)
 {
+    /* Pieces copied by hand (this runs several times per request); they fit:
+       prefixes and suffixes are short constants and ids, the name at most
+       REDMUTEX_NAME_MAX. */
     bool braces = memchr(l->name, '{', l->name_len) == NULL;
-    snprintf(buf, RM_KEY_MAX, "%s:%s%s%s%s", prefix, braces ? "{" : "", l->name, braces ? "}" : "", suffix);
+    size_t plen = strlen(prefix), slen = strlen(suffix), n = 0;
+    memcpy(buf, prefix, plen);
+    n += plen;
+    buf[n++] = ':';
+    if (braces)
+        buf[n++] = '{';
+    memcpy(buf + n, l->name, l->name_len);
+    n += l->name_len;
+    if (braces)
+        buf[n++] = '}';
+    memcpy(buf + n, suffix, slen + 1);
     return buf;
 }
 
@@ -231,7 +244,10 @@ static int resolve_owner(redmutex_lock *l, const char *owner, char out[RM_VALUE_
                            REDMUTEX_OWNER_MAX);
         memcpy(out, owner, len + 1);
     } else if (l->kind == REDMUTEX_KIND_RLOCK) {
-        snprintf(out, RM_VALUE_MAX + 1, "%s:%ld", l->c->id, rm_thread_id());
+        /* "<client id>:<thread id>", as redmutex_client_thread_owner() writes it (twice per pair) */
+        memcpy(out, l->c->id, REDMUTEX_CLIENT_ID_LEN);
+        out[REDMUTEX_CLIENT_ID_LEN] = ':';
+        rm_i64_str(out + REDMUTEX_CLIENT_ID_LEN + 1, rm_thread_id());
     } else {
         out[0] = '\0';
     }
@@ -256,7 +272,7 @@ static void release_value(redmutex_lock *l, const char *value);
 static bool holds_it(redmutex_lock *l, const char *owner)
 {
     rm_client_lock(l->c);
-    bool held = find_hold(l, owner, getpid()) != NULL;
+    bool held = find_hold(l, owner, rm_pid()) != NULL;
     rm_client_unlock(l->c);
     return held;
 }
@@ -377,6 +393,12 @@ static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
     }
     if (granted && a->wait_replicas) {
         rm_reply *w = s->replies[a->wait_index];
+        if (w && w->type == RM_REPLY_ERROR) {
+            /* WAIT refused (an ACL without it, say): say so, and undo the hold. */
+            votes_error(v, i, rm_reply_error(w, "WAIT after acquiring", a->l->name, server_name(a->l, i)));
+            v->unknown_at[i] = true;
+            return;
+        }
         if (!w || w->type != RM_REPLY_INTEGER || w->integer < a->l->c->opts.min_replicas) {
             /* Taken on the master but not known to the replicas: not a vote,
                and it must be undone. */
@@ -443,9 +465,8 @@ static int64_t command_deadline(redmutex_client *c, bool with_wait)
 static void release_request(redmutex_lock *l, const char *value, const char *latch_key, int64_t lease_ms,
                             rm_req *req, argbuf *ab)
 {
-    int64_t latch_ms = l->c->opts.command_timeout_ms * 10;
-    snprintf(ab->nums[0], 24, "%" PRId64, latch_ms);
-    snprintf(ab->nums[1], 24, "%" PRId64, lease_ms);
+    rm_i64_str(ab->nums[0], l->c->opts.command_timeout_ms * 10); /* latch ms */
+    rm_i64_str(ab->nums[1], lease_ms);
     req->ncmds = 1;
     req->order_name = l->name;
     if (l->kind == REDMUTEX_KIND_LOCK) {
@@ -463,8 +484,8 @@ static void release_request(redmutex_lock *l, const char *value, const char *lat
 /* redisson_unlock_latch:{NAME}:<request id> */
 static void make_latch_key(const redmutex_lock *l, const char *id, char *out)
 {
-    char suffix[40];
-    snprintf(suffix, sizeof suffix, ":%s", id);
+    char suffix[40] = ":";
+    strncat(suffix, id, sizeof suffix - 2);
     derived_key(l, "redisson_unlock_latch", suffix, out);
 }
 
@@ -508,7 +529,7 @@ static int record_hold(redmutex_lock *l, const char *owner, const char *value, i
 {
     redmutex_client *c = l->c;
     int64_t lease = lease_of(l);
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     if (c->closed)
         return rm_fail(REDMUTEX_ECLOSED, "the client was closed while lock '%s' was being acquired", l->name);
     rm_hold *h = find_hold(l, owner, pid);
@@ -618,8 +639,7 @@ typedef struct acq_cmd {
 static rm_cmd acquire_command(redmutex_lock *l, const char *value, bool nested, acq_cmd *st, acq_form *form)
 {
     bool fencing = l->opts.flags & REDMUTEX_LOCK_FENCING;
-    snprintf(st->lease_s, sizeof st->lease_s, "%" PRId64, lease_of(l));
-    TOKEN_KEY(l, st->token_key);
+    rm_i64_str(st->lease_s, lease_of(l));
     if (l->kind == REDMUTEX_KIND_LOCK && !fencing) {
         *form = ACQ_SET;
         const char *argv[] = {"SET", l->name, value, "NX", "PX", st->lease_s, "PTTL", l->name};
@@ -627,6 +647,7 @@ static rm_cmd acquire_command(redmutex_lock *l, const char *value, bool nested, 
         return (rm_cmd){-1, 6, st->argv, NULL};
     }
     *form = ACQ_SCRIPT;
+    TOKEN_KEY(l, st->token_key);
     if (l->kind == REDMUTEX_KIND_LOCK) {
         const char *argv[] = {"2", l->name, st->token_key, value, st->lease_s, "1"};
         memcpy(st->argv, argv, sizeof argv);
@@ -652,7 +673,7 @@ static int check_local_hold(redmutex_lock *l, const char *owner, bool *nested)
     int rc = 0;
     *nested = false;
     rm_client_lock(c);
-    rm_hold *h = find_hold(l, owner, getpid());
+    rm_hold *h = find_hold(l, owner, rm_pid());
     if (h) {
         redmutex_state st = hold_state(c, h, rm_now_ns());
         if (st == REDMUTEX_STATE_LOST)
@@ -675,7 +696,7 @@ static int nested_lost(redmutex_lock *l, const char *owner)
 {
     redmutex_client *c = l->c;
     rm_client_lock(c);
-    rm_hold *h = find_hold(l, owner, getpid());
+    rm_hold *h = find_hold(l, owner, rm_pid());
     if (h && !h->busy) {
         rm_watchdog_cancel(c, h);
         rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
@@ -1064,7 +1085,7 @@ static int handoff_result(rm_call *call, const rm_claim *claim, acq_form form)
 static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns)
 {
     redmutex_client *c = l->c;
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     char value[RM_VALUE_MAX + 1];
     char latch_id[33];
     uint64_t hold_id = 0;
@@ -1107,7 +1128,7 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         if (!h->release_id[0])
             memcpy(h->release_id, fresh_id, sizeof fresh_id);
         memcpy(latch_id, h->release_id, sizeof latch_id);
-        snprintf(value, sizeof value, "%s", h->value);
+        memcpy(value, h->value, strlen(h->value) + 1); /* at most RM_VALUE_MAX + 1 bytes */
         lease = h->lease_ms;
         for (size_t i = 0; i < c->n; i++)
             only[i] = h->generations[i] != 0;
@@ -1174,8 +1195,9 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         }
     }
     size_t q = c->quorum;
-    char saved[512];
-    snprintf(saved, sizeof saved, "%s", redmutex_last_error());
+    char saved[512] = "";
+    if (err) /* the server's error message, used below only then */
+        snprintf(saved, sizeof saved, "%s", redmutex_last_error());
 
     rm_client_lock(c);
     h = hold_id ? find_hold_by_id(l, hold_id) : NULL;
@@ -1253,7 +1275,7 @@ int redmutex_lock_release(redmutex_lock *l, const char *owner)
 
 void rm_release_all(redmutex_client *c, int64_t deadline_ns)
 {
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     for (;;) {
         if (rm_now_ns() >= deadline_ns)
             return;
@@ -1301,7 +1323,7 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
     char owner_key[RM_VALUE_MAX + 1], value[RM_VALUE_MAX + 1];
     if ((rc = resolve_owner(l, owner, owner_key)))
         return rc;
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     uint64_t hold_id = 0;
 
     rm_client_lock(c);
@@ -1515,7 +1537,7 @@ static int owner_value(redmutex_lock *l, const char *owner, char value[RM_VALUE_
         return rc;
     if (l->kind == REDMUTEX_KIND_LOCK && !owner) {
         rm_client_lock(l->c);
-        rm_hold *h = find_hold(l, "", getpid());
+        rm_hold *h = find_hold(l, "", rm_pid());
         snprintf(value, RM_VALUE_MAX + 1, "%s", h ? h->value : "");
         rm_client_unlock(l->c);
     } else {
@@ -1620,7 +1642,7 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
     if (rc)
         return rc;
     rm_client_lock(c);
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     /* One at a time from the start: forgetting may wait and let the list change. */
     for (;;) {
         rm_hold *h = l->holds;
@@ -1647,7 +1669,7 @@ static int local_hold(redmutex_lock *l, const char *owner, const char *fn, rm_ho
     if (rc)
         return rc;
     rm_client_lock(l->c);
-    *out = find_hold(l, owner_key, getpid());
+    *out = find_hold(l, owner_key, rm_pid());
     return 0; /* returns with the client mutex held */
 }
 

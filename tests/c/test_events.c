@@ -108,7 +108,8 @@ static void test_stopped_server_gives_failing_then_lost_events(void)
     e = next_event(c, 3000);
     CHECK(e.lock_id == redmutex_lock_id(l) && e.state == REDMUTEX_STATE_LOST);
     int64_t lost_after = rt_now_ms() - paused;
-    CHECKF(lost_after <= lease + 300, "LOST came %lld ms after the stop", (long long)lost_after);
+    /* At the end of validity (at most a lease after the stop), not a renewal attempt later. */
+    CHECKF(lost_after <= lease + 600, "LOST came %lld ms after the stop", (long long)lost_after);
     rs_resume(&srv);
     check_empty(c);
     redmutex_lock_free(l);
@@ -142,7 +143,7 @@ static void test_explicit_lease_expiry_gives_lost_event(void)
     CHECK_OK(redmutex_lock_acquire(l, "job-7", 0));
     event e = next_event(c, 2000);
     int64_t at = rt_now_ms() - t0;
-    CHECKF(at >= 280 && at <= 600, "expiry event after %lld ms for a 300 ms lease", (long long)at);
+    CHECKF(at >= 280 && at <= 1000, "expiry event after %lld ms for a 300 ms lease", (long long)at);
     CHECK(e.lock_id == redmutex_lock_id(l) && e.state == REDMUTEX_STATE_LOST && strcmp(e.owner, "job-7") == 0);
     check_empty(c);
     CHECK_RC(redmutex_lock_release(l, "job-7"), REDMUTEX_ELOST);
@@ -182,7 +183,7 @@ static void test_events_outlive_the_handle_and_ids_are_never_reused(void)
 {
     rs_start(&srv, NULL);
     redmutex_client *c = ev_client(30000, 200);
-    redmutex_lock *l = ev_lock(c, "short", REDMUTEX_KIND_LOCK, 100);
+    redmutex_lock *l = ev_lock(c, "short", REDMUTEX_KIND_LOCK, 300);
     uint64_t id = redmutex_lock_id(l);
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     WAIT_FOR(readable(redmutex_client_event_fd(c), 0), 2000);
@@ -204,7 +205,7 @@ static void test_small_owner_buffer_keeps_the_event(void)
 {
     rs_start(&srv, NULL);
     redmutex_client *c = ev_client(30000, 200);
-    redmutex_lock *l = ev_lock(c, "owned", REDMUTEX_KIND_RLOCK, 100);
+    redmutex_lock *l = ev_lock(c, "owned", REDMUTEX_KIND_RLOCK, 300);
     CHECK_OK(redmutex_lock_acquire(l, "a-long-owner-id", 0));
     WAIT_FOR(readable(redmutex_client_event_fd(c), 0), 2000);
     uint64_t id;
@@ -232,11 +233,11 @@ static void test_full_queue_drops_the_oldest_and_counts_them(void)
     char name[32];
     for (int i = 0; i < N; i++) {
         snprintf(name, sizeof name, "many:%d", i);
-        locks[i] = ev_lock(c, name, REDMUTEX_KIND_LOCK, 300);
+        locks[i] = ev_lock(c, name, REDMUTEX_KIND_LOCK, 2000);
     }
     for (int i = 0; i < N; i++)
         CHECK_OK(redmutex_lock_acquire(locks[i], NULL, 0));
-    WAIT_FOR(redmutex_client_events_dropped(c) == N - QUEUE, 10000);
+    WAIT_FOR(redmutex_client_events_dropped(c) == N - QUEUE, 15000);
     /* The expiry notices come in the order of the acquisitions: the first ones were dropped. */
     int popped = 0;
     uint64_t id;
