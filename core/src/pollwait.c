@@ -36,30 +36,30 @@
 typedef struct rm_pollwaits rm_pollwaits;
 
 struct rm_pollwaits {
-    int epfd;                       /* the client's wait fd: readable while efd or tfd is */
-    int efd;                        /* readable exactly while the ready list is not empty */
-    int tfd;                        /* fires at the earliest due time */
-    int64_t timer_ns;               /* what tfd is armed for; INT64_MAX when disarmed */
-    redmutex_wait *all;             /* every wait of the client (for the due-time scan) */
+    int epfd;           /* the client's wait fd: readable while efd or tfd is */
+    int efd;            /* readable exactly while the ready list is not empty */
+    int tfd;            /* fires at the earliest due time */
+    int64_t timer_ns;   /* what tfd is armed for; INT64_MAX when disarmed */
+    redmutex_wait *all; /* every wait of the client (for the due-time scan) */
     redmutex_wait *ready_head, *ready_tail;
-    pthread_cond_t handoff_done;    /* a hand-off to a wait being freed has ended */
+    pthread_cond_t handoff_done; /* a hand-off to a wait being freed has ended */
 };
 
 struct redmutex_wait {
     redmutex_client *c;
     redmutex_lock *l;
     uint64_t id;
-    rm_waiter *waiter;    /* queue position on the channel; NULL if it could not join */
+    rm_waiter *waiter; /* queue position on the channel; NULL if it could not join */
     bool explicit_owner;
-    bool tried;           /* an attempt was made or skipped: later ones are retries */
-    bool done;            /* acquired: nothing more to try */
-    bool queued;          /* on the ready list */
-    bool freeing;         /* redmutex_wait_free waits for a hand-off in flight */
+    bool tried;   /* an attempt was made or skipped: later ones are retries */
+    bool done;    /* acquired: nothing more to try */
+    bool queued;  /* on the ready list */
+    bool freeing; /* redmutex_wait_free waits for a hand-off in flight */
     int64_t backoff_ms;
-    int64_t due_ns;       /* when it becomes ready if nothing else makes it; INT64_MAX: never */
+    int64_t due_ns; /* when it becomes ready if nothing else makes it; INT64_MAX: never */
     redmutex_wait *next_ready;
     redmutex_wait *next_all, *prev_all;
-    rm_claim claim;       /* what a releasing thread needs to acquire for it (points below) */
+    rm_claim claim; /* what a releasing thread needs to acquire for it (points below) */
     char owner_key[RM_VALUE_MAX + 1];
     char value[RM_VALUE_MAX + 1];
     char channel[RM_KEY_MAX];
@@ -315,15 +315,18 @@ static int join(redmutex_wait *w)
     return 0;
 }
 
-uint64_t redmutex_wait_id(const redmutex_wait *wait) { return wait ? wait->id : 0; }
+uint64_t redmutex_wait_id(const redmutex_wait *wait)
+{
+    return wait ? wait->id : 0;
+}
 
 /* Milliseconds until the next attempt after a busy one (as redmutex_lock_acquire pauses). */
 static int64_t next_pause_ms(redmutex_wait *w, int64_t ttl_ms, bool split, bool timed_out)
 {
     redmutex_client *c = w->c;
     if (timed_out && w->backoff_ms < c->opts.wait_backoff_cap_ms)
-        w->backoff_ms = w->backoff_ms * 2 > c->opts.wait_backoff_cap_ms ? c->opts.wait_backoff_cap_ms
-                                                                          : w->backoff_ms * 2;
+        w->backoff_ms =
+            w->backoff_ms * 2 > c->opts.wait_backoff_cap_ms ? c->opts.wait_backoff_cap_ms : w->backoff_ms * 2;
     int64_t pause_ms = w->backoff_ms - (int64_t)rm_random_below((uint64_t)w->backoff_ms / 4 + 1);
     if (ttl_ms >= 0 && ttl_ms < pause_ms - 1)
         pause_ms = ttl_ms + 1;
@@ -337,7 +340,8 @@ static int64_t next_pause_ms(redmutex_wait *w, int64_t ttl_ms, bool split, bool 
 
 static int busy(const redmutex_wait *w)
 {
-    return rm_fail(REDMUTEX_ETIMEDOUT, "lock '%s' is held by another owner; the wait becomes ready when it may be free",
+    return rm_fail(REDMUTEX_ETIMEDOUT,
+                   "lock '%s' is held by another owner; the wait becomes ready when it may be free",
                    w->l->name);
 }
 

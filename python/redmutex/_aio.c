@@ -70,7 +70,10 @@ rmpy_lockref *rmpy_lockref_new(redmutex_lock *lock)
     return r;
 }
 
-redmutex_lock *rmpy_lockref_lock(rmpy_lockref *r) { return r->lock; }
+redmutex_lock *rmpy_lockref_lock(rmpy_lockref *r)
+{
+    return r->lock;
+}
 
 static void lockref_ref(rmpy_lockref *r)
 {
@@ -96,7 +99,10 @@ rmpy_job *rmpy_job_new(void)
     return j;
 }
 
-static void job_ref(rmpy_job *j) { atomic_fetch_add(&j->refs, 1); }
+static void job_ref(rmpy_job *j)
+{
+    atomic_fetch_add(&j->refs, 1);
+}
 
 void rmpy_job_unref(rmpy_job *j)
 {
@@ -306,7 +312,10 @@ rmpy_pool *rmpy_pool_new(int threads)
     return p;
 }
 
-int rmpy_pool_fd(rmpy_pool *p) { return p->efd; }
+int rmpy_pool_fd(rmpy_pool *p)
+{
+    return p->efd;
+}
 
 int rmpy_pool_submit(rmpy_pool *p, rmpy_job *j)
 {

@@ -269,7 +269,8 @@ static void test_backoff_cap_bounds_a_silent_release(void)
         await_ready(c, w, 2000);
         CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
     }
-    CHECKF(rt_now_ms() - start >= 150, "4 retries within %lld ms: no backoff", (long long)(rt_now_ms() - start));
+    CHECKF(rt_now_ms() - start >= 150, "4 retries within %lld ms: no backoff",
+           (long long)(rt_now_ms() - start));
     CHECK(rs_int(&srv, "DEL pw:silent") == 1);
     int64_t deleted_at = rt_now_ms();
     for (;;) {
@@ -506,7 +507,8 @@ int main(int argc, char **argv)
     static const rt_test tests[] = {
         {"release_message_makes_the_wait_ready", test_release_message_makes_the_wait_ready},
         {"uncontended_wait_does_not_subscribe", test_uncontended_wait_does_not_subscribe},
-        {"release_by_the_same_client_hands_the_lock_over", test_release_by_the_same_client_hands_the_lock_over},
+        {"release_by_the_same_client_hands_the_lock_over",
+         test_release_by_the_same_client_hands_the_lock_over},
         {"free_gives_back_a_lock_handed_over_meanwhile", test_free_gives_back_a_lock_handed_over_meanwhile},
         {"lease_end_makes_the_wait_ready", test_lease_end_makes_the_wait_ready},
         {"backoff_cap_bounds_a_silent_release", test_backoff_cap_bounds_a_silent_release},
@@ -514,7 +516,8 @@ int main(int argc, char **argv)
          test_many_waits_share_three_descriptors_and_are_served_in_order},
         {"new_wait_queues_behind_older_ones", test_new_wait_queues_behind_older_ones},
         {"free_racing_a_hand_off_leaves_nothing", test_free_racing_a_hand_off_leaves_nothing},
-        {"close_makes_waits_ready_and_frees_work_in_any_order", test_close_makes_waits_ready_and_frees_work_in_any_order},
+        {"close_makes_waits_ready_and_frees_work_in_any_order",
+         test_close_makes_waits_ready_and_frees_work_in_any_order},
         {"bad_input_is_refused", test_bad_input_is_refused},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
