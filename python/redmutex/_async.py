@@ -168,6 +168,15 @@ class AsyncClient:
         self._close_task: asyncio.Task[None] | None = None
         self._pool_gone = False
 
+    @classmethod
+    async def create(cls, url_or_list: Name | Sequence[Name], **kwargs: Any) -> AsyncClient:
+        """Makes a client without blocking the running loop. The constructor
+        itself does no I/O with one URL; with several (Redlock) it connects to
+        every server to refuse duplicates, for up to ``connect_timeout``, so
+        from a coroutine prefer ``await AsyncClient.create(urls)``."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, functools.partial(cls, url_or_list, **kwargs))
+
     # -- properties ---------------------------------------------------------
 
     @property

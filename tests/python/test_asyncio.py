@@ -595,7 +595,8 @@ def test_redlock_over_three_servers(tmp_path):
         conns = [redis.Redis(port=s.port) for s in servers]
 
         async def main():
-            async with AsyncClient([s.url for s in servers], wait_backoff_cap=0.2) as client:
+            # With several URLs the constructor connects to each: create() keeps that off the loop.
+            async with await AsyncClient.create([s.url for s in servers], wait_backoff_cap=0.2) as client:
                 assert client.server_count == 3
                 shared = Critical()
 
