@@ -50,7 +50,7 @@ typedef struct objects {
 
 static void make_objects(objects *o)
 {
-    o->c = lt_client(30000, 1000, 1000);
+    o->c = lt_client(30000, rt_scaled_ms(1000), rt_scaled_ms(1000));
     o->l[0] = new_lock(o->c, "a", REDMUTEX_KIND_LOCK);
     o->l[1] = new_lock(o->c, "b", REDMUTEX_KIND_RLOCK);
     o->l[2] = new_lock(o->c, "c", REDMUTEX_KIND_LOCK);
@@ -105,7 +105,7 @@ static void test_client_and_handles_freed_in_every_order(void)
             free_object(&o, perm[i]);
         /* Held locks are released: by the background close, or (handles
            freed first) by the close that releases what they left behind. */
-        CHECKF(wait_no_keys(5000), "keys left after freeing in the order %d %d %d %d", perm[0], perm[1], perm[2],
+        CHECKF(wait_no_keys(rt_scaled_ms(5000)), "keys left after freeing in the order %d %d %d %d", perm[0], perm[1], perm[2],
                perm[3]);
         orders++;
         /* next permutation */
@@ -130,12 +130,11 @@ static void test_client_and_handles_freed_in_every_order(void)
 }
 
 static objects shared;
-static atomic_int go;
+static pthread_barrier_t go; /* not a spin: under valgrind a spinning thread starves the others */
 
 static void *free_on_thread(void *p)
 {
-    while (!atomic_load(&go)) {
-    }
+    pthread_barrier_wait(&go);
     free_object(&shared, (int)(intptr_t)p);
     return NULL;
 }
@@ -145,14 +144,14 @@ static void test_client_and_handles_freed_at_once_from_different_threads(void)
     rs_start(&srv, NULL);
     for (int round = 0; round < 20; round++) {
         make_objects(&shared);
-        atomic_store(&go, 0);
+        pthread_barrier_init(&go, NULL, N_OBJECTS);
         pthread_t t[N_OBJECTS];
         for (int k = 0; k < N_OBJECTS; k++)
             pthread_create(&t[k], NULL, free_on_thread, (void *)(intptr_t)k);
-        atomic_store(&go, 1);
         for (int k = 0; k < N_OBJECTS; k++)
             pthread_join(t[k], NULL);
-        CHECK(wait_no_keys(5000));
+        pthread_barrier_destroy(&go);
+        CHECK(wait_no_keys(rt_scaled_ms(5000)));
     }
 }
 
