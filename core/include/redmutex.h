@@ -307,12 +307,43 @@ REDMUTEX_API int redmutex_client_thread_owner(char *out, size_t size, const redm
 /** A named lock on a client's servers. */
 typedef struct redmutex_lock redmutex_lock;
 
-/** The two kinds of lock. Their wire formats are fixed (docs/wire-format.md). */
+/** The kinds of lock. Their wire formats are fixed (docs/wire-format.md). */
 typedef enum redmutex_kind {
     /** Plain, non-reentrant: a string key holding a random token (redis-py Lock format). */
     REDMUTEX_KIND_LOCK = 0,
     /** Reentrant: a hash of owner -> hold count (Redisson RLock format). */
-    REDMUTEX_KIND_RLOCK = 1
+    REDMUTEX_KIND_RLOCK = 1,
+    /**
+     * Reentrant and fair (Redisson RFairLock format): waiters queue on the
+     * server and get the lock in the order they arrived, whichever process or
+     * library (a Redisson RFairLock on the same name shares the queue). A
+     * release wakes only the head of the queue; on one server, for a lock
+     * renewed by the watchdog, the releasing script hands the lock straight
+     * to a waiting redmutex acquirer, which then holds it without another
+     * round trip. A waiter that gives up leaves the queue; one that dies is
+     * dropped from it within 3.5 s (it refreshes its place every 0.5 s while
+     * it waits, and a place not refreshed for 3 s is given up), while a live
+     * waiter keeps its place however long it waits. With Redlock (N > 1) the
+     * order is FIFO on each server; waiters that arrive at the same moment
+     * may be queued in different orders on different servers, and one that
+     * wins only a minority goes to the back there.
+     */
+    REDMUTEX_KIND_FAIR = 2,
+    /**
+     * The read side of a read-write lock (Redisson RReadWriteLock format):
+     * shared by any number of readers, excluded by a writer, reentrant. Use a
+     * REDMUTEX_KIND_READ and a REDMUTEX_KIND_WRITE handle on the same name.
+     * Not fair: nobody queues. A reader cannot upgrade: acquiring the write
+     * side while holding the read side waits until the wait runs out.
+     */
+    REDMUTEX_KIND_READ = 3,
+    /**
+     * The write side of a read-write lock: one writer, excluding all readers,
+     * reentrant. The writer may also take the read side (and keeps it after
+     * releasing the write side). An explicit owner id is stored as
+     * "<owner>:write", as Redisson names its writers.
+     */
+    REDMUTEX_KIND_WRITE = 4
 } redmutex_kind;
 
 /** What the library knows locally about one owner's hold of a lock. */

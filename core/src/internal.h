@@ -343,6 +343,18 @@ enum rm_script_id {
     RM_SCRIPT_INSPECT,
     RM_SCRIPT_RENEW,
     RM_SCRIPT_FENCE_RATCHET,
+    /* kinds of the operations table (kind.h) */
+    RM_SCRIPT_FAIR_ACQUIRE,
+    RM_SCRIPT_FAIR_RELEASE,
+    RM_SCRIPT_FAIR_LEAVE,
+    RM_SCRIPT_FAIR_FORCE,
+    RM_SCRIPT_READ_ACQUIRE,
+    RM_SCRIPT_READ_RELEASE,
+    RM_SCRIPT_READ_EXTEND,
+    RM_SCRIPT_WRITE_ACQUIRE,
+    RM_SCRIPT_WRITE_RELEASE,
+    RM_SCRIPT_RW_FORCE,
+    RM_SCRIPT_RW_INSPECT,
     RM_SCRIPT_COUNT
 };
 
@@ -365,7 +377,8 @@ struct redmutex_lock {
 /* Room for any key derived from a lock name (channel, fencing counter, latch). */
 #define RM_KEY_MAX (REDMUTEX_NAME_MAX + 96)
 
-#define RM_VALUE_MAX (REDMUTEX_CLIENT_ID_LEN + 24 > REDMUTEX_OWNER_MAX ? REDMUTEX_CLIENT_ID_LEN + 24 : REDMUTEX_OWNER_MAX)
+/* An owner's value on the servers: token, owner id, or owner id + ":write" (kind.h). */
+#define RM_VALUE_MAX (REDMUTEX_CLIENT_ID_LEN + 24 > REDMUTEX_OWNER_MAX ? REDMUTEX_CLIENT_ID_LEN + 24 : REDMUTEX_OWNER_MAX + 8)
 
 typedef struct rm_hold {
     redmutex_lock *lock;
@@ -448,6 +461,8 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
  */
 int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *interrupted);
 void rm_waiter_end(redmutex_client *c, rm_waiter *w);
+/** Takes the hand-off message kept for w (kind.h, fair locks) into out: false when there is none. */
+bool rm_waiter_message(redmutex_client *c, rm_waiter *w, char *out, size_t size);
 /** Offers w's acquisition to releasing threads (claim is copied by reference: keep it alive). */
 void rm_waiter_offer(redmutex_client *c, rm_waiter *w, const rm_claim *claim);
 /**
