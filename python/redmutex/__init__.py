@@ -9,10 +9,12 @@
             ...   # held; the watchdog renews the lease while the block runs
 
 ``client.lock()`` is a plain lock in redis-py's wire format, ``client.rlock()``
-a reentrant lock in Redisson's RLock format. See docs/python.md.
+a reentrant lock in Redisson's RLock format, ``client.fair_lock()`` a reentrant
+FIFO lock in Redisson's RFairLock format and ``client.rwlock()`` a read-write
+lock in Redisson's RReadWriteLock format. See docs/python.md.
 """
 
-from ._client import Client, Lock, LockState, RLock
+from ._client import Client, FairLock, Lock, LockState, ReadLock, ReadWriteLock, RLock, WriteLock
 from ._errors import (
     AuthError,
     ClosedError,
@@ -30,8 +32,8 @@ from ._errors import (
     RedMutexError,
     ReplicaError,
     ServerError,
-    UnsupportedError,
     SystemFailure,
+    UnsupportedError,
     WrongTypeError,
     check,
 )
@@ -62,6 +64,7 @@ __all__ = [
     "ClosedError",
     "ConnectionError",
     "DuplicateEndpointError",
+    "FairLock",
     "ForkedError",
     "InterruptedWait",
     "InvalidArgument",
@@ -74,11 +77,14 @@ __all__ = [
     "OutOfMemory",
     "ProtocolError",
     "RLock",
+    "ReadLock",
+    "ReadWriteLock",
     "RedMutexError",
     "ReplicaError",
     "ServerError",
-    "UnsupportedError",
     "SystemFailure",
+    "UnsupportedError",
+    "WriteLock",
     "WrongTypeError",
     "__version__",
     "check",
