@@ -8,7 +8,9 @@
  *            utilisation, hand-off latency from release to the next acquire,
  *            and fairness (fewest / most acquisitions per worker).
  *
- * It starts its own redis-server. Usage: bench_lock [pair|contend|all] [seconds]
+ *  fair      the contention run of the fair lock only (processes, then threads).
+ *
+ * It starts its own redis-server. Usage: bench_lock [pair|contend|fair|all] [seconds]
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -159,9 +161,25 @@ typedef struct board {
     event ev[MAX_EVENTS];
 } board;
 
+static const char *kind_name(redmutex_kind kind)
+{
+    switch (kind) {
+    case REDMUTEX_KIND_LOCK:
+        return "plain";
+    case REDMUTEX_KIND_RLOCK:
+        return "reentrant";
+    case REDMUTEX_KIND_FAIR:
+        return "fair (watchdog lease)";
+    default:
+        return "?";
+    }
+}
+
 static void contend_worker(board *b, int id, redmutex_client *c, redmutex_kind kind, int64_t hold_us)
 {
-    redmutex_lock *l = plain_lock(c, "bench:contend", kind, 10000);
+    /* The fair lock runs with the watchdog, as by default: its hand-offs
+       are then made by the releasing script. */
+    redmutex_lock *l = plain_lock(c, "bench:contend", kind, kind == REDMUTEX_KIND_FAIR ? 0 : 10000);
     atomic_fetch_add(&b->ready, 1);
     while (now_ns() < b->start_ns) {
         struct timespec ts = {0, 100000};
@@ -305,15 +323,20 @@ static void bench_contend(double seconds, int workers, bool threads, redmutex_ki
         hi = per[w] > hi ? per[w] : hi;
     }
     int64_t h50 = nh ? pct(handoff, nh, 50) : 0, h99 = nh ? pct(handoff, nh, 99) : 0;
+    int64_t h90 = nh ? pct(handoff, nh, 90) : 0;
+    double hmean = 0;
+    for (size_t i = 0; i < nh; i++)
+        hmean += (double)handoff[i] / (double)nh;
     printf("contention: %d worker %s, one %s lock, %lld us critical section, %.1f s\n", workers,
            threads ? "threads sharing a client" : "processes",
-           kind == REDMUTEX_KIND_LOCK ? "plain" : "reentrant", (long long)hold_us, seconds);
+           kind_name(kind), (long long)hold_us, seconds);
     printf("  acquisitions %zu (%.0f/s), mutual-exclusion violations %d\n", n, n / seconds,
            atomic_load(&b->violations));
     printf("  round trip (PING from another connection during the run): p50 %.1f us\n", rtt_ns / 1e3);
     printf("  utilisation %.1f%% (lock held: acquire returned .. release returned)\n", 100.0 * held / window);
     printf("  hand-off release returned -> next acquire returned: p50 %.1f us (%.2f round trips), p99 %.1f us\n",
            h50 / 1e3, (double)h50 / rtt_ns, h99 / 1e3);
+    printf("  hand-off tail: p90 %.1f us, mean %.1f us\n", h90 / 1e3, hmean / 1e3);
     int64_t c50 = nh ? pct(from_call, nh, 50) : 0;
     printf("  hand-off release called -> next acquire returned:   p50 %.1f us (%.2f round trips)\n", c50 / 1e3,
            (double)c50 / rtt_ns);
@@ -343,6 +366,10 @@ int main(int argc, char **argv)
         bench_contend(seconds, 8, false, REDMUTEX_KIND_LOCK, 1000);
         bench_contend(seconds, 8, true, REDMUTEX_KIND_RLOCK, 1000);
         bench_contend(seconds, 8, false, REDMUTEX_KIND_RLOCK, 1000);
+    }
+    if (!strcmp(what, "fair") || !strcmp(what, "contend") || !strcmp(what, "all")) {
+        bench_contend(seconds, 8, false, REDMUTEX_KIND_FAIR, 1000);
+        bench_contend(seconds, 8, true, REDMUTEX_KIND_FAIR, 1000);
     }
     rs_stop(&srv);
     return 0;

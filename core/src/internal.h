@@ -475,6 +475,8 @@ rm_waiter *rm_waiter_claim(redmutex_client *c, const char *channel, redmutex_kin
 void rm_waiter_claim_done(redmutex_client *c, rm_waiter *w, int result);
 /** Number of threads of this client waiting on a channel. */
 size_t rm_waiters_queued(redmutex_client *c, const char *channel);
+/** Whether this client is subscribed to the channel right now (a wait begun now starts at once). */
+bool rm_waiter_subscribed(redmutex_client *c, const char *channel);
 /**
  * Before a release is sent: arms, per server where this client is surely
  * subscribed to the channel (armed[i]), the skipping of the release message

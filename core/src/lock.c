@@ -586,8 +586,8 @@ static int record_hold(redmutex_lock *l, const char *owner, const char *value, i
     h->state = REDMUTEX_STATE_HELD;
     h->release_id[0] = '\0'; /* a latch from an earlier, unfinished release must not answer the next one */
     int rc = rm_watchdog_schedule(c, h);
-    if (rc == 0 && v->granted_ttl >= 0)
-        rm_watchdog_renew_by(c, h, rm_now_ns()); /* ... and extended to the full lease at once */
+    if (rc == 0 && v->granted_ttl >= 0) /* ... and extended to the full lease a third of that later */
+        rm_watchdog_renew_by(c, h, started + v->granted_ttl * RM_NS_PER_MS * 3 / 10);
     if (rc != 0 && created)
         rm_hold_destroy(c, h); /* the caller undoes the acquisition on the servers */
     return rc;
@@ -964,9 +964,18 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     rm_client_lock(c);
     bool polite = !fair && !queue && wait_ms != 0 && l->contended && start - l->released_ns < RM_POLITE_WINDOW_NS;
     rm_client_unlock(c);
+    /* A fair waiter whose channel is still subscribed from its last wait
+       starts waiting before its first attempt: nothing published after that
+       attempt can be missed, so it needs no second attempt. */
+    rm_waiter *w = NULL;
+    bool early = fair && wait_ms != 0 && rm_waiter_subscribed(c, channel);
+    if (early)
+        rm_waiter_begin(c, channel, rm_deadline_after_ms(c->opts.command_timeout_ms), &w);
     if (!queue && !polite) {
         rc = attempt(l, owner_key, value, false, &info);
         if (rc != ATTEMPT_BUSY) {
+            if (w)
+                rm_waiter_end(c, w);
             if (rc == 0) {
                 rm_client_lock(c);
                 l->contended = false;
@@ -980,8 +989,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
 
     /* Waiting: subscribe first, then try again, so a release published
        between the failed attempt and the subscription is not missed. */
-    rm_waiter *w = NULL;
-    if (wait_ms != 0) {
+    if (wait_ms != 0 && !w) {
         int64_t sub_deadline = rm_deadline_after_ms(c->opts.command_timeout_ms);
         rm_waiter_begin(c, channel, sub_deadline < deadline ? sub_deadline : deadline, &w);
     }
@@ -994,7 +1002,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     int64_t attempts = queue || polite ? 0 : 1;
     /* Try again right after subscribing, unless there is no wait at all or
        this thread queues behind others (it waits for its turn first). */
-    bool try_now = !queue && !polite && wait_ms != 0;
+    bool try_now = !queue && !polite && wait_ms != 0 && !early;
     if (polite)
         info.ttl_ms = RM_POLITE_PAUSE_MS; /* the first pause */
     for (;;) {

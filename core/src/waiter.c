@@ -631,6 +631,15 @@ void rm_waiter_end(redmutex_client *c, rm_waiter *w)
     free(w);
 }
 
+bool rm_waiter_subscribed(redmutex_client *c, const char *channel)
+{
+    rm_client_lock(c);
+    rm_channel *ch = c->sub ? find_channel(c->sub, channel, strlen(channel)) : NULL;
+    bool ready = ch && subscribed_enough(c, c->sub, ch);
+    rm_client_unlock(c);
+    return ready;
+}
+
 size_t rm_waiters_queued(redmutex_client *c, const char *channel)
 {
     size_t n = 0;

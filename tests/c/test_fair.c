@@ -206,8 +206,8 @@ static void *hold_thread(void *p)
  * The releasing script hands the lock to a waiting watchdog holder: it
  * publishes "g <wait id> <fencing token>" on the waiter's own channel, and the
  * waiter holds the lock without another round trip. The hand-off's TTL is
- * only the waiter's record (a few seconds); its watchdog extends it to the
- * full lease at once, not a third of a lease later.
+ * only the waiter's record (3 s); its watchdog extends it to the full lease a
+ * third of that later (not a third of a lease later).
  */
 static void test_handoff_by_the_releasing_script(void)
 {
