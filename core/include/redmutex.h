@@ -422,10 +422,12 @@ REDMUTEX_API int redmutex_lock_options_init(redmutex_lock_options *opts, unsigne
  *  - NULL means the default owner. For a plain lock that is the handle
  *    itself: the handle remembers the random token of its acquisition, so
  *    any thread may release what another thread acquired (like
- *    threading.Lock or a semaphore). For a reentrant lock it is the calling
- *    thread, "<client id>:<OS thread id>" (Redisson's convention).
- *  - A string names the owner explicitly: for a reentrant lock it is the
- *    hash field used verbatim; for a plain lock it is the token stored in the
+ *    threading.Lock or a semaphore). For every other kind (reentrant, fair,
+ *    read, write) it is the calling thread, "<client id>:<OS thread id>"
+ *    (Redisson's convention).
+ *  - A string names the owner explicitly: for the hash kinds it is the hash
+ *    field used verbatim (a writer's field is "<owner>:write", as Redisson
+ *    names writers); for a plain lock it is the token stored in the
  *    key. Use ids that are unique across processes (for example prefix them
  *    with redmutex_client_id()). This lets asyncio tasks, green threads or
  *    work handed between threads own a lock.
@@ -465,7 +467,13 @@ REDMUTEX_API redmutex_kind redmutex_lock_kind(const redmutex_lock *lock);
  *
  * Threads of one client waiting for the same lock are served in order: a
  * release by one of them hands the lock to the oldest waiter, in the same
- * round trip as the release when the client has one server.
+ * round trip as the release when the client has one server. A fair lock
+ * (REDMUTEX_KIND_FAIR) orders all its waiters, of every process, on the
+ * server instead: a waiting acquire joins the queue, wakes when it is the
+ * head and the lock is released (or is handed the lock by the release), and
+ * refreshes its place at least every 500 ms; when it stops waiting (timeout,
+ * error, interrupt) it leaves the queue. wait_ms = 0 never joins the queue,
+ * and a free lock with waiters queued is not taken by a newcomer.
  *
  * A reentrant lock already held by `owner` is acquired again (hold count + 1).
  * A plain lock is not reentrant: acquiring it again waits like anyone else.
@@ -487,8 +495,10 @@ REDMUTEX_API redmutex_kind redmutex_lock_kind(const redmutex_lock *lock);
  * Blocking: at most wait_ms + T, where T = max(connect_timeout_ms,
  * command_timeout_ms) is one attempt's budget (a cleanup of a failed attempt
  * is sent within it, not waited for beyond it), plus replica_timeout_ms when
- * min_replicas > 0. With wait_ms = 0: at most T. Tested against a server
- * that accepts but never answers and with 3 of 5 servers stopped.
+ * min_replicas > 0. With wait_ms = 0: at most T. A fair lock that stops
+ * waiting without the lock spends up to command_timeout_ms more to leave
+ * the queue. Tested against a server that accepts but never answers and
+ * with 3 of 5 servers stopped.
  * Thread-safe.
  */
 REDMUTEX_API int redmutex_lock_acquire(redmutex_lock *lock, const char *owner, int64_t wait_ms);
@@ -536,7 +546,9 @@ REDMUTEX_API int redmutex_lock_extend(redmutex_lock *lock, const char *owner, in
 /**
  * Deletes the lock whoever holds it and publishes the release, like
  * Redisson's forceUnlock(). *out (may be NULL) is 1 if a lock was deleted.
- * Local holds of this handle are forgotten.
+ * Local holds of this handle are forgotten. A fair lock passes on to the
+ * head of its queue; a read (write) handle deletes the read-write lock only
+ * while it is in read (write) mode, as Redisson's.
  * Errors: REDMUTEX_EWRONGTYPE (the key is not a lock of this kind; not
  * deleted), connection and server errors. Blocking: one command timeout.
  * Thread-safe.
@@ -545,7 +557,9 @@ REDMUTEX_API int redmutex_lock_force_release(int *out, redmutex_lock *lock);
 
 /**
  * Asks the servers whether anyone holds the lock: *out = 1 or 0. With N
- * servers, 1 means a majority report it held.
+ * servers, 1 means a majority report it held. For the read side of a
+ * read-write lock: read-locked (in read mode, or by a writer that also
+ * reads); for the write side: write-locked.
  * Errors: REDMUTEX_EWRONGTYPE, connection and server errors.
  * Blocking: one command timeout. Thread-safe.
  */
@@ -568,8 +582,8 @@ REDMUTEX_API int redmutex_lock_is_owned(int *out, redmutex_lock *lock, const cha
 REDMUTEX_API int redmutex_lock_ttl(int64_t *out, redmutex_lock *lock);
 
 /**
- * The hold count of `owner` as the servers see it: for a reentrant lock the
- * hash field's value (0 when not held); for a plain lock 1 or 0.
+ * The hold count of `owner` as the servers see it: for the hash kinds the
+ * owner's field's value (0 when not held); for a plain lock 1 or 0.
  * Blocking: one command timeout. Errors as for redmutex_lock_is_locked.
  * Thread-safe.
  */
