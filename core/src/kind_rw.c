@@ -48,7 +48,7 @@
 
 /* Fencing: check the counter (KEYS[k]) before the first write of a new hold. */
 #define RW_FENCE(k)                                                                               \
-    "if FENCING and not mine then\n" RM_LUA_FENCE_CHECK("KEYS[" k "]") RM_LUA_MAY_DEF            \
+    "if FENCING and not mine then\n" RM_LUA_FENCE_CHECK("KEYS[" k "]")                           \
     "  if not may('incr', KEYS[" k "]) then " RM_LUA_NOPERM("INCR the fencing counter") " end\n"  \
     "end\n"                                                                                      \
     "local function fence(n)\n"                                                                  \
@@ -65,7 +65,9 @@
  * {2, pttl} (nested, field gone: nothing written).
  */
 const char rm_lua_read_acquire[] =
-    RW_CHECK_TYPE
+    RW_CHECK_TYPE RM_LUA_MAY_DEF
+    "if not (may('hset', KEYS[1], 'mode', 'read') and may('set', KEYS[2] .. ':1', '1', 'px', '1')) then "
+    RM_LUA_NOPERM("write the lock and its timeout keys") " end\n"
     "local FENCING = ARGV[4] == '1'\n"
     "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
     "if ARGV[5] == '1' and not mine then return {2, redis.call('pttl', KEYS[1])} end\n" RW_FENCE("3")
@@ -97,6 +99,7 @@ const char rm_lua_read_release[] =
     "if l ~= false then return tonumber(l) end\n" RW_CHECK_TYPE RM_LUA_MAY_DEF
     "if not may('publish', KEYS[2], ARGV[1]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
     "if not may('set', KEYS[5], '1', 'px', ARGV[3]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"
+    "if not may('del', KEYS[3] .. ':1') then " RM_LUA_NOPERM("DEL its timeout keys") " end\n"
     "if mode == false then\n"
     "  redis.call('publish', KEYS[2], ARGV[1])\n"
     "  return nil\n"
@@ -156,7 +159,8 @@ const char rm_lua_read_extend[] =
  * 0/1. Replies as the read acquire.
  */
 const char rm_lua_write_acquire[] =
-    RW_CHECK_TYPE
+    RW_CHECK_TYPE RM_LUA_MAY_DEF
+    "if not may('hset', KEYS[1], 'mode', 'write') then " RM_LUA_NOPERM("write the lock") " end\n"
     "local FENCING = ARGV[3] == '1'\n"
     "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
     "if ARGV[4] == '1' and not mine then return {2, redis.call('pttl', KEYS[1])} end\n" RW_FENCE("2")

@@ -496,6 +496,50 @@ static void test_force_release_passes_the_lock_on(void)
     redmutex_client_free(c);
 }
 
+static void on_lost(redmutex_lock *l, const char *owner, redmutex_state st, void *p)
+{
+    (void)l;
+    (void)owner;
+    if (st == REDMUTEX_STATE_LOST)
+        atomic_store((_Atomic int *)p, 1);
+}
+
+/* The watchdog renews a fair hold and reports it lost when its key is gone; a nested acquisition never
+ * re-creates it. */
+static void test_lost_fair_hold_is_reported_and_not_recreated(void)
+{
+    rs_start(&srv, NULL);
+    const char *url = srv.url;
+    redmutex_client_options co;
+    redmutex_client_options_init(&co, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    co.watchdog_lease_ms = 600;
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &co));
+    _Atomic int lost = 0;
+    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+    o.on_lost = on_lost;
+    o.on_lost_payload = (void *)&lost;
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, "lf", REDMUTEX_KIND_FAIR, &o));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    int64_t t0 = rt_now_ms();
+    while (rt_now_ms() - t0 < 1500) /* a few leases: renewed */
+        rt_sleep_ms(50);
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, l, NULL));
+    CHECK(st == REDMUTEX_STATE_HELD && rs_int(&srv, "PTTL lf") > 0);
+    freeReplyObject(rs_cmd(&srv, "DEL lf"));
+    CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_ELOST); /* nested: the field is gone */
+    CHECK(!rs_exists(&srv, "lf"));
+    WAIT_FOR(atomic_load(&lost), 3000);
+    CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
+    redmutex_lock *bad;
+    CHECK_RC(redmutex_lock_new(&bad, c, "lf", (redmutex_kind)5, NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_lock_new(&bad, c, "lf", (redmutex_kind)-1, NULL), REDMUTEX_EINVAL);
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+}
+
 /* ---- Redlock ------------------------------------------------------------------------ */
 
 typedef struct rl_arg {
@@ -572,6 +616,7 @@ int main(int argc, char **argv)
         {"handoff_by_the_releasing_script", test_handoff_by_the_releasing_script},
         {"wrong_types_change_nothing", test_wrong_types_change_nothing},
         {"force_release_passes_the_lock_on", test_force_release_passes_the_lock_on},
+        {"lost_fair_hold_is_reported_and_not_recreated", test_lost_fair_hold_is_reported_and_not_recreated},
         {"redlock_fair_excludes_and_cleans_up", test_redlock_fair_excludes_and_cleans_up},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
