@@ -891,7 +891,8 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
  * handed the lock to this wait (kind_fair.c), records the hold and returns 0,
  * without a round trip. The hand-off's TTL runs to the end of the waiter's
  * record, which its last attempt (sent at sent_ns) refreshed: it is valid
- * that long from then, and the watchdog extends it at once. ATTEMPT_BUSY when
+ * that long from then, and the watchdog extends it to the full lease a third
+ * of that later. ATTEMPT_BUSY when
  * the message was no hand-off (or one too old to trust: the next attempt
  * then finds the hold on the server), or an error (the caller then leaves
  * the queue, which gives the lock back).
