@@ -540,6 +540,37 @@ static void test_lost_fair_hold_is_reported_and_not_recreated(void)
     redmutex_client_free(c);
 }
 
+/* The longest name and owner id make the longest derived keys (a waiter's channel): they work, and waiting
+ * works. */
+static void test_longest_name_and_owner(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    static char name[REDMUTEX_NAME_MAX + 1], owner[2][REDMUTEX_OWNER_MAX + 1];
+    memset(name, 'n', REDMUTEX_NAME_MAX);
+    for (int i = 0; i < 2; i++) {
+        memset(owner[i], 'a' + i, REDMUTEX_OWNER_MAX);
+        owner[i][REDMUTEX_OWNER_MAX] = '\0';
+    }
+    redmutex_lock *l = fair(c, name, 0, REDMUTEX_LOCK_FENCING);
+    CHECK_OK(redmutex_lock_acquire(l, owner[0], 0));
+    CHECK_RC(redmutex_lock_acquire(l, owner[1], 200), REDMUTEX_ETIMEDOUT); /* queued, then left */
+    CHECK(queue_len(name) == 0);
+    CHECK_OK(redmutex_lock_release(l, owner[0]));
+    CHECK_OK(redmutex_lock_acquire(l, owner[1], 0));
+    CHECK_OK(redmutex_lock_release(l, owner[1]));
+    redmutex_lock_free(l);
+    for (int kind = REDMUTEX_KIND_READ; kind <= REDMUTEX_KIND_WRITE; kind++) {
+        CHECK_OK(redmutex_lock_new(&l, c, name, (redmutex_kind)kind, NULL));
+        CHECK_OK(redmutex_lock_acquire(l, owner[0], 0));
+        CHECK_OK(redmutex_lock_extend(l, owner[0], 5000, REDMUTEX_EXTEND_ADD));
+        CHECK_OK(redmutex_lock_release(l, owner[0]));
+        redmutex_lock_free(l);
+    }
+    CHECK(!rs_exists(&srv, name));
+    redmutex_client_free(c);
+}
+
 /* ---- Redlock ------------------------------------------------------------------------ */
 
 typedef struct rl_arg {
@@ -617,6 +648,7 @@ int main(int argc, char **argv)
         {"wrong_types_change_nothing", test_wrong_types_change_nothing},
         {"force_release_passes_the_lock_on", test_force_release_passes_the_lock_on},
         {"lost_fair_hold_is_reported_and_not_recreated", test_lost_fair_hold_is_reported_and_not_recreated},
+        {"longest_name_and_owner", test_longest_name_and_owner},
         {"redlock_fair_excludes_and_cleans_up", test_redlock_fair_excludes_and_cleans_up},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
