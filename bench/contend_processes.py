@@ -206,14 +206,15 @@ def main() -> None:
         print(json.dumps({"summary": summary, "rounds": results}, indent=1))
         return
     print(f"\n{args.workers} worker processes, 1 ms critical section, {args.rounds} x {args.seconds} s each")
-    print("| series | utilisation | hand-off p50 | (round trips) | p90 | fewest / most | violations |")
-    print("|---|---|---|---|---|---|---|")
+    head = "| series | acquisitions/s | utilisation | hand-off p50 | (round trips) | p90 | fewest / most |"
+    print(head + " violations |")
+    print("|---|---|---|---|---|---|---|---|")
     for s in names:
         if s == "read":
             continue
         m = summary[s]
         print(
-            f"| {SERIES[s][0]} | {m['utilisation']:.1%} | {m['handoff_p50_us']:.0f} µs | "
+            f"| {SERIES[s][0]} | {m['per_s']:.0f} | {m['utilisation']:.1%} | {m['handoff_p50_us']:.0f} µs | "
             f"{m['handoff_p50_rtt']:.2f} | {m['handoff_p90_us']:.0f} µs | "
             f"{m['fewest']:.0f} / {m['most']:.0f} ({m['fairness']:.2f}) | {m['violations']} |"
         )
