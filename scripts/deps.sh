@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing redmutex needs, if it is missing:
-# Debian packages (compiler, CMake, hiredis, redis-server, Python headers,
-# pytest and groff for the command-line tests). Safe to run repeatedly.
+# Debian packages (compiler, CMake, hiredis, OpenSSL, redis-server, Python headers,
+# pytest and groff for the command-line tests, clang and its fuzzer runtime,
+# abigail-tools for the ABI check, valgrind). Safe to run repeatedly.
 set -euo pipefail
 
-packages=(build-essential cmake ninja-build pkg-config libhiredis-dev redis-server
+packages=(build-essential cmake ninja-build pkg-config libhiredis-dev libssl-dev openssl redis-server
           python3-dev python3-venv libffi-dev binutils openjdk-17-jdk-headless maven
-          python3-pytest groff-base)
+          python3-pytest groff-base clang libclang-rt-14-dev abigail-tools valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

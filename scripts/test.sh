@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Runs every redmutex test suite on this machine, installing what is missing:
 #   1. the C tests and the redmutex command-line tests (ctest; pytest drives the built binary),
-#      against redis-servers they start themselves;
+#      against redis-servers they start themselves; with them the ABI check against abi/
+#      (abidiff) and the install check (the README's C example built against the installed
+#      tree with CMake and pkg-config);
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
-#   4. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
+#   4. the same test binaries under valgrind memcheck (scripts/valgrind.sh);
+#   5. the libFuzzer targets, 60 s each under ASan + UBSan (scripts/fuzz.sh);
+#   6. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
 #      (including interop with the real redis-py and Redisson).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,12 +28,18 @@ build build-test RelWithDebInfo
 echo "== C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 build build-asan Debug -DREDMUTEX_SANITIZE=address -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --output-on-failure -E exported_symbols)
+  ctest --output-on-failure -E 'exported_symbols|install_consumer|abi_compat')
 
 echo "== C tests under ThreadSanitizer"
 build build-tsan Debug -DREDMUTEX_SANITIZE=thread -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --output-on-failure -E 'exported_symbols|header_')
+  ctest --output-on-failure -E 'exported_symbols|header_|install_consumer|abi_compat')
+
+echo "== C tests under valgrind memcheck"
+scripts/valgrind.sh build-test
+
+echo "== fuzzing (libFuzzer, ASan + UBSan)"
+scripts/fuzz.sh
 
 if [ -d tests/python ]; then
   echo "== Python package"

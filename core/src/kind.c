@@ -40,11 +40,28 @@ char rm_kind_renew_tag(redmutex_kind kind)
     }
 }
 
-const char *rm_derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *out,
-                           size_t size)
+const char *rm_derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *out, size_t size)
 {
+    /* Pieces copied by hand: this runs several times per request. */
     bool braces = memchr(l->name, '{', l->name_len) == NULL;
-    snprintf(out, size, "%s%s%s%s%s%s", prefix ? prefix : "", prefix ? ":" : "", braces ? "{" : "", l->name,
-             braces ? "}" : "", suffix);
+    size_t plen = prefix ? strlen(prefix) : 0, slen = strlen(suffix);
+    if (plen + 1 + l->name_len + 2 + slen + 1 > size) { /* never, with the buffers kind.h names */
+        snprintf(out, size, "%s%s%s%s%s%s", prefix ? prefix : "", prefix ? ":" : "", braces ? "{" : "", l->name,
+                 braces ? "}" : "", suffix);
+        return out;
+    }
+    size_t n = 0;
+    if (prefix) {
+        memcpy(out, prefix, plen);
+        n = plen;
+        out[n++] = ':';
+    }
+    if (braces)
+        out[n++] = '{';
+    memcpy(out + n, l->name, l->name_len);
+    n += l->name_len;
+    if (braces)
+        out[n++] = '}';
+    memcpy(out + n, suffix, slen + 1);
     return out;
 }

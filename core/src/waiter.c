@@ -44,6 +44,7 @@ struct rm_waiter {
     int efd;
     bool notified;
     bool sleeping;     /* in poll(): not attempting on its own right now */
+    rm_wait *wait;     /* the acquire's wait: interrupts end the sleeps */
     rm_claim claim;    /* claim.lock == NULL: no hand-off offered */
     int handoff;       /* 0 none, -1 in flight, else the result for rm_waiter_wait */
     char message[64];  /* the last message that named this waiter's lock (kind.h: fair hand-off), or "" */
@@ -147,8 +148,7 @@ static rm_conn *connect_pubsub(redmutex_client *c, rm_subscriber *sub, size_t i)
     size_t sent = 0, got = 0;
     bool ok = true;
     while (ok && (conn->connecting || sent < hs.len || got < n)) {
-        struct pollfd p[2] = {{conn->fd, (short)(conn->connecting || sent < hs.len ? POLLOUT : POLLIN), 0},
-                              {sub->wake_fd, POLLIN, 0}};
+        struct pollfd p[2] = {{conn->fd, rm_conn_events(conn, sent < hs.len), 0}, {sub->wake_fd, POLLIN, 0}};
         int64_t ms = rm_ms_until(deadline);
         if (ms <= 0)
             break;
@@ -169,28 +169,26 @@ static rm_conn *connect_pubsub(redmutex_client *c, rm_subscriber *sub, size_t i)
         }
         if (!ok || !p[0].revents)
             continue;
-        if (conn->connecting) {
-            int soerr = 0;
-            socklen_t len = sizeof soerr;
-            getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
-            if (soerr) {
-                ok = false;
-                continue;
-            }
-            conn->connecting = false;
+        int rc = rm_conn_establish(conn); /* connect() and the TLS handshake */
+        if (rc != 0) {
+            ok = rc > 0;
+            continue;
         }
         if (sent < hs.len) {
-            ssize_t w = send(conn->fd, hs.data + sent, hs.len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (w < 0 && errno != EAGAIN && errno != EINTR)
-                ok = false;
-            if (w > 0)
-                sent += (size_t)w;
+            ssize_t w = rm_conn_send(conn, hs.data + sent, hs.len - sent);
+            ok = w >= 0;
+            sent += w > 0 ? (size_t)w : 0;
             continue;
         }
         char buf[4096], err[160];
-        ssize_t k = recv(conn->fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) ||
-            (k > 0 && rm_reader_feed(conn->reader, buf, (size_t)k, err, sizeof err) != 0)) {
+        ssize_t k;
+        while ((k = rm_conn_recv(conn, buf, sizeof buf)) > 0) {
+            if (rm_reader_feed(conn->reader, buf, (size_t)k, err, sizeof err) != 0)
+                k = -1;
+            if (k < 0 || (size_t)k < sizeof buf)
+                break;
+        }
+        if (k < 0) {
             ok = false;
             continue;
         }
@@ -353,15 +351,14 @@ static void *subscriber_main(void *arg)
             if (!conn)
                 continue;
             while (sub->out[i].len > 0) {
-                ssize_t w = send(conn->fd, sub->out[i].data, sub->out[i].len, MSG_NOSIGNAL | MSG_DONTWAIT);
-                if (w > 0)
-                    rm_buf_consume(&sub->out[i], (size_t)w);
-                else if (w < 0 && errno == EINTR)
-                    continue;
-                else
+                ssize_t w = rm_conn_send(conn, sub->out[i].data, sub->out[i].len);
+                if (w < 0)
+                    shutdown(conn->fd, SHUT_RDWR); /* poll() reports it and the read below drops it */
+                if (w <= 0)
                     break;
+                rm_buf_consume(&sub->out[i], (size_t)w);
             }
-            pfds[np] = (struct pollfd){conn->fd, (short)(POLLIN | (sub->out[i].len ? POLLOUT : 0)), 0};
+            pfds[np] = (struct pollfd){conn->fd, rm_conn_events(conn, sub->out[i].len > 0), 0};
             map[np++] = i;
         }
         int64_t ms = next_ns == INT64_MAX ? 60000 : rm_ms_until(next_ns);
@@ -379,21 +376,11 @@ static void *subscriber_main(void *arg)
             bool broken = false;
             char buf[16384], err[160];
             for (;;) {
-                ssize_t got = recv(conn->fd, buf, sizeof buf, MSG_DONTWAIT);
-                if (got > 0) {
-                    if (rm_reader_feed(conn->reader, buf, (size_t)got, err, sizeof err) != 0) {
-                        broken = true;
-                        break;
-                    }
-                    if ((size_t)got < sizeof buf)
-                        break;
-                    continue;
-                }
-                if (got < 0 && errno == EINTR)
-                    continue;
-                if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                ssize_t got = rm_conn_recv(conn, buf, sizeof buf);
+                if (got < 0 || (got > 0 && rm_reader_feed(conn->reader, buf, (size_t)got, err, sizeof err) != 0))
                     broken = true;
-                break;
+                if (got <= 0 || broken || (size_t)got < sizeof buf)
+                    break;
             }
             rm_reply *rep;
             int more;
@@ -467,12 +454,13 @@ static bool subscribed_enough(const redmutex_client *c, const rm_subscriber *sub
     return any;
 }
 
-int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_waiter **out)
+int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_wait *wait, rm_waiter **out)
 {
     *out = NULL;
     rm_waiter *w = calloc(1, sizeof *w);
     if (!w)
         return REDMUTEX_ENOMEM;
+    w->wait = wait;
     w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (w->efd < 0) {
         free(w);
@@ -513,11 +501,11 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
                after this cannot miss a release. */
             while (!subscribed_enough(c, sub, ch) && rm_now_ns() < deadline_ns) {
                 rm_client_unlock(c);
-                rm_poll_fd(w->efd, POLLIN, deadline_ns);
+                int r = rm_wait_poll(c, wait, w->efd, deadline_ns);
                 drain_fd(w->efd);
                 rm_client_lock(c);
-                if (w->ch != ch || c->sub != sub)
-                    break; /* the client is shutting down: channel and subscriber are gone */
+                if (r == RM_POLL_INTERRUPTED || w->ch != ch || c->sub != sub)
+                    break; /* interrupted, or the client is shutting down (channel and subscriber gone) */
             }
         }
     }
@@ -549,10 +537,10 @@ int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *int
         rm_client_unlock(c);
         if (result >= 0)
             return result;
-        int64_t ms = in_flight ? 100 : rm_ms_until(until_ns);
-        struct pollfd p = {w->efd, POLLIN, 0};
-        int r = poll(&p, 1, ms > 60000 ? 60000 : (int)ms);
-        if (r < 0 && errno == EINTR && c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload))
+        /* Once interrupted (or while a hand-off is in flight) only the result is waited for. */
+        rm_wait *wait = in_flight || *interrupted ? NULL : w->wait;
+        int r = rm_wait_poll(c, wait, w->efd, in_flight ? rm_deadline_after_ms(100) : until_ns);
+        if (r == RM_POLL_INTERRUPTED)
             *interrupted = true;
         if (r > 0)
             drain_fd(w->efd);

@@ -25,11 +25,13 @@ INCLUDE_DIR = os.path.join(ROOT, "core", "include")
 SOURCE_DIR = os.path.join(ROOT, "core", "src")
 HEADER = os.path.join(INCLUDE_DIR, "redmutex.h")
 
-# Declarations that are not in the header: the Python functions C calls back.
-CALLBACK_CDEF = """
-extern "Python" int _redmutex_py_interrupt(void *payload);
-extern "Python" void _redmutex_py_on_lost(redmutex_lock *lock, const char *owner,
-                                          redmutex_state state, void *payload);
+# The package's own C (python/redmutex/_signals.c): the signal handler that ends waits.
+SIGNALS_SOURCE = os.path.join(HERE, "_signals.c")
+SIGNALS_CDEF = """
+int rmpy_signal_chain(int signum);
+int rmpy_signal_chained(int signum);
+int rmpy_wait_begin(redmutex_client *client);
+void rmpy_wait_end(int slot);
 """
 
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](redmutex/[^>"]+)[>"]', re.M)
@@ -114,17 +116,22 @@ def generate_cdef(header: str = HEADER) -> tuple[str, dict[str, str]]:
     return "\n".join(defines) + "\n" + body, macros
 
 
-def _pkg_config_hiredis() -> tuple[list[str], list[str], list[str], list[str]]:
-    """(include dirs, extra compile args, library dirs, libraries) for hiredis."""
+# The core's dependencies: hiredis (RESP) and OpenSSL (TLS), found with pkg-config.
+_DEPENDENCIES = ["hiredis", "openssl"]
+_FALLBACK_LIBRARIES = ["hiredis", "ssl", "crypto"]
+
+
+def _pkg_config_dependencies() -> tuple[list[str], list[str], list[str], list[str]]:
+    """(include dirs, extra compile args, library dirs, libraries) for hiredis and OpenSSL."""
     try:
         cflags = subprocess.run(
-            ["pkg-config", "--cflags", "hiredis"], check=True, capture_output=True, text=True
+            ["pkg-config", "--cflags", *_DEPENDENCIES], check=True, capture_output=True, text=True
         ).stdout
         libs = subprocess.run(
-            ["pkg-config", "--libs", "hiredis"], check=True, capture_output=True, text=True
+            ["pkg-config", "--libs", *_DEPENDENCIES], check=True, capture_output=True, text=True
         ).stdout
     except (OSError, subprocess.CalledProcessError):
-        return [], [], [], ["hiredis"]
+        return [], [], [], list(_FALLBACK_LIBRARIES)
     include_dirs, extra, library_dirs, libraries = [], [], [], []
     for flag in shlex.split(cflags):
         if flag.startswith("-I"):
@@ -136,7 +143,7 @@ def _pkg_config_hiredis() -> tuple[list[str], list[str], list[str], list[str]]:
             library_dirs.append(flag[2:])
         elif flag.startswith("-l"):
             libraries.append(flag[2:])
-    return include_dirs, extra, library_dirs, libraries or ["hiredis"]
+    return include_dirs, extra, library_dirs, libraries or list(_FALLBACK_LIBRARIES)
 
 
 def _rel(path: str) -> str:
@@ -154,15 +161,15 @@ def make_ffibuilder():  # type: ignore[no-untyped-def]
 
     cdef, _ = generate_cdef()
     ffibuilder = FFI()
-    ffibuilder.cdef(cdef + CALLBACK_CDEF)
-    include_dirs, extra_cflags, library_dirs, libraries = _pkg_config_hiredis()
+    ffibuilder.cdef(cdef + SIGNALS_CDEF)
+    include_dirs, extra_cflags, library_dirs, libraries = _pkg_config_dependencies()
     sources = sorted(glob.glob(os.path.join(SOURCE_DIR, "*.c")))
     if not sources:
         raise RuntimeError(f"no C sources found in {SOURCE_DIR}")
     ffibuilder.set_source(
         "redmutex._redmutex_cffi",
         '#include "redmutex.h"\n',
-        sources=[_rel(s) for s in sources],
+        sources=[_rel(s) for s in [*sources, SIGNALS_SOURCE]],
         include_dirs=[_rel(INCLUDE_DIR), *include_dirs],
         library_dirs=library_dirs,
         libraries=[*libraries, "pthread"],
