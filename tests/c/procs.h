@@ -30,10 +30,10 @@ static inline pid_t proc_start(int (*fn)(void *), void *arg)
     return pid;
 }
 
-/* Waits for the worker to exit within ms; returns its exit status (-1 if it was killed). */
+/* Waits for the worker to exit within ms (scaled); returns its exit status (-1 if it was killed). */
 static inline int proc_wait(pid_t pid, int64_t ms)
 {
-    int64_t deadline = rt_now_ms() + ms;
+    int64_t deadline = rt_now_ms() + rt_scaled_ms(ms);
     for (;;) {
         int status;
         pid_t r = waitpid(pid, &status, WNOHANG);
@@ -48,15 +48,38 @@ static inline int proc_wait(pid_t pid, int64_t ms)
     }
 }
 
-/* A client of its own for a worker (after fork: never the parent's). */
+/* A client of its own for a worker (after fork: never the parent's); its timeouts are scaled as the tests'
+ * bounds. */
 static inline redmutex_client *proc_client(const char *url)
 {
+    redmutex_client_options o;
+    redmutex_client_options_init(&o, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    o.command_timeout_ms = rt_scaled_ms(o.command_timeout_ms);
+    o.connect_timeout_ms = rt_scaled_ms(o.connect_timeout_ms);
     redmutex_client *c = NULL;
-    if (redmutex_client_new(&c, &url, 1, NULL) != 0) {
+    if (redmutex_client_new(&c, &url, 1, &o) != 0) {
         fprintf(stderr, "worker %d: %s\n", (int)getpid(), redmutex_last_error());
         _exit(98);
     }
     return c;
+}
+
+/* A worker's client, closed (its threads joined, so valgrind's leak check of the worker is clean) and freed.
+ */
+static inline void proc_client_done(redmutex_client *c)
+{
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+}
+
+/*
+ * Rounds of the many-process tests: all of them normally; a quarter when the
+ * time scale says the code runs many times slower (valgrind), where the point
+ * is the memory check of the same paths.
+ */
+static inline int proc_rounds(int rounds)
+{
+    return rt_time_scale() > 1 ? rounds / 4 : rounds;
 }
 
 #endif

@@ -165,7 +165,7 @@ static void test_waiter_that_gives_up_leaves_the_queue(void)
     pthread_create(&t, NULL, waiter_thread, &a);
     pthread_join(t, NULL);
     CHECK_RC(a.rc, REDMUTEX_ETIMEDOUT);
-    CHECK(rt_now_ms() - t0 < 3000);
+    CHECK(rt_now_ms() - t0 < rt_scaled_ms(3000));
     CHECK(queue_len("gq") == 0);
     CHECK(!rs_exists(&srv, "redisson_lock_timeout:{gq}") && !rs_exists(&srv, "redmutex_lock_waiters:{gq}"));
     /* A try without waiting never joins the queue. */
@@ -278,7 +278,7 @@ static int holder_proc(void *p)
         rt_sleep_ms(2);
     int rc = redmutex_lock_release(l, NULL);
     redmutex_lock_free(l);
-    redmutex_client_free(c);
+    proc_client_done(c);
     return rc == 0 ? 0 : 3;
 }
 
@@ -298,7 +298,7 @@ static int served_proc(void *p)
     rt_sleep_ms(a->hold_ms);
     int rc = redmutex_lock_release(l, NULL);
     redmutex_lock_free(l);
-    redmutex_client_free(c);
+    proc_client_done(c);
     return rc == 0 ? 0 : 3;
 }
 
@@ -379,7 +379,8 @@ static void test_sigkill_of_a_queued_waiter_does_not_stall_the_queue(void)
     long long stalled = at[0] - killed;
     printf("     next waiter served %lld ms after the kill (bound %d ms)\n", stalled,
            WAITER_LEASE_MS + REFRESH_MS);
-    CHECKF(stalled <= WAITER_LEASE_MS + REFRESH_MS + 1500, "the queue stalled %lld ms", stalled);
+    CHECKF(stalled <= WAITER_LEASE_MS + REFRESH_MS + rt_scaled_ms(1500), "the queue stalled %lld ms",
+           stalled);
     CHECK(all_gone(name));
 }
 
@@ -424,23 +425,24 @@ static int counter_proc(void *p)
             return 3;
     }
     redmutex_lock_free(l);
-    redmutex_client_free(c);
+    proc_client_done(c);
     return 0;
 }
 
 static void test_8_processes_200_increments_exact(void)
 {
     rs_start(&srv, NULL);
-    enum { N = 8, ROUNDS = 200 };
+    enum { N = 8 };
+    int rounds = proc_rounds(200);
     proc_arg a[N];
     pid_t pid[N];
     for (int i = 0; i < N; i++) {
-        a[i] = (proc_arg){"cq", i, 0, 0, ROUNDS};
+        a[i] = (proc_arg){"cq", i, 0, 0, rounds};
         pid[i] = proc_start(counter_proc, &a[i]);
     }
     for (int i = 0; i < N; i++)
         CHECKF(proc_wait(pid[i], 120000) == 0, "worker %d failed", i);
-    CHECK(num("GET %s%s", "cq:", "n") == N * ROUNDS);
+    CHECK(num("GET %s%s", "cq:", "n") == N * rounds);
     CHECK(all_gone("cq"));
 }
 
@@ -488,7 +490,7 @@ static void test_force_release_passes_the_lock_on(void)
     CHECK(deleted == 1);
     pthread_join(t, NULL);
     CHECK_OK(a.rc);
-    CHECK(rt_now_ms() - t0 < 2000); /* woken by the force release, not by a timer */
+    CHECK(rt_now_ms() - t0 < rt_scaled_ms(2000)); /* woken by the force release, not by a timer */
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
     CHECK(all_gone("fr"));
     redmutex_lock_free(l);
@@ -512,7 +514,7 @@ static void test_lost_fair_hold_is_reported_and_not_recreated(void)
     const char *url = srv.url;
     redmutex_client_options co;
     redmutex_client_options_init(&co, REDMUTEX_CLIENT_OPTIONS_VERSION);
-    co.watchdog_lease_ms = 600;
+    co.watchdog_lease_ms = rt_scaled_ms(600);
     redmutex_client *c;
     CHECK_OK(redmutex_client_new(&c, &url, 1, &co));
     _Atomic int lost = 0;
@@ -523,7 +525,7 @@ static void test_lost_fair_hold_is_reported_and_not_recreated(void)
     CHECK_OK(redmutex_lock_new(&l, c, "lf", REDMUTEX_KIND_FAIR, &o));
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     int64_t t0 = rt_now_ms();
-    while (rt_now_ms() - t0 < 1500) /* a few leases: renewed */
+    while (rt_now_ms() - t0 < rt_scaled_ms(1500)) /* a few leases: renewed */
         rt_sleep_ms(50);
     redmutex_state st;
     CHECK_OK(redmutex_lock_state(&st, l, NULL));
@@ -531,11 +533,37 @@ static void test_lost_fair_hold_is_reported_and_not_recreated(void)
     freeReplyObject(rs_cmd(&srv, "DEL lf"));
     CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_ELOST); /* nested: the field is gone */
     CHECK(!rs_exists(&srv, "lf"));
-    WAIT_FOR(atomic_load(&lost), 3000);
+    WAIT_FOR(atomic_load(&lost), 3000); /* (scaled) */
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
     redmutex_lock *bad;
     CHECK_RC(redmutex_lock_new(&bad, c, "lf", (redmutex_kind)5, NULL), REDMUTEX_EINVAL);
     CHECK_RC(redmutex_lock_new(&bad, c, "lf", (redmutex_kind)-1, NULL), REDMUTEX_EINVAL);
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+}
+
+/* redmutex_client_interrupt() from another thread ends a fair wait at once, and the waiter leaves the queue.
+ */
+static void test_interrupted_fair_waiter_leaves_the_queue(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock *l = fair(c, "iq", 0, 0);
+    CHECK_OK(redmutex_lock_acquire(l, "holder", 0));
+    _Atomic int next = 0;
+    int served_ids[1];
+    waiter_arg a = {.l = l, .id = 0, .wait_ms = 20000, .order = &next, .served = served_ids};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter_thread, &a);
+    WAIT_FOR(queue_len("iq") == 1, 10000);
+    int64_t t0 = rt_now_ms();
+    redmutex_client_interrupt(c);
+    pthread_join(t, NULL);
+    CHECK_RC(a.rc, REDMUTEX_EINTR);
+    CHECK(rt_now_ms() - t0 < rt_scaled_ms(1000));
+    CHECK(queue_len("iq") == 0 && !rs_exists(&srv, "redmutex_lock_waiters:{iq}"));
+    CHECK_OK(redmutex_lock_release(l, "holder"));
+    CHECK(all_gone("iq"));
     redmutex_lock_free(l);
     redmutex_client_free(c);
 }
@@ -649,6 +677,7 @@ int main(int argc, char **argv)
         {"force_release_passes_the_lock_on", test_force_release_passes_the_lock_on},
         {"lost_fair_hold_is_reported_and_not_recreated", test_lost_fair_hold_is_reported_and_not_recreated},
         {"longest_name_and_owner", test_longest_name_and_owner},
+        {"interrupted_fair_waiter_leaves_the_queue", test_interrupted_fair_waiter_leaves_the_queue},
         {"redlock_fair_excludes_and_cleans_up", test_redlock_fair_excludes_and_cleans_up},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
