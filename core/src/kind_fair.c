@@ -35,7 +35,7 @@
  *    arrives. The grant's TTL ends at the waiter's record deadline, so a
  *    waiter that died before it could take the lock holds it no longer than
  *    it would have blocked the queue; a live one's watchdog extends it to the
- *    full lease at once.
+ *    full lease a third of that TTL later.
  *  - A waiter that stops waiting leaves the queue (Redisson's acquireFailed
  *    script, plus giving back a grant that raced with it), and a script that
  *    frees the lock or drops dead waiters passes the lock on to the new head.
