@@ -9,7 +9,10 @@
 #   4. the same test binaries under valgrind memcheck (scripts/valgrind.sh);
 #   5. the libFuzzer targets, 60 s each under ASan + UBSan (scripts/fuzz.sh);
 #   6. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
-#      (including interop with the real redis-py and Redisson).
+#      (including interop with the real redis-py and Redisson);
+#   7. the SWIG bindings for Ruby, Perl, Tcl and Lua: each language's own suite (minitest,
+#      prove, tcltest, busted), the cross-language test (with the Python package of 6) and
+#      the install check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -51,4 +54,8 @@ if [ -d tests/python ]; then
   build-venv/bin/ruff format --check python tests/python tests/cli bench
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)
 fi
+echo "== SWIG bindings: Ruby, Perl, Tcl, Lua"
+build build-bindings RelWithDebInfo -DREDMUTEX_BINDINGS="ruby;perl;tcl;lua" -DREDMUTEX_BUILD_TESTS=OFF \
+  -DREDMUTEX_BUILD_BENCH=OFF -DREDMUTEX_BUILD_CLI=OFF -DREDMUTEX_TEST_PYTHON="$PWD/build-venv/bin/python"
+(cd build-bindings && ctest --output-on-failure -L bindings)
 echo "== all test suites passed"

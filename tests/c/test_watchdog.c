@@ -131,6 +131,7 @@ static void held_three_leases_pttl_stays_above_two_thirds(redmutex_kind kind)
     CHECK_OK(redmutex_lock_release(l, NULL));
     CHECK(!rs_exists(&srv, "renewed"));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -170,6 +171,7 @@ static void test_renewals_are_batched(void)
         CHECK_OK(redmutex_lock_release(l[i], NULL));
         redmutex_lock_free(l[i]);
     }
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -214,6 +216,7 @@ static void key_removed_behind_back(redmutex_kind kind, bool overwrite)
     if (overwrite)
         CHECK(rs_exists(&srv, "victim"));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -257,6 +260,7 @@ static void stalled_server_failing_then_lost(redmutex_kind kind)
     CHECK(state_of(l) == REDMUTEX_STATE_LOST);
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -279,6 +283,7 @@ static void test_short_stall_recovers_to_held(void)
     CHECK(atomic_load(&log.lost) == 0);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -298,6 +303,7 @@ static void test_explicit_lease_expiry_is_notified(void)
     CHECK(state_of(l) == REDMUTEX_STATE_LOST);
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -315,6 +321,7 @@ static void test_expiry_noticed_by_a_query_still_calls_back(void)
     CHECK(atomic_load(&log.lost) == 1); /* once, not twice */
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -335,6 +342,7 @@ static void test_max_hold_stops_renewal(void)
     WAIT_FOR(atomic_load(&log.lost) == 1, 1000);
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -435,6 +443,7 @@ static void test_release_during_inflight_renewal_waits_for_it(void)
     free(log);
     CHECK(!rs_exists(&srv, "inflight"));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -497,6 +506,7 @@ static void test_churn_no_renewal_after_release_no_orphans(void)
            script_calls(&srv) - calls);
     CHECK(rs_count_keys(&srv, "churn:*") == 0);
     printf("     %d acquisitions by %d threads\n", atomic_load(&acquisitions), THREADS);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -541,6 +551,7 @@ static void test_fork_child_cannot_release_parent_keeps_renewing(void)
         redmutex_lock_free(l);
         redmutex_lock_free(r);
         /* Shutting down the child's copy of the client leaves the parent's locks alone. */
+        redmutex_client_close(c);
         redmutex_client_free(c);
         _exit(bad);
     }
@@ -560,6 +571,7 @@ static void test_fork_child_cannot_release_parent_keeps_renewing(void)
     CHECK_OK(redmutex_lock_release(r, NULL));
     redmutex_lock_free(l);
     redmutex_lock_free(r);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -578,6 +590,7 @@ static void test_close_releases_held_locks(void)
     CHECK_RC(redmutex_lock_release(a, NULL), REDMUTEX_ECLOSED);
     redmutex_lock_free(a);
     redmutex_lock_free(b);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 
     c = wd_client(&srv, 30000, rt_scaled_ms(300), REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE);
@@ -588,6 +601,7 @@ static void test_close_releases_held_locks(void)
     long long pttl = rs_int(&srv, "PTTL a");
     CHECK(pttl > 0 && pttl <= 30000);
     redmutex_lock_free(a);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -598,6 +612,7 @@ static void test_free_without_close_releases_in_the_background(void)
     redmutex_lock *a = wd_lock(c, "a", REDMUTEX_KIND_LOCK, NULL), *b = wd_lock(c, "b", REDMUTEX_KIND_RLOCK, NULL);
     CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
     CHECK_OK(redmutex_lock_acquire(b, NULL, 0));
+    redmutex_client_close(c);
     redmutex_client_free(c);
     WAIT_FOR(!rs_exists(&srv, "a") && !rs_exists(&srv, "b"), 5000);
     CHECK_RC(redmutex_lock_acquire(a, NULL, 0), REDMUTEX_ECLOSED);
@@ -633,6 +648,7 @@ static void test_close_with_stopped_server_returns_within_timeout(void)
     rs_resume(&srv);
     for (int i = 0; i < 5; i++)
         redmutex_lock_free(l[i]);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
