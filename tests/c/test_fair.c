@@ -23,20 +23,6 @@ static redmutex_lock *fair(redmutex_client *c, const char *name, int64_t lease_m
     return l;
 }
 
-/* A reply as a number, whether Redis sent an integer, a string (HGET, GET) or nil (0); -999 otherwise. */
-static long long num(const char *fmt, const char *arg1, const char *arg2)
-{
-    redisReply *r = rs_cmd(&srv, fmt, arg1, arg2);
-    long long v = !r                               ? -999
-                  : r->type == REDIS_REPLY_INTEGER ? r->integer
-                  : r->type == REDIS_REPLY_STRING  ? atoll(r->str)
-                  : r->type == REDIS_REPLY_NIL     ? 0
-                                                   : -999;
-    if (r)
-        freeReplyObject(r);
-    return v;
-}
-
 static long long queue_len(const char *name)
 {
     return rs_int(&srv, "LLEN redisson_lock_queue:{%s}", name);
@@ -66,7 +52,7 @@ static void test_reentrant_in_redisson_fair_format(void)
     CHECK_OK(redmutex_client_thread_owner(me, sizeof me, c));
     for (int i = 1; i <= 3; i++) {
         CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
-        CHECK(num("HGET %s %s", "fq", me) == i);
+        CHECK(rs_num(&srv, "HGET fq %s", me) == i);
     }
     long long pttl = rs_int(&srv, "PTTL fq");
     CHECK(pttl > 25000 && pttl <= 30000);
@@ -317,22 +303,31 @@ static int served(const char *name, int *ids, long long *at, int max)
     return n;
 }
 
+/*
+ * Starts a holder of `name` (it releases when "<name>:go" appears), then n
+ * waiters (served_proc, ids 0..n-1), one at a time: each is in the queue
+ * before the next starts. Returns the holder.
+ */
+static pid_t queue_behind_holder(const char *name, int64_t lease_ms, int n, pid_t *pid)
+{
+    proc_arg h = {name, -1, lease_ms, 0, 0};
+    pid_t holder = proc_start(holder_proc, &h);
+    WAIT_FOR(rs_exists(&srv, name), 10000);
+    for (int i = 0; i < n; i++) {
+        proc_arg a = {name, i, lease_ms, 2, 0}; /* the child has its own copy */
+        pid[i] = proc_start(served_proc, &a);
+        WAIT_FOR(queue_len(name) == i + 1, 15000);
+    }
+    return holder;
+}
+
 /* 8 processes queue one after another behind a holder; they get the lock in exactly that order. */
 static void fifo_of_8_processes(const char *name, int64_t lease_ms)
 {
     enum { N = 8 };
-    proc_arg h = {name, -1, lease_ms, 0, 0};
-    pid_t holder = proc_start(holder_proc, &h);
-    WAIT_FOR(rs_exists(&srv, name), 10000);
-    proc_arg a[N];
     pid_t pid[N];
-    for (int i = 0; i < N; i++) {
-        a[i] = (proc_arg){name, i, lease_ms, 2, 0};
-        pid[i] = proc_start(served_proc, &a[i]);
-        WAIT_FOR(queue_len(name) == i + 1, 15000);
-    }
-    redisReply *r = rs_cmd(&srv, "SET %s:go 1", name);
-    freeReplyObject(r);
+    pid_t holder = queue_behind_holder(name, lease_ms, N, pid);
+    freeReplyObject(rs_cmd(&srv, "SET %s:go 1", name));
     CHECK(proc_wait(holder, 20000) == 0);
     for (int i = 0; i < N; i++)
         CHECKF(proc_wait(pid[i], 30000) == 0, "worker %d failed", i);
@@ -358,24 +353,18 @@ static void test_sigkill_of_a_queued_waiter_does_not_stall_the_queue(void)
 {
     rs_start(&srv, NULL);
     const char *name = "killq";
-    proc_arg h = {name, -1, 0, 0, 0};
-    pid_t holder = proc_start(holder_proc, &h);
-    WAIT_FOR(rs_exists(&srv, name), 10000);
-    proc_arg victim = {name, 1, 0, 2, 0}, next = {name, 2, 0, 2, 0};
-    pid_t v = proc_start(served_proc, &victim);
-    WAIT_FOR(queue_len(name) == 1, 10000);
-    pid_t n = proc_start(served_proc, &next);
-    WAIT_FOR(queue_len(name) == 2, 10000);
-    kill(v, SIGKILL);
+    pid_t pid[2];
+    pid_t holder = queue_behind_holder(name, 0, 2, pid);
+    kill(pid[0], SIGKILL); /* the first in the queue */
     int64_t killed = rt_now_ms();
-    CHECK(proc_wait(v, 5000) == -1);
+    CHECK(proc_wait(pid[0], 5000) == -1);
     /* The holder leaves at once: the lock goes to the dead head first. */
     freeReplyObject(rs_cmd(&srv, "SET %s:go 1", name));
     CHECK(proc_wait(holder, 10000) == 0);
-    CHECK(proc_wait(n, 20000) == 0);
+    CHECK(proc_wait(pid[1], 20000) == 0);
     int ids[2];
     long long at[2];
-    CHECK(served(name, ids, at, 2) == 1 && ids[0] == 2);
+    CHECK(served(name, ids, at, 2) == 1 && ids[0] == 1);
     long long stalled = at[0] - killed;
     printf("     next waiter served %lld ms after the kill (bound %d ms)\n", stalled,
            WAITER_LEASE_MS + REFRESH_MS);
@@ -389,22 +378,16 @@ static void test_live_waiter_keeps_its_place_past_the_waiter_lease(void)
 {
     rs_start(&srv, NULL);
     const char *name = "slowq";
-    proc_arg h = {name, -1, 0, 0, 0};
-    pid_t holder = proc_start(holder_proc, &h);
-    WAIT_FOR(rs_exists(&srv, name), 10000);
-    proc_arg first = {name, 1, 0, 2, 0}, second = {name, 2, 0, 2, 0};
-    pid_t p1 = proc_start(served_proc, &first);
-    WAIT_FOR(queue_len(name) == 1, 10000);
-    pid_t p2 = proc_start(served_proc, &second);
-    WAIT_FOR(queue_len(name) == 2, 10000);
+    pid_t pid[2];
+    pid_t holder = queue_behind_holder(name, 0, 2, pid);
     rt_sleep_ms(2 * WAITER_LEASE_MS); /* the point of the test: time passes while they wait */
     CHECK(queue_len(name) == 2);
     freeReplyObject(rs_cmd(&srv, "SET %s:go 1", name));
     CHECK(proc_wait(holder, 10000) == 0);
-    CHECK(proc_wait(p1, 10000) == 0);
-    CHECK(proc_wait(p2, 10000) == 0);
+    CHECK(proc_wait(pid[0], 10000) == 0);
+    CHECK(proc_wait(pid[1], 10000) == 0);
     int ids[2];
-    CHECK(served(name, ids, NULL, 2) == 2 && ids[0] == 1 && ids[1] == 2);
+    CHECK(served(name, ids, NULL, 2) == 2 && ids[0] == 0 && ids[1] == 1);
     CHECK(all_gone(name));
 }
 
@@ -419,7 +402,7 @@ static int counter_proc(void *p)
             return 2;
         }
         /* Read, then write: two increments in the lock at once would lose one. */
-        long long v = num("GET %s%s", a->name, ":n");
+        long long v = rs_num(&srv, "GET %s:n", a->name);
         freeReplyObject(rs_cmd(&srv, "SET %s:n %lld", a->name, v + 1));
         if (redmutex_lock_release(l, NULL) != 0)
             return 3;
@@ -442,7 +425,7 @@ static void test_8_processes_200_increments_exact(void)
     }
     for (int i = 0; i < N; i++)
         CHECKF(proc_wait(pid[i], 120000) == 0, "worker %d failed", i);
-    CHECK(num("GET %s%s", "cq:", "n") == N * rounds);
+    CHECK(rs_num(&srv, "GET cq:n") == N * rounds);
     CHECK(all_gone("cq"));
 }
 

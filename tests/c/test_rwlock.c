@@ -18,20 +18,6 @@ static redmutex_lock *side(redmutex_client *c, const char *name, redmutex_kind k
     return l;
 }
 
-/* A reply as a number: an integer, a string (HGET, GET) or nil (0); -999 otherwise. */
-static long long num(const char *fmt, const char *arg1, const char *arg2)
-{
-    redisReply *r = rs_cmd(&srv, fmt, arg1, arg2);
-    long long v = !r                               ? -999
-                  : r->type == REDIS_REPLY_INTEGER ? r->integer
-                  : r->type == REDIS_REPLY_STRING  ? atoll(r->str)
-                  : r->type == REDIS_REPLY_NIL     ? 0
-                                                   : -999;
-    if (r)
-        freeReplyObject(r);
-    return v;
-}
-
 static void mode_is(const char *name, const char *want)
 {
     redisReply *r = rs_cmd(&srv, "HGET %s mode", name);
@@ -57,7 +43,7 @@ static void test_readers_share_a_writer_excludes_in_redisson_format(void)
     CHECK_OK(redmutex_lock_acquire(r, other(0), 0));
     CHECK_OK(redmutex_lock_acquire(r, other(1), 0));
     mode_is("cat", "read");
-    CHECK(num("HGET %s %s", "cat", other(0)) == 1 && num("HGET %s %s", "cat", other(1)) == 1);
+    CHECK(rs_num(&srv, "HGET cat %s", other(0)) == 1 && rs_num(&srv, "HGET cat %s", other(1)) == 1);
     /* one timeout key per read hold, with the lease */
     char key[200];
     snprintf(key, sizeof key, "{cat}:%s:rwlock_timeout:1", other(0));
@@ -80,7 +66,7 @@ static void test_readers_share_a_writer_excludes_in_redisson_format(void)
     mode_is("cat", "write");
     char wfield[100];
     snprintf(wfield, sizeof wfield, "%s:write", other(2));
-    CHECK(num("HGET %s %s", "cat", wfield) == 1);
+    CHECK(rs_num(&srv, "HGET cat %s", wfield) == 1);
     CHECK_RC(redmutex_lock_acquire(r, other(0), 0), REDMUTEX_ETIMEDOUT);
     CHECK_RC(redmutex_lock_acquire(w, other(3), 0), REDMUTEX_ETIMEDOUT);
     CHECK_OK(redmutex_lock_is_locked(&locked, w));
@@ -106,7 +92,7 @@ static void test_reentrant_and_writer_may_read(void)
     CHECK_OK(redmutex_client_thread_owner(me, sizeof me, c));
     CHECK_OK(redmutex_lock_acquire(r, NULL, 0));
     CHECK_OK(redmutex_lock_acquire(r, NULL, 0));
-    CHECK(num("HGET %s %s", "re", me) == 2);
+    CHECK(rs_num(&srv, "HGET re %s", me) == 2);
     snprintf(key, sizeof key, "{re}:%s:rwlock_timeout:2", me);
     CHECK(rs_exists(&srv, key));
     /* a reader cannot upgrade */
@@ -119,7 +105,7 @@ static void test_reentrant_and_writer_may_read(void)
     CHECK_OK(redmutex_lock_acquire(w, NULL, 0));
     CHECK_OK(redmutex_lock_acquire(w, NULL, 0));
     CHECK_OK(redmutex_lock_acquire(r, NULL, 0));
-    CHECK(num("HGET %s %s", "re", me) == 1);
+    CHECK(rs_num(&srv, "HGET re %s", me) == 1);
     int locked = 0;
     CHECK_OK(redmutex_lock_is_locked(&locked, r));
     CHECK(locked == 1);
@@ -356,16 +342,16 @@ static int rw_proc(void *p)
             fprintf(stderr, "worker %d: %s\n", a->id, redmutex_last_error());
             return 2;
         }
-        long long v = num("GET %s%s", a->name, ":n");
+        long long v = rs_num(&srv, "GET %s:n", a->name);
         if (a->writer) {
             freeReplyObject(rs_cmd(&srv, "SET %s:n %lld", a->name, v + 1));
         } else {
             long long in = rs_int(&srv, "INCR %s:inside", a->name);
-            long long best = num("GET %s%s", a->name, ":most");
+            long long best = rs_num(&srv, "GET %s:most", a->name);
             if (in > best)
                 freeReplyObject(rs_cmd(&srv, "SET %s:most %lld", a->name, in));
             rt_sleep_ms(1);
-            if (num("GET %s%s", a->name, ":n") != v)
+            if (rs_num(&srv, "GET %s:n", a->name) != v)
                 bad = 4; /* a writer got in while reading */
             rs_int(&srv, "DECR %s:inside", a->name);
         }
@@ -394,7 +380,7 @@ static void test_8_processes_200_increments_exact_under_the_write_lock(void)
 {
     rs_start(&srv, NULL);
     run_procs("wq", 8, 0, proc_rounds(200));
-    CHECK(num("GET %s%s", "wq", ":n") == 8 * proc_rounds(200));
+    CHECK(rs_num(&srv, "GET wq:n") == 8 * proc_rounds(200));
     CHECK(!rs_exists(&srv, "wq"));
 }
 
@@ -402,8 +388,8 @@ static void test_mixed_readers_and_writers_exact(void)
 {
     rs_start(&srv, NULL);
     run_procs("mq", 4, 4, proc_rounds(200));
-    CHECK(num("GET %s%s", "mq", ":n") == 4 * proc_rounds(200));
-    CHECK(num("GET %s%s", "mq", ":most") >= 2); /* readers did share the lock */
+    CHECK(rs_num(&srv, "GET mq:n") == 4 * proc_rounds(200));
+    CHECK(rs_num(&srv, "GET mq:most") >= 2); /* readers did share the lock */
     CHECK(!rs_exists(&srv, "mq"));
 }
 
