@@ -240,6 +240,24 @@ static void *contend_thread(void *p)
     return NULL;
 }
 
+/* Forks `workers` processes, each with a client of its own, running contend_worker on b; waits for them. */
+static void run_worker_processes(board *b, int workers, redmutex_kind kind, int64_t hold_us)
+{
+    pid_t pids[64];
+    for (int w = 0; w < workers; w++) {
+        pids[w] = fork();
+        if (pids[w] == 0) {
+            redmutex_client *c = client();
+            contend_worker(b, w, c, kind, hold_us);
+            redmutex_client_close(c);
+            redmutex_client_free(c);
+            _exit(0);
+        }
+    }
+    for (int w = 0; w < workers; w++)
+        waitpid(pids[w], NULL, 0);
+}
+
 static int cmp_event(const void *a, const void *b)
 {
     const event *x = a, *y = b;
@@ -293,18 +311,7 @@ static void bench_contend(double seconds, int workers, bool threads, redmutex_ki
             pthread_join(t[w], NULL);
         redmutex_client_free(c);
     } else {
-        pid_t pids[64];
-        for (int w = 0; w < workers; w++) {
-            pids[w] = fork();
-            if (pids[w] == 0) {
-                redmutex_client *c = client();
-                contend_worker(b, w, c, kind, hold_us);
-                redmutex_client_free(c);
-                _exit(0);
-            }
-        }
-        for (int w = 0; w < workers; w++)
-            waitpid(pids[w], NULL, 0);
+        run_worker_processes(b, workers, kind, hold_us);
     }
     atomic_store(&pg.stop, true);
     pthread_join(ping_thread, NULL);
@@ -379,18 +386,7 @@ static double rw_rate(double seconds, int workers, redmutex_kind kind, int64_t h
     memset(b, 0, sizeof *b);
     b->start_ns = now_ns() + 500000000;
     b->end_ns = b->start_ns + (int64_t)(seconds * 1e9);
-    pid_t pids[64];
-    for (int w = 0; w < workers; w++) {
-        pids[w] = fork();
-        if (pids[w] == 0) {
-            redmutex_client *c = client();
-            contend_worker(b, w, c, kind, hold_us);
-            redmutex_client_free(c);
-            _exit(0);
-        }
-    }
-    for (int w = 0; w < workers; w++)
-        waitpid(pids[w], NULL, 0);
+    run_worker_processes(b, workers, kind, hold_us);
     double rate = (double)atomic_load(&b->next) / seconds;
     *most = atomic_load(&b->most_inside);
     *violations += atomic_load(&b->violations);
