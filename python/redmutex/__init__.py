@@ -11,7 +11,8 @@
 ``client.lock()`` is a plain lock in redis-py's wire format, ``client.rlock()``
 a reentrant lock in Redisson's RLock format, ``client.fair_lock()`` a reentrant
 FIFO lock in Redisson's RFairLock format and ``client.rwlock()`` a read-write
-lock in Redisson's RReadWriteLock format. See docs/python.md.
+lock in Redisson's RReadWriteLock format. ``redmutex.asyncio`` has the same
+locks for asyncio (``AsyncClient``). See docs/python.md.
 """
 
 from ._client import Client, FairLock, Lock, LockState, ReadLock, ReadWriteLock, RLock, WriteLock

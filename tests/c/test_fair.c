@@ -3,6 +3,7 @@
 #include "harness.h"
 #include "procs.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -551,6 +552,70 @@ static void test_interrupted_fair_waiter_leaves_the_queue(void)
     redmutex_client_free(c);
 }
 
+/* Polls the client's wait fd until the wait is reported ready and tries it; its result. */
+static int poll_and_try(redmutex_client *c, redmutex_wait *w, int64_t ms)
+{
+    int fd = redmutex_client_wait_fd(c);
+    CHECK(fd >= 0);
+    int64_t deadline = rt_now_ms() + rt_scaled_ms(ms);
+    for (;;) {
+        uint64_t id;
+        while (redmutex_client_next_ready(c, &id) == 1)
+            if (id == redmutex_wait_id(w))
+                return redmutex_wait_try(w);
+        int64_t left = deadline - rt_now_ms();
+        CHECKF(left > 0, "the wait was not ready within %lld ms", (long long)ms);
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, (int)left);
+    }
+}
+
+/*
+ * A pollable wait (an event loop's acquire) on a fair lock holds its place in
+ * the server's queue among blocking waiters, takes the lock when it comes
+ * first, and leaves the queue when it is freed without it.
+ */
+static void test_pollable_wait_queues_in_the_same_fifo(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock *l = fair(c, "pq", 0, 0), *mine = fair(c, "pq", 0, 0);
+    CHECK_OK(redmutex_lock_acquire(l, "holder", 0));
+    redmutex_wait *w;
+    CHECK_OK(redmutex_wait_new(&w, mine, "poller"));
+    CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+    CHECK(queue_len("pq") == 1);
+    _Atomic int next = 0;
+    int served_ids[1] = {-1};
+    waiter_arg a = {.l = l, .id = 1, .wait_ms = 20000, .order = &next, .served = served_ids};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter_thread, &a); /* a blocking waiter behind the pollable one */
+    WAIT_FOR(queue_len("pq") == 2, 10000);
+    CHECK_OK(redmutex_lock_release(l, "holder"));
+    int rc;
+    while ((rc = poll_and_try(c, w, 5000)) == REDMUTEX_ETIMEDOUT) {
+    }
+    CHECK_OK(rc); /* first in the queue, first served */
+    CHECK(atomic_load(&next) == 0 && queue_len("pq") == 1);
+    redmutex_wait_free(w);
+    CHECK_OK(redmutex_lock_release(mine, "poller"));
+    pthread_join(t, NULL);
+    CHECK_OK(a.rc);
+    CHECK(served_ids[0] == 1);
+    /* A pollable wait freed without the lock leaves the queue. */
+    CHECK_OK(redmutex_lock_acquire(l, "holder", 0));
+    CHECK_OK(redmutex_wait_new(&w, mine, "poller"));
+    CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+    CHECK(queue_len("pq") == 1);
+    redmutex_wait_free(w);
+    CHECK(queue_len("pq") == 0 && !rs_exists(&srv, "redmutex_lock_waiters:{pq}"));
+    CHECK_OK(redmutex_lock_release(l, "holder"));
+    CHECK(all_gone("pq"));
+    redmutex_lock_free(l);
+    redmutex_lock_free(mine);
+    redmutex_client_free(c);
+}
+
 /* The longest name and owner id make the longest derived keys (a waiter's channel): they work, and waiting
  * works. */
 static void test_longest_name_and_owner(void)
@@ -661,6 +726,7 @@ int main(int argc, char **argv)
         {"lost_fair_hold_is_reported_and_not_recreated", test_lost_fair_hold_is_reported_and_not_recreated},
         {"longest_name_and_owner", test_longest_name_and_owner},
         {"interrupted_fair_waiter_leaves_the_queue", test_interrupted_fair_waiter_leaves_the_queue},
+        {"pollable_wait_queues_in_the_same_fifo", test_pollable_wait_queues_in_the_same_fifo},
         {"redlock_fair_excludes_and_cleans_up", test_redlock_fair_excludes_and_cleans_up},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);

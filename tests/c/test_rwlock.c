@@ -3,6 +3,7 @@
 #include "harness.h"
 #include "procs.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -263,6 +264,47 @@ static void test_release_wakes_waiters(void)
     redmutex_client_free(c);
 }
 
+/* A pollable wait (an event loop's acquire) on the write side is made ready by the read release. */
+static void test_pollable_wait_for_the_write_side(void)
+{
+    rs_start(&srv, NULL);
+    const char *url = srv.url;
+    redmutex_client_options co;
+    redmutex_client_options_init(&co, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    co.wait_backoff_cap_ms = 10000; /* only the release message explains a prompt readiness */
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &co));
+    redmutex_lock *r = side(c, "pw", REDMUTEX_KIND_READ, 0), *w = side(c, "pw", REDMUTEX_KIND_WRITE, 0);
+    CHECK_OK(redmutex_lock_acquire(r, other(0), 0));
+    redmutex_wait *wait;
+    CHECK_OK(redmutex_wait_new(&wait, w, other(1)));
+    CHECK_RC(redmutex_wait_try(wait), REDMUTEX_ETIMEDOUT);
+    WAIT_FOR(rs_numsub(&srv, "redisson_rwlock:{pw}") >= 1, 5000);
+    uint64_t id;
+    while (redmutex_client_next_ready(c, &id) == 1) { /* the subscription's confirmation */
+        CHECK(id == redmutex_wait_id(wait));
+        CHECK_RC(redmutex_wait_try(wait), REDMUTEX_ETIMEDOUT);
+    }
+    int64_t released = rt_now_ms();
+    CHECK_OK(redmutex_lock_release(r, other(0)));
+    int fd = redmutex_client_wait_fd(c);
+    int rc = REDMUTEX_ETIMEDOUT;
+    while (rc == REDMUTEX_ETIMEDOUT) {
+        CHECK(rt_now_ms() - released < rt_scaled_ms(2000));
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 100);
+        while (rc == REDMUTEX_ETIMEDOUT && redmutex_client_next_ready(c, &id) == 1)
+            rc = redmutex_wait_try(wait);
+    }
+    CHECK_OK(rc);
+    redmutex_wait_free(wait);
+    mode_is("pw", "write");
+    CHECK_OK(redmutex_lock_release(w, other(1)));
+    redmutex_lock_free(r);
+    redmutex_lock_free(w);
+    redmutex_client_free(c);
+}
+
 static void test_wrong_types_change_nothing(void)
 {
     rs_start(&srv, NULL);
@@ -434,6 +476,7 @@ int main(int argc, char **argv)
         {"watchdog_renews_every_reader_timeout_key", test_watchdog_renews_every_reader_timeout_key},
         {"lost_read_and_write_holds_are_reported", test_lost_read_and_write_holds_are_reported},
         {"release_wakes_waiters", test_release_wakes_waiters},
+        {"pollable_wait_for_the_write_side", test_pollable_wait_for_the_write_side},
         {"wrong_types_change_nothing", test_wrong_types_change_nothing},
         {"extend_a_read_hold_extends_its_timeout_keys", test_extend_a_read_hold_extends_its_timeout_keys},
         {"redlock_readers_share_writer_excludes", test_redlock_readers_share_writer_excludes},
