@@ -8,7 +8,11 @@
  *            utilisation, hand-off latency from release to the next acquire,
  *            and fairness (fewest / most acquisitions per worker).
  *
- * It starts its own redis-server. Usage: bench_lock [pair|contend|all] [seconds]
+ *  fair      the contention run of the fair lock only (processes, then threads).
+ *  rw        W processes holding the read side for 1 ms each, against the same
+ *            work under the write side (throughput ratio, interleaved rounds).
+ *
+ * It starts its own redis-server. Usage: bench_lock [pair|contend|fair|rw|all] [seconds]
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -29,6 +33,12 @@ static int64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -153,15 +163,36 @@ typedef struct event {
 typedef struct board {
     atomic_long next;
     atomic_int inside;
+    atomic_int most_inside; /* readers: most holding the lock at once */
     atomic_int violations;
     atomic_int ready;
     int64_t start_ns, end_ns;
     event ev[MAX_EVENTS];
 } board;
 
+static const char *kind_name(redmutex_kind kind)
+{
+    switch (kind) {
+    case REDMUTEX_KIND_LOCK:
+        return "plain";
+    case REDMUTEX_KIND_RLOCK:
+        return "reentrant";
+    case REDMUTEX_KIND_FAIR:
+        return "fair (watchdog lease)";
+    case REDMUTEX_KIND_READ:
+        return "read-write, read side";
+    case REDMUTEX_KIND_WRITE:
+        return "read-write, write side";
+    default:
+        return "?";
+    }
+}
+
 static void contend_worker(board *b, int id, redmutex_client *c, redmutex_kind kind, int64_t hold_us)
 {
-    redmutex_lock *l = plain_lock(c, "bench:contend", kind, 10000);
+    /* The fair and read-write locks run with the watchdog, as by default
+       (a fair lock's hand-offs are then made by the releasing script). */
+    redmutex_lock *l = plain_lock(c, "bench:contend", kind, kind >= REDMUTEX_KIND_FAIR ? 0 : 10000);
     atomic_fetch_add(&b->ready, 1);
     while (now_ns() < b->start_ns) {
         struct timespec ts = {0, 100000};
@@ -173,8 +204,14 @@ static void contend_worker(board *b, int id, redmutex_client *c, redmutex_kind k
             continue;
         }
         int64_t got = now_ns();
-        if (atomic_fetch_add(&b->inside, 1) != 0)
+        int in = atomic_fetch_add(&b->inside, 1) + 1;
+        if (kind == REDMUTEX_KIND_READ) {
+            int most = atomic_load(&b->most_inside);
+            while (in > most && !atomic_compare_exchange_weak(&b->most_inside, &most, in)) {
+            }
+        } else if (in != 1) {
             atomic_fetch_add(&b->violations, 1);
+        }
         struct timespec ts = {0, hold_us * 1000};
         nanosleep(&ts, NULL);
         atomic_fetch_sub(&b->inside, 1);
@@ -201,6 +238,24 @@ static void *contend_thread(void *p)
     thread_arg *a = p;
     contend_worker(a->b, a->id, a->c, a->kind, a->hold_us);
     return NULL;
+}
+
+/* Forks `workers` processes, each with a client of its own, running contend_worker on b; waits for them. */
+static void run_worker_processes(board *b, int workers, redmutex_kind kind, int64_t hold_us)
+{
+    pid_t pids[64];
+    for (int w = 0; w < workers; w++) {
+        pids[w] = fork();
+        if (pids[w] == 0) {
+            redmutex_client *c = client();
+            contend_worker(b, w, c, kind, hold_us);
+            redmutex_client_close(c);
+            redmutex_client_free(c);
+            _exit(0);
+        }
+    }
+    for (int w = 0; w < workers; w++)
+        waitpid(pids[w], NULL, 0);
 }
 
 static int cmp_event(const void *a, const void *b)
@@ -256,18 +311,7 @@ static void bench_contend(double seconds, int workers, bool threads, redmutex_ki
             pthread_join(t[w], NULL);
         redmutex_client_free(c);
     } else {
-        pid_t pids[64];
-        for (int w = 0; w < workers; w++) {
-            pids[w] = fork();
-            if (pids[w] == 0) {
-                redmutex_client *c = client();
-                contend_worker(b, w, c, kind, hold_us);
-                redmutex_client_free(c);
-                _exit(0);
-            }
-        }
-        for (int w = 0; w < workers; w++)
-            waitpid(pids[w], NULL, 0);
+        run_worker_processes(b, workers, kind, hold_us);
     }
     atomic_store(&pg.stop, true);
     pthread_join(ping_thread, NULL);
@@ -305,15 +349,20 @@ static void bench_contend(double seconds, int workers, bool threads, redmutex_ki
         hi = per[w] > hi ? per[w] : hi;
     }
     int64_t h50 = nh ? pct(handoff, nh, 50) : 0, h99 = nh ? pct(handoff, nh, 99) : 0;
+    int64_t h90 = nh ? pct(handoff, nh, 90) : 0, hmax = nh ? pct(handoff, nh, 100) : 0;
+    double hmean = 0;
+    for (size_t i = 0; i < nh; i++)
+        hmean += (double)handoff[i] / (double)nh;
     printf("contention: %d worker %s, one %s lock, %lld us critical section, %.1f s\n", workers,
            threads ? "threads sharing a client" : "processes",
-           kind == REDMUTEX_KIND_LOCK ? "plain" : "reentrant", (long long)hold_us, seconds);
+           kind_name(kind), (long long)hold_us, seconds);
     printf("  acquisitions %zu (%.0f/s), mutual-exclusion violations %d\n", n, n / seconds,
            atomic_load(&b->violations));
     printf("  round trip (PING from another connection during the run): p50 %.1f us\n", rtt_ns / 1e3);
     printf("  utilisation %.1f%% (lock held: acquire returned .. release returned)\n", 100.0 * held / window);
     printf("  hand-off release returned -> next acquire returned: p50 %.1f us (%.2f round trips), p99 %.1f us\n",
            h50 / 1e3, (double)h50 / rtt_ns, h99 / 1e3);
+    printf("  hand-off tail: p90 %.1f us, mean %.1f us, max %.1f us\n", h90 / 1e3, hmean / 1e3, hmax / 1e3);
     int64_t c50 = nh ? pct(from_call, nh, 50) : 0;
     printf("  hand-off release called -> next acquire returned:   p50 %.1f us (%.2f round trips)\n", c50 / 1e3,
            (double)c50 / rtt_ns);
@@ -326,6 +375,52 @@ static void bench_contend(double seconds, int workers, bool threads, redmutex_ki
            lo ? (double)hi / lo : INFINITY);
     free(handoff);
     munmap(b, sizeof *b);
+}
+
+/* ---- read-write lock: readers against writers ------------------------------------ */
+
+/* Acquisitions per second of `workers` processes holding the lock of this kind for hold_us each. */
+static double rw_rate(double seconds, int workers, redmutex_kind kind, int64_t hold_us, int *most, int *violations)
+{
+    board *b = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    memset(b, 0, sizeof *b);
+    b->start_ns = now_ns() + 500000000;
+    b->end_ns = b->start_ns + (int64_t)(seconds * 1e9);
+    run_worker_processes(b, workers, kind, hold_us);
+    double rate = (double)atomic_load(&b->next) / seconds;
+    *most = atomic_load(&b->most_inside);
+    *violations += atomic_load(&b->violations);
+    munmap(b, sizeof *b);
+    return rate;
+}
+
+/* Readers of the read side against the same work under the write side, interleaved over rounds. */
+static void bench_rw(double seconds, int workers, int rounds)
+{
+    double ratio[32], rr[32], wr[32];
+    int most = 0, violations = 0;
+    if (rounds > 32)
+        rounds = 32;
+    for (int r = 0; r < rounds; r++) {
+        int m = 0, ignored = 0;
+        bool read_first = r % 2 == 0;
+        if (!read_first)
+            wr[r] = rw_rate(seconds, workers, REDMUTEX_KIND_WRITE, 1000, &ignored, &violations);
+        rr[r] = rw_rate(seconds, workers, REDMUTEX_KIND_READ, 1000, &m, &violations);
+        if (read_first)
+            wr[r] = rw_rate(seconds, workers, REDMUTEX_KIND_WRITE, 1000, &ignored, &violations);
+        ratio[r] = rr[r] / wr[r];
+        most = m > most ? m : most;
+    }
+    qsort(ratio, (size_t)rounds, sizeof ratio[0], cmp_double);
+    qsort(rr, (size_t)rounds, sizeof rr[0], cmp_double);
+    qsort(wr, (size_t)rounds, sizeof wr[0], cmp_double);
+    printf("read-write lock: %d worker processes, 1000 us critical section, %d rounds of %.1f s per side\n", workers,
+           rounds, seconds);
+    printf("  read side:  %.0f acquisitions/s (median), up to %d readers inside at once\n", rr[rounds / 2], most);
+    printf("  write side: %.0f acquisitions/s (median), mutual-exclusion violations %d\n", wr[rounds / 2], violations);
+    printf("  readers' throughput over the writers': %.1fx (median of the rounds' ratios; range %.1f-%.1f)\n",
+           ratio[rounds / 2], ratio[0], ratio[rounds - 1]);
 }
 
 int main(int argc, char **argv)
@@ -344,6 +439,12 @@ int main(int argc, char **argv)
         bench_contend(seconds, 8, true, REDMUTEX_KIND_RLOCK, 1000);
         bench_contend(seconds, 8, false, REDMUTEX_KIND_RLOCK, 1000);
     }
+    if (!strcmp(what, "fair") || !strcmp(what, "contend") || !strcmp(what, "all")) {
+        bench_contend(seconds, 8, false, REDMUTEX_KIND_FAIR, 1000);
+        bench_contend(seconds, 8, true, REDMUTEX_KIND_FAIR, 1000);
+    }
+    if (!strcmp(what, "rw") || !strcmp(what, "all"))
+        bench_rw(seconds, 8, 5);
     rs_stop(&srv);
     return 0;
 }

@@ -861,6 +861,9 @@ typedef int rmb_lua_fn;   /* stack index of a function argument */
 %rename(Guard) rmb_guard;
 %newobject rmb_client::lock;
 %newobject rmb_client::rlock;
+%newobject rmb_client::fair_lock;
+%newobject rmb_client::read_lock;
+%newobject rmb_client::write_lock;
 %newobject rmb_lock::guard;
 
 typedef struct rmb_client {} rmb_client;
@@ -890,6 +893,24 @@ typedef struct rmb_guard {} rmb_guard;
     rmb_lock *rlock(rmb_value name, ...) {
         RMB_KWARGS(name, kwargs);
         return rmb_lock_new($self, &name, REDMUTEX_KIND_RLOCK, kwargs);
+    }
+
+    /* A reentrant, first-come-first-served lock (Redisson RFairLock wire format), owned by the calling thread. */
+    rmb_lock *fair_lock(rmb_value name, ...) {
+        RMB_KWARGS(name, kwargs);
+        return rmb_lock_new($self, &name, REDMUTEX_KIND_FAIR, kwargs);
+    }
+
+    /* The read side of a read-write lock (Redisson RReadWriteLock): shared, reentrant per thread. */
+    rmb_lock *read_lock(rmb_value name, ...) {
+        RMB_KWARGS(name, kwargs);
+        return rmb_lock_new($self, &name, REDMUTEX_KIND_READ, kwargs);
+    }
+
+    /* The write side of the same read-write lock: exclusive, reentrant per thread. */
+    rmb_lock *write_lock(rmb_value name, ...) {
+        RMB_KWARGS(name, kwargs);
+        return rmb_lock_new($self, &name, REDMUTEX_KIND_WRITE, kwargs);
     }
 
     /* Releases held locks (unless leave_locks_on_close) and stops background work. */
@@ -1044,7 +1065,18 @@ typedef struct rmb_guard {} rmb_guard;
     }
 
     rmb_symbol kind() {
-        return redmutex_lock_kind($self->ptr) == REDMUTEX_KIND_RLOCK ? "rlock" : "lock";
+        switch (redmutex_lock_kind($self->ptr)) {
+        case REDMUTEX_KIND_RLOCK:
+            return "rlock";
+        case REDMUTEX_KIND_FAIR:
+            return "fair";
+        case REDMUTEX_KIND_READ:
+            return "read";
+        case REDMUTEX_KIND_WRITE:
+            return "write";
+        default:
+            return "lock";
+        }
     }
 
     /* The explicit owner id given at creation, or nil for the default owner. */

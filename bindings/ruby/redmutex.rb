@@ -80,7 +80,8 @@ module Redmutex
     attr_reader :lost_handler
 
     def inspect
-      "#<Redmutex::#{kind == :rlock ? 'RLock' : 'Lock'} #{name.inspect} #{state}>"
+      cls = { rlock: "RLock", fair: "FairLock", read: "ReadLock", write: "WriteLock" }.fetch(kind, "Lock")
+      "#<Redmutex::#{cls} #{name.inspect} #{state}>"
     end
   end
 end

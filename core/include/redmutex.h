@@ -453,12 +453,43 @@ REDMUTEX_API int redmutex_client_thread_owner(char *out, size_t size, const redm
 /** A named lock on a client's servers. */
 typedef struct redmutex_lock redmutex_lock;
 
-/** The two kinds of lock. Their wire formats are fixed (docs/wire-format.md). */
+/** The kinds of lock. Their wire formats are fixed (docs/wire-format.md). */
 typedef enum redmutex_kind {
     /** Plain, non-reentrant: a string key holding a random token (redis-py Lock format). */
     REDMUTEX_KIND_LOCK = 0,
     /** Reentrant: a hash of owner -> hold count (Redisson RLock format). */
-    REDMUTEX_KIND_RLOCK = 1
+    REDMUTEX_KIND_RLOCK = 1,
+    /**
+     * Reentrant and fair (Redisson RFairLock format): waiters queue on the
+     * server and get the lock in the order they arrived, whichever process or
+     * library (a Redisson RFairLock on the same name shares the queue). A
+     * release wakes only the head of the queue; on one server, for a lock
+     * renewed by the watchdog, the releasing script hands the lock straight
+     * to a waiting redmutex acquirer, which then holds it without another
+     * round trip. A waiter that gives up leaves the queue; one that dies is
+     * dropped from it within 3.5 s (it refreshes its place every 0.5 s while
+     * it waits, and a place not refreshed for 3 s is given up), while a live
+     * waiter keeps its place however long it waits. With Redlock (N > 1) the
+     * order is FIFO on each server; waiters that arrive at the same moment
+     * may be queued in different orders on different servers, and one that
+     * wins only a minority goes to the back there.
+     */
+    REDMUTEX_KIND_FAIR = 2,
+    /**
+     * The read side of a read-write lock (Redisson RReadWriteLock format):
+     * shared by any number of readers, excluded by a writer, reentrant. Use a
+     * REDMUTEX_KIND_READ and a REDMUTEX_KIND_WRITE handle on the same name.
+     * Not fair: nobody queues. A reader cannot upgrade: acquiring the write
+     * side while holding the read side waits until the wait runs out.
+     */
+    REDMUTEX_KIND_READ = 3,
+    /**
+     * The write side of a read-write lock: one writer, excluding all readers,
+     * reentrant. The writer may also take the read side (and keeps it after
+     * releasing the write side). An explicit owner id is stored as
+     * "<owner>:write", as Redisson names its writers.
+     */
+    REDMUTEX_KIND_WRITE = 4
 } redmutex_kind;
 
 /** What the library knows locally about one owner's hold of a lock. */
@@ -542,10 +573,12 @@ REDMUTEX_API int redmutex_lock_options_init(redmutex_lock_options *opts, unsigne
  *  - NULL means the default owner. For a plain lock that is the handle
  *    itself: the handle remembers the random token of its acquisition, so
  *    any thread may release what another thread acquired (like
- *    threading.Lock or a semaphore). For a reentrant lock it is the calling
- *    thread, "<client id>:<OS thread id>" (Redisson's convention).
- *  - A string names the owner explicitly: for a reentrant lock it is the
- *    hash field used verbatim; for a plain lock it is the token stored in the
+ *    threading.Lock or a semaphore). For every other kind (reentrant, fair,
+ *    read, write) it is the calling thread, "<client id>:<OS thread id>"
+ *    (Redisson's convention).
+ *  - A string names the owner explicitly: for the hash kinds it is the hash
+ *    field used verbatim (a writer's field is "<owner>:write", as Redisson
+ *    names writers); for a plain lock it is the token stored in the
  *    key. Use ids that are unique across processes (for example prefix them
  *    with redmutex_client_id()). This lets asyncio tasks, green threads or
  *    work handed between threads own a lock.
@@ -604,7 +637,13 @@ REDMUTEX_API uint64_t redmutex_lock_id(const redmutex_lock *lock);
  *
  * Threads of one client waiting for the same lock are served in order: a
  * release by one of them hands the lock to the oldest waiter, in the same
- * round trip as the release when the client has one server.
+ * round trip as the release when the client has one server. A fair lock
+ * (REDMUTEX_KIND_FAIR) orders all its waiters, of every process, on the
+ * server instead: a waiting acquire joins the queue, wakes when it is the
+ * head and the lock is released (or is handed the lock by the release), and
+ * refreshes its place at least every 500 ms; when it stops waiting (timeout,
+ * error, interrupt) it leaves the queue. wait_ms = 0 never joins the queue,
+ * and a free lock with waiters queued is not taken by a newcomer.
  *
  * A reentrant lock already held by `owner` is acquired again (hold count + 1).
  * A plain lock is not reentrant: acquiring it again waits like anyone else.
@@ -628,8 +667,10 @@ REDMUTEX_API uint64_t redmutex_lock_id(const redmutex_lock *lock);
  * Blocking: at most wait_ms + T, where T = max(connect_timeout_ms,
  * command_timeout_ms) is one attempt's budget (a cleanup of a failed attempt
  * is sent within it, not waited for beyond it), plus replica_timeout_ms when
- * min_replicas > 0. With wait_ms = 0: at most T. Tested against a server
- * that accepts but never answers and with 3 of 5 servers stopped.
+ * min_replicas > 0. With wait_ms = 0: at most T. A fair lock that stops
+ * waiting without the lock spends up to command_timeout_ms more to leave
+ * the queue. Tested against a server that accepts but never answers and
+ * with 3 of 5 servers stopped.
  * Thread-safe.
  */
 REDMUTEX_API int redmutex_lock_acquire(redmutex_lock *lock, const char *owner, int64_t wait_ms);
@@ -677,7 +718,9 @@ REDMUTEX_API int redmutex_lock_extend(redmutex_lock *lock, const char *owner, in
 /**
  * Deletes the lock whoever holds it and publishes the release, like
  * Redisson's forceUnlock(). *out (may be NULL) is 1 if a lock was deleted.
- * Local holds of this handle are forgotten.
+ * Local holds of this handle are forgotten. A fair lock passes on to the
+ * head of its queue; a read (write) handle deletes the read-write lock only
+ * while it is in read (write) mode, as Redisson's.
  * Errors: REDMUTEX_EWRONGTYPE (the key is not a lock of this kind; not
  * deleted), connection and server errors. Blocking: one command timeout.
  * Thread-safe.
@@ -686,7 +729,9 @@ REDMUTEX_API int redmutex_lock_force_release(int *out, redmutex_lock *lock);
 
 /**
  * Asks the servers whether anyone holds the lock: *out = 1 or 0. With N
- * servers, 1 means a majority report it held.
+ * servers, 1 means a majority report it held. For the read side of a
+ * read-write lock: read-locked (in read mode, or by a writer that also
+ * reads); for the write side: write-locked.
  * Errors: REDMUTEX_EWRONGTYPE, connection and server errors.
  * Blocking: one command timeout. Thread-safe.
  */
@@ -709,8 +754,8 @@ REDMUTEX_API int redmutex_lock_is_owned(int *out, redmutex_lock *lock, const cha
 REDMUTEX_API int redmutex_lock_ttl(int64_t *out, redmutex_lock *lock);
 
 /**
- * The hold count of `owner` as the servers see it: for a reentrant lock the
- * hash field's value (0 when not held); for a plain lock 1 or 0.
+ * The hold count of `owner` as the servers see it: for the hash kinds the
+ * owner's field's value (0 when not held); for a plain lock 1 or 0.
  * Blocking: one command timeout. Errors as for redmutex_lock_is_locked.
  * Thread-safe.
  */
@@ -865,6 +910,10 @@ REDMUTEX_API uint64_t redmutex_wait_id(const redmutex_wait *wait);
  * A new wait whose lock other waits or threads of the client are queued for
  * does not try on its first call: it queues behind them (returns
  * REDMUTEX_ETIMEDOUT), unless its owner already holds the reentrant lock.
+ * A wait for a fair lock (REDMUTEX_KIND_FAIR) joins the server's queue with
+ * its first try and refreshes its place with each later one: it is due again
+ * within 500 ms at the latest; a lock handed to it by a release is taken by
+ * its next try.
  * Blocking: at most one attempt's budget, as redmutex_lock_acquire() with
  * wait_ms = 0 (one round trip, bounded by max(connect_timeout_ms,
  * command_timeout_ms), plus replica_timeout_ms with min_replicas).
@@ -881,6 +930,8 @@ REDMUTEX_API int redmutex_wait_try(redmutex_wait *wait);
  * Blocking: never, unless a releasing thread is acquiring for this wait at
  * this moment or has just done so: then up to that thread's round trip plus
  * one release (each bounded by one attempt's budget, see redmutex_wait_try).
+ * A fair lock's wait that tried and did not acquire leaves the server's
+ * queue here: one round trip (bounded by command_timeout_ms).
  * Event loops that must never block call it on a worker thread when the
  * last try did not return 0.
  * Thread-safety: any thread, in any order with the lock handle and the

@@ -441,6 +441,18 @@ enum rm_script_id {
     RM_SCRIPT_INSPECT,
     RM_SCRIPT_RENEW,
     RM_SCRIPT_FENCE_RATCHET,
+    /* kinds of the operations table (kind.h) */
+    RM_SCRIPT_FAIR_ACQUIRE,
+    RM_SCRIPT_FAIR_RELEASE,
+    RM_SCRIPT_FAIR_LEAVE,
+    RM_SCRIPT_FAIR_FORCE,
+    RM_SCRIPT_READ_ACQUIRE,
+    RM_SCRIPT_READ_RELEASE,
+    RM_SCRIPT_READ_EXTEND,
+    RM_SCRIPT_WRITE_ACQUIRE,
+    RM_SCRIPT_WRITE_RELEASE,
+    RM_SCRIPT_RW_FORCE,
+    RM_SCRIPT_RW_INSPECT,
     RM_SCRIPT_COUNT
 };
 
@@ -465,7 +477,8 @@ struct redmutex_lock {
 /* Room for any key derived from a lock name (channel, fencing counter, latch). */
 #define RM_KEY_MAX (REDMUTEX_NAME_MAX + 96)
 
-#define RM_VALUE_MAX (REDMUTEX_CLIENT_ID_LEN + 24 > REDMUTEX_OWNER_MAX ? REDMUTEX_CLIENT_ID_LEN + 24 : REDMUTEX_OWNER_MAX)
+/* An owner's value on the servers: token, owner id, or owner id + ":write" (kind.h). */
+#define RM_VALUE_MAX (REDMUTEX_CLIENT_ID_LEN + 24 > REDMUTEX_OWNER_MAX ? REDMUTEX_CLIENT_ID_LEN + 24 : REDMUTEX_OWNER_MAX + 8)
 
 typedef struct rm_hold {
     redmutex_lock *lock;
@@ -576,6 +589,8 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
  */
 int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *interrupted);
 void rm_waiter_end(redmutex_client *c, rm_waiter *w);
+/** Takes the hand-off message kept for w (kind.h, fair locks) into out: false when there is none. */
+bool rm_waiter_message(redmutex_client *c, rm_waiter *w, char *out, size_t size);
 /**
  * Registers a pollable wait's interest in a channel without waiting for the
  * subscription (see pollwait.c). It has no eventfd: whenever it should look
@@ -610,6 +625,8 @@ rm_waiter *rm_waiter_claim(redmutex_client *c, const char *channel, redmutex_kin
 void rm_waiter_claim_done(redmutex_client *c, rm_waiter *w, int result);
 /** Number of threads of this client waiting on a channel. */
 size_t rm_waiters_queued(redmutex_client *c, const char *channel);
+/** Whether this client is subscribed to the channel right now (a wait begun now starts at once). */
+bool rm_waiter_subscribed(redmutex_client *c, const char *channel);
 /**
  * Before a release is sent: arms, per server where this client is surely
  * subscribed to the channel (armed[i]), the skipping of the release message
@@ -651,16 +668,22 @@ void rm_events_destroy(redmutex_client *c);
  */
 int rm_acquire_prepare(redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
                        char value[RM_VALUE_MAX + 1]);
+/* (For a fair lock, `nonce` below names the wait (kind.h), and an attempt
+   with a nonce joins or refreshes the lock's queue; NULL: a try that never
+   queues.) */
 /**
  * One acquisition attempt (see attempt() in lock.c): 0 when won (hold
  * recorded), 1 when busy (*ttl_ms: the holder's remaining lease or -1,
  * *split: some but not a majority granted), or an error code. `retry` is
  * false for the first attempt of an acquisition. Blocks one round trip.
  */
-int rm_acquire_attempt(redmutex_lock *l, const char *owner_key, const char *value, bool retry, int64_t *ttl_ms,
-                       bool *split);
-/** The lock's release channel, written into buf (RM_KEY_MAX bytes). */
-void rm_lock_channel(const redmutex_lock *l, char *buf);
+int rm_acquire_attempt(redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
+                       int64_t *ttl_ms, bool *split);
+/**
+ * The channel a waiter for `value` listens on, written into buf (RM_KEY_MAX +
+ * RM_VALUE_MAX + 48 bytes: a fair lock's waiter has a channel of its own).
+ */
+void rm_lock_channel(const redmutex_lock *l, const char *value, char *buf);
 /** Whether this process holds the lock for owner_key through this handle. */
 bool rm_lock_holds(redmutex_lock *l, const char *owner_key);
 /** redmutex_lock_release for an owner key already resolved. */

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "kind.h" /* the kinds of the operations table: fair, read, write */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -60,22 +61,7 @@ static int check_lock_options(const redmutex_lock_options *o)
  */
 static const char *derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *buf)
 {
-    /* Pieces copied by hand (this runs several times per request); they fit:
-       prefixes and suffixes are short constants and ids, the name at most
-       REDMUTEX_NAME_MAX. */
-    bool braces = memchr(l->name, '{', l->name_len) == NULL;
-    size_t plen = strlen(prefix), slen = strlen(suffix), n = 0;
-    memcpy(buf, prefix, plen);
-    n += plen;
-    buf[n++] = ':';
-    if (braces)
-        buf[n++] = '{';
-    memcpy(buf + n, l->name, l->name_len);
-    n += l->name_len;
-    if (braces)
-        buf[n++] = '}';
-    memcpy(buf + n, suffix, slen + 1);
-    return buf;
+    return rm_derived_key(l, prefix, suffix, buf, RM_KEY_MAX);
 }
 
 #define CHANNEL_KEY(l, buf) derived_key(l, "redisson_lock__channel", "", buf)
@@ -91,7 +77,7 @@ int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name,
         return rm_fail(REDMUTEX_EINVAL, "lock name is empty");
     if (len > REDMUTEX_NAME_MAX)
         return rm_fail(REDMUTEX_EINVAL, "lock name is longer than %d bytes", REDMUTEX_NAME_MAX);
-    if (kind != REDMUTEX_KIND_LOCK && kind != REDMUTEX_KIND_RLOCK)
+    if (!rm_kind_valid((int)kind))
         return rm_fail(REDMUTEX_EINVAL, "unknown lock kind %d", (int)kind);
     redmutex_lock_options o;
     int rc = rm_options_load(&o, opts, &lock_options_layout, "redmutex_lock_new");
@@ -243,7 +229,7 @@ static int resolve_owner(redmutex_lock *l, const char *owner, char out[RM_VALUE_
             return rm_fail(REDMUTEX_EINVAL, "lock '%s': owner id is longer than %d bytes", l->name,
                            REDMUTEX_OWNER_MAX);
         memcpy(out, owner, len + 1);
-    } else if (l->kind == REDMUTEX_KIND_RLOCK) {
+    } else if (l->kind != REDMUTEX_KIND_LOCK) {
         /* "<client id>:<thread id>", as redmutex_client_thread_owner() writes it (twice per pair) */
         memcpy(out, l->c->id, REDMUTEX_CLIENT_ID_LEN);
         out[REDMUTEX_CLIENT_ID_LEN] = ':';
@@ -252,6 +238,17 @@ static int resolve_owner(redmutex_lock *l, const char *owner, char out[RM_VALUE_
         out[0] = '\0';
     }
     return 0;
+}
+
+/* What an owner is stored as on the servers, for the kinds whose value is
+   not a fresh token: the owner id, or the kind's form of it (kind.h). */
+static void owner_field(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1])
+{
+    const rm_kind_ops *ops = rm_kind_ops_of(l->kind);
+    if (ops)
+        ops->field(l, owner_key, out);
+    else
+        memcpy(out, owner_key, RM_VALUE_MAX + 1);
 }
 
 /* A fresh 128-bit random token (lock value, latch id). Fails closed: a
@@ -299,6 +296,10 @@ typedef struct votes {
     size_t gone;              /* nested acquisitions that found the owner's field gone (among no) */
     int64_t count, fence;     /* max over yes votes */
     int64_t ttl;              /* min positive pttl over no votes, -1 when unknown */
+    /* A hold handed over by a releasing script (fair) lives shorter than the
+       lease until its watchdog extends it: min TTL the yes votes reported
+       below the lease, -1 when none. */
+    int64_t granted_ttl;
     int64_t value[REDMUTEX_SERVERS_MAX]; /* per-server number (new ttl, count...) */
     bool yes_at[REDMUTEX_SERVERS_MAX];
     bool unknown_at[REDMUTEX_SERVERS_MAX]; /* request may have run: outcome unknown */
@@ -384,6 +385,10 @@ static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
                 v->count = r->element[1]->integer;
             if (r->element[2]->integer > v->fence)
                 v->fence = r->element[2]->integer;
+            if (r->elements >= 4 && r->element[3]->type == RM_REPLY_INTEGER && r->element[3]->integer >= 0 &&
+                r->element[3]->integer < a->lease_ms &&
+                (v->granted_ttl < 0 || r->element[3]->integer < v->granted_ttl))
+                v->granted_ttl = r->element[3]->integer;
         } else {
             v->no++;
             long long ttl = r->element[1]->integer;
@@ -422,6 +427,7 @@ static void acquire_count(acquire_ctx *a, rm_call *call)
 {
     memset(&a->v, 0, sizeof a->v);
     a->v.ttl = -1;
+    a->v.granted_ttl = -1;
     for (size_t i = 0; i < call->n; i++)
         if (call->slots[i].status == RM_SLOT_DONE)
             acquire_vote(a, call, i);
@@ -441,6 +447,7 @@ typedef struct argbuf {
     const char *argv[12];
     char nums[4][24];
     char channel[RM_KEY_MAX];
+    rm_kargs k; /* kinds of the operations table */
 } argbuf;
 
 static void add_wait(rm_req *req, redmutex_client *c, char *nbuf, char *tbuf, const char **argv)
@@ -465,11 +472,16 @@ static int64_t command_deadline(redmutex_client *c, bool with_wait)
 static void release_request(redmutex_lock *l, const char *value, const char *latch_key, int64_t lease_ms,
                             rm_req *req, argbuf *ab)
 {
-    rm_i64_str(ab->nums[0], l->c->opts.command_timeout_ms * 10); /* latch ms */
+    int64_t latch_ms = l->c->opts.command_timeout_ms * 10;
+    rm_i64_str(ab->nums[0], latch_ms);
     rm_i64_str(ab->nums[1], lease_ms);
     req->ncmds = 1;
     req->order_name = l->name;
-    if (l->kind == REDMUTEX_KIND_LOCK) {
+    const rm_kind_ops *ops = rm_kind_ops_of(l->kind);
+    if (ops) {
+        ab->channel[0] = '\0';
+        req->cmds[0] = ops->release(l, value, latch_key, lease_ms, latch_ms, &ab->k);
+    } else if (l->kind == REDMUTEX_KIND_LOCK) {
         const char *argv[] = {"3", l->name, CHANNEL_KEY(l, ab->channel), latch_key, value, ab->nums[0]};
         memcpy(ab->argv, argv, sizeof argv);
         req->cmds[0] = (rm_cmd){RM_SCRIPT_LOCK_RELEASE, 6, ab->argv, NULL};
@@ -585,9 +597,13 @@ static int record_hold(redmutex_lock *l, const char *owner, const char *value, i
     h->lease_ms = lease;
     h->watchdog = l->opts.lease_ms == 0;
     h->validity_end_ns = started + lease * RM_NS_PER_MS - rm_drift_ns(lease);
+    if (v->granted_ttl >= 0) /* handed over with a short TTL (kind.h, fair): valid that long */
+        h->validity_end_ns = started + v->granted_ttl * RM_NS_PER_MS - rm_drift_ns(v->granted_ttl);
     h->state = REDMUTEX_STATE_HELD;
     h->release_id[0] = '\0'; /* a latch from an earlier, unfinished release must not answer the next one */
     int rc = rm_watchdog_schedule(c, h);
+    if (rc == 0 && v->granted_ttl >= 0) /* ... and extended to the full lease a third of that later */
+        rm_watchdog_renew_by(c, h, started + v->granted_ttl * RM_NS_PER_MS * 3 / 10);
     if (rc != 0 && created)
         rm_hold_destroy(c, h); /* the caller undoes the acquisition on the servers */
     return rc;
@@ -629,6 +645,7 @@ typedef struct acq_cmd {
     const char *argv[8];
     char lease_s[24];
     char token_key[RM_KEY_MAX];
+    rm_kargs k; /* kinds of the operations table */
 } acq_cmd;
 
 /*
@@ -636,9 +653,20 @@ typedef struct acq_cmd {
  * (plain lock without fencing; argv[6..7] hold "PTTL NAME" for pipelining),
  * or the kind's acquire script. Argument storage lives in *st.
  */
-static rm_cmd acquire_command(redmutex_lock *l, const char *value, bool nested, acq_cmd *st, acq_form *form)
+static rm_cmd acquire_command(redmutex_lock *l, const char *value, bool nested, int mode, const char *nonce,
+                              acq_cmd *st, acq_form *form)
 {
     bool fencing = l->opts.flags & REDMUTEX_LOCK_FENCING;
+    const rm_kind_ops *ops = rm_kind_ops_of(l->kind);
+    if (ops) {
+        redmutex_client *c = l->c;
+        /* A hand-off by the releasing script needs a watchdog to extend it
+           and one server whose reply needs no WAIT (kind_fair.c). */
+        rm_acq_in in = {value, lease_of(l), fencing, nested, mode, nonce,
+                        l->opts.lease_ms == 0 && c->n == 1 && c->opts.min_replicas == 0};
+        *form = ACQ_SCRIPT;
+        return ops->acquire(l, &in, &st->k);
+    }
     rm_i64_str(st->lease_s, lease_of(l));
     if (l->kind == REDMUTEX_KIND_LOCK && !fencing) {
         *form = ACQ_SET;
@@ -661,6 +689,10 @@ static rm_cmd acquire_command(redmutex_lock *l, const char *value, bool nested, 
 typedef struct attempt_info {
     int64_t ttl_ms;   /* the holder's remaining lease, -1 when unknown */
     bool split;       /* some servers granted, but not a majority */
+    /* Set by the caller: the attempt is part of a wait (a fair lock then
+       queues), and that wait's id (kind.h). */
+    bool waiting;
+    const char *nonce;
 } attempt_info;
 
 /* Checks, before an attempt, the local record of owner's hold: *nested is
@@ -794,7 +826,8 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     req.order_name = l->name;
     const char *wait_argv[3];
     char nbuf[24], tbuf[24];
-    req.cmds[req.ncmds++] = acquire_command(l, value, nested, &ac, &a.form);
+    int mode = !info->waiting ? RM_ACQ_TRY : retry ? RM_ACQ_RETRY : RM_ACQ_FIRST;
+    req.cmds[req.ncmds++] = acquire_command(l, value, nested, mode, info->nonce, &ac, &a.form);
     if (a.form == ACQ_SET && retry) {
         /* While waiting, learn the holder's TTL in the same round trip
            (the first failure checked the key's type with INSPECT). */
@@ -831,6 +864,13 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
         rm_client_unlock(c);
         if (rc == 0) {
             rm_call_end(&call);
+            if (info->waiting && c->n > 1 && rm_kind_ops_of(l->kind) && rm_kind_ops_of(l->kind)->server_queue) {
+                /* A fair Redlock waiter won a majority: it leaves the queues of the others. */
+                bool others[REDMUTEX_SERVERS_MAX];
+                for (size_t i = 0; i < c->n; i++)
+                    others[i] = !v->yes_at[i];
+                rm_fair_leave(l, value, others);
+            }
             return ATTEMPT_WON;
         }
     } else if (nested && v->gone > c->n - q) {
@@ -862,6 +902,41 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     return rc;
 }
 
+/*
+ * A fair waiter woken by a message on its channel: if a releasing script
+ * handed the lock to this wait (kind_fair.c), records the hold and returns 0,
+ * without a round trip. The hand-off's TTL runs to the end of the waiter's
+ * record, which its last attempt (sent at sent_ns) refreshed: it is valid
+ * that long from then, and the watchdog extends it to the full lease a third
+ * of that later. ATTEMPT_BUSY when
+ * the message was no hand-off (or one too old to trust: the next attempt
+ * then finds the hold on the server), or an error (the caller then leaves
+ * the queue, which gives the lock back).
+ */
+static int take_grant(redmutex_lock *l, rm_waiter *w, const char *owner_key, const char *value, const char *nonce,
+                      int64_t sent_ns)
+{
+    char msg[64];
+    int64_t fence = 0;
+    int64_t ttl = RM_FAIR_WAITER_LEASE_MS;
+    if (!rm_waiter_message(l->c, w, msg, sizeof msg) || !rm_fair_grant_parse(msg, nonce, &fence))
+        return ATTEMPT_BUSY;
+    if (rm_now_ns() >= sent_ns + ttl * RM_NS_PER_MS - rm_drift_ns(ttl))
+        return ATTEMPT_BUSY;
+    votes v;
+    memset(&v, 0, sizeof v);
+    v.ttl = -1;
+    v.granted_ttl = ttl;
+    v.yes = 1;
+    v.yes_at[0] = true; /* hand-offs happen on one server only */
+    v.count = 1;
+    v.fence = fence;
+    rm_client_lock(l->c);
+    int rc = record_hold(l, owner_key, value, sent_ns, &v);
+    rm_client_unlock(l->c);
+    return rc;
+}
+
 /* A wait ended early: by redmutex_client_interrupt (or the interrupt callback), or by a close. */
 static int interrupted_wait(const redmutex_lock *l)
 {
@@ -885,35 +960,57 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
         if ((rc = new_token(value)))
             return rc;
     } else
-        memcpy(value, owner_key, sizeof value);
+        owner_field(l, owner_key, value);
 
+    /* A fair lock's waiters queue on the servers (kind_fair.c): each waits on
+       its own channel, with an id that a hand-off message names. */
+    const rm_kind_ops *ops = rm_kind_ops_of(l->kind);
+    bool fair = ops && ops->server_queue;
+    char nonce[17] = "";
+    if (fair && wait_ms != 0 && (rc = rm_fair_new_nonce(nonce)))
+        return rc;
     /* From here on, redmutex_client_interrupt() ends this call's wait. */
     rm_wait wait = {0};
     if (wait_ms != 0 && (rc = rm_wait_begin(c, &wait)) != 0)
         return rc;
     int64_t start = rm_now_ns();
     int64_t deadline = rm_deadline_after_ms(wait_ms);
-    attempt_info info = {-1, false};
+    attempt_info info = {-1, false, wait_ms != 0, nonce};
+    int64_t sent_ns = start; /* when the last attempt was sent */
     /* Threads of this process already waiting for the lock go first: a
        thread that just released it does not barge ahead of them. (A
        reentrant acquisition by a holder never waits.) */
-    char channel[RM_KEY_MAX];
-    CHANNEL_KEY(l, channel);
-    bool queue = wait_ms != 0 && rm_waiters_queued(c, channel) > 0 && !holds_it(l, owner_key);
+    char channel[RM_LONG_KEY_MAX];
+    if (ops)
+        ops->wait_channel(l, value, channel);
+    else
+        CHANNEL_KEY(l, channel);
+    bool queue = !fair && wait_ms != 0 && rm_waiters_queued(c, channel) > 0 && !holds_it(l, owner_key);
     /* Politeness towards other processes: a handle whose last acquisition
        had to wait, asking again right after its own release, would win every
        race against the waiters its release just woke (they need a message,
        a wake-up and a round trip). It gives them a moment first. */
     rm_client_lock(c);
-    bool polite = !queue && wait_ms != 0 && l->contended && start - l->released_ns < RM_POLITE_WINDOW_NS;
+    bool polite = !fair && !queue && wait_ms != 0 && l->contended && start - l->released_ns < RM_POLITE_WINDOW_NS;
     rm_client_unlock(c);
+    /* A fair waiter whose channel is still subscribed from its last wait
+       starts waiting before its first attempt: nothing published after that
+       attempt can be missed, so it needs no second attempt. */
+    rm_waiter *w = NULL;
+    bool early = fair && wait_ms != 0 && rm_waiter_subscribed(c, channel);
+    if (early)
+        rm_waiter_begin(c, channel, rm_deadline_after_ms(c->opts.command_timeout_ms), &wait, &w);
     if (!queue && !polite) {
         rc = attempt(l, owner_key, value, false, &info);
         if (rc != ATTEMPT_BUSY) {
+            if (w)
+                rm_waiter_end(c, w);
             if (rc == 0) {
                 rm_client_lock(c);
                 l->contended = false;
                 rm_client_unlock(c);
+            } else if (fair && wait_ms != 0) {
+                rm_fair_leave(l, value, NULL); /* it may have joined the queue */
             }
             rm_wait_end(c, &wait);
             return rc;
@@ -922,21 +1019,20 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
 
     /* Waiting: subscribe first, then try again, so a release published
        between the failed attempt and the subscription is not missed. */
-    rm_waiter *w = NULL;
-    if (wait_ms != 0) {
+    if (wait_ms != 0 && !w) {
         int64_t sub_deadline = rm_deadline_after_ms(c->opts.command_timeout_ms);
         rm_waiter_begin(c, channel, sub_deadline < deadline ? sub_deadline : deadline, &wait, &w);
     }
     /* A releasing thread of this client may acquire for us in its release's
        round trip (one server, no replica wait: see release_owner). */
     rm_claim claim = {l, owner_key, value};
-    if (w && c->n == 1 && c->opts.min_replicas == 0)
+    if (w && !ops && c->n == 1 && c->opts.min_replicas == 0)
         rm_waiter_offer(c, w, &claim);
     int64_t backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
     int64_t attempts = queue || polite ? 0 : 1;
     /* Try again right after subscribing, unless there is no wait at all or
        this thread queues behind others (it waits for its turn first). */
-    bool try_now = !queue && !polite && wait_ms != 0;
+    bool try_now = !queue && !polite && wait_ms != 0 && !early;
     if (polite)
         info.ttl_ms = RM_POLITE_PAUSE_MS; /* the first pause */
     for (;;) {
@@ -945,6 +1041,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
             break;
         }
         if (try_now) {
+            sent_ns = rm_now_ns();
             rc = attempt(l, owner_key, value, true, &info);
             attempts++;
             if (rc != ATTEMPT_BUSY)
@@ -979,11 +1076,22 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
             if (d < pause_ms)
                 pause_ms = d;
         }
+        if (fair && pause_ms > RM_FAIR_REFRESH_MS)
+            pause_ms = RM_FAIR_REFRESH_MS; /* each attempt refreshes this waiter's place */
         int64_t until = now + pause_ms * RM_NS_PER_MS;
         if (until > deadline)
             until = deadline;
         bool interrupted = false;
         int r = w ? rm_waiter_wait(c, w, until, &interrupted) : rm_sleep_until(c, &wait, until);
+        if (fair && w && r == 1) {
+            int g = take_grant(l, w, owner_key, value, nonce, sent_ns);
+            if (g == 0)
+                r = RM_WAIT_GRANTED;
+            else if (g != ATTEMPT_BUSY) {
+                rc = g;
+                break;
+            }
+        }
         if (r == RM_WAIT_GRANTED && !interrupted) {
             rc = 0;
             break;
@@ -1004,6 +1112,8 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     }
     if (w)
         rm_waiter_end(c, w);
+    if (fair && rc != 0 && wait_ms != 0)
+        rm_fair_leave(l, value, NULL); /* a waiter that gives up leaves the queue (and gives back a late hand-off) */
     rm_wait_end(c, &wait);
     rm_client_lock(c);
     l->contended = attempts > 1 || queue || polite;
@@ -1134,7 +1244,7 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
             only[i] = h->generations[i] != 0;
     } else {
         memcpy(latch_id, fresh_id, sizeof latch_id);
-        memcpy(value, owner_key, sizeof value);
+        owner_field(l, owner_key, value);
     }
     rm_client_unlock(c);
 
@@ -1147,11 +1257,15 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     rm_claim claim;
     acq_cmd heir_cmd;
     acq_form heir_form = ACQ_SET;
-    if (final && c->n == 1 && c->opts.min_replicas == 0 && deadline_ns == INT64_MAX &&
+    /* The kinds of the operations table hand over by themselves (fair) or
+       not at all (read-write), and their channels wake waiters directly. */
+    bool local_waiters = rm_kind_ops_of(l->kind) == NULL;
+    if (final && local_waiters && c->n == 1 && c->opts.min_replicas == 0 && deadline_ns == INT64_MAX &&
         (heir = rm_waiter_claim(c, ab.channel, l->kind, &claim)) != NULL)
-        req.cmds[req.ncmds++] = acquire_command(claim.lock, claim.value, false, &heir_cmd, &heir_form);
-    bool armed[REDMUTEX_SERVERS_MAX];
-    rm_waiter_expect_release(c, ab.channel, armed);
+        req.cmds[req.ncmds++] = acquire_command(claim.lock, claim.value, false, RM_ACQ_TRY, NULL, &heir_cmd, &heir_form);
+    bool armed[REDMUTEX_SERVERS_MAX] = {false};
+    if (local_waiters)
+        rm_waiter_expect_release(c, ab.channel, armed);
     rm_call call;
     rc = rm_call_begin(&call, c);
     if (rc == 0) {
@@ -1254,7 +1368,8 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     for (size_t i = 0; call.slots && i < call.n; i++)
         if (call.slots[i].err && call.slots[i].conn && !call.slots[i].broken)
             deleted_at[i] = true;
-    rm_waiter_released(c, ab.channel, armed, deleted_at, heir == NULL);
+    if (local_waiters)
+        rm_waiter_released(c, ab.channel, armed, deleted_at, heir == NULL);
     if (rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER)
         forget_latch(&call, latch_key);
     if (call.slots)
@@ -1347,7 +1462,7 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
             hold_id = h->id;
             snprintf(value, sizeof value, "%s", h->value);
         } else {
-            memcpy(value, owner_key, sizeof value);
+            owner_field(l, owner_key, value);
         }
     }
     rm_client_unlock(c);
@@ -1363,8 +1478,13 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
     const char *wait_argv[3];
     rm_req req = {0};
     req.order_name = l->name;
-    req.cmds[req.ncmds++] =
-        (rm_cmd){l->kind == REDMUTEX_KIND_LOCK ? RM_SCRIPT_LOCK_EXTEND : RM_SCRIPT_RLOCK_EXTEND, 6, argv, NULL};
+    const rm_kind_ops *ops = rm_kind_ops_of(l->kind);
+    rm_kargs kargs;
+    if (ops)
+        req.cmds[req.ncmds++] = ops->extend(l, value, ms, mode == REDMUTEX_EXTEND_REPLACE, &kargs);
+    else
+        req.cmds[req.ncmds++] =
+            (rm_cmd){l->kind == REDMUTEX_KIND_LOCK ? RM_SCRIPT_LOCK_EXTEND : RM_SCRIPT_RLOCK_EXTEND, 6, argv, NULL};
     bool wait_replicas = c->opts.min_replicas > 0;
     if (wait_replicas)
         add_wait(&req, c, nbuf, tbuf, wait_argv);
@@ -1468,6 +1588,10 @@ static int inspect(redmutex_lock *l, const char *value, inspect_result *res)
     redmutex_client *c = l->c;
     const char *argv[] = {"1", l->name, l->kind == REDMUTEX_KIND_LOCK ? "string" : "hash", value};
     rm_req req = {1, {{RM_SCRIPT_INSPECT, 4, argv, NULL}}, NULL};
+    const rm_kind_ops *ops = rm_kind_ops_of(l->kind);
+    rm_kargs kargs;
+    if (ops)
+        req.cmds[0] = ops->inspect(l, value, &kargs);
     rm_call call;
     int rc = rm_call_begin(&call, c);
     if (rc)
@@ -1541,7 +1665,7 @@ static int owner_value(redmutex_lock *l, const char *owner, char value[RM_VALUE_
         snprintf(value, RM_VALUE_MAX + 1, "%s", h ? h->value : "");
         rm_client_unlock(l->c);
     } else {
-        memcpy(value, owner_key, RM_VALUE_MAX + 1);
+        owner_field(l, owner_key, value);
     }
     return 0;
 }
@@ -1615,6 +1739,10 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
     char channel[RM_KEY_MAX];
     const char *argv[] = {"2", l->name, CHANNEL_KEY(l, channel), l->kind == REDMUTEX_KIND_LOCK ? "string" : "hash"};
     rm_req req = {1, {{RM_SCRIPT_FORCE_RELEASE, 4, argv, NULL}}, l->name};
+    const rm_kind_ops *ops = rm_kind_ops_of(l->kind);
+    rm_kargs kargs;
+    if (ops)
+        req.cmds[0] = ops->force(l, &kargs);
     rm_call call;
     if ((rc = rm_call_begin(&call, c)))
         return rc;
@@ -1732,21 +1860,28 @@ int rm_acquire_prepare(redmutex_lock *l, const char *owner, char owner_key[RM_VA
         return rc;
     if (l->kind == REDMUTEX_KIND_LOCK && !owner)
         return new_token(value);
-    memcpy(value, owner_key, RM_VALUE_MAX + 1);
+    owner_field(l, owner_key, value);
     return 0;
 }
 
-int rm_acquire_attempt(redmutex_lock *l, const char *owner_key, const char *value, bool retry, int64_t *ttl_ms,
-                       bool *split)
+int rm_acquire_attempt(redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
+                       int64_t *ttl_ms, bool *split)
 {
-    attempt_info info = {-1, false};
+    attempt_info info = {-1, false, nonce != NULL, nonce};
     int rc = attempt(l, owner_key, value, retry, &info);
     *ttl_ms = info.ttl_ms;
     *split = info.split;
     return rc;
 }
 
-void rm_lock_channel(const redmutex_lock *l, char *buf) { CHANNEL_KEY(l, buf); }
+void rm_lock_channel(const redmutex_lock *l, const char *value, char *buf)
+{
+    const rm_kind_ops *ops = rm_kind_ops_of(l->kind);
+    if (ops)
+        ops->wait_channel(l, value, buf);
+    else
+        CHANNEL_KEY(l, buf);
+}
 
 bool rm_lock_holds(redmutex_lock *l, const char *owner_key) { return holds_it(l, owner_key); }
 

@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "kind.h" /* fair locks: a wait of its own on the server's queue */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,7 +63,11 @@ struct redmutex_wait {
     rm_claim claim; /* what a releasing thread needs to acquire for it (points below) */
     char owner_key[RM_VALUE_MAX + 1];
     char value[RM_VALUE_MAX + 1];
-    char channel[RM_KEY_MAX];
+    char channel[RM_LONG_KEY_MAX];
+    /* A fair lock's wait queues on the server (kind_fair.c): its id, and
+       whether it may have joined the queue (then freeing it leaves). */
+    bool fair;
+    char nonce[17];
 };
 
 static _Atomic uint64_t last_wait_id;
@@ -266,7 +271,13 @@ int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owne
     w->explicit_owner = owner != NULL;
     w->backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
     w->due_ns = INT64_MAX;
-    rm_lock_channel(lock, w->channel);
+    rm_lock_channel(lock, w->value, w->channel);
+    const rm_kind_ops *ops = rm_kind_ops_of(lock->kind);
+    w->fair = ops && ops->server_queue;
+    if (w->fair && (rc = rm_fair_new_nonce(w->nonce)) != 0) {
+        free(w);
+        return rc;
+    }
 
     rm_client_lock(c);
     rm_pollwaits *pw = c->closed ? NULL : ensure_pollwaits(c);
@@ -303,7 +314,7 @@ static int join(redmutex_wait *w)
     /* As for a blocked acquire: with one server and no replica wait, a
        releasing thread of this client may acquire for this wait in its
        release's round trip (see release_owner in lock.c). */
-    if (c->n == 1 && c->opts.min_replicas == 0) {
+    if (c->n == 1 && c->opts.min_replicas == 0 && !rm_kind_ops_of(w->l->kind)) {
         w->claim = (rm_claim){w->l, w->owner_key, w->value};
         rm_waiter_offer(c, w->waiter, &w->claim);
     }
@@ -335,6 +346,8 @@ static int64_t next_pause_ms(redmutex_wait *w, int64_t ttl_ms, bool split, bool 
         if (d < pause_ms)
             pause_ms = d;
     }
+    if (w->fair && pause_ms > RM_FAIR_REFRESH_MS)
+        pause_ms = RM_FAIR_REFRESH_MS; /* each try refreshes the wait's place in the queue */
     return pause_ms;
 }
 
@@ -374,12 +387,14 @@ int redmutex_wait_try(redmutex_wait *w)
     /* Like a blocked acquire, a new wait queues behind the client's waits
        for the same lock instead of racing them (unless it re-enters). */
     bool first = !w->tried;
-    bool skip = first && rm_waiters_queued(c, w->channel) > 0 && !rm_lock_holds(w->l, w->owner_key);
+    bool skip = first && !w->fair && rm_waiters_queued(c, w->channel) > 0 && !rm_lock_holds(w->l, w->owner_key);
     int64_t ttl_ms = -1;
     bool split = false;
     w->tried = true;
     if (!skip) {
-        rc = rm_acquire_attempt(w->l, w->owner_key, w->value, !first, &ttl_ms, &split);
+        /* A fair lock's try takes a hand-off to this wait from the server
+           (its field is there): one round trip, not none, for a wait. */
+        rc = rm_acquire_attempt(w->l, w->owner_key, w->value, !first, w->fair ? w->nonce : NULL, &ttl_ms, &split);
         if (rc == 0) {
             w->done = true;
             return 0;
@@ -427,6 +442,8 @@ void redmutex_wait_free(redmutex_wait *w)
             rm_lock_release_value(w->l, w->value);
         rm_waiter_end(c, w->waiter); /* a release message it did not use goes to the next waiter */
     }
+    if (w->fair && w->tried && !w->done)
+        rm_fair_leave(w->l, w->value, NULL); /* out of the queue, and a hand-off given back */
     release_refs(w);
     if (saved_code == 0)
         redmutex_clear_error();

@@ -15,39 +15,16 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "kind.h" /* kinds of the operations table: their scripts, and the RENEW branch for readers */
+#include "lua.h"
 
 #include <pthread.h>
 
-#define WRONGTYPE_REPLY \
-    "redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')"
-
-/*
- * "An error means nothing changed": a script checks everything that could
- * make a later write fail before its first write. Two such checks are shared:
- *
- * FENCE_CHECK: the fencing counter (KEYS[2]) must be absent or a canonical
- * non-negative integer below 2^63-1, so that INCR cannot fail after the lock
- * was taken (GET fails with WRONGTYPE on a key of another type, before any
- * write). String comparison of equal-length digit strings is numeric order.
- *
- * MAY(cmd, key, ...): on Redis 7+, whether the ACL user may run that write
- * (redis.acl_check_cmd); an ACL that allows deleting a lock but not
- * publishing its release or setting its latch is refused up front with
- * NOPERM instead of failing halfway. Earlier servers have no such check.
- */
-#define FENCE_CHECK                                                                               \
-    "local fc = redis.call('get', KEYS[2])\n"                                                    \
-    "if fc and (not string.match(fc, '^%d+$') or (#fc > 1 and string.sub(fc, 1, 1) == '0') or "  \
-    "#fc > 19 or (#fc == 19 and fc >= '9223372036854775807')) then\n"                            \
-    "  return redis.error_reply('ERR redmutex: fencing counter ' .. KEYS[2] .. "                  \
-    "' is not an integer below 2^63-1; nothing was changed')\n"                                  \
-    "end\n"
-#define MAY_DEF                                                                                   \
-    "local function may(...)\n"                                                                  \
-    "  if redis.acl_check_cmd == nil or redis.acl_check_cmd(...) then return true end\n"         \
-    "  return false\n"                                                                           \
-    "end\n"
-#define NOPERM(what) "return redis.error_reply('NOPERM redmutex: this user may not " what "; nothing was changed')"
+/* The checks every script shares are in lua.h (why they exist is said there). */
+#define WRONGTYPE_REPLY RM_LUA_WRONGTYPE
+#define FENCE_CHECK RM_LUA_FENCE_CHECK("KEYS[2]")
+#define MAY_DEF RM_LUA_MAY_DEF
+#define NOPERM(what) RM_LUA_NOPERM(what)
 
 static const char *const script_text[RM_SCRIPT_COUNT] = {
     /* RM_SCRIPT_LOCK_ACQUIRE: KEYS name, token key; ARGV token, lease ms, fencing 0/1.
@@ -173,7 +150,8 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "return {1, redis.call('pttl', KEYS[1]), n}\n",
 
     /* RM_SCRIPT_RENEW: the watchdog's batch. KEYS names; ARGV[1] lease ms,
-       ARGV[1+i] = 's'..token (plain) or 'h'..field (reentrant) for KEYS[i].
+       ARGV[1+i] = 's'..token (plain), 'h'..field (hash kinds) or 'r'..field
+       (a reader of a read-write lock, kind.h) for KEYS[i].
        Extends only locks still held by that owner; never creates a key.
        Returns one 1/0 per key. */
     [RM_SCRIPT_RENEW] =
@@ -181,12 +159,17 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "for i = 1, #KEYS do\n"
         "  local a = ARGV[i + 1]\n"
         "  local who = string.sub(a, 2)\n"
-        "  local t = redis.call('type', KEYS[i])['ok']\n"
+        "  local key = KEYS[i]\n"
+        "  local t = redis.call('type', key)['ok']\n"
         "  local ok = 0\n"
-        "  if string.sub(a, 1, 1) == 'h' then\n"
-        "    if t == 'hash' and redis.call('hexists', KEYS[i], who) == 1 then ok = 1 end\n"
-        "  elseif t == 'string' and redis.call('get', KEYS[i]) == who then ok = 1 end\n"
-        "  if ok == 1 then redis.call('pexpire', KEYS[i], ARGV[1]) end\n"
+        "  local tag = string.sub(a, 1, 1)\n"
+        "  if tag == 'r' then\n" RM_LUA_RENEW_READER
+        "  else\n"
+        "    if tag == 'h' then\n"
+        "      if t == 'hash' and redis.call('hexists', key, who) == 1 then ok = 1 end\n"
+        "    elseif t == 'string' and redis.call('get', key) == who then ok = 1 end\n"
+        "    if ok == 1 then redis.call('pexpire', key, ARGV[1]) end\n"
+        "  end\n"
         "  res[i] = ok\n"
         "end\n"
         "return res\n",
@@ -198,6 +181,19 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "  redis.call('set', KEYS[1], ARGV[1])\n"
         "end\n"
         "return 1\n",
+
+    /* Kinds of the operations table (kind.h): their scripts live with them. */
+    [RM_SCRIPT_FAIR_ACQUIRE] = rm_lua_fair_acquire,
+    [RM_SCRIPT_FAIR_RELEASE] = rm_lua_fair_release,
+    [RM_SCRIPT_FAIR_LEAVE] = rm_lua_fair_leave,
+    [RM_SCRIPT_FAIR_FORCE] = rm_lua_fair_force,
+    [RM_SCRIPT_READ_ACQUIRE] = rm_lua_read_acquire,
+    [RM_SCRIPT_READ_RELEASE] = rm_lua_read_release,
+    [RM_SCRIPT_READ_EXTEND] = rm_lua_read_extend,
+    [RM_SCRIPT_WRITE_ACQUIRE] = rm_lua_write_acquire,
+    [RM_SCRIPT_WRITE_RELEASE] = rm_lua_write_release,
+    [RM_SCRIPT_RW_FORCE] = rm_lua_rw_force,
+    [RM_SCRIPT_RW_INSPECT] = rm_lua_rw_inspect,
 };
 
 static char script_sha[RM_SCRIPT_COUNT][41];

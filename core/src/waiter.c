@@ -49,6 +49,7 @@ struct rm_waiter {
     rm_wait *wait;     /* the acquire's wait: interrupts end the sleeps */
     rm_claim claim;    /* claim.lock == NULL: no hand-off offered */
     int handoff;       /* 0 none, -1 in flight, else the result for rm_waiter_wait */
+    char message[64];  /* the last message that named this waiter's lock (kind.h: fair hand-off), or "" */
 };
 
 typedef struct rm_subscriber {
@@ -244,10 +245,21 @@ static void handle_push(rm_subscriber *sub, size_t i, rm_reply *r)
     if (!ch)
         return;
     if (strcmp(kind, "message") == 0) {
-        if (ch->skip[i] > 0)
+        const rm_reply *m = r->element[2];
+        if (ch->skip[i] > 0) {
             ch->skip[i]--; /* this release already woke a waiter directly */
-        else
+        } else if (m->type == RM_REPLY_STRING && strcmp(m->str, "1") == 0) {
+            /* Redisson's read-unlock message (a write lock ended): readers may all go on. */
+            for (rm_waiter *w = ch->head; w; w = w->next)
+                wake_waiter(w);
+        } else {
+            /* A fair lock's hand-off names one waiter, the only one on its
+               channel: keep the message for it, even if already woken. */
+            if (ch->head && m->type == RM_REPLY_STRING && m->len < sizeof ch->head->message &&
+                strncmp(m->str, "g ", 2) == 0)
+                memcpy(ch->head->message, m->str, m->len + 1);
             wake_one(ch);
+        }
     } else if (strcmp(kind, "subscribe") == 0) {
         ch->confirmed[i] = true;
         /* Waiters waiting for the subscription check again. */
@@ -602,6 +614,17 @@ int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *int
     }
 }
 
+bool rm_waiter_message(redmutex_client *c, rm_waiter *w, char *out, size_t size)
+{
+    rm_client_lock(c);
+    bool got = w->message[0] != '\0' && strlen(w->message) < size;
+    if (got)
+        memcpy(out, w->message, strlen(w->message) + 1);
+    w->message[0] = '\0';
+    rm_client_unlock(c);
+    return got;
+}
+
 void rm_waiter_offer(redmutex_client *c, rm_waiter *w, const rm_claim *claim)
 {
     rm_client_lock(c);
@@ -662,6 +685,15 @@ void rm_waiter_end(redmutex_client *c, rm_waiter *w)
     if (w->efd >= 0)
         close(w->efd);
     free(w);
+}
+
+bool rm_waiter_subscribed(redmutex_client *c, const char *channel)
+{
+    rm_client_lock(c);
+    rm_channel *ch = c->sub ? find_channel(c->sub, channel, strlen(channel)) : NULL;
+    bool ready = ch && subscribed_enough(c, c->sub, ch);
+    rm_client_unlock(c);
+    return ready;
 }
 
 size_t rm_waiters_queued(redmutex_client *c, const char *channel)

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "kind.h" /* each kind's tag in the RENEW script */
 
 #include <signal.h>
 #include <stdio.h>
@@ -187,7 +188,7 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
         for (size_t j = 0; j < k; j++) {
             argv[1 + j] = batch[j]->lock->name;
             size_t len = strlen(batch[j]->value);
-            p[0] = batch[j]->lock->kind == REDMUTEX_KIND_RLOCK ? 'h' : 's';
+            p[0] = rm_kind_renew_tag(batch[j]->lock->kind);
             memcpy(p + 1, batch[j]->value, len + 1);
             argv[2 + k + j] = p;
             p += len + 2;

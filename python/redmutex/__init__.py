@@ -9,11 +9,13 @@
             ...   # held; the watchdog renews the lease while the block runs
 
 ``client.lock()`` is a plain lock in redis-py's wire format, ``client.rlock()``
-a reentrant lock in Redisson's RLock format. ``redmutex.asyncio`` has the same
+a reentrant lock in Redisson's RLock format, ``client.fair_lock()`` a reentrant
+FIFO lock in Redisson's RFairLock format and ``client.rwlock()`` a read-write
+lock in Redisson's RReadWriteLock format. ``redmutex.asyncio`` has the same
 locks for asyncio (``AsyncClient``). See docs/python.md.
 """
 
-from ._client import Client, Lock, LockState, RLock
+from ._client import Client, FairLock, Lock, LockState, ReadLock, ReadWriteLock, RLock, WriteLock
 from ._errors import (
     AuthError,
     ClosedError,
@@ -63,6 +65,7 @@ __all__ = [
     "ClosedError",
     "ConnectionError",
     "DuplicateEndpointError",
+    "FairLock",
     "ForkedError",
     "InterruptedWait",
     "InvalidArgument",
@@ -75,11 +78,14 @@ __all__ = [
     "OutOfMemory",
     "ProtocolError",
     "RLock",
+    "ReadLock",
+    "ReadWriteLock",
     "RedMutexError",
     "ReplicaError",
     "ServerError",
     "SystemFailure",
     "UnsupportedError",
+    "WriteLock",
     "WrongTypeError",
     "__version__",
     "check",

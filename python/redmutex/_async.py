@@ -219,6 +219,20 @@ class AsyncClient:
         the running task unless ``owner=`` is given. Arguments as for lock()."""
         return AsyncRLock(self, name, **kwargs)
 
+    def fair_lock(self, name: Name, **kwargs: Any) -> AsyncFairLock:
+        """A reentrant, first-come-first-served lock named ``name`` (Redisson
+        RFairLock wire format), owned by the running task unless ``owner=``
+        is given: waiting tasks, threads, processes and Redisson clients are
+        served in the order they asked. Arguments as for lock()."""
+        return AsyncFairLock(self, name, **kwargs)
+
+    def rwlock(self, name: Name, **kwargs: Any) -> AsyncReadWriteLock:
+        """A read-write lock named ``name`` (Redisson RReadWriteLock wire
+        format): ``async with rw.read:`` shared, ``async with rw.write:``
+        exclusive, both owned by the running task unless ``owner=`` is given.
+        Arguments as for lock(); they apply to both sides."""
+        return AsyncReadWriteLock(self, name, **kwargs)
+
     def synchronized(self, name: Name, *, reentrant: bool = False, **lock_kwargs: Any) -> Callable[[F], F]:
         """Decorator for coroutine functions: every call runs under the lock ``name``.
 
@@ -759,3 +773,53 @@ class AsyncRLock(AsyncLock):
         if self._owner is not None:
             return self._owner
         return f"{self.client.id}:task-{_task_number()}".encode("ascii")
+
+
+class AsyncFairLock(AsyncRLock):
+    """A reentrant, fair (FIFO) distributed lock for asyncio (Redisson RFairLock
+    wire format), owned by the running task: waiters are served in the order
+    they asked, whoever they are (see redmutex.FairLock). A waiting task that
+    is cancelled or times out leaves the queue."""
+
+    _kind = lib.REDMUTEX_KIND_FAIR
+
+
+class AsyncReadLock(AsyncRLock):
+    """The read side of an AsyncReadWriteLock: shared, reentrant per task."""
+
+    _kind = lib.REDMUTEX_KIND_READ
+
+
+class AsyncWriteLock(AsyncRLock):
+    """The write side of an AsyncReadWriteLock: exclusive, reentrant per task;
+    its owner may take the read side too."""
+
+    _kind = lib.REDMUTEX_KIND_WRITE
+
+
+class AsyncReadWriteLock:
+    """A read-write lock for asyncio (Redisson RReadWriteLock wire format):
+    ``rw.read`` (an AsyncReadLock) and ``rw.write`` (an AsyncWriteLock) on the
+    same name. See redmutex.ReadWriteLock."""
+
+    def __init__(self, client: AsyncClient, name: Name, **lock_kwargs: Any) -> None:
+        self._read = AsyncReadLock(client, name, **lock_kwargs)
+        self._write = AsyncWriteLock(client, name, **lock_kwargs)
+
+    @property
+    def read(self) -> AsyncReadLock:
+        """The read side (shared)."""
+        return self._read
+
+    @property
+    def write(self) -> AsyncWriteLock:
+        """The write side (exclusive)."""
+        return self._write
+
+    @property
+    def name(self) -> Name:
+        """The lock's name, as given."""
+        return self._read.name
+
+    def __repr__(self) -> str:
+        return f"<redmutex.asyncio.AsyncReadWriteLock {self.name!r}>"

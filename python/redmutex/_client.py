@@ -43,7 +43,7 @@ from ._errors import (
 )
 from ._redmutex_cffi import ffi, lib
 
-__all__ = ["Client", "Lock", "LockState", "RLock"]
+__all__ = ["Client", "FairLock", "Lock", "LockState", "RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Name = Union[str, bytes]
@@ -483,6 +483,64 @@ class Client:
             max_extensions=max_extensions,
         )
 
+    def fair_lock(
+        self,
+        name: Name,
+        *,
+        lease: float | None = None,
+        timeout: float | None = None,
+        fencing: bool = False,
+        owner: Name | None = None,
+        on_lost: Callable[[Lock, LockState], object] | None = None,
+        max_hold: float | None = None,
+        max_extensions: int | None = None,
+    ) -> FairLock:
+        """A reentrant, fair (FIFO) lock named ``name`` (Redisson RFairLock wire format).
+
+        Waiters get the lock in the order they asked for it, across threads,
+        processes and Redisson clients. See FairLock; arguments as for Lock.
+        """
+        return FairLock(
+            self,
+            name,
+            lease=lease,
+            timeout=timeout,
+            fencing=fencing,
+            owner=owner,
+            on_lost=on_lost,
+            max_hold=max_hold,
+            max_extensions=max_extensions,
+        )
+
+    def rwlock(
+        self,
+        name: Name,
+        *,
+        lease: float | None = None,
+        timeout: float | None = None,
+        fencing: bool = False,
+        owner: Name | None = None,
+        on_lost: Callable[[Lock, LockState], object] | None = None,
+        max_hold: float | None = None,
+        max_extensions: int | None = None,
+    ) -> ReadWriteLock:
+        """A read-write lock named ``name`` (Redisson RReadWriteLock wire format):
+        ``with rw.read:`` for shared access, ``with rw.write:`` for exclusive access.
+
+        See ReadWriteLock; the arguments apply to both sides, as for Lock.
+        """
+        return ReadWriteLock(
+            self,
+            name,
+            lease=lease,
+            timeout=timeout,
+            fencing=fencing,
+            owner=owner,
+            on_lost=on_lost,
+            max_hold=max_hold,
+            max_extensions=max_extensions,
+        )
+
     def synchronized(self, name: Name, *, reentrant: bool = False, **lock_kwargs: Any) -> Callable[[F], F]:
         """Decorator: every call of the function runs under the lock ``name``.
 
@@ -865,3 +923,79 @@ class RLock(Lock):
     """
 
     _kind = lib.REDMUTEX_KIND_RLOCK
+
+
+class FairLock(RLock):
+    """A reentrant, fair (FIFO) distributed lock (Redisson RFairLock wire format).
+
+    Made by Client.fair_lock(). Waiters queue on the server and get the lock
+    in the order they asked for it - threads, processes and Redisson's
+    RFairLock on the same name alike. A release wakes only the next waiter;
+    when the lock is renewed by the watchdog (no ``lease=``) on one server,
+    the releasing script hands the lock straight to that waiter, which holds
+    it without another round trip.
+
+    A waiter that gives up (timeout, Ctrl-C) leaves the queue. A waiter whose
+    process dies is dropped from the queue within 3.5 seconds (a waiting
+    acquire refreshes its place every 0.5 s; a place not refreshed for 3 s is
+    given up), and a live waiter keeps its place however long it waits.
+    Otherwise as RLock: the default owner is the calling thread.
+    """
+
+    _kind = lib.REDMUTEX_KIND_FAIR
+
+
+class ReadLock(RLock):
+    """The read side of a ReadWriteLock: shared with other readers, excluded
+    by a writer, reentrant per owner. A reader cannot upgrade: acquiring the
+    write side while holding the read side waits until its timeout."""
+
+    _kind = lib.REDMUTEX_KIND_READ
+
+
+class WriteLock(RLock):
+    """The write side of a ReadWriteLock: exclusive, reentrant per owner. Its
+    owner may take the read side too, and keeps that after releasing the
+    write side. An explicit ``owner`` is stored as ``"<owner>:write"``."""
+
+    _kind = lib.REDMUTEX_KIND_WRITE
+
+
+class ReadWriteLock:
+    """A distributed read-write lock (Redisson RReadWriteLock wire format).
+
+    Made by Client.rwlock(). ``rw.read`` (a ReadLock) and ``rw.write`` (a
+    WriteLock) are locks with RLock's interface on the same name::
+
+        rw = client.rwlock("catalog")
+        with rw.read:        # any number of readers at once, here and in Redisson
+            ...
+        with rw.write:       # one writer, no readers
+            ...
+
+    Many readers or one writer; both sides are reentrant per owner (the
+    calling thread by default); the watchdog renews every read hold's timeout
+    key. Not fair: a steady stream of readers can keep a writer waiting.
+    """
+
+    def __init__(self, client: Client, name: Name, **lock_kwargs: Any) -> None:
+        self._read = ReadLock(client, name, **lock_kwargs)
+        self._write = WriteLock(client, name, **lock_kwargs)
+
+    @property
+    def read(self) -> ReadLock:
+        """The read side (shared)."""
+        return self._read
+
+    @property
+    def write(self) -> WriteLock:
+        """The write side (exclusive)."""
+        return self._write
+
+    @property
+    def name(self) -> Name:
+        """The lock's name, as given; it is the Redis key of the hash."""
+        return self._read.name
+
+    def __repr__(self) -> str:
+        return f"<redmutex.ReadWriteLock {self.name!r} read={self._read!r} write={self._write!r}>"

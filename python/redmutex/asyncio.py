@@ -9,7 +9,7 @@
             await run_nightly_job()   # the watchdog renews the lease meanwhile
 
 The same locks as the blocking API (``lock()`` in redis-py's wire format,
-``rlock()`` in Redisson's), awaited: ``await lock.acquire(blocking=True,
+``rlock()``, ``fair_lock()`` and ``rwlock()`` in Redisson's), awaited: ``await lock.acquire(blocking=True,
 timeout=-1)``, ``await lock.release()``, ``await lock.extend(s)``,
 ``@client.synchronized(name)`` for coroutine functions. Reentrant locks are
 owned by the task. A waiting task holds no thread; round trips run on a small
@@ -18,6 +18,22 @@ Cancelling a waiting task ends its wait at once with nothing held. See
 docs/python.md.
 """
 
-from ._async import AsyncClient, AsyncLock, AsyncRLock
+from ._async import (
+    AsyncClient,
+    AsyncFairLock,
+    AsyncLock,
+    AsyncReadLock,
+    AsyncReadWriteLock,
+    AsyncRLock,
+    AsyncWriteLock,
+)
 
-__all__ = ["AsyncClient", "AsyncLock", "AsyncRLock"]
+__all__ = [
+    "AsyncClient",
+    "AsyncFairLock",
+    "AsyncLock",
+    "AsyncRLock",
+    "AsyncReadLock",
+    "AsyncReadWriteLock",
+    "AsyncWriteLock",
+]

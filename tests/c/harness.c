@@ -301,6 +301,24 @@ long long rs_int(rs_server *s, const char *fmt, ...)
     return v;
 }
 
+long long rs_num(rs_server *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = vcmd(s, fmt, ap);
+    va_end(ap);
+    long long v = -999;
+    if (r && r->type == REDIS_REPLY_INTEGER)
+        v = r->integer;
+    else if (r && r->type == REDIS_REPLY_STRING)
+        v = atoll(r->str);
+    else if (r && r->type == REDIS_REPLY_NIL)
+        v = 0;
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
 bool rs_exists(rs_server *s, const char *key) { return rs_int(s, "EXISTS %s", key) == 1; }
 
 long long rs_count_keys(rs_server *s, const char *pattern)

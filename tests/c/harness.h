@@ -126,6 +126,8 @@ void rs_resume(rs_server *s);
 redisReply *rs_cmd(rs_server *s, const char *fmt, ...);
 /* Shorthands: integer reply (or -999 on error), and whether a key exists. */
 long long rs_int(rs_server *s, const char *fmt, ...);
+/* A reply as a number, whether an integer, a string (GET, HGET) or nil (0); -999 otherwise. */
+long long rs_num(rs_server *s, const char *fmt, ...);
 bool rs_exists(rs_server *s, const char *key);
 /* Subscribers of a channel (PUBSUB NUMSUB). */
 long long rs_numsub(rs_server *s, const char *channel);

@@ -647,3 +647,87 @@ def test_a_client_made_before_fork_is_refused_in_the_child(redis_url, r):
         await client.close()
 
     asyncio.run(close())
+
+
+# ---- fair and read-write locks -------------------------------------------------
+
+
+def test_fair_lock_serves_tasks_and_threads_in_arrival_order(redis_url, r):
+    queue = "redisson_lock_queue:{afair}"
+
+    async def main():
+        async with AsyncClient(redis_url) as client:
+            holder = client.fair_lock("afair", owner="holder")
+            await holder.acquire()
+            served: list[str] = []
+
+            async def task_waiter(label: str) -> None:
+                async with client.fair_lock("afair"):  # owned by this task
+                    served.append(label)
+
+            def thread_waiter(label: str) -> None:
+                with redmutex.Client(redis_url) as blocking, blocking.fair_lock("afair"):
+                    served.append(label)
+
+            tasks, threads = [], []
+            for k, label in enumerate(["task0", "thread1", "task2", "thread3"]):
+                if label.startswith("task"):
+                    tasks.append(asyncio.create_task(task_waiter(label)))
+                else:
+                    threads.append(threading.Thread(target=thread_waiter, args=(label,)))
+                    threads[-1].start()
+                await until(lambda n=k + 1: r.llen(queue) == n, what=f"{label} to queue")
+            await holder.release()
+            await asyncio.gather(*tasks)
+            for t in threads:
+                await asyncio.to_thread(t.join, 15)
+            assert served == ["task0", "thread1", "task2", "thread3"]
+
+            # A waiting task that is cancelled leaves the queue.
+            await holder.acquire()
+            waiting = asyncio.create_task(client.fair_lock("afair").acquire())
+            await until(lambda: r.llen(queue) == 1, what="the task to queue")
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            await until(lambda: r.llen(queue) == 0, what="the cancelled task to leave the queue")
+            await holder.release()
+
+    asyncio.run(main())
+    assert lock_keys(r) == []
+
+
+def test_rwlock_tasks_read_together_and_a_writer_waits(redis_url, r):
+    async def main():
+        async with AsyncClient(redis_url) as client:
+            rw = client.rwlock("acatalog")
+            inside = most = 0
+            go = asyncio.Event()
+
+            async def reader() -> None:
+                nonlocal inside, most
+                async with rw.read:  # each task is a reader of its own
+                    inside += 1
+                    most = max(most, inside)
+                    await go.wait()
+                    inside -= 1
+
+            async def writer() -> bytes | None:
+                async with rw.write:
+                    return r.hget("acatalog", "mode")
+
+            readers = [asyncio.create_task(reader()) for _ in range(2)]
+            await until(lambda: most == 2, what="two readers inside at once")
+            assert r.hget("acatalog", "mode") == b"read"
+            assert not await rw.write.acquire(blocking=False)
+            waiting = asyncio.create_task(writer())
+            await until(
+                lambda: r.pubsub_numsub("redisson_rwlock:{acatalog}")[0][1] >= 1, what="the writer to wait"
+            )
+            assert not waiting.done()  # readers are in
+            go.set()
+            await asyncio.gather(*readers)
+            assert await waiting == b"write"
+
+    asyncio.run(main())
+    assert lock_keys(r) == []

@@ -7,8 +7,10 @@ line over stdin. It is built with Maven on first use; the tests need `java`
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
+import queue
 import shutil
 import subprocess
 import threading
@@ -26,10 +28,12 @@ _build_lock = threading.Lock()
 
 
 def _build_peer() -> str:
-    """Builds the peer once (mvn package) and returns its class path."""
+    """Builds the peer (mvn package) unless its jar is newer than its sources; returns its class path."""
     with _build_lock:
         jar = PEER_DIR / "target" / "redisson-peer-1.0.0.jar"
-        if not jar.exists():
+        sources = [PEER_DIR / "pom.xml", *sorted((PEER_DIR / "src").rglob("*.java"))]
+        newest = max(p.stat().st_mtime for p in sources)
+        if not jar.exists() or jar.stat().st_mtime < newest:
             if not shutil.which("mvn") or not shutil.which("java"):
                 raise RuntimeError(
                     "Redisson interop tests need java and mvn: apt-get install openjdk-17-jdk-headless maven"
@@ -41,7 +45,12 @@ def _build_peer() -> str:
 
 
 class Peer:
-    """A running Java process with a RedissonClient; one Java thread owns its locks."""
+    """A running Java process with a RedissonClient.
+
+    Untagged commands run on one Java thread (which owns their locks); a
+    command sent with a tag runs on a Java thread of its own for that tag, so
+    one peer can hold several Redisson owners (each a waiter of its own).
+    """
 
     def __init__(self, url: str) -> None:
         self.proc = subprocess.Popen(
@@ -51,29 +60,37 @@ class Peer:
             stderr=subprocess.DEVNULL,
             text=True,
         )
-        ready = self._read_line(60)
+        self._lines: dict[str, queue.Queue[str]] = collections.defaultdict(queue.Queue)
+        threading.Thread(target=self._read_all, daemon=True).start()
+        ready = self.answer(60)
         assert ready.startswith("READY "), ready
         self.id = ready.split()[1]
 
-    def _read_line(self, timeout: float) -> str:
-        box: list[str] = []
-        reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-        reader.start()
-        reader.join(timeout)
-        if not box:
-            raise AssertionError(f"the Redisson peer gave no answer within {timeout} s")
-        return box[0].strip()
+    def _read_all(self) -> None:
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            line = line.strip()
+            tag, _, rest = line.partition(" ")
+            if tag.startswith("@"):
+                self._lines[tag].put(rest)
+            else:
+                self._lines[""].put(line)
 
-    def send(self, command: str) -> None:
-        self.proc.stdin.write(command + "\n")  # type: ignore[union-attr]
+    def _take(self, tag: str, timeout: float) -> str:
+        try:
+            return self._lines[tag].get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"the Redisson peer gave no answer within {timeout} s") from None
+
+    def send(self, command: str, tag: str = "") -> None:
+        self.proc.stdin.write((f"{tag} " if tag else "") + command + "\n")  # type: ignore[union-attr]
         self.proc.stdin.flush()  # type: ignore[union-attr]
 
-    def ask(self, command: str, timeout: float = 30) -> str:
-        self.send(command)
-        return self._read_line(timeout)
+    def ask(self, command: str, timeout: float = 30, tag: str = "") -> str:
+        self.send(command, tag)
+        return self._take(tag, timeout)
 
-    def answer(self, timeout: float = 30) -> str:
-        return self._read_line(timeout)
+    def answer(self, timeout: float = 30, tag: str = "") -> str:
+        return self._take(tag, timeout)
 
     def close(self) -> None:
         with contextlib.suppress(AssertionError, OSError):  # it is killed next anyway
@@ -172,3 +189,132 @@ def test_redisson_and_redmutex_fencing_tokens_share_one_counter(
             tokens.append(lock.fence)
     assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens), tokens
     assert int(r.get("redisson_lock_token:{fenced:res}")) == tokens[-1]
+
+
+# ---- fair locks: one FIFO for both libraries ---------------------------------
+
+
+def test_redisson_and_redmutex_fair_waiters_are_served_in_one_fifo(
+    peer: Peer, make_client, r: redis.Redis
+) -> None:
+    client = make_client(wait_backoff_cap=5.0)  # hand-offs, not timers, move the queue
+    name = "fifo:mixed"
+    queue_key = "redisson_lock_queue:{fifo:mixed}"
+    holder = client.fair_lock(name)
+    assert holder.acquire()
+    got: queue.Queue[str] = queue.Queue()
+    release: dict[str, threading.Event] = {}
+
+    def redmutex_waiter(label: str) -> None:
+        with client.fair_lock(name):  # each thread is its own owner
+            got.put(label)
+            release[label].wait(30)
+
+    # Waiters arrive one at a time, alternating between the libraries.
+    arrivals = []
+    threads = []
+    for k, side in enumerate(["java", "py", "java", "py", "java", "py"]):
+        label = f"{side}{k}"
+        if side == "java":
+            peer.send(f"fairlock {name}", tag=f"@{label}")
+        else:
+            release[label] = threading.Event()
+            threads.append(threading.Thread(target=redmutex_waiter, args=(label,)))
+            threads[-1].start()
+        arrivals.append(label)
+        wait_until(lambda n=k + 1: r.llen(queue_key) == n, timeout=15, what=f"{label} to join the queue")
+
+    holder.release()
+    order = []
+    for _ in arrivals:
+        label = _next_holder(peer, got, [a for a in arrivals if a.startswith("java") and a not in order])
+        assert r.hlen(name) == 1, "two owners at once"
+        order.append(label)
+        if label.startswith("java"):
+            assert peer.ask(f"fairunlock {name}", tag=f"@{label}") == "OK"
+        else:
+            release[label].set()
+    for t in threads:
+        t.join(15)
+    assert order == arrivals
+    wait_until(lambda: not r.exists(name, queue_key, "redisson_lock_timeout:{fifo:mixed}"), what="keys gone")
+
+
+def _next_holder(peer: Peer, got: queue.Queue[str], java_waiting: list[str], timeout: float = 20) -> str:
+    """The label of whoever gets the fair lock next: a redmutex thread or a Redisson thread."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return got.get(timeout=0.01)
+        except queue.Empty:
+            pass
+        for label in java_waiting:
+            try:
+                answer = peer.answer(0.001, tag=f"@{label}")
+            except AssertionError:
+                continue
+            assert answer == "OK", answer
+            return label
+    raise AssertionError("nobody got the fair lock")
+
+
+# ---- read-write locks: shared readers, exclusive writers across libraries -----
+
+
+def test_redisson_and_redmutex_readers_share_and_writers_exclude_both(
+    peer: Peer, make_client, r: redis.Redis
+) -> None:
+    client = make_client(wait_backoff_cap=5.0)  # only release messages explain prompt wake-ups
+    rw = client.rwlock("catalog")
+    assert peer.ask("readlock catalog") == "OK"
+    assert rw.read.acquire(blocking=False)  # shares with Redisson's reader
+    assert r.hget("catalog", "mode") == b"read" and r.hlen("catalog") == 3
+    assert not rw.write.acquire(blocking=False)  # readers on both sides exclude writers
+    assert peer.ask("writetry catalog 0").startswith("BUSY")
+    rw.read.release()
+    assert not rw.write.acquire(blocking=False)  # Redisson's reader is still in
+
+    # Redisson's read unlock wakes a waiting redmutex writer.
+    def unlock_when_waited_for() -> None:
+        wait_until(
+            lambda: r.pubsub_numsub("redisson_rwlock:{catalog}")[0][1] >= 1, what="redmutex subscribed"
+        )
+        assert peer.ask("readunlock catalog") == "OK"
+
+    helper = threading.Thread(target=unlock_when_waited_for)
+    helper.start()
+    start = time.monotonic()
+    assert rw.write.acquire(timeout=10)
+    assert time.monotonic() - start < 3.0
+    helper.join(10)
+    assert r.hget("catalog", "mode") == b"write"
+
+    # A redmutex writer excludes Redisson's readers and writers; its release wakes them.
+    assert peer.ask("readtry catalog 0").startswith("BUSY")
+    assert peer.ask("writetry catalog 0").startswith("BUSY")
+    peer.send("readlock catalog", tag="@reader")
+    wait_until(lambda: r.pubsub_numsub("redisson_rwlock:{catalog}")[0][1] >= 1, what="Redisson subscribed")
+    released = time.monotonic()
+    rw.write.release()
+    assert peer.answer(10, tag="@reader") == "OK"
+    assert time.monotonic() - released < 3.0
+    assert rw.read.acquire(blocking=False)  # and shares with it
+    rw.read.release()
+
+    # A Redisson writer excludes redmutex readers; its unlock ("1") wakes them.
+    assert peer.ask("readunlock catalog", tag="@reader") == "OK"
+    assert peer.ask("writelock catalog") == "OK"
+    assert not rw.read.acquire(blocking=False)
+    assert not rw.write.acquire(blocking=False)
+    got = []
+    reader = threading.Thread(
+        target=lambda: got.append(rw.read.acquire(timeout=10) and rw.read.release() is None)
+    )
+    reader.start()
+    wait_until(lambda: r.pubsub_numsub("redisson_rwlock:{catalog}")[0][1] >= 1, what="redmutex subscribed")
+    released = time.monotonic()
+    assert peer.ask("writeunlock catalog") == "OK"
+    reader.join(10)
+    assert got == [True]
+    assert time.monotonic() - released < 3.0
+    wait_until(lambda: not r.exists("catalog"), what="the lock to be gone")

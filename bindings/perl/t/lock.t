@@ -114,6 +114,28 @@ subtest 'reentrant lock counts holds' => sub {
     is cli('EXISTS', 'pl:re'), '0', 'gone after the last release';
 };
 
+subtest 'fair and read-write locks' => sub {
+    my $client = fresh_client();
+    my $fair = $client->fair_lock('pl:fair');
+    is $fair->kind, 'fair';
+    with_lock { with_lock { is $fair->hold_count, 2 } $fair } $fair;
+    is cli('EXISTS', 'pl:fair'), '0';
+    my $read = $client->read_lock('pl:rw');
+    my $other = $client->read_lock('pl:rw', owner => 'another-reader');
+    my $write = $client->write_lock('pl:rw', owner => 'a-writer');
+    is_deeply [$read->kind, $write->kind], ['read', 'write'];
+    with_lock {
+        ok $other->acquire(0), 'readers share';
+        is cli('HGET', 'pl:rw', 'mode'), 'read';
+        ok !$write->acquire(0), 'and exclude a writer';
+        $other->release;
+    } $read;
+    ok $write->acquire(0), 'the writer gets it';
+    ok !$read->acquire(0), 'and excludes readers';
+    $write->release;
+    is cli('EXISTS', 'pl:rw'), '0';
+};
+
 subtest 'with_lock releases when the block dies, and dies with its error' => sub {
     my $client = fresh_client();
     my $lock = $client->lock('pl:die');

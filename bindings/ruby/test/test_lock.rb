@@ -103,6 +103,27 @@ class TestLock < Minitest::Test
     assert_equal "0", RedisServer.cli("EXISTS", "rb:re")
   end
 
+  def test_fair_lock_and_read_write_lock
+    fair = @client.fair_lock("rb:fair")
+    assert_equal :fair, fair.kind
+    fair.synchronize { fair.synchronize { assert_equal 2, fair.hold_count } }
+    assert_equal "0", RedisServer.cli("EXISTS", "rb:fair")
+    read = @client.read_lock("rb:rw")
+    other = @client.read_lock("rb:rw", owner: "another-reader")
+    write = @client.write_lock("rb:rw", owner: "a-writer")
+    assert_equal [:read, :write], [read.kind, write.kind]
+    read.synchronize do
+      assert_equal true, other.acquire(0) # readers share
+      assert_equal "read", RedisServer.cli("HGET", "rb:rw", "mode")
+      assert_equal false, write.acquire(0) # and exclude a writer
+      other.release
+    end
+    assert_equal true, write.acquire(0)
+    assert_equal false, read.acquire(0)
+    write.release
+    assert_equal "0", RedisServer.cli("EXISTS", "rb:rw")
+  end
+
   def test_synchronize_releases_when_the_block_raises_and_keeps_its_exception
     lock = @client.lock("rb:raise")
     boom = Class.new(StandardError)

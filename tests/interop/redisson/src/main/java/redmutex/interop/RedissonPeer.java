@@ -2,6 +2,10 @@ package redmutex.interop;
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
@@ -20,71 +24,119 @@ import org.redisson.config.Config;
  *   state NAME           isLocked, held by this thread, hold count, remaining TTL
  *   fence NAME           RFencedLock.lockAndGetToken()              -> TOKEN <n>
  *   funlock NAME         RFencedLock.unlock()                       -> OK
+ *   fairlock NAME        getFairLock(NAME).lock()                   -> OK
+ *   fairtry NAME MS      getFairLock(NAME).tryLock(MS ms)           -> OK|BUSY <elapsed ms>
+ *   fairunlock NAME      getFairLock(NAME).unlock()                 -> OK
+ *   readlock NAME / readtry NAME MS / readunlock NAME     getReadWriteLock(NAME).readLock()
+ *   writelock NAME / writetry NAME MS / writeunlock NAME  getReadWriteLock(NAME).writeLock()
+ *   whoami               the current thread's lock owner id          -> ID <uuid>:<thread id>
  *   quit
  *
- * Every command runs on the main thread, so all locks belong to one Java thread.
+ * A line may start with "@TAG ": the command then runs on a Java thread of
+ * its own for that tag (one thread per tag, made on first use), and its reply
+ * is "@TAG <reply>". Untagged commands run on the main thread. So one peer
+ * can hold several waiters of one lock, each a different Redisson owner.
  */
 public final class RedissonPeer {
+    private static final Object OUT = new Object();
+
     public static void main(String[] args) throws Exception {
         Config config = new Config();
-        config.useSingleServer().setAddress(args[0]).setConnectionMinimumIdleSize(1).setConnectionPoolSize(4)
-                .setSubscriptionConnectionMinimumIdleSize(1).setSubscriptionConnectionPoolSize(2);
+        config.useSingleServer().setAddress(args[0]).setConnectionMinimumIdleSize(1).setConnectionPoolSize(8)
+                .setSubscriptionConnectionMinimumIdleSize(1).setSubscriptionConnectionPoolSize(4);
         RedissonClient redisson = Redisson.create(config);
-        System.out.println("READY " + redisson.getId());
-        System.out.flush();
+        reply("READY " + redisson.getId());
+        Map<String, ExecutorService> threads = new HashMap<>();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
         String line;
         while ((line = in.readLine()) != null) {
             String[] w = line.trim().split(" ");
-            String reply;
-            try {
-                switch (w[0]) {
-                    case "lock": {
-                        redisson.getLock(w[1]).lock();
-                        reply = "OK";
-                        break;
-                    }
-                    case "trylock": {
-                        long start = System.nanoTime();
-                        boolean ok = redisson.getLock(w[1]).tryLock(Long.parseLong(w[2]), TimeUnit.MILLISECONDS);
-                        reply = (ok ? "OK " : "BUSY ") + (System.nanoTime() - start) / 1_000_000;
-                        break;
-                    }
-                    case "unlock": {
-                        redisson.getLock(w[1]).unlock();
-                        reply = "OK";
-                        break;
-                    }
-                    case "state": {
-                        RLock l = redisson.getLock(w[1]);
-                        reply = "LOCKED " + l.isLocked() + " HELD " + l.isHeldByCurrentThread() + " COUNT "
-                                + l.getHoldCount() + " TTL " + l.remainTimeToLive();
-                        break;
-                    }
-                    case "fence": {
-                        RFencedLock l = redisson.getFencedLock(w[1]);
-                        reply = "TOKEN " + l.lockAndGetToken();
-                        break;
-                    }
-                    case "funlock": {
-                        redisson.getFencedLock(w[1]).unlock();
-                        reply = "OK";
-                        break;
-                    }
-                    case "quit": {
-                        redisson.shutdown();
-                        System.out.println("BYE");
-                        return;
-                    }
-                    default:
-                        reply = "ERR unknown command " + w[0];
-                }
-            } catch (Exception e) {
-                reply = "ERR " + e.getClass().getSimpleName() + ": " + e.getMessage();
+            if (w[0].startsWith("@")) {
+                String tag = w[0];
+                String[] cmd = java.util.Arrays.copyOfRange(w, 1, w.length);
+                threads.computeIfAbsent(tag, t -> Executors.newSingleThreadExecutor())
+                        .submit(() -> reply(tag + " " + run(redisson, cmd)));
+                continue;
             }
-            System.out.println(reply);
+            if (w[0].equals("quit")) {
+                threads.values().forEach(ExecutorService::shutdownNow);
+                redisson.shutdown();
+                reply("BYE");
+                return;
+            }
+            reply(run(redisson, w));
+        }
+        threads.values().forEach(ExecutorService::shutdownNow);
+        redisson.shutdown();
+    }
+
+    private static void reply(String s) {
+        synchronized (OUT) {
+            System.out.println(s);
             System.out.flush();
         }
-        redisson.shutdown();
+    }
+
+    private static String timed(RLock l, long ms) throws InterruptedException {
+        long start = System.nanoTime();
+        boolean ok = l.tryLock(ms, TimeUnit.MILLISECONDS);
+        return (ok ? "OK " : "BUSY ") + (System.nanoTime() - start) / 1_000_000;
+    }
+
+    private static String run(RedissonClient redisson, String[] w) {
+        try {
+            switch (w[0]) {
+                case "lock":
+                    redisson.getLock(w[1]).lock();
+                    return "OK";
+                case "trylock":
+                    return timed(redisson.getLock(w[1]), Long.parseLong(w[2]));
+                case "unlock":
+                    redisson.getLock(w[1]).unlock();
+                    return "OK";
+                case "state": {
+                    RLock l = redisson.getLock(w[1]);
+                    return "LOCKED " + l.isLocked() + " HELD " + l.isHeldByCurrentThread() + " COUNT "
+                            + l.getHoldCount() + " TTL " + l.remainTimeToLive();
+                }
+                case "fence": {
+                    RFencedLock l = redisson.getFencedLock(w[1]);
+                    return "TOKEN " + l.lockAndGetToken();
+                }
+                case "funlock":
+                    redisson.getFencedLock(w[1]).unlock();
+                    return "OK";
+                case "fairlock":
+                    redisson.getFairLock(w[1]).lock();
+                    return "OK";
+                case "fairtry":
+                    return timed(redisson.getFairLock(w[1]), Long.parseLong(w[2]));
+                case "fairunlock":
+                    redisson.getFairLock(w[1]).unlock();
+                    return "OK";
+                case "readlock":
+                    redisson.getReadWriteLock(w[1]).readLock().lock();
+                    return "OK";
+                case "readtry":
+                    return timed(redisson.getReadWriteLock(w[1]).readLock(), Long.parseLong(w[2]));
+                case "readunlock":
+                    redisson.getReadWriteLock(w[1]).readLock().unlock();
+                    return "OK";
+                case "writelock":
+                    redisson.getReadWriteLock(w[1]).writeLock().lock();
+                    return "OK";
+                case "writetry":
+                    return timed(redisson.getReadWriteLock(w[1]).writeLock(), Long.parseLong(w[2]));
+                case "writeunlock":
+                    redisson.getReadWriteLock(w[1]).writeLock().unlock();
+                    return "OK";
+                case "whoami":
+                    return "ID " + redisson.getId() + ":" + Thread.currentThread().getId();
+                default:
+                    return "ERR unknown command " + w[0];
+            }
+        } catch (Exception e) {
+            return "ERR " + e.getClass().getSimpleName() + ": " + e.getMessage();
+        }
     }
 }

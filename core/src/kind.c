@@ -1,0 +1,67 @@
+/*
+ * The per-kind operations table (kind.h) and the key naming every kind shares.
+ */
+#define _GNU_SOURCE
+#include "kind.h"
+
+#include <stdio.h>
+#include <string.h>
+
+extern const rm_kind_ops rm_fair_ops; /* kind_fair.c */
+extern const rm_kind_ops rm_rw_ops;   /* kind_rw.c: both sides of a read-write lock */
+
+const rm_kind_ops *rm_kind_ops_of(redmutex_kind kind)
+{
+    switch (kind) {
+    case REDMUTEX_KIND_FAIR:
+        return &rm_fair_ops;
+    case REDMUTEX_KIND_READ:
+    case REDMUTEX_KIND_WRITE:
+        return &rm_rw_ops;
+    default:
+        return NULL;
+    }
+}
+
+bool rm_kind_valid(int kind)
+{
+    return kind >= REDMUTEX_KIND_LOCK && kind <= REDMUTEX_KIND_WRITE;
+}
+
+char rm_kind_renew_tag(redmutex_kind kind)
+{
+    switch (kind) {
+    case REDMUTEX_KIND_LOCK:
+        return 's';
+    case REDMUTEX_KIND_READ:
+        return 'r';
+    default:
+        return 'h';
+    }
+}
+
+const char *rm_derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *out, size_t size)
+{
+    /* Pieces copied by hand: this runs several times per request. */
+    bool braces = memchr(l->name, '{', l->name_len) == NULL;
+    size_t plen = prefix ? strlen(prefix) : 0, slen = strlen(suffix);
+    if (plen + 1 + l->name_len + 2 + slen + 1 > size) { /* never, with the buffers kind.h names */
+        snprintf(out, size, "%s%s%s%s%s%s", prefix ? prefix : "", prefix ? ":" : "", braces ? "{" : "", l->name,
+                 braces ? "}" : "", suffix);
+        return out;
+    }
+    size_t n = 0;
+    if (prefix) {
+        memcpy(out, prefix, plen);
+        n = plen;
+        out[n++] = ':';
+    }
+    if (braces)
+        out[n++] = '{';
+    memcpy(out + n, l->name, l->name_len);
+    n += l->name_len;
+    if (braces)
+        out[n++] = '}';
+    memcpy(out + n, suffix, slen + 1);
+    return out;
+}

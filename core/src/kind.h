@@ -1,0 +1,146 @@
+/*
+ * Per-kind wire formats. Each kind in this table keeps, in its own file,
+ * everything the servers see of it: its keys and how they derive from the
+ * lock name, its Lua scripts and the order of their arguments. lock.c asks
+ * the table instead of branching on the kind.
+ *
+ *   kind_fair.c   REDMUTEX_KIND_FAIR   Redisson RFairLock
+ *   kind_rw.c     REDMUTEX_KIND_READ   Redisson RReadWriteLock, read side
+ *                 REDMUTEX_KIND_WRITE  Redisson RReadWriteLock, write side
+ *
+ * (The plain and reentrant kinds still live in lock.c and scripts.c; they
+ * join this table when the core is reshaped.)
+ *
+ * Layering: this header sits beside lock.c. The kind files call only
+ * downward (fan-out, scripts, utilities); lock.c calls them.
+ */
+#ifndef REDMUTEX_KIND_H
+#define REDMUTEX_KIND_H
+
+#include "internal.h"
+
+/* Room for a key derived from a lock name and an owner's hash field (a fair
+   waiter's channel, a reader's timeout keys). */
+#define RM_LONG_KEY_MAX (RM_KEY_MAX + RM_VALUE_MAX + 48)
+
+/* Argument storage for one command built by a kind. */
+typedef struct rm_kargs {
+    const char *argv[16];
+    char num[6][24];
+    char key[6][RM_LONG_KEY_MAX];
+} rm_kargs;
+
+/* What an acquisition attempt is (fair locks queue only when they will wait). */
+enum rm_acq_mode {
+    RM_ACQ_TRY,   /* one try, no waiting: never joins a queue */
+    RM_ACQ_FIRST, /* the first attempt of a wait: joins the queue when busy */
+    RM_ACQ_RETRY  /* a later attempt of the same wait: refreshes its place */
+};
+
+/* Everything an acquisition command depends on besides the lock itself. */
+typedef struct rm_acq_in {
+    const char *value; /* the owner's hash field */
+    int64_t lease_ms;
+    bool fencing;
+    bool nested;       /* the owner holds it already (through this handle) */
+    int mode;          /* enum rm_acq_mode */
+    const char *nonce; /* fair: this wait's id (hex), named in a hand-off message */
+    bool grantable;    /* fair: a releasing script may hand the lock over to this waiter */
+} rm_acq_in;
+
+typedef struct rm_kind_ops {
+    /* The hash field an owner is stored under (the owner id, or a form of it). */
+    void (*field)(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1]);
+    /* The channel a waiter of this owner subscribes to. */
+    void (*wait_channel)(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX]);
+    rm_cmd (*acquire)(const redmutex_lock *l, const rm_acq_in *in, rm_kargs *st);
+    /* Release one hold of `value`; replies 1 deleted, 0 decremented, nil not owner, or the latch's value. */
+    rm_cmd (*release)(const redmutex_lock *l, const char *value, const char *latch_key, int64_t lease_ms,
+                      int64_t latch_ms, rm_kargs *st);
+    /* Extend `value`'s hold: replies the new TTL, 0 when not held. */
+    rm_cmd (*extend)(const redmutex_lock *l, const char *value, int64_t ms, bool replace, rm_kargs *st);
+    /* Replies {exists, pttl, hold count of value} ('' = nobody), as INSPECT. */
+    rm_cmd (*inspect)(const redmutex_lock *l, const char *value, rm_kargs *st);
+    /* Deletes the lock whoever holds it: replies 1 deleted, 0 not there. */
+    rm_cmd (*force)(const redmutex_lock *l, rm_kargs *st);
+    /* The servers keep the waiters in order (fair): no local queue, no politeness, no local hand-off. */
+    bool server_queue;
+} rm_kind_ops;
+
+/** The operations of a kind of this table; NULL for the plain and reentrant kinds. */
+const rm_kind_ops *rm_kind_ops_of(redmutex_kind kind);
+
+/** Whether kind is one redmutex knows. */
+bool rm_kind_valid(int kind);
+
+/**
+ * The watchdog's tag for a hold of this kind in the RENEW script: 's' token
+ * of a plain lock, 'h' hash field, 'r' reader (hash field and its timeout keys).
+ */
+char rm_kind_renew_tag(redmutex_kind kind);
+
+/**
+ * Redisson's prefixName(): "<prefix>:{NAME}<suffix>", or "<prefix>:NAME<suffix>"
+ * when the name already holds a '{' (same cluster slot for every key of a
+ * lock); with prefix NULL, suffixName(): "{NAME}<suffix>" or "NAME<suffix>".
+ */
+const char *rm_derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *out,
+                           size_t size);
+
+/* ---- fair locks (kind_fair.c) -------------------------------------------- */
+
+/*
+ * A waiting fair acquirer keeps a record on the servers that it refreshes at
+ * least every RM_FAIR_REFRESH_MS; a record not refreshed for
+ * RM_FAIR_WAITER_LEASE_MS marks a waiter that is gone, and the next script
+ * that looks at the queue removes it. So a waiter that dies blocks the queue
+ * for at most RM_FAIR_WAITER_LEASE_MS + RM_FAIR_REFRESH_MS (plus a round trip).
+ */
+#define RM_FAIR_WAITER_LEASE_MS 3000
+#define RM_FAIR_REFRESH_MS 500
+
+/** A fresh wait id: 16 hex digits. 0, or REDMUTEX_ESYSTEM (message set). */
+int rm_fair_new_nonce(char out[17]);
+/** Whether msg is a hand-off of the lock to the wait `nonce`; *fence gets its fencing token. */
+bool rm_fair_grant_parse(const char *msg, const char *nonce, int64_t *fence);
+/**
+ * Takes `value` out of the lock's queue on every server (a waiter that stops
+ * waiting), or on the servers i with only[i] (only may be NULL), and gives
+ * back a hold a releasing script handed to it meanwhile. Best effort,
+ * bounded by one command timeout; never changes the thread's last error.
+ */
+void rm_fair_leave(redmutex_lock *l, const char *value, const bool *only);
+
+/* ---- Lua (kind_fair.c, kind_rw.c), referenced by scripts.c's table --------- */
+
+extern const char rm_lua_fair_acquire[];
+extern const char rm_lua_fair_release[];
+extern const char rm_lua_fair_leave[];
+extern const char rm_lua_fair_force[];
+extern const char rm_lua_read_acquire[];
+extern const char rm_lua_read_release[];
+extern const char rm_lua_read_extend[];
+extern const char rm_lua_write_acquire[];
+extern const char rm_lua_write_release[];
+extern const char rm_lua_rw_force[];
+extern const char rm_lua_rw_inspect[];
+
+/*
+ * The RENEW script's branch for a reader (tag 'r'), spliced into it by
+ * scripts.c: `key` is the lock, `who` the reader's field, `ok` set to 1 when
+ * renewed. It extends the lock to at least the lease and every timeout key
+ * of this reader (one per hold), never creating a key.
+ */
+#define RM_LUA_RENEW_READER                                                                                  \
+    "    if t == 'hash' and redis.call('hexists', key, who) == 1 then\n"                                     \
+    "      ok = 1\n"                                                                                         \
+    "      if redis.call('pttl', key) < tonumber(ARGV[1]) then redis.call('pexpire', key, ARGV[1]) end\n"    \
+    "      local pre = key\n"                                                                                \
+    "      if not string.find(key, '{', 1, true) then pre = '{' .. key .. '}' end\n"                         \
+    "      local n = tonumber(redis.call('hget', key, who)) or 0\n"                                          \
+    "      for i = 1, n do\n"                                                                                \
+    "        redis.call('pexpire', pre .. ':' .. who .. ':rwlock_timeout:' .. i, ARGV[1])\n"                 \
+    "      end\n"                                                                                            \
+    "    end\n"
+
+#endif

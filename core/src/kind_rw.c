@@ -1,0 +1,355 @@
+/*
+ * The read-write lock (REDMUTEX_KIND_READ, REDMUTEX_KIND_WRITE): Redisson's
+ * RReadWriteLock wire format, so Redisson readers and redmutex readers share
+ * the lock and a writer on either side excludes both.
+ *
+ * Keys (NAME in braces unless it has a '{'):
+ *   NAME    hash: "mode" -> "read" | "write"; a reader's field
+ *           "<client id>:<thread id>" (or the explicit owner) -> hold count; a
+ *           writer's field "<owner>:write" -> hold count. Its TTL covers every
+ *           hold.
+ *   {NAME}:<reader field>:rwlock_timeout:<n>   one key per read hold n of a
+ *           reader, with that hold's lease: when a reader leaves, the lock
+ *           lives on only as long as the longest of the others' keys.
+ *   redisson_rwlock:{NAME}   channel: a read release that frees the lock
+ *           publishes "0" (wake one waiter), a write release "1" (wake all).
+ *   redisson_lock_token:{NAME}, redisson_unlock_latch:{NAME}:<id> as RLock.
+ *
+ * Rules (Redisson's): many readers, or one writer; both reentrant; a writer
+ * may also take the read lock (and keeps it after releasing the write lock),
+ * a reader may not take the write lock. Not fair: nobody queues.
+ *
+ * Differences from Redisson, invisible to it: releasing a lock that is gone
+ * answers "not the owner" (its holder learns that it was lost) instead of
+ * success; a key that is a hash without "mode" (another kind of lock) is
+ * refused with WRONGTYPE instead of being taken over; a write release that
+ * leaves read holds behind publishes "1" so waiting readers come in; the
+ * watchdog renews only its own readers' timeout keys (Redisson's renewal
+ * also renews other readers', keeping a dead reader's hold alive).
+ */
+#define _GNU_SOURCE
+#include "kind.h"
+#include "lua.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- Lua ---------------------------------------------------------------------- */
+
+/* clang-format off */
+
+/* KEYS[1] must be absent or a read-write lock (a hash with a mode) before anything is written. */
+#define RW_CHECK_TYPE                                                                             \
+    "local t = redis.call('type', KEYS[1])['ok']\n"                                              \
+    "if t ~= 'none' and t ~= 'hash' then return " RM_LUA_WRONGTYPE " end\n"                      \
+    "local mode = redis.call('hget', KEYS[1], 'mode')\n"                                         \
+    "if t == 'hash' and mode ~= 'read' and mode ~= 'write' then return " RM_LUA_WRONGTYPE " end\n"
+
+/* Fencing: check the counter (KEYS[k]) before the first write of a new hold. */
+#define RW_FENCE(k)                                                                               \
+    "if FENCING and not mine then\n" RM_LUA_FENCE_CHECK("KEYS[" k "]")                           \
+    "  if not may('incr', KEYS[" k "]) then " RM_LUA_NOPERM("INCR the fencing counter") " end\n"  \
+    "end\n"                                                                                      \
+    "local function fence(n)\n"                                                                  \
+    "  if not FENCING then return 0 end\n"                                                       \
+    "  if n == 1 then return redis.call('incr', KEYS[" k "]) end\n"                              \
+    "  return tonumber(redis.call('get', KEYS[" k "]) or '0')\n"                                 \
+    "end\n"
+
+/*
+ * Read acquire (Redisson's read tryLockInner). KEYS: [1] NAME, [2] this
+ * reader's timeout prefix {NAME}:<field>:rwlock_timeout, [3] fencing counter.
+ * ARGV: [1] lease ms, [2] field, [3] the same owner's writer field, [4]
+ * fencing 0/1, [5] nested 0/1. Replies {1, count, fence}, {0, pttl} or
+ * {2, pttl} (nested, field gone: nothing written).
+ */
+const char rm_lua_read_acquire[] =
+    RW_CHECK_TYPE RM_LUA_MAY_DEF
+    "if not (may('hset', KEYS[1], 'mode', 'read') and may('set', KEYS[2] .. ':1', '1', 'px', '1')) then "
+    RM_LUA_NOPERM("write the lock and its timeout keys") " end\n"
+    "local FENCING = ARGV[4] == '1'\n"
+    "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
+    "if ARGV[5] == '1' and not mine then return {2, redis.call('pttl', KEYS[1])} end\n" RW_FENCE("3")
+    "if mode == false then\n"
+    "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
+    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
+    "  redis.call('set', KEYS[2] .. ':1', 1, 'px', ARGV[1])\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  return {1, 1, fence(1)}\n"
+    "end\n"
+    "if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then\n"
+    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+    "  redis.call('set', KEYS[2] .. ':' .. n, 1, 'px', ARGV[1])\n"
+    "  local rt = redis.call('pttl', KEYS[1])\n"
+    "  redis.call('pexpire', KEYS[1], math.max(rt, tonumber(ARGV[1])))\n"
+    "  return {1, n, fence(n)}\n"
+    "end\n"
+    "return {0, redis.call('pttl', KEYS[1])}\n";
+
+/*
+ * Read release (Redisson's read unlockInner, with the unlock latch). KEYS:
+ * [1] NAME, [2] channel, [3] this reader's timeout prefix, [4] {NAME},
+ * [5] latch. ARGV: [1] "0", [2] field, [3] latch ms. Replies 1 when the lock
+ * was deleted, 0 when others (or this owner's other holds) keep it, nil when
+ * not held by this reader.
+ */
+const char rm_lua_read_release[] =
+    "local l = redis.call('get', KEYS[5])\n"
+    "if l ~= false then return tonumber(l) end\n" RW_CHECK_TYPE RM_LUA_MAY_DEF
+    "if not may('publish', KEYS[2], ARGV[1]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
+    "if not may('set', KEYS[5], '1', 'px', ARGV[3]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"
+    "if not may('del', KEYS[3] .. ':1') then " RM_LUA_NOPERM("DEL its timeout keys") " end\n"
+    "if mode == false then\n"
+    "  redis.call('publish', KEYS[2], ARGV[1])\n"
+    "  return nil\n"
+    "end\n"
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end\n"
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+    "if counter == 0 then redis.call('hdel', KEYS[1], ARGV[2]) end\n"
+    "redis.call('del', KEYS[3] .. ':' .. (counter + 1))\n"
+    "if redis.call('hlen', KEYS[1]) > 1 then\n"
+    "  local maxRemain = -3\n"
+    "  for _, key in ipairs(redis.call('hkeys', KEYS[1])) do\n"
+    "    local c = tonumber(redis.call('hget', KEYS[1], key))\n"
+    "    if type(c) == 'number' then\n"
+    "      for i = c, 1, -1 do\n"
+    "        maxRemain = math.max(maxRemain, redis.call('pttl', KEYS[4] .. ':' .. key .. ':rwlock_timeout:' .. i))\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "  if maxRemain > 0 then\n"
+    "    redis.call('pexpire', KEYS[1], maxRemain)\n"
+    "    redis.call('set', KEYS[5], 0, 'px', ARGV[3])\n"
+    "    return 0\n"
+    "  end\n"
+    "  if mode == 'write' then\n"
+    "    redis.call('set', KEYS[5], 0, 'px', ARGV[3])\n"
+    "    return 0\n"
+    "  end\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n"
+    "redis.call('publish', KEYS[2], ARGV[1])\n"
+    "redis.call('set', KEYS[5], 1, 'px', ARGV[3])\n"
+    "return 1\n";
+
+/*
+ * Extend one reader's holds. KEYS: [1] NAME, [2] its timeout prefix. ARGV:
+ * [1] field, [2] ms, [3] 0 add to the remaining TTL / 1 replace, [4] longest
+ * TTL. Every timeout key of the reader gets the new TTL, the lock at least
+ * that. Replies the new TTL, 0 when not held.
+ */
+const char rm_lua_read_extend[] =
+    "if redis.call('type', KEYS[1])['ok'] ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n"
+    "  return 0\n"
+    "end\n"
+    "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1])) or 0\n"
+    "local ttl = redis.call('pttl', KEYS[2] .. ':' .. n)\n"
+    "if ttl < 0 then ttl = 0 end\n"
+    "local new = tonumber(ARGV[2])\n"
+    "if ARGV[3] == '0' then new = new + ttl end\n"
+    "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"
+    "for i = 1, n do redis.call('pexpire', KEYS[2] .. ':' .. i, new) end\n"
+    "if redis.call('pttl', KEYS[1]) < new then redis.call('pexpire', KEYS[1], new) end\n"
+    "return new\n";
+
+/*
+ * Write acquire (Redisson's write tryLockInner). KEYS: [1] NAME, [2] fencing
+ * counter. ARGV: [1] lease ms, [2] writer field, [3] fencing 0/1, [4] nested
+ * 0/1. Replies as the read acquire.
+ */
+const char rm_lua_write_acquire[] =
+    RW_CHECK_TYPE RM_LUA_MAY_DEF
+    "if not may('hset', KEYS[1], 'mode', 'write') then " RM_LUA_NOPERM("write the lock") " end\n"
+    "local FENCING = ARGV[3] == '1'\n"
+    "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
+    "if ARGV[4] == '1' and not mine then return {2, redis.call('pttl', KEYS[1])} end\n" RW_FENCE("2")
+    "if mode == false then\n"
+    "  redis.call('hset', KEYS[1], 'mode', 'write')\n"
+    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  return {1, 1, fence(1)}\n"
+    "end\n"
+    "if mode == 'write' and mine then\n"
+    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+    "  redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) + tonumber(ARGV[1]))\n"
+    "  return {1, n, fence(n)}\n"
+    "end\n"
+    "return {0, redis.call('pttl', KEYS[1])}\n";
+
+/*
+ * Write release (Redisson's write unlockInner, with the unlock latch). KEYS:
+ * [1] NAME, [2] channel, [3] latch. ARGV: [1] "1", [2] lease ms, [3] writer
+ * field, [4] latch ms. Replies 1 when the write hold ended, 0 decremented,
+ * nil not the writer.
+ */
+const char rm_lua_write_release[] =
+    "local l = redis.call('get', KEYS[3])\n"
+    "if l ~= false then return tonumber(l) end\n" RW_CHECK_TYPE RM_LUA_MAY_DEF
+    "if not may('publish', KEYS[2], ARGV[1]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
+    "if not may('set', KEYS[3], '1', 'px', ARGV[4]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"
+    "if mode == false then\n"
+    "  redis.call('publish', KEYS[2], ARGV[1])\n"
+    "  return nil\n"
+    "end\n"
+    "if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end\n"
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)\n"
+    "if counter > 0 then\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
+    "  redis.call('set', KEYS[3], 0, 'px', ARGV[4])\n"
+    "  return 0\n"
+    "end\n"
+    "redis.call('hdel', KEYS[1], ARGV[3])\n"
+    "if redis.call('hlen', KEYS[1]) == 1 then\n"
+    "  redis.call('del', KEYS[1])\n"
+    "else\n"
+    "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
+    "end\n"
+    "redis.call('publish', KEYS[2], ARGV[1])\n"
+    "redis.call('set', KEYS[3], 1, 'px', ARGV[4])\n"
+    "return 1\n";
+
+/* Force release of one side. KEYS: [1] NAME, [2] channel. ARGV: [1] mode, [2] message. */
+const char rm_lua_rw_force[] =
+    RW_CHECK_TYPE RM_LUA_MAY_DEF
+    "if not may('publish', KEYS[2], ARGV[2]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
+    "if mode ~= ARGV[1] then return 0 end\n"
+    "redis.call('del', KEYS[1])\n"
+    "redis.call('publish', KEYS[2], ARGV[2])\n"
+    "return 1\n";
+
+/*
+ * Queries for one side (Redisson's isLocked: read-locked when in read mode or
+ * when the writer holds read locks too). KEYS: [1] NAME. ARGV: [1] mode,
+ * [2] field ('' = nobody). Replies {held, pttl (-2 when not), field's count}.
+ */
+const char rm_lua_rw_inspect[] =
+    "local t = redis.call('type', KEYS[1])['ok']\n"
+    "if t == 'none' then return {0, -2, 0} end\n"
+    "if t ~= 'hash' then return " RM_LUA_WRONGTYPE " end\n"
+    "local mode = redis.call('hget', KEYS[1], 'mode')\n"
+    "if mode ~= 'read' and mode ~= 'write' then return " RM_LUA_WRONGTYPE " end\n"
+    "local held = mode == ARGV[1] or (ARGV[1] == 'read' and redis.call('hlen', KEYS[1]) > 2)\n"
+    "local n = 0\n"
+    "if ARGV[2] ~= '' then n = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0') end\n"
+    "if not held then return {0, -2, n} end\n"
+    "return {1, redis.call('pttl', KEYS[1]), n}\n";
+
+/* clang-format on */
+
+/* ---- commands ------------------------------------------------------------------ */
+
+#define WRITE_SUFFIX ":write"
+
+static bool is_write(const redmutex_lock *l)
+{
+    return l->kind == REDMUTEX_KIND_WRITE;
+}
+
+/* A reader is stored as its owner id, a writer as "<owner id>:write" (Redisson). */
+static void rw_field(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1])
+{
+    snprintf(out, RM_VALUE_MAX + 1, "%s%s", owner_key, is_write(l) ? WRITE_SUFFIX : "");
+}
+
+static void rw_wait_channel(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX])
+{
+    (void)value;
+    rm_derived_key(l, "redisson_rwlock", "", out, RM_LONG_KEY_MAX);
+}
+
+/* {NAME}:<field>:rwlock_timeout */
+static const char *timeout_prefix(const redmutex_lock *l, const char *field, char *out)
+{
+    char suffix[RM_VALUE_MAX + 32];
+    snprintf(suffix, sizeof suffix, ":%s:rwlock_timeout", field);
+    return rm_derived_key(l, NULL, suffix, out, RM_LONG_KEY_MAX);
+}
+
+static rm_cmd rw_acquire(const redmutex_lock *l, const rm_acq_in *in, rm_kargs *st)
+{
+    const char **a = st->argv;
+    snprintf(st->num[0], sizeof st->num[0], "%" PRId64, in->lease_ms);
+    const char *token = rm_derived_key(l, "redisson_lock_token", "", st->key[0], sizeof st->key[0]);
+    const char *fencing = in->fencing ? "1" : "0", *nested = in->nested ? "1" : "0";
+    if (is_write(l)) {
+        const char *argv[] = {"2", l->name, token, st->num[0], in->value, fencing, nested};
+        memcpy(a, argv, sizeof argv);
+        return (rm_cmd){RM_SCRIPT_WRITE_ACQUIRE, 7, a, NULL};
+    }
+    snprintf(st->key[1], sizeof st->key[1], "%s" WRITE_SUFFIX, in->value);
+    const char *argv[] = {"3",        l->name,    timeout_prefix(l, in->value, st->key[2]),
+                          token,      st->num[0], in->value,
+                          st->key[1], fencing,    nested};
+    memcpy(a, argv, sizeof argv);
+    return (rm_cmd){RM_SCRIPT_READ_ACQUIRE, 9, a, NULL};
+}
+
+static rm_cmd rw_release(const redmutex_lock *l, const char *value, const char *latch_key, int64_t lease_ms,
+                         int64_t latch_ms, rm_kargs *st)
+{
+    const char **a = st->argv;
+    const char *channel = rm_derived_key(l, "redisson_rwlock", "", st->key[0], sizeof st->key[0]);
+    snprintf(st->num[0], sizeof st->num[0], "%" PRId64, latch_ms);
+    snprintf(st->num[1], sizeof st->num[1], "%" PRId64, lease_ms);
+    if (is_write(l)) {
+        const char *argv[] = {"3", l->name, channel, latch_key, "1", st->num[1], value, st->num[0]};
+        memcpy(a, argv, sizeof argv);
+        return (rm_cmd){RM_SCRIPT_WRITE_RELEASE, 8, a, NULL};
+    }
+    const char *argv[] = {"5",
+                          l->name,
+                          channel,
+                          timeout_prefix(l, value, st->key[1]),
+                          rm_derived_key(l, NULL, "", st->key[2], sizeof st->key[2]),
+                          latch_key,
+                          "0",
+                          value,
+                          st->num[0]};
+    memcpy(a, argv, sizeof argv);
+    return (rm_cmd){RM_SCRIPT_READ_RELEASE, 9, a, NULL};
+}
+
+static rm_cmd rw_extend(const redmutex_lock *l, const char *value, int64_t ms, bool replace, rm_kargs *st)
+{
+    snprintf(st->num[0], sizeof st->num[0], "%" PRId64, ms);
+    snprintf(st->num[1], sizeof st->num[1], "%" PRId64, (int64_t)REDMUTEX_TIME_MAX_MS);
+    const char *mode = replace ? "1" : "0";
+    if (is_write(l)) {
+        /* A writer's field extends like a reentrant lock's. */
+        const char *argv[] = {"1", l->name, value, st->num[0], mode, st->num[1]};
+        memcpy(st->argv, argv, sizeof argv);
+        return (rm_cmd){RM_SCRIPT_RLOCK_EXTEND, 6, st->argv, NULL};
+    }
+    const char *argv[] = {"2",  l->name,   timeout_prefix(l, value, st->key[0]), value, st->num[0],
+                          mode, st->num[1]};
+    memcpy(st->argv, argv, sizeof argv);
+    return (rm_cmd){RM_SCRIPT_READ_EXTEND, 7, st->argv, NULL};
+}
+
+static rm_cmd rw_inspect(const redmutex_lock *l, const char *value, rm_kargs *st)
+{
+    const char *argv[] = {"1", l->name, is_write(l) ? "write" : "read", value};
+    memcpy(st->argv, argv, sizeof argv);
+    return (rm_cmd){RM_SCRIPT_RW_INSPECT, 4, st->argv, NULL};
+}
+
+static rm_cmd rw_force(const redmutex_lock *l, rm_kargs *st)
+{
+    const char *argv[] = {"2", l->name,
+                          rm_derived_key(l, "redisson_rwlock", "", st->key[0], sizeof st->key[0]),
+                          is_write(l) ? "write" : "read", is_write(l) ? "1" : "0"};
+    memcpy(st->argv, argv, sizeof argv);
+    return (rm_cmd){RM_SCRIPT_RW_FORCE, 5, st->argv, NULL};
+}
+
+const rm_kind_ops rm_rw_ops = {
+    .field = rw_field,
+    .wait_channel = rw_wait_channel,
+    .acquire = rw_acquire,
+    .release = rw_release,
+    .extend = rw_extend,
+    .inspect = rw_inspect,
+    .force = rw_force,
+    .server_queue = false,
+};

@@ -1,0 +1,50 @@
+/*
+ * Lua fragments shared by the scripts of every lock kind (scripts.c,
+ * kind_fair.c, kind_rw.c).
+ *
+ * "An error means nothing changed": a script checks everything that could
+ * make a later write fail before its first write. The shared checks:
+ *
+ * RM_LUA_FENCE_CHECK(key): the fencing counter must be absent or a canonical
+ * non-negative integer below 2^63-1, so that INCR cannot fail after the lock
+ * was taken (GET fails with WRONGTYPE on a key of another type, before any
+ * write). String comparison of equal-length digit strings is numeric order.
+ * RM_LUA_FENCE_OK_DEF defines fence_ok(key), the same test as a boolean, for
+ * scripts that must choose another path instead of failing.
+ *
+ * RM_LUA_MAY_DEF defines may(cmd, key, ...): on Redis 7+, whether the ACL user
+ * may run that write (redis.acl_check_cmd); an ACL that allows deleting a lock
+ * but not publishing its release or setting its latch is refused up front
+ * with NOPERM instead of failing halfway. Earlier servers have no such check.
+ */
+#ifndef REDMUTEX_LUA_H
+#define REDMUTEX_LUA_H
+
+#define RM_LUA_WRONGTYPE                                                                                     \
+    "redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')"
+
+#define RM_LUA_FENCE_OK_DEF                                                                                  \
+    "local function fence_ok(k)\n"                                                                           \
+    "  local fc = redis.call('get', k)\n"                                                                    \
+    "  return not fc or (string.match(fc, '^%d+$') and not (#fc > 1 and string.sub(fc, 1, 1) == '0') and "   \
+    "#fc <= 19 and not (#fc == 19 and fc >= '9223372036854775807'))\n"                                       \
+    "end\n"
+
+#define RM_LUA_FENCE_CHECK(key)                                                                              \
+    "local fc = redis.call('get', " key ")\n"                                                                \
+    "if fc and (not string.match(fc, '^%d+$') or (#fc > 1 and string.sub(fc, 1, 1) == '0') or "              \
+    "#fc > 19 or (#fc == 19 and fc >= '9223372036854775807')) then\n"                                        \
+    "  return redis.error_reply('ERR redmutex: fencing counter ' .. " key " .. "                             \
+    "' is not an integer below 2^63-1; nothing was changed')\n"                                              \
+    "end\n"
+
+#define RM_LUA_MAY_DEF                                                                                       \
+    "local function may(...)\n"                                                                              \
+    "  if redis.acl_check_cmd == nil or redis.acl_check_cmd(...) then return true end\n"                     \
+    "  return false\n"                                                                                       \
+    "end\n"
+
+#define RM_LUA_NOPERM(what)                                                                                  \
+    "return redis.error_reply('NOPERM redmutex: this user may not " what "; nothing was changed')"
+
+#endif

@@ -1,0 +1,485 @@
+/* Read-write locks (Redisson RReadWriteLock wire format) against a real redis-server. */
+#define _GNU_SOURCE
+#include "harness.h"
+#include "procs.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+static rs_server srv;
+
+static redmutex_lock *side(redmutex_client *c, const char *name, redmutex_kind kind, int64_t lease_ms)
+{
+    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+    o.lease_ms = lease_ms;
+    redmutex_lock *l = NULL;
+    CHECK_OK(redmutex_lock_new(&l, c, name, kind, &o));
+    return l;
+}
+
+static void mode_is(const char *name, const char *want)
+{
+    redisReply *r = rs_cmd(&srv, "HGET %s mode", name);
+    CHECKF(r && r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0, "mode of %s is not %s", name,
+           want);
+    freeReplyObject(r);
+}
+
+/* An owner id for a reader or writer that stands for another process. */
+static const char *other(int i)
+{
+    static char buf[8][64];
+    snprintf(buf[i], sizeof buf[i], "aaaaaaaa-0000-0000-0000-00000000000%d:1", i);
+    return buf[i];
+}
+
+static void test_readers_share_a_writer_excludes_in_redisson_format(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock *r = side(c, "cat", REDMUTEX_KIND_READ, 0), *w = side(c, "cat", REDMUTEX_KIND_WRITE, 0);
+    CHECK(redmutex_lock_kind(r) == REDMUTEX_KIND_READ && redmutex_lock_kind(w) == REDMUTEX_KIND_WRITE);
+    CHECK_OK(redmutex_lock_acquire(r, other(0), 0));
+    CHECK_OK(redmutex_lock_acquire(r, other(1), 0));
+    mode_is("cat", "read");
+    CHECK(rs_num(&srv, "HGET cat %s", other(0)) == 1 && rs_num(&srv, "HGET cat %s", other(1)) == 1);
+    /* one timeout key per read hold, with the lease */
+    char key[200];
+    snprintf(key, sizeof key, "{cat}:%s:rwlock_timeout:1", other(0));
+    long long pttl = rs_int(&srv, "PTTL %s", key);
+    CHECK(pttl > 25000 && pttl <= 30000);
+    int locked = 0;
+    CHECK_OK(redmutex_lock_is_locked(&locked, r));
+    CHECK(locked == 1);
+    CHECK_OK(redmutex_lock_is_locked(&locked, w));
+    CHECK(locked == 0);
+    /* readers exclude a writer */
+    CHECK_RC(redmutex_lock_acquire(w, other(2), 0), REDMUTEX_ETIMEDOUT);
+    CHECK_OK(redmutex_lock_release(r, other(0)));
+    CHECK(!rs_exists(&srv, key));
+    CHECK_RC(redmutex_lock_acquire(w, other(2), 0), REDMUTEX_ETIMEDOUT);
+    CHECK_OK(redmutex_lock_release(r, other(1)));
+    CHECK(!rs_exists(&srv, "cat"));
+    /* a writer excludes readers and other writers */
+    CHECK_OK(redmutex_lock_acquire(w, other(2), 0));
+    mode_is("cat", "write");
+    char wfield[100];
+    snprintf(wfield, sizeof wfield, "%s:write", other(2));
+    CHECK(rs_num(&srv, "HGET cat %s", wfield) == 1);
+    CHECK_RC(redmutex_lock_acquire(r, other(0), 0), REDMUTEX_ETIMEDOUT);
+    CHECK_RC(redmutex_lock_acquire(w, other(3), 0), REDMUTEX_ETIMEDOUT);
+    CHECK_OK(redmutex_lock_is_locked(&locked, w));
+    CHECK(locked == 1);
+    int64_t n = 0;
+    CHECK_OK(redmutex_lock_hold_count(&n, w, other(2)));
+    CHECK(n == 1);
+    CHECK_OK(redmutex_lock_release(w, other(2)));
+    CHECK(rs_int(&srv, "DBSIZE") <= 2); /* only unlock latches are left */
+    CHECK_RC(redmutex_lock_release(w, other(2)), REDMUTEX_ENOTOWNER);
+    CHECK_RC(redmutex_lock_release(r, other(0)), REDMUTEX_ENOTOWNER);
+    redmutex_lock_free(r);
+    redmutex_lock_free(w);
+    redmutex_client_free(c);
+}
+
+static void test_reentrant_and_writer_may_read(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock *r = side(c, "re", REDMUTEX_KIND_READ, 0), *w = side(c, "re", REDMUTEX_KIND_WRITE, 0);
+    char me[128], key[300];
+    CHECK_OK(redmutex_client_thread_owner(me, sizeof me, c));
+    CHECK_OK(redmutex_lock_acquire(r, NULL, 0));
+    CHECK_OK(redmutex_lock_acquire(r, NULL, 0));
+    CHECK(rs_num(&srv, "HGET re %s", me) == 2);
+    snprintf(key, sizeof key, "{re}:%s:rwlock_timeout:2", me);
+    CHECK(rs_exists(&srv, key));
+    /* a reader cannot upgrade */
+    CHECK_RC(redmutex_lock_acquire(w, NULL, 100), REDMUTEX_ETIMEDOUT);
+    CHECK_OK(redmutex_lock_release(r, NULL));
+    CHECK(!rs_exists(&srv, key));
+    CHECK_OK(redmutex_lock_release(r, NULL));
+    CHECK(!rs_exists(&srv, "re"));
+    /* a writer is reentrant and may take the read side too */
+    CHECK_OK(redmutex_lock_acquire(w, NULL, 0));
+    CHECK_OK(redmutex_lock_acquire(w, NULL, 0));
+    CHECK_OK(redmutex_lock_acquire(r, NULL, 0));
+    CHECK(rs_num(&srv, "HGET re %s", me) == 1);
+    int locked = 0;
+    CHECK_OK(redmutex_lock_is_locked(&locked, r));
+    CHECK(locked == 1);
+    CHECK_OK(redmutex_lock_release(w, NULL));
+    mode_is("re", "write");
+    CHECK_OK(redmutex_lock_release(w, NULL));
+    mode_is("re", "read"); /* the writer left; its read hold stays */
+    CHECK_RC(redmutex_lock_acquire(r, other(0), 0), REDMUTEX_OK);
+    CHECK_OK(redmutex_lock_release(r, other(0)));
+    CHECK_OK(redmutex_lock_release(r, NULL));
+    CHECK(!rs_exists(&srv, "re"));
+    redmutex_lock_free(r);
+    redmutex_lock_free(w);
+    redmutex_client_free(c);
+}
+
+/* The watchdog renews the lock and every timeout key of each of its readers. */
+static void test_watchdog_renews_every_reader_timeout_key(void)
+{
+    rs_start(&srv, NULL);
+    const char *url = srv.url;
+    redmutex_client_options co;
+    redmutex_client_options_init(&co, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    co.watchdog_lease_ms = rt_scaled_ms(600);
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &co));
+    redmutex_lock *r = side(c, "wd", REDMUTEX_KIND_READ, 0);
+    CHECK_OK(redmutex_lock_acquire(r, other(0), 0));
+    CHECK_OK(redmutex_lock_acquire(r, other(0), 0));
+    CHECK_OK(redmutex_lock_acquire(r, other(1), 0));
+    int64_t t0 = rt_now_ms();
+    char k[3][200];
+    snprintf(k[0], sizeof k[0], "{wd}:%s:rwlock_timeout:1", other(0));
+    snprintf(k[1], sizeof k[1], "{wd}:%s:rwlock_timeout:2", other(0));
+    snprintf(k[2], sizeof k[2], "{wd}:%s:rwlock_timeout:1", other(1));
+    while (rt_now_ms() - t0 < 5 * co.watchdog_lease_ms) { /* five leases */
+        for (int i = 0; i < 3; i++)
+            CHECKF(rs_int(&srv, "PTTL %s", k[i]) > 0, "%s expired", k[i]);
+        CHECK(rs_int(&srv, "PTTL wd") > 0);
+        rt_sleep_ms(50);
+    }
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, r, other(0)));
+    CHECK(st == REDMUTEX_STATE_HELD);
+    CHECK_OK(redmutex_lock_release(r, other(0)));
+    CHECK_OK(redmutex_lock_release(r, other(0)));
+    CHECK_OK(redmutex_lock_release(r, other(1)));
+    CHECK(!rs_exists(&srv, "wd"));
+    redmutex_lock_free(r);
+    redmutex_client_free(c);
+}
+
+typedef struct lost_seen {
+    _Atomic int lost;
+} lost_seen;
+
+static void on_lost(redmutex_lock *l, const char *owner, redmutex_state st, void *p)
+{
+    (void)l;
+    (void)owner;
+    if (st == REDMUTEX_STATE_LOST)
+        atomic_store(&((lost_seen *)p)->lost, 1);
+}
+
+/* A read hold whose lock was deleted behind its back is reported lost by the watchdog. */
+static void test_lost_read_and_write_holds_are_reported(void)
+{
+    rs_start(&srv, NULL);
+    const char *url = srv.url;
+    redmutex_client_options co;
+    redmutex_client_options_init(&co, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    co.watchdog_lease_ms = rt_scaled_ms(600);
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &co));
+    lost_seen seen[2] = {{0}, {0}};
+    redmutex_lock *l[2];
+    for (int i = 0; i < 2; i++) {
+        redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+        o.on_lost = on_lost;
+        o.on_lost_payload = &seen[i];
+        CHECK_OK(
+            redmutex_lock_new(&l[i], c, i ? "lw" : "lr", i ? REDMUTEX_KIND_WRITE : REDMUTEX_KIND_READ, &o));
+        CHECK_OK(redmutex_lock_acquire(l[i], NULL, 0));
+    }
+    freeReplyObject(rs_cmd(&srv, "DEL lr lw"));
+    for (int i = 0; i < 2; i++) {
+        WAIT_FOR(atomic_load(&seen[i].lost), 3000);
+        CHECK_RC(redmutex_lock_release(l[i], NULL), REDMUTEX_ELOST);
+        redmutex_lock_free(l[i]);
+    }
+    redmutex_client_free(c);
+}
+
+typedef struct wait_arg {
+    redmutex_lock *l;
+    int rc;
+    int64_t got_ms;
+} wait_arg;
+
+static void *acquire_thread(void *p)
+{
+    wait_arg *a = p;
+    a->rc = redmutex_lock_acquire(a->l, NULL, 20000);
+    a->got_ms = rt_now_ms();
+    if (a->rc == 0)
+        redmutex_lock_release(a->l, NULL);
+    return NULL;
+}
+
+/* Releases wake waiters at once: a write release every waiting reader, a read release a writer. */
+static void test_release_wakes_waiters(void)
+{
+    rs_start(&srv, NULL);
+    const char *url = srv.url;
+    redmutex_client_options co;
+    redmutex_client_options_init(&co, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    co.wait_backoff_cap_ms = 10000; /* only a message explains a prompt wake-up */
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &co));
+    redmutex_lock *w = side(c, "wake", REDMUTEX_KIND_WRITE, 0);
+    CHECK_OK(redmutex_lock_acquire(w, other(0), 0));
+    enum { R = 3 };
+    redmutex_lock *r[R];
+    wait_arg a[R];
+    pthread_t t[R];
+    for (int i = 0; i < R; i++) {
+        r[i] = side(c, "wake", REDMUTEX_KIND_READ, 0);
+        a[i] = (wait_arg){r[i], -1, 0};
+        pthread_create(&t[i], NULL, acquire_thread, &a[i]);
+    }
+    WAIT_FOR(rs_numsub(&srv, "redisson_rwlock:{wake}") >= 1, 5000);
+    rt_sleep_ms(300); /* past the first backoff steps: every reader now sleeps on the channel */
+    int64_t released = rt_now_ms();
+    CHECK_OK(redmutex_lock_release(w, other(0)));
+    for (int i = 0; i < R; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_OK(a[i].rc);
+        CHECKF(a[i].got_ms - released < rt_scaled_ms(2000), "reader %d woke %lld ms after the release", i,
+               (long long)(a[i].got_ms - released));
+    }
+    /* a read release wakes a waiting writer */
+    CHECK_OK(redmutex_lock_acquire(r[0], other(1), 0));
+    wait_arg wa = {w, -1, 0};
+    pthread_t wt;
+    pthread_create(&wt, NULL, acquire_thread, &wa);
+    rt_sleep_ms(300);
+    released = rt_now_ms();
+    CHECK_OK(redmutex_lock_release(r[0], other(1)));
+    pthread_join(wt, NULL);
+    CHECK_OK(wa.rc);
+    CHECK(wa.got_ms - released < rt_scaled_ms(2000));
+    for (int i = 0; i < R; i++)
+        redmutex_lock_free(r[i]);
+    redmutex_lock_free(w);
+    redmutex_client_free(c);
+}
+
+/* A pollable wait (an event loop's acquire) on the write side is made ready by the read release. */
+static void test_pollable_wait_for_the_write_side(void)
+{
+    rs_start(&srv, NULL);
+    const char *url = srv.url;
+    redmutex_client_options co;
+    redmutex_client_options_init(&co, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    co.wait_backoff_cap_ms = 10000; /* only the release message explains a prompt readiness */
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &co));
+    redmutex_lock *r = side(c, "pw", REDMUTEX_KIND_READ, 0), *w = side(c, "pw", REDMUTEX_KIND_WRITE, 0);
+    CHECK_OK(redmutex_lock_acquire(r, other(0), 0));
+    redmutex_wait *wait;
+    CHECK_OK(redmutex_wait_new(&wait, w, other(1)));
+    CHECK_RC(redmutex_wait_try(wait), REDMUTEX_ETIMEDOUT);
+    WAIT_FOR(rs_numsub(&srv, "redisson_rwlock:{pw}") >= 1, 5000);
+    uint64_t id;
+    while (redmutex_client_next_ready(c, &id) == 1) { /* the subscription's confirmation */
+        CHECK(id == redmutex_wait_id(wait));
+        CHECK_RC(redmutex_wait_try(wait), REDMUTEX_ETIMEDOUT);
+    }
+    int64_t released = rt_now_ms();
+    CHECK_OK(redmutex_lock_release(r, other(0)));
+    int fd = redmutex_client_wait_fd(c);
+    int rc = REDMUTEX_ETIMEDOUT;
+    while (rc == REDMUTEX_ETIMEDOUT) {
+        CHECK(rt_now_ms() - released < rt_scaled_ms(2000));
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 100);
+        while (rc == REDMUTEX_ETIMEDOUT && redmutex_client_next_ready(c, &id) == 1)
+            rc = redmutex_wait_try(wait);
+    }
+    CHECK_OK(rc);
+    redmutex_wait_free(wait);
+    mode_is("pw", "write");
+    CHECK_OK(redmutex_lock_release(w, other(1)));
+    redmutex_lock_free(r);
+    redmutex_lock_free(w);
+    redmutex_client_free(c);
+}
+
+static void test_wrong_types_change_nothing(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock *r = side(c, "wt", REDMUTEX_KIND_READ, 0), *w = side(c, "wt", REDMUTEX_KIND_WRITE, 0);
+    /* a reentrant lock (a hash without "mode") is another kind of lock */
+    freeReplyObject(rs_cmd(&srv, "HSET wt someone:1 1"));
+    CHECK_RC(redmutex_lock_acquire(r, NULL, 0), REDMUTEX_EWRONGTYPE);
+    CHECK_RC(redmutex_lock_acquire(w, NULL, 100), REDMUTEX_EWRONGTYPE);
+    int deleted = 0;
+    CHECK_RC(redmutex_lock_force_release(&deleted, w), REDMUTEX_EWRONGTYPE);
+    CHECK(rs_int(&srv, "HLEN wt") == 1 && rs_int(&srv, "DBSIZE") == 1);
+    freeReplyObject(rs_cmd(&srv, "DEL wt"));
+    freeReplyObject(rs_cmd(&srv, "SET wt plain"));
+    CHECK_RC(redmutex_lock_acquire(r, NULL, 0), REDMUTEX_EWRONGTYPE);
+    CHECK(rs_int(&srv, "DBSIZE") == 1);
+    freeReplyObject(rs_cmd(&srv, "DEL wt"));
+    /* force release acts on its own side only */
+    CHECK_OK(redmutex_lock_acquire(r, NULL, 0));
+    CHECK_OK(redmutex_lock_force_release(&deleted, w));
+    CHECK(deleted == 0 && rs_exists(&srv, "wt"));
+    CHECK_OK(redmutex_lock_force_release(&deleted, r));
+    CHECK(deleted == 1 && !rs_exists(&srv, "wt"));
+    CHECK_RC(redmutex_lock_release(r, NULL), REDMUTEX_ENOTOWNER); /* the handle forgot its hold */
+    redmutex_lock_free(r);
+    redmutex_lock_free(w);
+    redmutex_client_free(c);
+}
+
+static void test_extend_a_read_hold_extends_its_timeout_keys(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock *r = side(c, "ex", REDMUTEX_KIND_READ, 2000);
+    CHECK_OK(redmutex_lock_acquire(r, other(0), 0));
+    CHECK_OK(redmutex_lock_acquire(r, other(0), 0));
+    CHECK_OK(redmutex_lock_extend(r, other(0), 20000, REDMUTEX_EXTEND_REPLACE));
+    char key[200];
+    for (int i = 1; i <= 2; i++) {
+        snprintf(key, sizeof key, "{ex}:%s:rwlock_timeout:%d", other(0), i);
+        CHECK(rs_int(&srv, "PTTL %s", key) > 15000);
+    }
+    CHECK(rs_int(&srv, "PTTL ex") > 15000);
+    int64_t v = 0;
+    CHECK_OK(redmutex_lock_validity(&v, r, other(0)));
+    CHECK(v > 15000);
+    CHECK_RC(redmutex_lock_extend(r, other(1), 1000, REDMUTEX_EXTEND_ADD), REDMUTEX_ENOTOWNER);
+    CHECK_OK(redmutex_lock_release(r, other(0)));
+    CHECK_OK(redmutex_lock_release(r, other(0)));
+    redmutex_lock_free(r);
+    redmutex_client_free(c);
+}
+
+/* ---- processes -------------------------------------------------------------------- */
+
+typedef struct proc_arg {
+    const char *name;
+    int id;
+    bool writer;
+    int rounds;
+} proc_arg;
+
+/*
+ * A writer increments "<name>:n" by reading and writing it (a second writer
+ * inside would lose an increment). A reader reads it twice around a pause and
+ * counts, in "<name>:inside", how many readers are in at once; the value must
+ * not change under a read hold. Exit 0 when all went well.
+ */
+static int rw_proc(void *p)
+{
+    proc_arg *a = p;
+    redmutex_client *c = proc_client(srv.url);
+    redmutex_lock *l = side(c, a->name, a->writer ? REDMUTEX_KIND_WRITE : REDMUTEX_KIND_READ, 0);
+    int bad = 0;
+    for (int i = 0; i < a->rounds && !bad; i++) {
+        if (redmutex_lock_acquire(l, NULL, 60000) != 0) {
+            fprintf(stderr, "worker %d: %s\n", a->id, redmutex_last_error());
+            return 2;
+        }
+        long long v = rs_num(&srv, "GET %s:n", a->name);
+        if (a->writer) {
+            freeReplyObject(rs_cmd(&srv, "SET %s:n %lld", a->name, v + 1));
+        } else {
+            long long in = rs_int(&srv, "INCR %s:inside", a->name);
+            long long best = rs_num(&srv, "GET %s:most", a->name);
+            if (in > best)
+                freeReplyObject(rs_cmd(&srv, "SET %s:most %lld", a->name, in));
+            rt_sleep_ms(1);
+            if (rs_num(&srv, "GET %s:n", a->name) != v)
+                bad = 4; /* a writer got in while reading */
+            rs_int(&srv, "DECR %s:inside", a->name);
+        }
+        if (redmutex_lock_release(l, NULL) != 0)
+            return 3;
+    }
+    redmutex_lock_free(l);
+    proc_client_done(c);
+    return bad;
+}
+
+static void run_procs(const char *name, int writers, int readers, int rounds)
+{
+    enum { N = 8 };
+    proc_arg a[N];
+    pid_t pid[N];
+    for (int i = 0; i < writers + readers; i++) {
+        a[i] = (proc_arg){name, i, i < writers, rounds};
+        pid[i] = proc_start(rw_proc, &a[i]);
+    }
+    for (int i = 0; i < writers + readers; i++)
+        CHECKF(proc_wait(pid[i], 120000) == 0, "worker %d failed", i);
+}
+
+static void test_8_processes_200_increments_exact_under_the_write_lock(void)
+{
+    rs_start(&srv, NULL);
+    run_procs("wq", 8, 0, proc_rounds(200));
+    CHECK(rs_num(&srv, "GET wq:n") == 8 * proc_rounds(200));
+    CHECK(!rs_exists(&srv, "wq"));
+}
+
+static void test_mixed_readers_and_writers_exact(void)
+{
+    rs_start(&srv, NULL);
+    run_procs("mq", 4, 4, proc_rounds(200));
+    CHECK(rs_num(&srv, "GET mq:n") == 4 * proc_rounds(200));
+    CHECK(rs_num(&srv, "GET mq:most") >= 2); /* readers did share the lock */
+    CHECK(!rs_exists(&srv, "mq"));
+}
+
+/* Redlock: readers share and a writer excludes on a majority of 3 servers. */
+static void test_redlock_readers_share_writer_excludes(void)
+{
+    rs_server s[3];
+    const char *urls[3];
+    for (int i = 0; i < 3; i++) {
+        rs_start(&s[i], NULL);
+        urls[i] = s[i].url;
+    }
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, urls, 3, NULL));
+    redmutex_lock *r = side(c, "rl", REDMUTEX_KIND_READ, 0), *w = side(c, "rl", REDMUTEX_KIND_WRITE, 0);
+    CHECK_OK(redmutex_lock_acquire(r, other(0), 0));
+    CHECK_OK(redmutex_lock_acquire(r, other(1), 0));
+    CHECK_RC(redmutex_lock_acquire(w, other(2), 0), REDMUTEX_ETIMEDOUT);
+    CHECK_OK(redmutex_lock_release(r, other(0)));
+    CHECK_OK(redmutex_lock_release(r, other(1)));
+    CHECK_OK(redmutex_lock_acquire(w, other(2), 0));
+    CHECK_RC(redmutex_lock_acquire(r, other(0), 0), REDMUTEX_ETIMEDOUT);
+    CHECK_OK(redmutex_lock_release(w, other(2)));
+    for (int i = 0; i < 3; i++)
+        CHECK(!rs_exists(&s[i], "rl"));
+    redmutex_lock_free(r);
+    redmutex_lock_free(w);
+    redmutex_client_free(c);
+    for (int i = 0; i < 3; i++)
+        rs_stop(&s[i]);
+}
+
+int main(int argc, char **argv)
+{
+    static const rt_test tests[] = {
+        {"8_processes_200_increments_exact_under_the_write_lock",
+         test_8_processes_200_increments_exact_under_the_write_lock},
+        {"mixed_readers_and_writers_exact", test_mixed_readers_and_writers_exact},
+        {"readers_share_a_writer_excludes_in_redisson_format",
+         test_readers_share_a_writer_excludes_in_redisson_format},
+        {"reentrant_and_writer_may_read", test_reentrant_and_writer_may_read},
+        {"watchdog_renews_every_reader_timeout_key", test_watchdog_renews_every_reader_timeout_key},
+        {"lost_read_and_write_holds_are_reported", test_lost_read_and_write_holds_are_reported},
+        {"release_wakes_waiters", test_release_wakes_waiters},
+        {"pollable_wait_for_the_write_side", test_pollable_wait_for_the_write_side},
+        {"wrong_types_change_nothing", test_wrong_types_change_nothing},
+        {"extend_a_read_hold_extends_its_timeout_keys", test_extend_a_read_hold_extends_its_timeout_keys},
+        {"redlock_readers_share_writer_excludes", test_redlock_readers_share_writer_excludes},
+    };
+    return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
+}
