@@ -114,8 +114,11 @@ def check_mutual_exclusion(holds: list[Hold], horizon: int, m: Metrics) -> None:
                 if overlap > 0:
                     m.c1_overlaps += 1
                     m.c1_max_ms = max(m.c1_max_ms, overlap / MS)
-                    m.note("C1", f"{key}: {a.id} (fence {a.fence}) and {h.id} (fence {h.fence}) "
-                                 f"both believed they held it for {overlap / MS:.1f} ms")  # fmt: skip
+                    m.note(
+                        "C1",
+                        f"{key}: {a.id} (fence {a.fence}) and {h.id} (fence {h.fence}) "
+                        f"both believed they held it for {overlap / MS:.1f} ms",
+                    )
             if end > start:
                 active.append((end, h))
 
@@ -154,7 +157,9 @@ def check_fences(holds: list[Hold], resource: dict[str, ResourceState], m: Metri
                 m.note("C3", f"{key}: register accepted token {token} after {last_token}")
             if started is not None and started < newest_start:
                 m.c3_stale_accepted += 1
-                m.note("C3", f"{key}: write of {hold_id} (token {token}) accepted after a write of a later hold")
+                m.note(
+                    "C3", f"{key}: write of {hold_id} (token {token}) accepted after a write of a later hold"
+                )
             newest_start = max(newest_start, started if started is not None else -1)
             last_token = max(last_token, token)
     by_key: dict[str, list[Hold]] = defaultdict(list)
@@ -163,7 +168,7 @@ def check_fences(holds: list[Hold], resource: dict[str, ResourceState], m: Metri
         if any(f != h.fence for f in h.nested_fences):
             m.c3_nested_mismatch += 1
             m.note("C3", f"{h.id}: nested acquisitions reported tokens {h.nested_fences}, outer {h.fence}")
-    for key, hs in by_key.items():
+    for hs in by_key.values():
         hs.sort(key=lambda h: h.start)
         for prev, cur in zip(hs, hs[1:]):
             if cur.fence and prev.fence and cur.fence <= prev.fence:
@@ -177,8 +182,11 @@ def check_ownership(events: Iterable[Event], holds: list[Hold], m: Metrics) -> N
     for e in events:
         if e.get("ev") == "step" and e.get("pass") == 0:
             m.c4_violations += 1
-            m.note("C4", f"{e['p']}: step '{e['name']}' got {e.get('err', 'false')} "
-                         f"(expected {e.get('expect', 'true')}) {e.get('msg', '')}".rstrip())  # fmt: skip
+            m.note(
+                "C4",
+                f"{e['p']}: step '{e['name']}' got {e.get('err', 'false')} "
+                f"(expected {e.get('expect', 'true')}) {e.get('msg', '')}".rstrip(),
+            )
     by_key: dict[str, list[Hold]] = defaultdict(list)
     for h in holds:
         by_key[h.key].append(h)
@@ -192,8 +200,11 @@ def check_ownership(events: Iterable[Event], holds: list[Hold], m: Metrics) -> N
             for s, other in starts:
                 if h.validity_end < s < h.release_call and (other.proc, other.worker) != (h.proc, h.worker):
                     m.c4_violations += 1
-                    m.note("C4", f"{key}: {h.id}'s release returned ok although {other.id} "
-                                 f"acquired the lock after {h.id}'s validity ended")  # fmt: skip
+                    m.note(
+                        "C4",
+                        f"{key}: {h.id}'s release returned ok although {other.id} "
+                        f"acquired the lock after {h.id}'s validity ended",
+                    )
                     break
 
 
@@ -257,8 +268,11 @@ def check_lost_news(holds: list[Hold], events: list[Event], epsilon_ms: float, m
                 m.note("C6", f"{h.id} ({h.key}): LOST reported {lat:.0f} ms after its validity ended")
         elif h.release_call is not None and h.release_call > v + epsilon_ms * MS and h.release_result != "OK":
             m.c6_missing += 1
-            m.note("C6", f"{h.id} ({h.key}): validity ended {(h.release_call - v) / MS:.0f} ms before the "
-                         f"release call, which got {h.release_result}, with no LOST news")  # fmt: skip
+            m.note(
+                "C6",
+                f"{h.id} ({h.key}): validity ended {(h.release_call - v) / MS:.0f} ms before the "
+                f"release call, which got {h.release_result}, with no LOST news",
+            )
     m.c6_p99_ms = percentile(latencies, 99)
     m.c6_max_ms = max(latencies) if latencies else None
 
@@ -299,11 +313,15 @@ def safe_failures(m: Metrics, *, c6: bool = True) -> list[str]:
     if m.c2_lost or m.c2_cas_fail:
         bad.append(f"C2: {m.c2_lost} lost updates, {m.c2_cas_fail} CAS conflicts")
     if m.c3_stale_accepted or m.c3_nested_mismatch:
-        bad.append(f"C3: {m.c3_stale_accepted} stale fenced writes accepted, {m.c3_nested_mismatch} token changes")
+        bad.append(
+            f"C3: {m.c3_stale_accepted} stale fenced writes accepted, {m.c3_nested_mismatch} token changes"
+        )
     if m.c4_violations:
         bad.append(f"C4: {m.c4_violations} ownership violations")
     if m.c5_orphans or m.c5_liveness_violations:
-        bad.append(f"C5: {m.c5_orphans} orphan keys after 3 x lease, {m.c5_liveness_violations} slow recoveries")
+        bad.append(
+            f"C5: {m.c5_orphans} orphan keys after 3 x lease, {m.c5_liveness_violations} slow recoveries"
+        )
     if c6 and (m.c6_late or m.c6_missing):
         bad.append(f"C6: {m.c6_late} late LOST reports, {m.c6_missing} missing")
     return bad

@@ -4,6 +4,7 @@ through stdin, pause them, and read their exit."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -57,6 +58,7 @@ class DriverSpec:
     replica_timeout_ms: int = 200
     seed: int = 1
     ops: int = 0
+    leave_on_free: bool = False
     uid: int | None = None  # run as this uid (nft partitions match on it)
     env: dict[str, str] = field(default_factory=dict)
     wrapper: list[str] = field(default_factory=list)  # e.g. ["nice", "-n", "10"]
@@ -66,19 +68,51 @@ class DriverSpec:
         for u in self.urls:
             a += ["--url", u]
         a += [
-            "--threads", str(self.threads), "--keys", str(self.keys), "--prefix", self.prefix,
-            "--kind", self.kind, "--lease", str(self.lease_ms), "--watchdog-lease", str(self.watchdog_lease_ms),
-            "--cs", f"{self.cs_ms[0]}:{self.cs_ms[1]}", "--think", str(self.think_ms), "--wait", str(self.wait_ms),
-            "--nest", str(self.nest), "--hold-margin", str(self.hold_margin_ms),
-            "--cmd-timeout", str(self.cmd_timeout_ms), "--connect-timeout", str(self.connect_timeout_ms),
-            "--backoff-cap", str(self.backoff_cap_ms), "--retry-delay", str(self.retry_delay_ms),
-            "--min-replicas", str(self.min_replicas), "--replica-timeout", str(self.replica_timeout_ms),
-            "--seed", str(self.seed), "--ops", str(self.ops),
-        ]  # fmt: skip
+            "--threads",
+            str(self.threads),
+            "--keys",
+            str(self.keys),
+            "--prefix",
+            self.prefix,
+            "--kind",
+            self.kind,
+            "--lease",
+            str(self.lease_ms),
+            "--watchdog-lease",
+            str(self.watchdog_lease_ms),
+            "--cs",
+            f"{self.cs_ms[0]}:{self.cs_ms[1]}",
+            "--think",
+            str(self.think_ms),
+            "--wait",
+            str(self.wait_ms),
+            "--nest",
+            str(self.nest),
+            "--hold-margin",
+            str(self.hold_margin_ms),
+            "--cmd-timeout",
+            str(self.cmd_timeout_ms),
+            "--connect-timeout",
+            str(self.connect_timeout_ms),
+            "--backoff-cap",
+            str(self.backoff_cap_ms),
+            "--retry-delay",
+            str(self.retry_delay_ms),
+            "--min-replicas",
+            str(self.min_replicas),
+            "--replica-timeout",
+            str(self.replica_timeout_ms),
+            "--seed",
+            str(self.seed),
+            "--ops",
+            str(self.ops),
+        ]
         if not self.fencing:
             a.append("--no-fencing")
         if self.owner_per_hold:
             a.append("--owner-per-hold")
+        if self.leave_on_free:
+            a.append("--leave-on-free")
         return a
 
 
@@ -86,19 +120,20 @@ class Driver:
     def __init__(self, spec: DriverSpec, tools: Toolchain, history: History, logdir: Path) -> None:
         self.spec = spec
         self.history = history
-        if spec.lang == "c":
-            cmd = [str(tools.c_driver)]
-        else:
-            cmd = [str(tools.python), str(tools.py_driver)]
+        cmd = [str(tools.c_driver)] if spec.lang == "c" else [str(tools.python), str(tools.py_driver)]
         cmd = spec.wrapper + cmd + spec.args()
         if spec.uid is not None:
             cmd = ["setpriv", f"--reuid={spec.uid}", f"--regid={spec.uid}", "--clear-groups", *cmd]
         env = dict(os.environ, **spec.env)
-        self.stderr = open(logdir / f"{spec.name}.stderr", "wb")
+        self.stderr = open(logdir / f"{spec.name}.stderr", "wb")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env,
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=env,
             preexec_fn=_die_with_parent,
-        )  # fmt: skip
+        )
         self.paused = False
         self.pump = threading.Thread(target=self._pump, daemon=True)
         self.pump.start()
@@ -126,7 +161,9 @@ class Driver:
 
     def wait_event(self, ev: str, timeout: float, since: int = 0, **match: Any) -> dict[str, Any] | None:
         def pred(e: dict[str, Any]) -> bool:
-            return e.get("p") == self.name and e.get("ev") == ev and all(e.get(k) == v for k, v in match.items())
+            return (
+                e.get("p") == self.name and e.get("ev") == ev and all(e.get(k) == v for k, v in match.items())
+            )
 
         return self.history.wait_for(pred, timeout, since)
 
@@ -150,10 +187,8 @@ class Driver:
     def exit(self, timeout: float) -> int:
         self.resume()
         self.send("exit")
-        try:
+        with contextlib.suppress(OSError):
             self.proc.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -184,7 +219,10 @@ def wait_all_stopped(drivers: list[Driver], timeout: float) -> list[str]:
         d.send("stop")
     late = []
     for d in drivers:
-        left = max(0.1, deadline - time.monotonic())
-        if d.wait_event("stopped", left) is None and d.alive():
-            late.append(d.name)
+        while True:
+            if d.wait_event("stopped", 0.2) is not None or not d.alive():
+                break
+            if time.monotonic() > deadline:
+                late.append(d.name)
+                break
     return late

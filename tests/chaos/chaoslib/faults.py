@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .resp import Resp, RespError
+from .resp import RespError
 from .servers import RedisServer, _die_with_parent
 
 BUSY_SCRIPT = (
@@ -95,7 +95,9 @@ class Partitions:
     def _reset(self) -> None:
         self.clear()
         self._nft(f"add table inet {self.TABLE}")
-        self._nft(f"add chain inet {self.TABLE} out {{ type filter hook output priority 0 ; policy accept ; }}")
+        self._nft(
+            f"add chain inet {self.TABLE} out {{ type filter hook output priority 0 ; policy accept ; }}"
+        )
         self.active = True
 
     def isolate(self, uid: int, ports: list[int], direction: str = "both") -> None:
@@ -132,10 +134,23 @@ class Starvation:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            ["taskset", "-c", str(self.cpu), "stress-ng", "--cpu", str(self.workers), "--cpu-method", "loop",
-             "--timeout", "600s", "--quiet"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent,
-        )  # fmt: skip
+            [
+                "taskset",
+                "-c",
+                str(self.cpu),
+                "stress-ng",
+                "--cpu",
+                str(self.workers),
+                "--cpu-method",
+                "loop",
+                "--timeout",
+                "600s",
+                "--quiet",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -148,7 +163,7 @@ class Starvation:
         self.proc = None
 
 
-_MONITOR_LINE = re.compile(r'^(\d+\.\d+) \[\d+ [^\]]*\] (.*)$')
+_MONITOR_LINE = re.compile(r"^(\d+\.\d+) \[\d+ [^\]]*\] (.*)$")
 _ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
@@ -210,6 +225,8 @@ def renewals_after_release(taps: list[MonitorTap], releases: dict[str, float]) -
                 if a in releases and c.ts >= releases[a] and a not in released:
                     released[a] = c.ts
                 elif a.startswith("s") and a[1:] in released and c.ts > released[a[1:]]:
-                    found.append(f"{tap.server.name}: renewal of {a[1:]} executed "
-                                 f"{(c.ts - released[a[1:]]) * 1000:.1f} ms after its release")  # fmt: skip
+                    found.append(
+                        f"{tap.server.name}: renewal of {a[1:]} executed "
+                        f"{(c.ts - released[a[1:]]) * 1000:.1f} ms after its release"
+                    )
     return found

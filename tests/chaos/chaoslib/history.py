@@ -23,7 +23,7 @@ class History:
     def __init__(self, path: Path | None = None) -> None:
         self.events: list[Event] = []
         self.cond = threading.Condition()
-        self.file = open(path, "w", buffering=1) if path else None
+        self.file = open(path, "w", buffering=1) if path else None  # noqa: SIM115 - closed by close()
         self.bad_lines = 0
 
     def add(self, ev: Event) -> None:

@@ -20,20 +20,55 @@ from .scenario import FULL, QUICK, Env, Row
 ROOT = Path(__file__).resolve().parents[3]
 CHAOS = ROOT / "tests" / "chaos"
 
-ALL = ["S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S10", "S11", "S12", "S13", "S14", "S15", "S16",
-       "S17", "S18", "S19", "S20", "S21"]  # fmt: skip
+ALL = [
+    "S0",
+    "S1",
+    "S2",
+    "S3",
+    "S4",
+    "S5",
+    "S6",
+    "S7",
+    "S8",
+    "S10",
+    "S11",
+    "S12",
+    "S13",
+    "S14",
+    "S15",
+    "S16",
+    "S17",
+    "S18",
+    "S19",
+    "S20",
+    "S21",
+]
 QUICK_SET = ["S0", "S1", "S4", "S5", "S6", "S7", "S14", "S15", "S16", "S17", "S18"]
 
 
 def build_drivers(build_dir: Path) -> Toolchain:
     if not (build_dir / "build.ninja").exists():
         subprocess.run(
-            ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-             "-DREDMUTEX_WERROR=ON", "-DREDMUTEX_BUILD_BENCH=OFF"],
-            check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-    subprocess.run(["ninja", "-C", str(build_dir), "chaos_driver", "chaos_malloc_shim"], check=True,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
+            [
+                "cmake",
+                "-S",
+                str(ROOT),
+                "-B",
+                str(build_dir),
+                "-G",
+                "Ninja",
+                "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                "-DREDMUTEX_WERROR=ON",
+                "-DREDMUTEX_BUILD_BENCH=OFF",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    subprocess.run(
+        ["ninja", "-C", str(build_dir), "chaos_driver", "chaos_malloc_shim"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return Toolchain(
         c_driver=build_dir / "tests" / "chaos" / "chaos_driver",
         python=Path(sys.executable),
@@ -48,8 +83,12 @@ def imports_redmutex(python: Path) -> bool:
 
 def find_python(explicit: str | None) -> Path:
     """An interpreter that can import the redmutex package (for the Python driver)."""
-    candidates = [explicit, os.environ.get("REDMUTEX_CHAOS_PYTHON"), str(ROOT / "build-venv" / "bin" / "python"),
-                  str(ROOT / "build-chaos-venv" / "bin" / "python")]  # fmt: skip
+    candidates = [
+        explicit,
+        os.environ.get("REDMUTEX_CHAOS_PYTHON"),
+        str(ROOT / "build-venv" / "bin" / "python"),
+        str(ROOT / "build-chaos-venv" / "bin" / "python"),
+    ]
     for c in candidates:
         if c and Path(c).exists() and imports_redmutex(Path(c)):
             return Path(c)
@@ -70,7 +109,10 @@ def run_scenarios(env: Env, ids: list[str]) -> list[Row]:
         for row in fn(env):
             rows.append(row)
             extra = f" - {'; '.join(row.reasons)}" if row.reasons else ""
-            print(f"chaos: {row.scenario} [{row.mode}] {row.verdict} ({row.duration_s:.0f} s){extra}", flush=True)
+            print(
+                f"chaos: {row.scenario} [{row.mode}] {row.verdict} ({row.duration_s:.0f} s){extra}",
+                flush=True,
+            )
         if env.verbose:
             print(f"chaos: {sid} took {time.monotonic() - t0:.0f} s", flush=True)
     return rows
@@ -94,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         print("chaos: warning: not root; partitions (nft) and uid switching need root", flush=True)
     profile = FULL if args.full else QUICK
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
-    ids = [s.strip().upper() for s in args.only.split(",")] if args.only else (ALL if args.full else QUICK_SET)
+    ids = (
+        [s.strip().upper() for s in args.only.split(",")] if args.only else (ALL if args.full else QUICK_SET)
+    )
     unknown = [s for s in ids if s not in ALL]
     if unknown:
         ap.error(f"unknown scenario ids: {', '.join(unknown)} (known: {', '.join(ALL)})")
@@ -106,15 +150,20 @@ def main(argv: list[str] | None = None) -> int:
     nft = Partitions.probe()
     env = Env(tools, workdir, profile, seed, nft, args.verbose)
     started = time.time()
-    print(f"chaos: profile {profile.name}, seed {seed} (replay: tests/chaos/run --{profile.name} --seed {seed}"
-          f"{' --only ' + args.only if args.only else ''}); histories in {workdir}", flush=True)  # fmt: skip
+    print(
+        f"chaos: profile {profile.name}, seed {seed} (replay: tests/chaos/run --{profile.name} --seed {seed}"
+        f"{' --only ' + args.only if args.only else ''}); histories in {workdir}",
+        flush=True,
+    )
     if not nft.ok:
         print(f"chaos: partitions unavailable: {nft.reason}", flush=True)
 
     rows = run_scenarios(env, ids)
     took = time.time() - started
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
-    command = f"tests/chaos/run --{profile.name} --seed {seed}" + (f" --only {args.only}" if args.only else "")
+    command = f"tests/chaos/run --{profile.name} --seed {seed}" + (
+        f" --only {args.only}" if args.only else ""
+    )
     text = report.table(rows)
     print()
     print(text)

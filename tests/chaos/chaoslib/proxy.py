@@ -77,7 +77,7 @@ class Proxy:
         self.rng = random.Random(seed)
         self.backends: dict[str, Backend] = {}
         self.servers: dict[str, asyncio.base_events.Server] = {}
-        self.log = open(log_path, "a", buffering=1)
+        self.log = open(log_path, "a", buffering=1)  # noqa: SIM115 - the proxy's lifetime
 
     def event(self, ev: str, **fields: Any) -> None:
         self.log.write(json.dumps({"t": time.monotonic_ns(), "p": "proxy", "ev": ev, **fields}) + "\n")
@@ -140,8 +140,15 @@ class Proxy:
             self.configure(req["name"], {"hold_match": req["match"], "hold_ms": float(req["delay_ms"])})
             return {"ok": True}
         if op == "reset":
-            plain = {"delay_ms": 0.0, "jitter_ms": 0.0, "drop": 0.0, "close_mid_reply": 0.0, "blackhole": False,
-                     "refuse": False, "hold_match": None}  # fmt: skip
+            plain = {
+                "delay_ms": 0.0,
+                "jitter_ms": 0.0,
+                "drop": 0.0,
+                "close_mid_reply": 0.0,
+                "blackhole": False,
+                "refuse": False,
+                "hold_match": None,
+            }
             self.configure(req.get("name", "*"), plain)
             return {"ok": True}
         if op == "retarget":
@@ -166,8 +173,15 @@ class Proxy:
 class Conn:
     """One client connection and its upstream twin: two readers, two ordered writers."""
 
-    def __init__(self, proxy: Proxy, b: Backend, cr: asyncio.StreamReader, cw: asyncio.StreamWriter,
-                 ur: asyncio.StreamReader, uw: asyncio.StreamWriter) -> None:  # fmt: skip
+    def __init__(
+        self,
+        proxy: Proxy,
+        b: Backend,
+        cr: asyncio.StreamReader,
+        cw: asyncio.StreamWriter,
+        ur: asyncio.StreamReader,
+        uw: asyncio.StreamWriter,
+    ) -> None:
         self.proxy, self.b = proxy, b
         self.cr, self.cw, self.ur, self.uw = cr, cw, ur, uw
         self.to_server: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
@@ -310,10 +324,20 @@ class ProxyControl:
         from .servers import _die_with_parent
 
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "chaoslib.proxy", "--control", str(self.control), "--seed", str(seed),
-             "--log", str(self.log_path)],
-            env=env, preexec_fn=_die_with_parent,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "chaoslib.proxy",
+                "--control",
+                str(self.control),
+                "--seed",
+                str(seed),
+                "--log",
+                str(self.log_path),
+            ],
+            env=env,
+            preexec_fn=_die_with_parent,
+        )
         deadline = time.monotonic() + 10
         while not self.control.exists():
             if time.monotonic() > deadline or self.proc.poll() is not None:

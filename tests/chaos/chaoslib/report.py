@@ -6,7 +6,7 @@ from .scenario import Row
 
 HEADER = (
     "| scenario | mode | expect | result | seed | dur s | attempts/ok/failed/indet | faults "
-    "| C1 overlaps (max ms) | C2 lost (CAS) | C3 stale acc/rej | C4 | C5 orphans end/3×lease "
+    "| C1 overlaps (max ms) | C2 lost (CAS) | C3 stale acc/rej | C4 | C5 orphans end/3xlease "
     "| C6 LOST p99 ms | acquire p50/p99 ms |"
 )
 RULE = "|" + "|".join(["---"] * (HEADER.count("|") - 1)) + "|"
@@ -14,7 +14,7 @@ RULE = "|" + "|".join(["---"] * (HEADER.count("|") - 1)) + "|"
 
 def _num(x: float | None, digits: int = 1) -> str:
     if x is None:
-        return "–"
+        return "-"
     return f"{x:.{digits}f}"
 
 
@@ -22,7 +22,7 @@ def table_row(r: Row) -> str:
     m = r.metrics
     result = r.verdict
     if m is None:
-        cells = ["–"] * 9
+        cells = ["-"] * 9
     else:
         cells = [
             f"{m.attempts}/{m.ok}/{m.failed}/{m.indeterminate}",
@@ -35,7 +35,11 @@ def table_row(r: Row) -> str:
             _num(m.c6_p99_ms, 0),
             f"{_num(m.acq_p50)}/{_num(m.acq_p99)}",
         ]
-    return "| " + " | ".join([r.scenario, r.mode, r.expect, result, str(r.seed), f"{r.duration_s:.0f}", *cells]) + " |"
+    return (
+        "| "
+        + " | ".join([r.scenario, r.mode, r.expect, result, str(r.seed), f"{r.duration_s:.0f}", *cells])
+        + " |"
+    )
 
 
 def table(rows: list[Row]) -> str:

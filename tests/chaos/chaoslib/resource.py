@@ -60,7 +60,9 @@ class ResourceClient:
         self._call("SET", f"ctr:{key}", value)
 
     def fenced_write(self, key: str, token: int, hold_id: str) -> int:
-        return int(self._call("EVAL", FENCED_SCRIPT, 3, f"fmax:{key}", f"flog:{key}", f"frej:{key}", token, hold_id))
+        return int(
+            self._call("EVAL", FENCED_SCRIPT, 3, f"fmax:{key}", f"flog:{key}", f"frej:{key}", token, hold_id)
+        )
 
     def cas(self, key: str, expect: int, value: int) -> int:
         return int(self._call("EVAL", CAS_SCRIPT, 1, f"cas:{key}", expect, value))
@@ -88,13 +90,20 @@ def read_state(host: str, port: int, names: list[str]) -> dict[str, ResourceStat
             chunk = names[i : i + 200]
             cmds: list[tuple[object, ...]] = []
             for n in chunk:
-                cmds += [("GET", f"ctr:{n}"), ("GET", f"cas:{n}"), ("LRANGE", f"flog:{n}", 0, -1),
-                         ("LRANGE", f"frej:{n}", 0, -1)]  # fmt: skip
+                cmds += [
+                    ("GET", f"ctr:{n}"),
+                    ("GET", f"cas:{n}"),
+                    ("LRANGE", f"flog:{n}", 0, -1),
+                    ("LRANGE", f"frej:{n}", 0, -1),
+                ]
             replies = r.pipeline(cmds)
             for j, n in enumerate(chunk):
                 ctr, cas, acc, rej = replies[4 * j : 4 * j + 4]
                 out[n] = ResourceState(
-                    int(text(ctr) or 0), int(text(cas) or 0), [_entry(e) for e in acc], [_entry(e) for e in rej]
+                    int(text(ctr) or 0),
+                    int(text(cas) or 0),
+                    [_entry(e) for e in acc],
+                    [_entry(e) for e in rej],
                 )
     return out
 

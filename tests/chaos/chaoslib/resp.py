@@ -7,6 +7,7 @@ harness runs on a bare Python.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from typing import Any
 
@@ -24,10 +25,8 @@ class Resp:
         self.buf = b""
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
 
     def __enter__(self) -> Resp:
         return self

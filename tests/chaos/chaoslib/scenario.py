@@ -35,10 +35,24 @@ class Profile:
     rounds: int  # fault rounds in the targeted scenarios
 
 
-QUICK = Profile("quick", lease_ms=800, cmd_timeout_ms=150, connect_timeout_ms=300, backoff_cap_ms=100,
-                duration_s=6.0, rounds=2)  # fmt: skip
-FULL = Profile("full", lease_ms=1500, cmd_timeout_ms=200, connect_timeout_ms=400, backoff_cap_ms=150,
-               duration_s=15.0, rounds=4)  # fmt: skip
+QUICK = Profile(
+    "quick",
+    lease_ms=800,
+    cmd_timeout_ms=150,
+    connect_timeout_ms=300,
+    backoff_cap_ms=100,
+    duration_s=6.0,
+    rounds=2,
+)
+FULL = Profile(
+    "full",
+    lease_ms=1500,
+    cmd_timeout_ms=200,
+    connect_timeout_ms=400,
+    backoff_cap_ms=150,
+    duration_s=15.0,
+    rounds=4,
+)
 
 
 @dataclass
@@ -78,8 +92,16 @@ class Row:
 class Cluster:
     """The servers of one scenario run. Lock servers r1..rN; `resource` is never faulted."""
 
-    def __init__(self, env: Env, rundir: Path, n: int = 5, persistence: str = "none", proxy: bool = False,
-                 faketime: tuple[int, ...] = (), seed: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        env: Env,
+        rundir: Path,
+        n: int = 5,
+        persistence: str = "none",
+        proxy: bool = False,
+        faketime: tuple[int, ...] = (),
+        seed: int = 0,
+    ) -> None:
         self.env = env
         self.resource = RedisServer("resource", rundir).start()
         self.servers: list[RedisServer] = []
@@ -151,7 +173,9 @@ class Cluster:
 class Run:
     """One row's run: history, drivers, faults, and the end-of-run protocol."""
 
-    def __init__(self, env: Env, scenario: str, mode: str, expect: str, cluster_args: dict[str, Any] | None = None):
+    def __init__(
+        self, env: Env, scenario: str, mode: str, expect: str, cluster_args: dict[str, Any] | None = None
+    ):
         self.env, self.p = env, env.profile
         self.row = Row(scenario, mode, expect, env.seed)
         slug = f"{scenario}-{mode}".replace(" ", "_").replace("/", "_").replace("=", "")
@@ -169,10 +193,14 @@ class Run:
     def spec(self, name: str, lang: str, **kw: Any) -> DriverSpec:
         p = self.p
         base: dict[str, Any] = dict(
-            urls=self.cluster.urls(), resource=self.cluster.resource_addr, watchdog_lease_ms=p.lease_ms,
-            cmd_timeout_ms=p.cmd_timeout_ms, connect_timeout_ms=p.connect_timeout_ms,
-            backoff_cap_ms=p.backoff_cap_ms, seed=self.rng.randrange(2**31),
-        )  # fmt: skip
+            urls=self.cluster.urls(),
+            resource=self.cluster.resource_addr,
+            watchdog_lease_ms=p.lease_ms,
+            cmd_timeout_ms=p.cmd_timeout_ms,
+            connect_timeout_ms=p.connect_timeout_ms,
+            backoff_cap_ms=p.backoff_cap_ms,
+            seed=self.rng.randrange(2**31),
+        )
         base.update(kw)
         return DriverSpec(name=name, lang=lang, **base)
 
@@ -207,8 +235,15 @@ class Run:
 
     # -- end -----------------------------------------------------------------------
 
-    def finish(self, prefixes: list[str], keys: list[str], *, lease_ms: int | None = None,
-               liveness_bound_ms: float | None = None, epsilon_ms: float = 60.0) -> Metrics:  # fmt: skip
+    def finish(
+        self,
+        prefixes: list[str],
+        keys: list[str],
+        *,
+        lease_ms: int | None = None,
+        liveness_bound_ms: float | None = None,
+        epsilon_ms: float = 60.0,
+    ) -> Metrics:
         """Stops the workload, scans for orphan keys (now and after 3 x lease,
         with the clients still alive), ends the drivers and runs the checkers."""
         lease = lease_ms or self.p.lease_ms
@@ -232,8 +267,15 @@ class Run:
         holds = build_holds(events)
         resource = read_state("127.0.0.1", self.cluster.resource.port, keys)
         bound = liveness_bound_ms if liveness_bound_ms is not None else self.default_liveness_bound(lease)
-        m = checkers.analyze(events, holds, resource, orphans_end=orphans_end, orphans_late=orphans_late,
-                             liveness_bound_ms=bound, epsilon_ms=epsilon_ms)  # fmt: skip
+        m = checkers.analyze(
+            events,
+            holds,
+            resource,
+            orphans_end=orphans_end,
+            orphans_late=orphans_late,
+            liveness_bound_ms=bound,
+            epsilon_ms=epsilon_ms,
+        )
         self.row.metrics = m
         self.events, self.holds = events, holds
         return m
@@ -262,8 +304,14 @@ class Run:
         return self.row
 
 
-def run_row(env: Env, scenario: str, mode: str, expect: str, body: Callable[[Run], None],
-            cluster_args: dict[str, Any] | None = None) -> Row:  # fmt: skip
+def run_row(
+    env: Env,
+    scenario: str,
+    mode: str,
+    expect: str,
+    body: Callable[[Run], None],
+    cluster_args: dict[str, Any] | None = None,
+) -> Row:
     """Runs body(run) and always cleans up; an exception fails the row with its message."""
     run = Run(env, scenario, mode, expect, cluster_args)
     try:

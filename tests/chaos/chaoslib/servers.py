@@ -4,6 +4,7 @@ and a wall clock under libfaketime that the harness moves mid-run."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -21,10 +22,8 @@ _PR_SET_PDEATHSIG = 1
 
 def _die_with_parent() -> None:
     """Child setup: SIGKILL when the harness dies, whatever kills it."""
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def free_port() -> int:
@@ -70,20 +69,32 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}"
 
     def _args(self) -> list[str]:
-        aof = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistence == "aof" else ["--appendonly", "no"]
+        aof = (
+            ["--appendonly", "yes", "--appendfsync", "always"]
+            if self.persistence == "aof"
+            else ["--appendonly", "no"]
+        )
         return [
             "redis-server",
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", str(self.dir),
-            "--save", "",
-            "--daemonize", "no",
-            "--protected-mode", "no",
-            "--logfile", str(self.dir / "redis.log"),
-            "--maxclients", "4000",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.dir),
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "no",
+            "--logfile",
+            str(self.dir / "redis.log"),
+            "--maxclients",
+            "4000",
             *aof,
             *self.extra,
-        ]  # fmt: skip
+        ]
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -107,9 +118,12 @@ class RedisServer:
             if not self.port:
                 self.port = free_port()
             self.proc = subprocess.Popen(
-                self._args(), env=self._env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                self._args(),
+                env=self._env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
                 preexec_fn=_die_with_parent,
-            )  # fmt: skip
+            )
             if self.wait_ready(10.0):
                 self.paused = False
                 return self

@@ -111,6 +111,7 @@ int drv_run_probe(drv_ctx *ctx);
 int drv_run_nonowner(drv_ctx *ctx);
 int drv_run_fork(drv_ctx *ctx);
 int drv_run_reentrant(drv_ctx *ctx);
+int drv_run_hold(drv_ctx *ctx);
 
 /* The next stdin line into buf (without newline): 1, 0 after timeout_ms (-1: no timeout), -1 at EOF. */
 int drv_read_command(char *buf, size_t size, int timeout_ms);

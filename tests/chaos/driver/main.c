@@ -15,7 +15,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: chaos_driver --id NAME --url URL [--url URL...] --resource HOST:PORT [options]\n"
-            "  --mode workload|probe|nonowner|fork|reentrant   --threads N --keys N --prefix P\n"
+            "  --mode workload|probe|nonowner|fork|reentrant|hold   --threads N --keys N --prefix P\n"
             "  --kind lock|rlock --lease MS (0: watchdog) --watchdog-lease MS --no-fencing\n"
             "  --cs MIN:MAX --think MS --wait MS --nest K --hold-margin MS --owner-per-hold\n"
             "  --cmd-timeout MS --connect-timeout MS --backoff-cap MS --retry-delay MS\n"
@@ -233,6 +233,8 @@ int main(int argc, char **argv)
         rc = drv_run_fork(&ctx);
     else if (strcmp(m, "reentrant") == 0)
         rc = drv_run_reentrant(&ctx);
+    else if (strcmp(m, "hold") == 0)
+        rc = drv_run_hold(&ctx);
     else
         usage();
 

@@ -199,6 +199,8 @@ static void one_hold(worker *w)
         drv_log_error(w->idx, x.h, "acq_err", rc, t0);
         if (rc == REDMUTEX_ELOST)
             release_all(&x, 1, k); /* reports the earlier loss and clears the handle */
+        else if (rc != REDMUTEX_ETIMEDOUT)
+            drv_sleep_ms(drv_rand_between(&w->rng, 10, 50)); /* servers unreachable: do not spin */
         return;
     }
     int64_t validity = 0;
