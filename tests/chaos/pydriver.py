@@ -88,6 +88,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--nest", type=int, default=1)
     ap.add_argument("--hold-margin", type=int, default=0)
     ap.add_argument("--owner-per-hold", action="store_true")
+    ap.add_argument("--owner-fixed", action="store_true")
     ap.add_argument("--cmd-timeout", type=int, default=200)
     ap.add_argument("--connect-timeout", type=int, default=300)
     ap.add_argument("--backoff-cap", type=int, default=100)
@@ -216,6 +217,8 @@ class Worker(threading.Thread):
             owner: str | None = f"{self.client.id}:py{self.idx}"
         elif a.owner_per_hold:
             owner = f"{a.id}-{self.idx}-{h}"
+        elif a.owner_fixed:
+            owner = f"{a.id}-w{self.idx}"
         else:
             owner = None
         lock = self.lock_for(k, name, owner)
@@ -573,9 +576,11 @@ def run_probe(a: argparse.Namespace, client: redmutex.Client, log: Log, cmds: Co
         log(0, 0, "probe_done", key=name)
 
 
-def run_hold(a: argparse.Namespace, client: redmutex.Client, log: Log, cmds: Commands) -> None:
-    """Takes --keys watchdog locks and keeps them until "exit"; close() then runs with all of them held."""
-    held = []
+def run_hold(
+    a: argparse.Namespace, client: redmutex.Client, log: Log, cmds: Commands, held: list[Any]
+) -> None:
+    """Takes --keys watchdog locks and keeps them until "exit"; close() then runs with all of
+    them held (the caller keeps the lock objects alive across close())."""
     for k in range(a.keys):
         lock = client.lock(f"{a.prefix}{k}")
         t0 = time.monotonic_ns()
@@ -606,8 +611,9 @@ def main() -> int:
         "reentrant": lambda: run_reentrant(a, client, log),
         "fork": lambda: run_fork(a, client, log),
         "probe": lambda: run_probe(a, client, log, cmds),
-        "hold": lambda: run_hold(a, client, log, cmds),
+        "hold": lambda: run_hold(a, client, log, cmds, kept),
     }
+    kept: list[Any] = []
     modes[a.mode]()
     log.stats()
     t0 = time.monotonic_ns()

@@ -50,6 +50,7 @@ class DriverSpec:
     nest: int = 1
     hold_margin_ms: int = 0
     owner_per_hold: bool = False
+    owner_fixed: bool = False
     cmd_timeout_ms: int = 200
     connect_timeout_ms: int = 300
     backoff_cap_ms: int = 100
@@ -111,6 +112,8 @@ class DriverSpec:
             a.append("--no-fencing")
         if self.owner_per_hold:
             a.append("--owner-per-hold")
+        if self.owner_fixed:
+            a.append("--owner-fixed")
         if self.leave_on_free:
             a.append("--leave-on-free")
         return a

@@ -756,7 +756,112 @@ def s14(env: Env) -> list[Row]:
         rows.append(
             run_row(env, "S14", f"N={n} proxy faults + straggler", "SAFE", body, {"n": n, "proxy": True})
         )
+    rows += [s14_late(env, n) for n in ((3, 5) if is_full(env) else (3,))]
     return rows
+
+
+class OrphanWatcher:
+    """Samples the lock servers' plain-lock keys; a key still holding the token
+    of a hold that finished (released, or an acquisition that failed) more
+    than `grace_ms` ago is an orphan: no owner will ever release it, and it
+    blocks that server for the rest of its lease."""
+
+    def __init__(self, run: Run, prefix: str, grace_ms: float) -> None:
+        self.run, self.prefix, self.grace = run, prefix, grace_ms * MS
+        self.orphans: dict[str, str] = {}
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _finished(self) -> dict[str, int]:
+        """Token -> when its hold finished (first release reply or failed acquisition)."""
+        owner_of: dict[tuple[str, int, int], str] = {}
+        done: dict[str, int] = {}
+        for e in list(self.run.history.events):
+            k = (e.get("p"), e.get("w"), e.get("h"))
+            if e.get("ev") == "acq" and e.get("owner"):
+                owner_of[k] = e["owner"]
+            elif e.get("ev") in ("rel_ok", "acq_err") and k in owner_of:
+                done.setdefault(owner_of[k], e["t"])
+            elif e.get("ev") in ("rel_gaveup",) and k in owner_of:
+                done.pop(owner_of[k], None)  # left to expire on purpose
+        return done
+
+    def _run(self) -> None:
+        while not self.stop_flag.wait(0.05):
+            done = self._finished()
+            now = time.monotonic_ns()
+            for s in self.run.cluster.servers:
+                try:
+                    with s.conn(timeout=1.0) as r:
+                        _, keys = r.call("SCAN", 0, "MATCH", f"{self.prefix}*", "COUNT", 1000)
+                        values = r.pipeline([("GET", k) for k in keys]) if keys else []
+                except (OSError, ConnectionError, RespError):
+                    continue
+                for k, v in zip(keys, values):
+                    tok = text(v) if isinstance(v, bytes) else None
+                    if tok in done and now - done[tok] > self.grace and tok not in self.orphans:
+                        age = (now - done[tok]) / MS
+                        self.orphans[tok] = f"{s.name}: {text(k)} = {tok}, {age:.0f} ms after its hold ended"
+
+    def stop(self) -> list[str]:
+        self.stop_flag.set()
+        self.thread.join(5)
+        return list(self.orphans.values())
+
+
+def late_requests(run: Run, seconds: float, names: list[str], lock_names: list[str]) -> None:
+    """Delivers one acquire or one release of a lock late on one server at a
+    time, over live connections (nothing is dropped), with one straggler."""
+    proxy = run.cluster.proxy
+    assert proxy is not None
+    p = run.p
+    straggler = run.rng.randrange(len(names))
+    run.cluster.straggle(straggler, busy_ms=3.0, gap_ms=5.0)
+    run.fault("straggler", names[straggler], "begin")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        target, name = run.rng.choice(names), run.rng.choice(lock_names)
+        what = run.rng.choice(("release", "release", "acquire"))
+        # The release carries its unlock latch key, the acquisition the fencing counter key.
+        match = (
+            f"redisson_unlock_latch:{{{name}}}" if what == "release" else f"redisson_lock_token:{{{name}}}"
+        )
+        delay = run.rng.uniform(0.5, 2.0) * p.cmd_timeout_ms
+        proxy.hold(target, match, delay)
+        run.fault(f"late_{what}", target, "begin", key=name, delay_ms=round(delay))
+        run.sleep(run.rng.uniform(0.1, 0.3))
+        run.fault(f"late_{what}", target, "end")
+    run.heal()
+
+
+def s14_late(env: Env, n: int) -> Row:
+    def body(run: Run) -> None:
+        lease = run.p.lease_ms
+        names = [s.name for s in run.cluster.servers]
+        # Few names, many threads per client: split votes are frequent (a release often
+        # goes to a server that voted for someone else), and the pooled connections of
+        # each client churn, so a later command could take another connection than the
+        # one still owing the late request's reply.
+        common: dict[str, Any] = {"keys": 2, "cs_ms": (5, 60), "wait_ms": 2 * lease, "threads": 4}
+        run.start_many(3, names="t", prefix="s14t:", owner_per_hold=True, **common)
+        run.start_many(3, names="f", prefix="s14f:", owner_fixed=True, **common)
+        run.start_many(3, names="r", prefix="s14r:", kind="rlock", **common)
+        run.wait_started()
+        lock_names = keys_of("s14t:", 2) + keys_of("s14f:", 2) + keys_of("s14r:", 2)
+        watcher = OrphanWatcher(run, "s14t:", grace_ms=2 * run.p.cmd_timeout_ms + 250)
+        late_requests(run, 3 * run.p.duration_s, names, lock_names)
+        run.sleep(1.0)
+        orphans = watcher.stop()
+        run.finish(["s14t:", "s14f:", "s14r:"], lock_names)
+        run.row.notes.append(f"{len(orphans)} orphan keys seen while running (tokens of finished holds)")
+        run.judge()
+        if orphans:
+            run.row.fail(f"C5: {len(orphans)} orphan keys while running, e.g. {orphans[0]}")
+
+    return run_row(
+        env, "S14", f"N={n} late acquire/release + straggler", "SAFE", body, {"n": n, "proxy": True}
+    )
 
 
 # ---- S15 quorum matrix ------------------------------------------------------------------------------------
@@ -817,6 +922,9 @@ def s15(env: Env) -> list[Row]:
                 ]
                 if left:
                     bad.append(f"{''.join(mask)}: the prober's key left on {', '.join(left)}")
+                for s, state in zip(run.cluster.servers, mask):
+                    if state == "h":
+                        s.call("DEL", key)
             run.row.notes.append(f"{len(masks)} masks of free/down/held/slow over N={n}; {len(bad)} wrong")
             d.send("exit")
             run.finish(["s15:"], [])

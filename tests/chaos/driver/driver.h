@@ -42,6 +42,7 @@ typedef struct drv_config {
     int nest;                /* holds per critical section (reentrant: nested acquires) */
     int64_t hold_margin_ms;  /* > 0: hold until validity - margin instead of cs_*_ms */
     bool owner_per_hold;     /* plain locks: an explicit, logged token per hold */
+    bool owner_fixed;        /* plain locks: one explicit token per worker, reused by every hold */
     bool leave_on_free;
     uint64_t seed;
     int64_t ops;             /* holds per worker, 0 = until "stop" */

@@ -17,7 +17,7 @@ static void usage(void)
             "usage: chaos_driver --id NAME --url URL [--url URL...] --resource HOST:PORT [options]\n"
             "  --mode workload|probe|nonowner|fork|reentrant|hold   --threads N --keys N --prefix P\n"
             "  --kind lock|rlock --lease MS (0: watchdog) --watchdog-lease MS --no-fencing\n"
-            "  --cs MIN:MAX --think MS --wait MS --nest K --hold-margin MS --owner-per-hold\n"
+            "  --cs MIN:MAX --think MS --wait MS --nest K --hold-margin MS --owner-per-hold --owner-fixed\n"
             "  --cmd-timeout MS --connect-timeout MS --backoff-cap MS --retry-delay MS\n"
             "  --min-replicas N --replica-timeout MS --leave-on-free --seed N --ops N\n");
     exit(64);
@@ -85,6 +85,7 @@ static void parse_args(drv_config *c, int argc, char **argv)
         {"watchdog-lease", 1, 0, 'W'}, {"no-fencing", 0, 0, 'F'}, {"cs", 1, 0, 'c'},
         {"think", 1, 0, 'T'},        {"wait", 1, 0, 'w'},         {"nest", 1, 0, 'n'},
         {"hold-margin", 1, 0, 'H'},  {"owner-per-hold", 0, 0, 'O'}, {"cmd-timeout", 1, 0, 'C'},
+        {"owner-fixed", 0, 0, 'f'},
         {"connect-timeout", 1, 0, 'N'}, {"backoff-cap", 1, 0, 'B'}, {"retry-delay", 1, 0, 'R'},
         {"min-replicas", 1, 0, 'M'}, {"replica-timeout", 1, 0, 'X'}, {"leave-on-free", 0, 0, 'L'},
         {"seed", 1, 0, 's'},         {"ops", 1, 0, 'o'},          {0, 0, 0, 0}};
@@ -111,6 +112,7 @@ static void parse_args(drv_config *c, int argc, char **argv)
         case 'n': c->nest = (int)num(optarg); break;
         case 'H': c->hold_margin_ms = num(optarg); break;
         case 'O': c->owner_per_hold = true; break;
+        case 'f': c->owner_fixed = true; break;
         case 'C': c->cmd_timeout_ms = num(optarg); break;
         case 'N': c->connect_timeout_ms = num(optarg); break;
         case 'B': c->backoff_cap_ms = num(optarg); break;

@@ -190,6 +190,9 @@ static void one_hold(worker *w)
     if (cfg->owner_per_hold && cfg->kind == REDMUTEX_KIND_LOCK) {
         snprintf(x.owner_buf, sizeof x.owner_buf, "%s-%d-%lld", cfg->id, w->idx, (long long)x.h);
         x.owner = x.owner_buf;
+    } else if (cfg->owner_fixed && cfg->kind == REDMUTEX_KIND_LOCK) {
+        snprintf(x.owner_buf, sizeof x.owner_buf, "%s-w%d", cfg->id, w->idx);
+        x.owner = x.owner_buf;
     }
     atomic_store(&w->tags[k].hold, x.h);
     drv_log(w->idx, x.h, "acq", "\"key\":\"%s\",\"owner\":\"%s\"", x.name, x.owner ? x.owner : "");
