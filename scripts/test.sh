@@ -4,7 +4,9 @@
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
 #   4. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
-#      (including interop with the real redis-py and Redisson).
+#      (including interop with the real redis-py and Redisson);
+#   5. the fault-injection harness (tests/chaos): its own tests, then the quick profile of
+#      scenarios (about 5 minutes), which fails when a scenario's expectation fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -36,8 +38,12 @@ if [ -d tests/python ]; then
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
   build-venv/bin/python -m pip install -q . pytest redis ruff
-  build-venv/bin/ruff check python tests/python bench
-  build-venv/bin/ruff format --check python tests/python bench
+  build-venv/bin/ruff check python tests/python bench tests/chaos
+  build-venv/bin/ruff format --check python tests/python bench tests/chaos
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)
+
+  echo "== Fault injection (tests/chaos): harness tests, then the quick profile"
+  build-venv/bin/python -m pytest -q tests/chaos
+  build-venv/bin/python tests/chaos/run --quick --python build-venv/bin/python
 fi
 echo "== all test suites passed"
