@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every redmutex test suite on this machine, installing what is missing:
-#   1. the C tests (ctest), against redis-servers they start themselves;
+#   1. the C tests and the redmutex command-line tests (ctest; pytest drives the built binary),
+#      against redis-servers they start themselves;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
 #   4. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
@@ -38,8 +39,8 @@ if [ -d tests/python ]; then
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
   build-venv/bin/python -m pip install -q . pytest redis ruff
-  build-venv/bin/ruff check python tests/python bench tests/chaos
-  build-venv/bin/ruff format --check python tests/python bench tests/chaos
+  build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench
+  build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)
 
   echo "== Fault injection (tests/chaos): harness tests, then the quick profile"

@@ -104,7 +104,13 @@ typedef enum redmutex_error {
     /** A cap set in the options (hold time, number of extensions) was reached. */
     REDMUTEX_ELIMIT = -16,
     /** The request needs a feature this build does not have. */
-    REDMUTEX_EUNSUPPORTED = -17
+    REDMUTEX_EUNSUPPORTED = -17,
+    /**
+     * The operating system failed a request the library cannot do without
+     * (no random bytes from getrandom for a token or client id). Nothing was
+     * sent: redmutex fails closed rather than use a predictable token.
+     */
+    REDMUTEX_ESYSTEM = -18
 } redmutex_error;
 
 /**
@@ -447,7 +453,11 @@ REDMUTEX_API redmutex_kind redmutex_lock_kind(const redmutex_lock *lock);
  * On any error nothing is held. (One exception: when the interrupt callback
  * stops a wait just as a releasing thread handed this waiter the lock and it
  * cannot be given back, the call reports success and the lock is held.)
- * Blocking: up to wait_ms plus one command timeout.
+ * Blocking: at most wait_ms + T, where T = max(connect_timeout_ms,
+ * command_timeout_ms) is one attempt's budget (a cleanup of a failed attempt
+ * is sent within it, not waited for beyond it), plus replica_timeout_ms when
+ * min_replicas > 0. With wait_ms = 0: at most T. Tested against a server
+ * that accepts but never answers and with 3 of 5 servers stopped.
  * Thread-safe.
  */
 REDMUTEX_API int redmutex_lock_acquire(redmutex_lock *lock, const char *owner, int64_t wait_ms);

@@ -110,6 +110,9 @@ static void atfork_child(void)
             for (size_t k = 0; k < srv->n_idle; k++)
                 rm_conn_close(srv->idle[k]);
             srv->n_idle = 0;
+            for (size_t k = 0; k < srv->n_owing; k++)
+                rm_conn_close(srv->owing[k]);
+            srv->n_owing = 0;
         }
         rm_watchdog_forget(c);
         rm_subscriber_forget(c);
@@ -128,20 +131,20 @@ static void install_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent,
 
 /* ---- creation ------------------------------------------------------------ */
 
-static void make_uuid(char out[REDMUTEX_CLIENT_ID_LEN + 1])
+/* The client id is the first half of every reentrant owner: like a token,
+   it must not be predictable, so no randomness means no client. */
+static int make_uuid(char out[REDMUTEX_CLIENT_ID_LEN + 1])
 {
     unsigned char b[16];
-    if (rm_random_bytes(b, sizeof b) != 0) {
-        uint64_t x = (uint64_t)rm_now_ns() ^ ((uint64_t)getpid() << 32);
-        memcpy(b, &x, 8);
-        memcpy(b + 8, &x, 8);
-    }
+    if (rm_random_bytes(b, sizeof b) != 0)
+        return rm_fail(REDMUTEX_ESYSTEM, "the system gave no random bytes (getrandom failed) for the client id");
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
     char hex[33];
     rm_hex(hex, b, 16);
     snprintf(out, REDMUTEX_CLIENT_ID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12,
              hex + 16, hex + 20);
+    return 0;
 }
 
 static void client_destroy(redmutex_client *c)
@@ -151,6 +154,9 @@ static void client_destroy(redmutex_client *c)
         for (size_t k = 0; k < srv->n_idle; k++)
             rm_conn_close(srv->idle[k]);
         free(srv->idle);
+        for (size_t k = 0; k < srv->n_owing; k++)
+            rm_conn_close(srv->owing[k]);
+        free(srv->owing);
         rm_endpoint_clear(&srv->ep);
     }
     free(c->servers);
@@ -163,7 +169,7 @@ static int ping_all(redmutex_client *c)
 {
     rm_call call;
     const char *argv[1] = {"PING"};
-    rm_req req = {1, {{-1, 1, argv, NULL}}};
+    rm_req req = {1, {{-1, 1, argv, NULL}}, NULL};
     if (rm_call_begin(&call, c) != 0)
         return REDMUTEX_ENOMEM;
     rm_call_run(&call, &req, rm_deadline_after_ms(c->opts.connect_timeout_ms), NULL, NULL);
@@ -213,7 +219,10 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
     c->opts = o;
     c->n = n_urls;
     c->quorum = n_urls / 2 + 1;
-    make_uuid(c->id);
+    if ((rc = make_uuid(c->id)) != 0) {
+        client_destroy(c);
+        return rc;
+    }
     for (size_t i = 0; i < n_urls; i++) {
         c->servers[i].client = c;
         c->servers[i].index = (int)i;
@@ -300,6 +309,8 @@ void redmutex_client_free(redmutex_client *c)
         for (size_t k = 0; k < srv->n_idle; k++)
             rm_conn_close(srv->idle[k]);
         srv->n_idle = 0;
+        /* Owing connections stay until the last reference goes: a call may
+           still have one lent, and their requests are on their way anyway. */
     }
     rm_client_unlock(c);
     if (saved_code == 0)
@@ -327,9 +338,80 @@ int redmutex_client_thread_owner(char *out, size_t size, const redmutex_client *
 
 /* ---- pool -------------------------------------------------------------- */
 
-int rm_client_take_conn(redmutex_client *c, size_t i, rm_conn **out)
+/*
+ * Per-server order. A call may return before a slow server answered (a
+ * deadline, or a majority already decided the outcome); its connection then
+ * still owes replies and carries requests that may not have run yet. Redis
+ * runs the commands of one connection in order but gives no order between
+ * connections, so a later request for the same lock name on another
+ * connection could run first: a late release deleting the owner's next hold,
+ * or a late acquisition leaving a key nobody owns. Such a connection
+ * therefore goes to the server's owing list, marked with the lock names it
+ * owes for, and the next request for one of those names travels on it,
+ * behind the replies still owed. Requests that do not write a lock
+ * (renewals, queries) take any clean connection.
+ */
+static bool pool_push(rm_server *srv, rm_conn *conn);
+static bool owing_push(rm_server *srv, rm_conn *conn);
+
+static void owing_remove(rm_server *srv, rm_conn *conn)
+{
+    for (size_t k = 0; k < srv->n_owing; k++)
+        if (srv->owing[k] == conn) {
+            srv->owing[k] = srv->owing[--srv->n_owing];
+            return;
+        }
+}
+
+/* Owing connections nobody asks for are read without blocking; those that
+   are paid up rejoin the pool. Caller holds c->mu. */
+static void owing_settle(redmutex_client *c, rm_server *srv)
+{
+    for (size_t k = 0; k < srv->n_owing;) {
+        rm_conn *conn = srv->owing[k];
+        if (conn->lent) {
+            k++;
+            continue;
+        }
+        if (rm_conn_drain(conn) != 0 || conn->owed == 0 || conn->pid != getpid()) {
+            srv->owing[k] = srv->owing[--srv->n_owing];
+            conn->n_order_keys = 0;
+            if (!(conn->owed == 0 && conn->pid == getpid() && !c->closed && pool_push(srv, conn)))
+                rm_conn_close(conn);
+            continue;
+        }
+        k++;
+    }
+}
+
+int rm_client_take_conn(redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out)
 {
     rm_server *srv = &c->servers[i];
+    rm_client_lock(c);
+    if (srv->n_owing > 0) {
+        owing_settle(c, srv);
+        /* Two connections may owe for one name (two threads' requests that
+           were both left unanswered); a new request cannot follow both, so
+           it waits until one is paid up. */
+        rm_conn *owing = NULL;
+        size_t owing_n = 0;
+        for (size_t k = 0; order_key && k < srv->n_owing; k++)
+            if (rm_conn_owes_for(srv->owing[k], order_key)) {
+                owing = srv->owing[k];
+                owing_n++;
+            }
+        if (owing_n > 1 || (owing && owing->lent)) {
+            rm_client_unlock(c);
+            return RM_CONN_BUSY;
+        }
+        if (owing) {
+            owing->lent = true;
+            rm_client_unlock(c);
+            *out = owing;
+            return 0;
+        }
+    }
+    rm_client_unlock(c);
     for (;;) {
         rm_conn *conn = NULL;
         rm_client_lock(c);
@@ -349,30 +431,99 @@ int rm_client_take_conn(redmutex_client *c, size_t i, rm_conn **out)
     return rm_conn_open(out, srv);
 }
 
-void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy)
+static bool pool_push(rm_server *srv, rm_conn *conn)
+{
+    if (srv->n_idle >= RM_POOL_MAX)
+        return false;
+    if (srv->n_idle == srv->cap_idle) {
+        size_t cap = srv->cap_idle ? srv->cap_idle * 2 : 4;
+        rm_conn **idle = realloc(srv->idle, cap * sizeof *idle);
+        if (!idle)
+            return false;
+        srv->idle = idle;
+        srv->cap_idle = cap;
+    }
+    srv->idle[srv->n_idle++] = conn;
+    return true;
+}
+
+static bool owing_push(rm_server *srv, rm_conn *conn)
+{
+    if (conn->lent) {
+        conn->lent = false; /* it is on the list already */
+        return true;
+    }
+    if (srv->n_owing == srv->cap_owing) {
+        size_t cap = srv->cap_owing ? srv->cap_owing * 2 : 4;
+        rm_conn **owing = realloc(srv->owing, cap * sizeof *owing);
+        if (!owing)
+            return false;
+        srv->owing = owing;
+        srv->cap_owing = cap;
+    }
+    srv->owing[srv->n_owing++] = conn;
+    return true;
+}
+
+int rm_client_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key)
+{
+    int rc = 0;
+    rm_client_lock(c);
+    if (!conn->lent) {
+        /* Listed and lent at once: visible to everyone from now on. */
+        rc = rm_conn_add_order_key(conn, order_key) == 0 && owing_push(conn->srv, conn) ? 0 : -1;
+        conn->lent = rc == 0;
+    } else {
+        rc = rm_conn_add_order_key(conn, order_key);
+    }
+    rm_client_unlock(c);
+    return rc;
+}
+
+void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t order_key)
 {
     if (!conn)
         return;
     rm_server *srv = conn->srv;
-    if (healthy && conn->pid == getpid() && !conn->connecting) {
-        rm_client_lock(c);
-        if (!c->closed && srv->n_idle < RM_POOL_MAX) {
-            if (srv->n_idle == srv->cap_idle) {
-                size_t cap = srv->cap_idle ? srv->cap_idle * 2 : 4;
-                rm_conn **idle = realloc(srv->idle, cap * sizeof *idle);
-                if (idle) {
-                    srv->idle = idle;
-                    srv->cap_idle = cap;
-                }
-            }
-            if (srv->n_idle < srv->cap_idle) {
-                srv->idle[srv->n_idle++] = conn;
-                conn = NULL;
-            }
-        }
-        rm_client_unlock(c);
+    bool usable = healthy && conn->pid == getpid() && !conn->connecting && conn->fd >= 0;
+    bool kept = false;
+    rm_client_lock(c);
+    if (usable && !c->closed && conn->owed > 0) {
+        /* Without its key the order could not be kept: then it is closed. */
+        kept = (!order_key || rm_conn_add_order_key(conn, order_key) == 0) && owing_push(srv, conn);
     }
-    rm_conn_close(conn);
+    if (!kept) {
+        if (conn->lent)
+            owing_remove(srv, conn);
+        conn->lent = false;
+        conn->n_order_keys = 0;
+        kept = usable && !c->closed && conn->owed == 0 && pool_push(srv, conn);
+    }
+    rm_client_unlock(c);
+    if (!kept)
+        rm_conn_close(conn);
+}
+
+/*
+ * Server i restarted. A restart without persistence loses every lock it
+ * held, and a server that may have lost a lock cannot vouch for it: holds
+ * that now have fewer than a majority of servers in the life that granted
+ * them are lost at once, at the first request that reaches the restarted
+ * server, instead of at the next renewal or the end of the lease. Caller
+ * holds c->mu.
+ */
+static void forget_server_life(redmutex_client *c, size_t i)
+{
+    pid_t pid = getpid();
+    for (rm_hold *h = c->holds; h; h = h->next_in_client) {
+        if (h->pid != pid || h->forgetting || h->state == REDMUTEX_STATE_LOST || h->generations[i] == 0)
+            continue;
+        size_t alive = 0;
+        for (size_t j = 0; j < c->n; j++)
+            alive += h->generations[j] == c->servers[j].generation + 1;
+        if (alive < c->quorum)
+            rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
+    }
 }
 
 int rm_client_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id)
@@ -383,8 +534,11 @@ int rm_client_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id
     if (strcmp(srv->run_id, run_id) != 0) {
         /* A new run_id means the server restarted: locks granted by its
            previous life no longer count towards a quorum. */
+        bool restarted = srv->run_id[0] != '\0';
         snprintf(srv->run_id, sizeof srv->run_id, "%s", run_id);
         srv->generation++;
+        if (restarted)
+            forget_server_life(c, (size_t)srv->index);
     }
     for (size_t i = 0; i < c->n; i++) {
         rm_server *other = &c->servers[i];

@@ -109,6 +109,7 @@ void rm_conn_close(rm_conn *c)
     if (c->fd >= 0)
         close(c->fd);
     rm_reader_free(c->reader);
+    free(c->order_keys);
     rm_buf_free(&c->later);
     rm_buf_free(&c->out);
     free(c);
@@ -125,6 +126,73 @@ bool rm_conn_looks_healthy(rm_conn *c)
     if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     return n > 0 && c->owed > 0;
+}
+
+int rm_conn_drain(rm_conn *c)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0)
+            return -1;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            return -1;
+        }
+        char err[160];
+        if (rm_reader_feed(c->reader, buf, (size_t)n, err, sizeof err) != 0)
+            return -1;
+        if ((size_t)n < sizeof buf)
+            break;
+    }
+    while (c->owed > 0) {
+        rm_reply *r = NULL;
+        char err[160];
+        int got = rm_reader_next(c->reader, &r, err, sizeof err);
+        if (got < 0)
+            return -1;
+        if (got == 0)
+            break;
+        rm_reply_free(r);
+        c->owed--;
+    }
+    /* Anything beyond what was owed would be taken as the next request's reply. */
+    return c->owed == 0 && rm_reader_pending(c->reader) > 0 ? -1 : 0;
+}
+
+uint64_t rm_order_key(const char *name)
+{
+    uint64_t h = UINT64_C(14695981039346656037); /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * UINT64_C(1099511628211);
+    return h ? h : 1; /* 0 means "no order" */
+}
+
+bool rm_conn_owes_for(const rm_conn *c, uint64_t key)
+{
+    for (size_t i = 0; i < c->n_order_keys; i++)
+        if (c->order_keys[i] == key)
+            return true;
+    return false;
+}
+
+int rm_conn_add_order_key(rm_conn *c, uint64_t key)
+{
+    if (rm_conn_owes_for(c, key))
+        return 0;
+    if (c->n_order_keys == c->cap_order_keys) {
+        size_t cap = c->cap_order_keys ? c->cap_order_keys * 2 : 4;
+        uint64_t *keys = realloc(c->order_keys, cap * sizeof *keys);
+        if (!keys)
+            return -1;
+        c->order_keys = keys;
+        c->cap_order_keys = cap;
+    }
+    c->order_keys[c->n_order_keys++] = key;
+    return 0;
 }
 
 size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info)

@@ -29,6 +29,7 @@ const char *redmutex_strerror(int code)
     case REDMUTEX_EINTR: return "wait interrupted";
     case REDMUTEX_ELIMIT: return "limit reached";
     case REDMUTEX_EUNSUPPORTED: return "not supported by this build";
+    case REDMUTEX_ESYSTEM: return "a system facility failed";
     default: return "unknown error";
     }
 }

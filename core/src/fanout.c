@@ -14,6 +14,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +59,7 @@ void rm_call_end(rm_call *call)
     for (size_t i = 0; i < call->n; i++) {
         rm_slot *s = &call->slots[i];
         if (s->conn)
-            rm_client_give_conn(call->c, s->conn, !s->broken);
+            rm_client_give_conn(call->c, s->conn, !s->broken, call->order_key);
         s->conn = NULL;
     }
     if (call->slots != call->inline_slots)
@@ -85,7 +86,7 @@ static void slot_break(rm_slot *s, int code, const char *fmt, ...)
     s->status = RM_SLOT_DONE;
     s->broken = true;
     if (s->conn) {
-        rm_conn_close(s->conn);
+        rm_client_give_conn(s->conn->srv->client, s->conn, false, 0); /* closes it, off every list */
         s->conn = NULL;
     }
 }
@@ -124,30 +125,47 @@ static int format_cmd(rm_buf *b, const rm_cmd *cmd, bool eval)
     return rc;
 }
 
-static int build_out(rm_call *call, rm_slot *s, const rm_req *req, bool eval)
+/*
+ * A fresh connection sends its handshake (AUTH, SELECT, INFO, SCRIPT LOAD)
+ * alone and the request only once every handshake reply said yes: a failed
+ * AUTH or SELECT must not let a lock command run as the default user or in
+ * the wrong database. It costs one round trip per new connection.
+ */
+static void build_handshake(rm_slot *s)
 {
     rm_conn *conn = s->conn;
-    s->conn->out.len = 0;
+    conn->out.len = 0;
+    s->skip = 0;
+    /* Every server's run_id is tracked, one server or many: a restart
+       without persistence loses the locks it held (see client.c). */
+    s->want_info = true;
+    s->handshake_n = rm_conn_handshake(conn, &conn->out, s->want_info);
+    conn->fresh = false;
+    s->got = 0;
+    s->total = s->handshake_n;
+    s->handshaking = true;
+}
+
+static int build_request(rm_slot *s, const rm_req *req, bool eval)
+{
+    rm_conn *conn = s->conn;
+    conn->out.len = 0;
+    s->handshaking = false;
+    s->handshake_n = 0;
     s->skip = conn->owed;
     conn->owed = 0;
     if (conn->later_count) {
-        if (rm_buf_append(&s->conn->out, conn->later.data, conn->later.len))
+        if (rm_buf_append(&conn->out, conn->later.data, conn->later.len))
             return REDMUTEX_ENOMEM;
         s->skip += conn->later_count;
         conn->later.len = 0;
         conn->later_count = 0;
     }
-    s->handshake_n = 0;
-    if (conn->fresh) {
-        s->want_info = call->n > 1;
-        s->handshake_n = rm_conn_handshake(conn, &s->conn->out, s->want_info);
-        conn->fresh = false;
-    }
     for (size_t k = 0; k < req->ncmds; k++)
-        if (format_cmd(&s->conn->out, &req->cmds[k], eval))
+        if (format_cmd(&conn->out, &req->cmds[k], eval))
             return REDMUTEX_ENOMEM;
     s->got = 0;
-    s->total = s->skip + s->handshake_n + req->ncmds;
+    s->total = s->skip + req->ncmds;
     s->used_eval = eval;
     return 0;
 }
@@ -158,7 +176,9 @@ static bool is_noscript(const rm_reply *r)
 }
 
 /* Called when every reply of the request is in. */
-static void slot_complete(rm_call *call, rm_slot *s, const rm_req *req)
+static void slot_write(rm_slot *s);
+
+static void slot_complete(rm_slot *s, const rm_req *req)
 {
     bool noscript = false;
     for (size_t k = 0; k < req->ncmds; k++)
@@ -174,14 +194,14 @@ static void slot_complete(rm_call *call, rm_slot *s, const rm_req *req)
             rm_reply_free(s->replies[k]);
             s->replies[k] = NULL;
         }
-        if (build_out(call, s, req, true) != 0)
+        if (build_request(s, req, true) != 0)
             slot_break(s, REDMUTEX_ENOMEM, "out of memory");
         return;
     }
     s->status = RM_SLOT_DONE;
 }
 
-static void slot_read(rm_call *call, rm_slot *s, const rm_req *req)
+static void slot_read(rm_slot *s, const rm_req *req)
 {
     char buf[16384];
     rm_conn *conn = s->conn;
@@ -224,17 +244,17 @@ static void slot_read(rm_call *call, rm_slot *s, const rm_req *req)
             slot_break(s, REDMUTEX_EPROTOCOL, "%s sent a reply nobody asked for", who);
             return;
         }
-        if (idx < s->skip) {
-            rm_reply_free(r);
-        } else if (idx < s->skip + s->handshake_n) {
-            int rc = rm_conn_check_handshake(conn, idx - s->skip, s->handshake_n, s->want_info, r);
+        if (s->handshaking) {
+            int rc = rm_conn_check_handshake(conn, idx, s->handshake_n, s->want_info, r);
             rm_reply_free(r);
             if (rc != 0) {
                 slot_break(s, rc, "%s", redmutex_last_error());
                 return;
             }
+        } else if (idx < s->skip) {
+            rm_reply_free(r);
         } else {
-            s->replies[idx - s->skip - s->handshake_n] = r;
+            s->replies[idx - s->skip] = r;
         }
         if (s->got == s->total) {
             if (rm_reader_pending(conn->reader) > 0) {
@@ -242,7 +262,16 @@ static void slot_read(rm_call *call, rm_slot *s, const rm_req *req)
                 slot_break(s, REDMUTEX_EPROTOCOL, "%s sent more than was asked for", who);
                 return;
             }
-            slot_complete(call, s, req);
+            if (!s->handshaking) {
+                slot_complete(s, req);
+                return;
+            }
+            /* The handshake succeeded: now the request. */
+            if (build_request(s, req, false) != 0) {
+                slot_break(s, REDMUTEX_ENOMEM, "out of memory");
+                return;
+            }
+            slot_write(s);
             return;
         }
     }
@@ -273,16 +302,21 @@ static void slot_write(rm_slot *s)
             return;
         }
         rm_buf_consume(&s->conn->out, (size_t)n);
+        if (!s->handshaking)
+            s->sent = true;
     }
 }
 
 /* What happens to a connection whose request is still unanswered at the end. */
-static void slot_abandon(rm_slot *s, const char *why)
+static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
 {
     rm_conn *conn = s->conn;
-    /* Keep it if the request went out whole and the handshake (if any) was answered. */
-    bool keep = conn && !conn->connecting && conn->out.len == 0 &&
-                (s->handshake_n == 0 || s->got >= s->skip + s->handshake_n) && s->total - s->got <= RM_OWED_MAX;
+    /* Keep it if the request went out whole (a connection still in its
+       handshake has sent no request: closing it changes nothing). */
+    bool keep = conn && !conn->connecting && conn->out.len == 0 && !s->handshaking &&
+                s->total - s->got <= RM_OWED_MAX;
+    if (keep && call->order_key && rm_client_mark_owing(call->c, conn, call->order_key) != 0)
+        keep = false;
     if (keep) {
         conn->owed = s->total - s->got;
         s->err = REDMUTEX_ECONN;
@@ -293,43 +327,89 @@ static void slot_abandon(rm_slot *s, const char *why)
     }
 }
 
+/* Gets server i's connection and sends what can be sent at once. false while
+   the connection this request must follow is lent to another call. */
+static bool slot_start(rm_call *call, rm_slot *s, size_t i, const rm_req *req, int64_t connect_deadline)
+{
+    redmutex_client *c = call->c;
+    if (!s->conn) {
+        int rc = rm_client_take_conn(c, i, call->order_key, &s->conn);
+        if (rc == RM_CONN_BUSY)
+            return false;
+        if (rc != 0) {
+            slot_break(s, rc, "%s", redmutex_last_error());
+            return true;
+        }
+    }
+    if (s->conn->fresh && connect_deadline > s->deadline_ns && !call->strict_deadline)
+        s->deadline_ns = connect_deadline;
+    int rc = 0;
+    if (s->conn->fresh)
+        build_handshake(s);
+    else
+        rc = build_request(s, req, false);
+    if (rc != 0) {
+        slot_break(s, REDMUTEX_ENOMEM, "out of memory");
+        return true;
+    }
+    /* Most requests are small: try to send at once, saving a poll. */
+    if (!s->conn->connecting)
+        slot_write(s);
+    return true;
+}
+
+static void slot_reset(rm_slot *s, int64_t deadline_ns)
+{
+    s->status = RM_SLOT_RUNNING;
+    s->err = 0;
+    s->msg[0] = '\0';
+    s->broken = false;
+    s->sent = false;
+    s->not_waited = false;
+    s->excluded = false;
+    s->handshaking = false;
+    s->deadline_ns = deadline_ns;
+}
+
+/* Per-slot wait state for the poll loop: a slot waiting for its connection
+   polls nothing and is retried every few milliseconds. */
+#define RM_CONN_RETRY_MS 2
+
+/* Whether some running slot has not sent its request whole yet: still
+   waiting for its connection, in its handshake, or with bytes unsent. */
+static bool any_unsent(const rm_call *call, const bool *pending)
+{
+    for (size_t i = 0; i < call->n; i++) {
+        const rm_slot *s = &call->slots[i];
+        if (s->status == RM_SLOT_RUNNING &&
+            (pending[i] || s->handshaking || !s->sent || s->conn->connecting || s->conn->out.len > 0))
+            return true;
+    }
+    return false;
+}
+
 int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decided_fn decided, void *ud)
 {
     redmutex_client *c = call->c;
     rm_call_clear(call);
     call->started_ns = rm_now_ns();
+    call->order_key = req->order_name ? rm_order_key(req->order_name) : 0;
     int64_t connect_deadline = call->started_ns + c->opts.connect_timeout_ms * RM_NS_PER_MS;
+    bool pending[REDMUTEX_SERVERS_MAX] = {false}; /* waiting for a lent connection */
 
     for (size_t i = 0; i < call->n; i++) {
         rm_slot *s = &call->slots[i];
-        s->status = RM_SLOT_RUNNING;
-        s->err = 0;
-        s->msg[0] = '\0';
-        s->broken = false;
-        s->deadline_ns = deadline_ns;
-        if (c->servers[i].duplicate) {
+        slot_reset(s, deadline_ns);
+        if (call->only && !call->only[i]) {
+            s->excluded = true;
+            slot_fail(s, REDMUTEX_ENOTOWNER, "not sent: this server did not grant the lock");
+            continue;
+        }
+        if (atomic_load(&c->servers[i].duplicate)) {
             slot_fail(s, REDMUTEX_EDUPLICATE, "server is a duplicate of another endpoint");
             continue;
         }
-        if (!s->conn) {
-            int rc = rm_client_take_conn(c, i, &s->conn);
-            if (rc != 0) {
-                slot_break(s, rc, "%s", redmutex_last_error());
-                continue;
-            }
-        }
-        if (s->conn->fresh && connect_deadline > deadline_ns && !call->strict_deadline)
-            s->deadline_ns = connect_deadline;
-        if (build_out(call, s, req, false) != 0) {
-            /* Requests already sent on other slots would leave replies unread. */
-            for (size_t k = 0; k <= i; k++)
-                if (call->slots[k].status == RM_SLOT_RUNNING)
-                    slot_break(&call->slots[k], REDMUTEX_ENOMEM, "out of memory");
-            return rm_fail(REDMUTEX_ENOMEM, "out of memory");
-        }
-        /* Most requests are small: try to send at once, saving a poll. */
-        if (!s->conn->connecting)
-            slot_write(s);
+        pending[i] = !slot_start(call, s, i, req, connect_deadline);
     }
 
     struct pollfd small_pfds[RM_INLINE_SLOTS];
@@ -349,22 +429,37 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
         }
     }
 
+    bool decided_now = false;
     for (;;) {
-        if (decided && decided(call, ud))
+        if (!decided_now && decided && decided(call, ud))
+            decided_now = true;
+        if (decided_now && !(call->must_send && any_unsent(call, pending)))
             break;
         int64_t now = rm_now_ns();
         int64_t next_deadline = INT64_MAX;
         size_t np = 0;
+        bool retrying = false;
         for (size_t i = 0; i < call->n; i++) {
             rm_slot *s = &call->slots[i];
             if (s->status != RM_SLOT_RUNNING)
                 continue;
+            if (pending[i] && now < s->deadline_ns)
+                pending[i] = !slot_start(call, s, i, req, connect_deadline);
+            if (s->status != RM_SLOT_RUNNING)
+                continue;
             if (now >= s->deadline_ns) {
-                slot_abandon(s, "did not answer in time");
+                if (pending[i])
+                    slot_fail(s, REDMUTEX_ECONN, "an earlier request for this lock is still unanswered there");
+                else
+                    slot_abandon(call, s, "did not answer in time");
                 continue;
             }
             if (s->deadline_ns < next_deadline)
                 next_deadline = s->deadline_ns;
+            if (pending[i]) {
+                retrying = true;
+                continue;
+            }
             pfds[np].fd = s->conn->fd;
             pfds[np].events = POLLIN;
             if (s->conn->connecting || s->conn->out.len > 0)
@@ -372,9 +467,11 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
             pfds[np].revents = 0;
             map[np++] = i;
         }
-        if (np == 0)
+        if (np == 0 && !retrying)
             break;
         int64_t ms = rm_ms_until(next_deadline);
+        if (retrying && ms > RM_CONN_RETRY_MS)
+            ms = RM_CONN_RETRY_MS;
         int r = poll(pfds, np, ms > 60000 ? 60000 : (int)ms);
         if (r < 0) {
             if (errno == EINTR)
@@ -391,20 +488,38 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
             if (ev & POLLOUT || (s->conn->connecting && ev & (POLLERR | POLLHUP)))
                 slot_write(s);
             if (s->status == RM_SLOT_RUNNING && !s->conn->connecting && ev & (POLLIN | POLLERR | POLLHUP))
-                slot_read(call, s, req);
+                slot_read(s, req);
             if (s->status == RM_SLOT_RUNNING && s->conn->out.len > 0 && !s->conn->connecting)
                 slot_write(s);
         }
     }
     /* decided() ended the run early: the rest are not waited for. */
-    for (size_t i = 0; i < call->n; i++)
-        if (call->slots[i].status == RM_SLOT_RUNNING)
-            slot_abandon(&call->slots[i], "was not waited for (outcome already decided)");
+    for (size_t i = 0; i < call->n; i++) {
+        rm_slot *s = &call->slots[i];
+        if (s->status != RM_SLOT_RUNNING)
+            continue;
+        if (pending[i]) {
+            slot_fail(s, REDMUTEX_ECONN, "was not waited for (outcome already decided)");
+        } else {
+            slot_abandon(call, s, "was not waited for (outcome already decided)");
+        }
+        s->not_waited = true;
+    }
     if (pfds != small_pfds) {
         free(pfds);
         free(map);
     }
     return 0;
+}
+
+size_t rm_call_failed(const rm_call *call)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < call->n; i++) {
+        const rm_slot *s = &call->slots[i];
+        n += s->err != 0 && !s->excluded && !s->not_waited;
+    }
+    return n;
 }
 
 size_t rm_call_answered(const rm_call *call)
@@ -435,7 +550,7 @@ int rm_call_fail(const rm_call *call, const char *what, const char *name)
     size_t failed = 0;
     for (size_t i = 0; i < call->n; i++) {
         const rm_slot *s = &call->slots[i];
-        if (s->err == 0)
+        if (s->err == 0 || s->excluded || s->not_waited)
             continue;
         failed++;
         if (!worst || severity(s->err) > severity(worst->err))

@@ -132,6 +132,12 @@ typedef struct rm_conn {
     rm_buf later;     /* fire-and-forget commands sent before the next request */
     size_t later_count;
     uint64_t generation; /* server generation (run_id epoch) when connected */
+    /* Per-server order (see client.c, the pool): hashes of the lock names
+       whose requests on this connection still owe replies. A later request
+       for one of them must travel on this connection, behind them. */
+    uint64_t *order_keys;
+    size_t n_order_keys, cap_order_keys;
+    bool lent;        /* an owing connection taken out by a call */
 } rm_conn;
 
 typedef struct rm_server {
@@ -142,12 +148,24 @@ typedef struct rm_server {
     rm_conn **idle;
     size_t n_idle;
     size_t cap_idle;
+    /* Connections that still owe replies, lent or not (guarded by client->mu). */
+    rm_conn **owing;
+    size_t n_owing;
+    size_t cap_owing;
     /* The server's run_id as last seen, and a counter bumped whenever it changes. */
     char run_id[48];
     uint64_t generation;
-    bool duplicate;
+    _Atomic bool duplicate; /* read by callers without the client mutex */
 } rm_server;
 
+/** Reads, without blocking, what a connection owes and drops it. -1 if the connection is broken. */
+int rm_conn_drain(rm_conn *c);
+/** Whether the connection owes replies to requests for the lock name hashed to key. */
+bool rm_conn_owes_for(const rm_conn *c, uint64_t key);
+/** Records that the connection owes replies to a request for key. 0 or -1 (no memory). */
+int rm_conn_add_order_key(rm_conn *c, uint64_t key);
+/** The hash that orders requests of one lock name on a server (never 0). */
+uint64_t rm_order_key(const char *name);
 /** Starts a non-blocking connection. 0 or an error code (message set). */
 int rm_conn_open(rm_conn **out, struct rm_server *srv);
 void rm_conn_close(rm_conn *c);
@@ -195,10 +213,30 @@ bool rm_client_open(redmutex_client *c);
 int rm_client_usable(redmutex_client *c);
 /** Drops one reference; frees the client when none is left. */
 void rm_client_unref(redmutex_client *c);
-/** Takes a pooled connection for server i or opens a new one. Caller holds no mutex. */
-int rm_client_take_conn(redmutex_client *c, size_t i, rm_conn **out);
-/** Returns a connection to the pool (or closes it when broken / from another process). */
-void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy);
+/** rm_client_take_conn: the connection that must carry the request is lent to another call. */
+#define RM_CONN_BUSY 1
+/**
+ * Takes a connection for server i for a request ordered by `order_key` (0:
+ * no order): the connection that still owes replies for that key if there is
+ * one, else a pooled or new one. RM_CONN_BUSY when that owing connection is
+ * lent to another call right now (try again shortly: nothing was sent).
+ * Caller holds no mutex.
+ */
+int rm_client_take_conn(redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out);
+/**
+ * Returns a connection to the pool, or to the owing list when it still owes
+ * replies (then order_key, the key of the request it owes for, is recorded).
+ * Broken connections and those of another process are closed.
+ */
+void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t order_key);
+/**
+ * Called the moment a call stops waiting for a connection's reply to a
+ * request for order_key: from then on the connection is listed as owing for
+ * it (and lent to the call), so that no later request for that name, from
+ * any thread, takes another connection to the server. -1 if it could not be
+ * recorded (no memory): then the connection must be closed.
+ */
+int rm_client_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key);
 /** Called with the run_id a fresh connection reported; detects restarts and duplicates. */
 int rm_client_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id);
 
@@ -218,6 +256,10 @@ typedef struct rm_cmd {
 typedef struct rm_req {
     size_t ncmds;
     rm_cmd cmds[RM_REQ_MAX_CMDS];
+    /* The lock name whose commands must run in issue order on each server
+       (acquire, release, extend: anything that writes it); NULL for requests
+       whose order does not matter (renewals, queries). */
+    const char *order_name;
 } rm_req;
 
 enum rm_slot_status { RM_SLOT_IDLE, RM_SLOT_RUNNING, RM_SLOT_DONE };
@@ -235,6 +277,10 @@ typedef struct rm_slot {
     bool noscript;        /* a script reply said NOSCRIPT: resend with EVAL */
     bool used_eval;
     bool broken;          /* transport failed: the connection was closed */
+    bool handshaking;     /* a fresh connection's handshake is out; the request follows its replies */
+    bool sent;            /* bytes of the request went out: it may have run */
+    bool not_waited;      /* the outcome was decided before this server answered */
+    bool excluded;        /* not part of this run (rm_call.only) */
     int64_t deadline_ns;  /* this slot's deadline (longer while connecting) */
     rm_reply *replies[RM_REQ_MAX_CMDS];
 } rm_slot;
@@ -252,6 +298,12 @@ struct rm_call {
     rm_slot inline_slots[RM_INLINE_SLOTS];
     int64_t started_ns; /* when the last run's requests started going out */
     bool strict_deadline; /* new connections get no connect_timeout beyond the deadline */
+    const bool *only;     /* when set, servers i with only[i] false are left out of the run */
+    /* Releases: even once decided, a run goes on (to the deadline at most)
+       until the request has been sent to every server it is for, so that a
+       server whose ordering connection is busy still gets it, in order. */
+    bool must_send;
+    uint64_t order_key;   /* the last run's rm_order_key(req->order_name), 0 if none */
 };
 
 int rm_call_begin(rm_call *call, redmutex_client *c);
@@ -268,6 +320,10 @@ void rm_call_clear(rm_call *call);
 void rm_call_end(rm_call *call);
 /** How many slots finished without a transport error. */
 size_t rm_call_answered(const rm_call *call);
+/** Slots that failed for real (not excluded, not merely left unwaited-for). */
+size_t rm_call_failed(const rm_call *call);
+/** Whether server i's request went out but its reply did not arrive: it may have run. */
+static inline bool rm_slot_unknown(const rm_slot *s) { return s->err != 0 && s->sent && !s->excluded; }
 /** Fails with the most telling per-server error (used when no quorum answered). */
 int rm_call_fail(const rm_call *call, const char *what, const char *name);
 

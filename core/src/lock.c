@@ -232,16 +232,15 @@ static int resolve_owner(redmutex_lock *l, const char *owner, char out[RM_VALUE_
     return 0;
 }
 
-static void new_token(char out[33])
+/* A fresh 128-bit random token (lock value, latch id). Fails closed: a
+   predictable token would let another client release or extend the lock. */
+static int new_token(char out[33])
 {
     unsigned char b[16];
-    if (rm_random_bytes(b, sizeof b) != 0) {
-        /* getrandom does not fail on Linux >= 3.17 once seeded; be safe anyway. */
-        uint64_t x = (uint64_t)rm_now_ns(), y = (uint64_t)getpid() * UINT64_C(0x9E3779B97F4A7C15);
-        memcpy(b, &x, 8);
-        memcpy(b + 8, &y, 8);
-    }
+    if (rm_random_bytes(b, sizeof b) != 0)
+        return rm_fail(REDMUTEX_ESYSTEM, "the system gave no random bytes (getrandom failed); nothing was sent");
     rm_hex(out, b, sizeof b);
+    return 0;
 }
 
 static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns);
@@ -274,6 +273,8 @@ static int64_t lease_of(const redmutex_lock *l)
 
 typedef struct votes {
     size_t yes, no, failed;   /* granted / refused by a live server / no usable answer */
+    size_t errors;            /* error or malformed replies (among failed) */
+    size_t gone;              /* nested acquisitions that found the owner's field gone (among no) */
     int64_t count, fence;     /* max over yes votes */
     int64_t ttl;              /* min positive pttl over no votes, -1 when unknown */
     int64_t value[REDMUTEX_SERVERS_MAX]; /* per-server number (new ttl, count...) */
@@ -286,6 +287,7 @@ typedef struct votes {
 static void votes_error(votes *v, size_t i, int code)
 {
     v->failed++;
+    v->errors++;
     v->unknown_at[i] = false;
     if (!v->error) {
         v->error = code;
@@ -316,7 +318,7 @@ static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
     if (s->err) {
         v->failed++;
         /* A request that went out may have been applied: clean it up. */
-        v->unknown_at[i] = s->err == REDMUTEX_ECONN;
+        v->unknown_at[i] = rm_slot_unknown(s);
         if (!v->error && s->err != REDMUTEX_ECONN) {
             v->error = s->err;
             snprintf(v->error_msg, sizeof v->error_msg, "%s", s->msg);
@@ -352,6 +354,8 @@ static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
                                 server_name(a->l, i)));
             return;
         }
+        if (r->element[0]->integer == 2)
+            v->gone++; /* and a "no" */
         if (r->element[0]->integer == 1) {
             granted = true;
             if (r->element[1]->integer > v->count)
@@ -437,6 +441,7 @@ static void release_request(redmutex_lock *l, const char *value, const char *lat
     snprintf(ab->nums[0], 24, "%" PRId64, latch_ms);
     snprintf(ab->nums[1], 24, "%" PRId64, lease_ms);
     req->ncmds = 1;
+    req->order_name = l->name;
     if (l->kind == REDMUTEX_KIND_LOCK) {
         const char *argv[] = {"3", l->name, CHANNEL_KEY(l, ab->channel), latch_key, value, ab->nums[0]};
         memcpy(ab->argv, argv, sizeof argv);
@@ -490,10 +495,10 @@ static bool inspect_decided(rm_call *call, void *ud)
 
 /*
  * Records a successful acquisition by owner (value on the servers), sent at
- * `started`, and schedules its renewal or expiry notice. Caller holds c->mu.
+ * `started`, with the votes that granted it, and schedules its renewal or
+ * expiry notice. Caller holds c->mu.
  */
-static int record_hold(redmutex_lock *l, const char *owner, const char *value, int64_t started, int64_t count,
-                       int64_t fence)
+static int record_hold(redmutex_lock *l, const char *owner, const char *value, int64_t started, const votes *v)
 {
     redmutex_client *c = l->c;
     int64_t lease = lease_of(l);
@@ -501,6 +506,16 @@ static int record_hold(redmutex_lock *l, const char *owner, const char *value, i
     if (c->closed)
         return rm_fail(REDMUTEX_ECLOSED, "the client was closed while lock '%s' was being acquired", l->name);
     rm_hold *h = find_hold(l, owner, pid);
+    /* A plain lock shared by threads: another thread's release of the
+       previous hold deleted the key (or this SET NX could not have
+       succeeded) and is about to forget it. Wait for that, not ELOST. */
+    while (h && h->busy && l->kind == REDMUTEX_KIND_LOCK) {
+        uint64_t id = h->id;
+        pthread_cond_wait(&c->renew_done, &c->mu);
+        h = find_hold_by_id(l, id);
+        if (!h || h->forgetting)
+            h = find_hold(l, owner, pid);
+    }
     if (h && (l->kind == REDMUTEX_KIND_LOCK || hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST))
         /* A plain lock is held once per owner, and a lost hold is not
            continued: the caller must release the old one first. */
@@ -527,16 +542,18 @@ static int record_hold(redmutex_lock *l, const char *owner, const char *value, i
         if (c->holds)
             c->holds->prev_in_client = h;
         c->holds = h;
-        h->fence = fence;
+        h->fence = v->fence;
         h->acquired_ns = started;
         h->hold_deadline_ns = l->opts.max_hold_ms ? started + l->opts.max_hold_ms * RM_NS_PER_MS : INT64_MAX;
-        /* The life of each server now; a server that restarts later stops
-           counting for this hold. (Servers the early quorum decision did
-           not wait for may well hold it too, so all are recorded.) */
-        for (size_t i = 0; i < c->n; i++)
-            h->generations[i] = c->servers[i].generation + 1;
     }
-    h->count = count;
+    /* The life of each server that may hold it now (granted, or its answer
+       unknown); 0 for servers that refused. A server that restarts later
+       stops counting for this hold, and a release goes only where it may
+       hold. A nested acquisition adds the servers that granted it. */
+    for (size_t i = 0; i < c->n; i++)
+        if (v->yes_at[i] || v->unknown_at[i])
+            h->generations[i] = c->servers[i].generation + 1;
+    h->count = v->count;
     h->lease_ms = lease;
     h->watchdog = l->opts.lease_ms == 0;
     h->validity_end_ns = started + lease * RM_NS_PER_MS - rm_drift_ns(lease);
@@ -559,16 +576,16 @@ static int record_hold(redmutex_lock *l, const char *owner, const char *value, i
  * only be granted after our key is gone, hence after the raise, so its INCR
  * yields more than T. One extra round trip, for fenced Redlock locks only.
  */
-static bool fenced_quorum(redmutex_lock *l, rm_call *call, const votes *v)
+static bool fenced_quorum(redmutex_lock *l, rm_call *call, const votes *v, int64_t deadline)
 {
     char token[24];
     snprintf(token, sizeof token, "%" PRId64, v->fence);
     char token_key[RM_KEY_MAX];
     const char *argv[] = {"1", TOKEN_KEY(l, token_key), token};
-    rm_req req = {1, {{RM_SCRIPT_FENCE_RATCHET, 3, argv, NULL}}};
+    rm_req req = {1, {{RM_SCRIPT_FENCE_RATCHET, 3, argv, NULL}}, l->name};
     bool granted[REDMUTEX_SERVERS_MAX];
     memcpy(granted, v->yes_at, sizeof granted);
-    rm_call_run(call, &req, command_deadline(l->c, false), NULL, NULL);
+    rm_call_run(call, &req, deadline, NULL, NULL);
     size_t confirmed = 0;
     for (size_t i = 0; i < call->n; i++) {
         rm_reply *r = call->slots[i].err ? NULL : call->slots[i].replies[0];
@@ -591,7 +608,7 @@ typedef struct acq_cmd {
  * (plain lock without fencing; argv[6..7] hold "PTTL NAME" for pipelining),
  * or the kind's acquire script. Argument storage lives in *st.
  */
-static rm_cmd acquire_command(redmutex_lock *l, const char *value, acq_cmd *st, acq_form *form)
+static rm_cmd acquire_command(redmutex_lock *l, const char *value, bool nested, acq_cmd *st, acq_form *form)
 {
     bool fencing = l->opts.flags & REDMUTEX_LOCK_FENCING;
     snprintf(st->lease_s, sizeof st->lease_s, "%" PRId64, lease_of(l));
@@ -608,9 +625,9 @@ static rm_cmd acquire_command(redmutex_lock *l, const char *value, acq_cmd *st, 
         memcpy(st->argv, argv, sizeof argv);
         return (rm_cmd){RM_SCRIPT_LOCK_ACQUIRE, 6, st->argv, NULL};
     }
-    const char *argv[] = {"2", l->name, st->token_key, st->lease_s, value, fencing ? "1" : "0"};
+    const char *argv[] = {"2", l->name, st->token_key, st->lease_s, value, fencing ? "1" : "0", nested ? "1" : "0"};
     memcpy(st->argv, argv, sizeof argv);
-    return (rm_cmd){RM_SCRIPT_RLOCK_ACQUIRE, 6, st->argv, NULL};
+    return (rm_cmd){RM_SCRIPT_RLOCK_ACQUIRE, 7, st->argv, NULL};
 }
 
 typedef struct attempt_info {
@@ -618,43 +635,138 @@ typedef struct attempt_info {
     bool split;       /* some servers granted, but not a majority */
 } attempt_info;
 
+/* Checks, before an attempt, the local record of owner's hold: *nested is
+   set when this owner holds the reentrant lock already. ATTEMPT_BUSY for a
+   plain lock held through this handle; ELOST for a hold lost and not yet
+   released. */
+static int check_local_hold(redmutex_lock *l, const char *owner, bool *nested)
+{
+    redmutex_client *c = l->c;
+    int rc = 0;
+    *nested = false;
+    rm_client_lock(c);
+    rm_hold *h = find_hold(l, owner, getpid());
+    if (h) {
+        redmutex_state st = hold_state(c, h, rm_now_ns());
+        if (st == REDMUTEX_STATE_LOST)
+            rc = rm_fail(REDMUTEX_ELOST,
+                         "lock '%s': this owner's earlier hold was lost; release it before acquiring again", l->name);
+        else if (l->kind == REDMUTEX_KIND_LOCK)
+            rc = ATTEMPT_BUSY; /* not reentrant: held through this handle means held */
+        else
+            /* After a last release whose outcome is unknown the servers may
+               or may not still have the field: acquire afresh. */
+            *nested = !(h->release_id[0] && h->count <= 1);
+    }
+    rm_client_unlock(c);
+    return rc;
+}
+
+/* A nested acquisition found this owner's field gone on enough servers that
+   no majority can still hold it: the hold is lost, and is reported so. */
+static int nested_lost(redmutex_lock *l, const char *owner)
+{
+    redmutex_client *c = l->c;
+    rm_client_lock(c);
+    rm_hold *h = find_hold(l, owner, getpid());
+    if (h && !h->busy) {
+        rm_watchdog_cancel(c, h);
+        rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
+    } else if (h) {
+        rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
+    }
+    rm_client_unlock(c);
+    return rm_fail(REDMUTEX_ELOST,
+                   "lock '%s' was lost while held (its key or this owner's field is gone); nothing was re-created",
+                   l->name);
+}
+
+/* Takes back whatever the attempt may have left on servers that granted it
+   or whose answer is unknown. The release travels behind the acquisition on
+   each server (per-server order), and is not waited for beyond the attempt's
+   deadline: a slow server still gets it, after the acquisition it undoes. */
+static void undo_attempt(redmutex_lock *l, rm_call *call, const char *value, const votes *v, int64_t deadline)
+{
+    bool dirty[REDMUTEX_SERVERS_MAX] = {false};
+    bool any = false;
+    for (size_t i = 0; i < call->n; i++) {
+        dirty[i] = v->yes_at[i] || v->unknown_at[i];
+        any = any || dirty[i];
+    }
+    char latch_id[33], latch_key[RM_KEY_MAX];
+    if (!any || new_token(latch_id) != 0)
+        return;
+    make_latch_key(l, latch_id, latch_key);
+    rm_req rel;
+    argbuf ab;
+    release_request(l, value, latch_key, lease_of(l), &rel, &ab);
+    int saved = redmutex_last_error_code();
+    char saved_msg[512];
+    snprintf(saved_msg, sizeof saved_msg, "%s", redmutex_last_error());
+    call->only = dirty;
+    call->strict_deadline = true;
+    call->must_send = true;
+    rm_call_run(call, &rel, deadline, NULL, NULL);
+    call->only = NULL;
+    forget_latch(call, latch_key);
+    if (saved)
+        rm_fail(saved, "%s", saved_msg);
+}
+
+/* After a first SET NX found the key taken: the holder's TTL, and whether the
+   key is a lock of this kind at all, decide how to wait. */
+static int inspect_after_set(redmutex_lock *l, rm_call *call, int64_t deadline, attempt_info *info)
+{
+    redmutex_client *c = l->c;
+    const char *iargv[] = {"1", l->name, "string", ""};
+    rm_req ireq = {1, {{RM_SCRIPT_INSPECT, 4, iargv, NULL}}, NULL};
+    rm_call_run(call, &ireq, deadline, c->n > 1 ? inspect_decided : NULL, NULL);
+    size_t wrongtype = 0;
+    for (size_t i = 0; i < call->n; i++) {
+        rm_reply *r = call->slots[i].err ? NULL : call->slots[i].replies[0];
+        if (!r)
+            continue;
+        if (r->type == RM_REPLY_ERROR) {
+            /* Enough servers holding another kind of key that no majority
+               can ever be had: an error, not a wait. */
+            if (rm_reply_error(r, "acquire", l->name, server_name(l, i)) == REDMUTEX_EWRONGTYPE &&
+                ++wrongtype > c->n - c->quorum)
+                return REDMUTEX_EWRONGTYPE;
+        } else if (r->type == RM_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == RM_REPLY_INTEGER &&
+                   r->element[1]->type == RM_REPLY_INTEGER) {
+            long long ttl = r->element[0]->integer == 0 ? 0 : r->element[1]->integer; /* 0: released meanwhile */
+            if (ttl >= 0 && (info->ttl_ms < 0 || ttl < info->ttl_ms))
+                info->ttl_ms = ttl;
+        }
+    }
+    return ATTEMPT_BUSY;
+}
+
 /*
  * One acquisition attempt on all servers. Returns ATTEMPT_WON (hold recorded),
- * ATTEMPT_BUSY (held elsewhere; *info says when to retry) or an error code.
+ * ATTEMPT_BUSY (held elsewhere, or undecided while a majority can still
+ * answer; *info says when to retry) or an error code. The whole attempt,
+ * cleanup included, ends by one deadline.
  */
 static int attempt(redmutex_lock *l, const char *owner, const char *value, bool retry, attempt_info *info)
 {
     redmutex_client *c = l->c;
     int64_t lease = lease_of(l);
     bool fencing = l->opts.flags & REDMUTEX_LOCK_FENCING;
-    pid_t pid = getpid();
     info->ttl_ms = -1;
     info->split = false;
-
-    rm_client_lock(c);
-    rm_hold *h = find_hold(l, owner, pid);
-    if (h) {
-        redmutex_state st = hold_state(c, h, rm_now_ns());
-        if (l->kind == REDMUTEX_KIND_LOCK && st != REDMUTEX_STATE_LOST) {
-            /* Not reentrant: held through this handle means held. */
-            rm_client_unlock(c);
-            return ATTEMPT_BUSY;
-        }
-        if (st == REDMUTEX_STATE_LOST) {
-            rm_client_unlock(c);
-            return rm_fail(REDMUTEX_ELOST,
-                           "lock '%s': this owner's earlier hold was lost; release it before acquiring again",
-                           l->name);
-        }
-    }
-    rm_client_unlock(c);
+    bool nested;
+    int rc = check_local_hold(l, owner, &nested);
+    if (rc)
+        return rc;
 
     acq_cmd ac;
     acquire_ctx a = {l, ACQ_SCRIPT, c->opts.min_replicas > 0, 0, -1, -1, lease, {0}};
     rm_req req = {0};
+    req.order_name = l->name;
     const char *wait_argv[3];
     char nbuf[24], tbuf[24];
-    req.cmds[req.ncmds++] = acquire_command(l, value, &ac, &a.form);
+    req.cmds[req.ncmds++] = acquire_command(l, value, nested, &ac, &a.form);
     if (a.form == ACQ_SET && retry) {
         /* While waiting, learn the holder's TTL in the same round trip
            (the first failure checked the key's type with INSPECT). */
@@ -669,92 +781,55 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     rm_call call;
     if (rm_call_begin(&call, c) != 0)
         return REDMUTEX_ENOMEM;
-    int rc = rm_call_run(&call, &req, command_deadline(c, a.wait_replicas), c->n > 1 ? acquire_decided : NULL, &a);
-    if (rc) {
+    int64_t deadline = command_deadline(c, a.wait_replicas);
+    if ((rc = rm_call_run(&call, &req, deadline, c->n > 1 ? acquire_decided : NULL, &a))) {
         rm_call_end(&call);
         return rc;
     }
     int64_t started = call.started_ns;
     acquire_count(&a, &call);
     votes *v = &a.v;
-    if (fencing && c->n > 1 && v->yes >= c->quorum && !fenced_quorum(l, &call, v))
+    if (fencing && c->n > 1 && v->yes >= c->quorum && !fenced_quorum(l, &call, v, deadline))
         v->yes = 0; /* the token could not be made safe: the attempt fails and is undone */
     int64_t validity_ns = lease * RM_NS_PER_MS - (rm_now_ns() - started) - rm_drift_ns(lease);
+    size_t q = c->quorum;
+    /* Servers that cannot answer at all: transport failures and error
+       replies, not those the early decision merely did not wait for. */
+    size_t broken = rm_call_failed(&call) + v->errors;
 
-    if (v->yes >= c->quorum && validity_ns > 0) {
+    if (v->yes >= q && validity_ns > 0) {
         rm_client_lock(c);
-        rc = record_hold(l, owner, value, started, v->count, v->fence);
+        rc = record_hold(l, owner, value, started, v);
         rm_client_unlock(c);
         if (rc == 0) {
             rm_call_end(&call);
             return ATTEMPT_WON;
         }
-        goto undo;
-    }
-
-    /* Not won. A split vote or a slow acquisition may have left our value on
-       some servers; take it off all of them before anyone waits on it. */
-    if (v->yes >= c->quorum) {
-        rc = ATTEMPT_BUSY;
+    } else if (nested && v->gone > c->n - q) {
+        rc = nested_lost(l, owner);
+    } else if (v->yes >= q) {
+        rc = ATTEMPT_BUSY; /* too slow to count: undone below, then tried again */
         info->ttl_ms = 0;
     } else if (v->error == REDMUTEX_EREPLICAS) {
         rc = rm_fail(REDMUTEX_EREPLICAS, "%s", v->error_msg);
-    } else if (v->yes + v->no >= c->quorum) {
+    } else if (v->yes + v->no >= q) {
         rc = ATTEMPT_BUSY;
         info->ttl_ms = v->ttl;
         info->split = v->yes > 0;
-    } else if (v->error == REDMUTEX_EWRONGTYPE || v->error == REDMUTEX_EAUTH ||
-               (v->error && v->yes + v->no == 0)) {
+    } else if (v->error == REDMUTEX_EWRONGTYPE || v->error == REDMUTEX_EAUTH || (v->error && v->yes + v->no == 0)) {
         rc = rm_fail(v->error, "%s", v->error_msg);
+    } else if (broken > c->n - q) {
+        rc = rm_call_fail(&call, "acquire", l->name); /* no majority can answer */
     } else {
-        rc = rm_call_fail(&call, "acquire", l->name);
+        /* A minority is down or slow and the rest did not settle it: keep
+           waiting while a majority can still answer (Redlock's purpose). */
+        rc = ATTEMPT_BUSY;
+        info->split = v->yes > 0;
     }
-
-undo:;
-    bool dirty = false;
-    for (size_t i = 0; i < c->n; i++)
-        if (v->yes_at[i] || v->unknown_at[i])
-            dirty = true;
-    if (dirty) {
-        char latch_id[33], latch_key[RM_KEY_MAX];
-        new_token(latch_id);
-        make_latch_key(l, latch_id, latch_key);
-        rm_req rel;
-        argbuf ab;
-        release_request(l, value, latch_key, lease, &rel, &ab);
-        int saved = redmutex_last_error_code();
-        char saved_msg[512];
-        snprintf(saved_msg, sizeof saved_msg, "%s", redmutex_last_error());
-        rm_call_run(&call, &rel, command_deadline(c, false), NULL, NULL);
-        forget_latch(&call, latch_key);
-        rm_fail(saved, "%s", saved_msg);
-    }
-    if (rc == ATTEMPT_BUSY && a.form == ACQ_SET && !retry) {
-        /* SET NX only says "exists": learn the holder's TTL, and whether the
-           key is a lock of this kind at all, before deciding how to wait. */
-        const char *iargv[] = {"1", l->name, "string", ""};
-        rm_req ireq = {1, {{RM_SCRIPT_INSPECT, 4, iargv, NULL}}};
-        rm_call_run(&call, &ireq, command_deadline(c, false), c->n > 1 ? inspect_decided : NULL, NULL);
-        size_t wrongtype = 0;
-        for (size_t i = 0; i < call.n; i++) {
-            rm_reply *r = call.slots[i].err ? NULL : call.slots[i].replies[0];
-            if (!r)
-                continue;
-            if (r->type == RM_REPLY_ERROR) {
-                /* Enough servers holding another kind of key that no majority
-                   can ever be had: an error, not a wait. */
-                if (rm_reply_error(r, "acquire", l->name, server_name(l, i)) == REDMUTEX_EWRONGTYPE &&
-                    ++wrongtype > c->n - c->quorum)
-                    rc = REDMUTEX_EWRONGTYPE;
-            } else if (r->type == RM_REPLY_ARRAY && r->elements == 3 && r->element[1]->type == RM_REPLY_INTEGER) {
-                long long ttl = r->element[1]->integer;
-                if (r->element[0]->integer == 0)
-                    ttl = 0; /* released meanwhile: retry now */
-                if (ttl >= 0 && (info->ttl_ms < 0 || ttl < info->ttl_ms))
-                    info->ttl_ms = ttl;
-            }
-        }
-    }
+    if (rc != ATTEMPT_WON)
+        undo_attempt(l, &call, value, v, deadline);
+    if (rc == ATTEMPT_BUSY && a.form == ACQ_SET && !retry)
+        rc = inspect_after_set(l, &call, deadline, info);
     rm_call_end(&call);
     return rc;
 }
@@ -770,9 +845,10 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     char owner_key[RM_VALUE_MAX + 1], value[RM_VALUE_MAX + 1];
     if ((rc = resolve_owner(l, owner, owner_key)))
         return rc;
-    if (l->kind == REDMUTEX_KIND_LOCK && !owner)
-        new_token(value);
-    else
+    if (l->kind == REDMUTEX_KIND_LOCK && !owner) {
+        if ((rc = new_token(value)))
+            return rc;
+    } else
         memcpy(value, owner_key, sizeof value);
 
     int64_t start = rm_now_ns();
@@ -850,7 +926,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
         /* Next attempt: on a release message, when the holder's lease ends,
            or after a capped, jittered backoff, whichever comes first. */
         int64_t pause_ms = backoff_ms - (int64_t)rm_random_below((uint64_t)backoff_ms / 4 + 1);
-        if (info.ttl_ms >= 0 && info.ttl_ms + 1 < pause_ms)
+        if (info.ttl_ms >= 0 && info.ttl_ms < pause_ms - 1) /* hostile TTLs cannot overflow */
             pause_ms = info.ttl_ms + 1;
         if (info.split && c->opts.retry_delay_ms > 0) {
             int64_t d = (int64_t)rm_random_below((uint64_t)c->opts.retry_delay_ms) + 1;
@@ -920,7 +996,8 @@ static bool release_decided(rm_call *call, void *ud)
 static void release_value(redmutex_lock *l, const char *value)
 {
     char latch_id[33], latch_key[RM_KEY_MAX];
-    new_token(latch_id);
+    if (new_token(latch_id) != 0)
+        return;
     make_latch_key(l, latch_id, latch_key);
     rm_req req;
     argbuf ab;
@@ -928,6 +1005,7 @@ static void release_value(redmutex_lock *l, const char *value)
     rm_call call;
     if (rm_call_begin(&call, l->c) != 0)
         return;
+    call.must_send = true;
     rm_call_run(&call, &req, command_deadline(l->c, false), NULL, NULL);
     forget_latch(&call, latch_key);
     rm_call_end(&call);
@@ -959,7 +1037,7 @@ static int handoff_result(rm_call *call, const rm_claim *claim, acq_form form)
         return RM_WAIT_UNKNOWN; /* too slow to count: the waiter undoes it */
     redmutex_client *c = claim->lock->c;
     rm_client_lock(c);
-    int rc = record_hold(claim->lock, claim->owner, claim->value, call->started_ns, a.v.count, a.v.fence);
+    int rc = record_hold(claim->lock, claim->owner, claim->value, call->started_ns, &a.v);
     rm_client_unlock(c);
     return rc == 0 ? RM_WAIT_GRANTED : RM_WAIT_UNKNOWN;
 }
@@ -973,6 +1051,15 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     uint64_t hold_id = 0;
     bool was_lost = false, final = false;
     int64_t lease = lease_of(l);
+    /* Where the hold may be: a release is not sent to servers that refused
+       it (per-server order keeps the others safe, see client.c). */
+    bool only[REDMUTEX_SERVERS_MAX];
+    char fresh_id[33];
+    int rc = new_token(fresh_id);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < c->n; i++)
+        only[i] = true;
 
     rm_client_lock(c);
     rm_hold *h = find_hold(l, owner_key, pid);
@@ -999,12 +1086,14 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         if (h->count <= 1)
             rm_watchdog_cancel(c, h);
         if (!h->release_id[0])
-            new_token(h->release_id);
+            memcpy(h->release_id, fresh_id, sizeof fresh_id);
         memcpy(latch_id, h->release_id, sizeof latch_id);
         snprintf(value, sizeof value, "%s", h->value);
         lease = h->lease_ms;
+        for (size_t i = 0; i < c->n; i++)
+            only[i] = h->generations[i] != 0;
     } else {
-        new_token(latch_id);
+        memcpy(latch_id, fresh_id, sizeof latch_id);
         memcpy(value, owner_key, sizeof value);
     }
     rm_client_unlock(c);
@@ -1020,15 +1109,17 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     acq_form heir_form = ACQ_SET;
     if (final && c->n == 1 && c->opts.min_replicas == 0 && deadline_ns == INT64_MAX &&
         (heir = rm_waiter_claim(c, ab.channel, l->kind, &claim)) != NULL)
-        req.cmds[req.ncmds++] = acquire_command(claim.lock, claim.value, &heir_cmd, &heir_form);
+        req.cmds[req.ncmds++] = acquire_command(claim.lock, claim.value, false, &heir_cmd, &heir_form);
     bool armed[REDMUTEX_SERVERS_MAX];
     rm_waiter_expect_release(c, ab.channel, armed);
     rm_call call;
-    int rc = rm_call_begin(&call, c);
+    rc = rm_call_begin(&call, c);
     if (rc == 0) {
         int64_t dl = command_deadline(c, false);
         /* A caller's deadline (shutdown) is a hard one, even for a new connection. */
         call.strict_deadline = deadline_ns != INT64_MAX;
+        call.only = only;
+        call.must_send = true;
         /* With several servers the answer is known at a majority; the
            others still get the release (their replies are skipped later). A
            hand-off needs its one server's reply. */
@@ -1040,7 +1131,9 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
     for (size_t i = 0; rc == 0 && i < call.n; i++) {
         rm_slot *s = &call.slots[i];
         rm_reply *r = s->err ? NULL : s->replies[0];
-        if (!r) {
+        if (s->excluded) {
+            notowner++; /* it refused the acquisition: it never held it */
+        } else if (!r) {
             failed++;
         } else if (r->type == RM_REPLY_INTEGER) {
             ok++;
@@ -1055,6 +1148,10 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
                 err = code;
         } else {
             failed++;
+            int code = rm_fail(REDMUTEX_EPROTOCOL, "release lock '%s': %s sent a reply of the wrong type",
+                               l->name, server_name(l, i));
+            if (!err)
+                err = code;
         }
     }
     size_t q = c->quorum;
@@ -1095,9 +1192,15 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
                      "lock '%s' was lost before it was released (its lease ran out or renewal failed)", l->name);
     } else {
         /* Outcome unknown: keep the hold and its request id so that a retry
-           reports what this attempt did. */
-        if (h)
+           reports what this attempt did. Renewal stays off (the release was
+           meant to end it); the owner is told when validity runs out. */
+        if (h) {
+            if (h->count <= 1) {
+                h->watchdog = false;
+                rm_watchdog_schedule(c, h);
+            }
             hold_unbusy(c, h);
+        }
         if (rc == 0)
             rc = err && (err == REDMUTEX_EWRONGTYPE || ok + notowner == 0) ? rm_fail(err, "%s", saved)
                                                                             : rm_call_fail(&call, "release", l->name);
@@ -1207,13 +1310,17 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
     if (rc)
         return rc;
 
-    char ms_s[24], nbuf[24], tbuf[24];
+    char ms_s[24], max_s[24], nbuf[24], tbuf[24];
     snprintf(ms_s, sizeof ms_s, "%" PRId64, ms);
-    const char *argv[] = {"1", l->name, value, ms_s, mode == REDMUTEX_EXTEND_REPLACE ? "1" : "0"};
+    snprintf(max_s, sizeof max_s, "%" PRId64, (int64_t)REDMUTEX_TIME_MAX_MS);
+    /* The script caps the new TTL at REDMUTEX_TIME_MAX_MS (adding to the
+       remaining TTL could pass it). */
+    const char *argv[] = {"1", l->name, value, ms_s, mode == REDMUTEX_EXTEND_REPLACE ? "1" : "0", max_s};
     const char *wait_argv[3];
     rm_req req = {0};
+    req.order_name = l->name;
     req.cmds[req.ncmds++] =
-        (rm_cmd){l->kind == REDMUTEX_KIND_LOCK ? RM_SCRIPT_LOCK_EXTEND : RM_SCRIPT_RLOCK_EXTEND, 5, argv, NULL};
+        (rm_cmd){l->kind == REDMUTEX_KIND_LOCK ? RM_SCRIPT_LOCK_EXTEND : RM_SCRIPT_RLOCK_EXTEND, 6, argv, NULL};
     bool wait_replicas = c->opts.min_replicas > 0;
     if (wait_replicas)
         add_wait(&req, c, nbuf, tbuf, wait_argv);
@@ -1316,7 +1423,7 @@ static int inspect(redmutex_lock *l, const char *value, inspect_result *res)
 {
     redmutex_client *c = l->c;
     const char *argv[] = {"1", l->name, l->kind == REDMUTEX_KIND_LOCK ? "string" : "hash", value};
-    rm_req req = {1, {{RM_SCRIPT_INSPECT, 4, argv, NULL}}};
+    rm_req req = {1, {{RM_SCRIPT_INSPECT, 4, argv, NULL}}, NULL};
     rm_call call;
     int rc = rm_call_begin(&call, c);
     if (rc)
@@ -1463,7 +1570,7 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
     redmutex_client *c = l->c;
     char channel[RM_KEY_MAX];
     const char *argv[] = {"2", l->name, CHANNEL_KEY(l, channel), l->kind == REDMUTEX_KIND_LOCK ? "string" : "hash"};
-    rm_req req = {1, {{RM_SCRIPT_FORCE_RELEASE, 4, argv, NULL}}};
+    rm_req req = {1, {{RM_SCRIPT_FORCE_RELEASE, 4, argv, NULL}}, l->name};
     rm_call call;
     if ((rc = rm_call_begin(&call, c)))
         return rc;
@@ -1476,8 +1583,10 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
         if (r && r->type == RM_REPLY_INTEGER) {
             answered++;
             deleted += r->integer == 1;
-        } else if (r && r->type == RM_REPLY_ERROR && !err) {
-            err = rm_reply_error(r, "force release", l->name, server_name(l, i));
+        } else if (r && !err) {
+            err = r->type == RM_REPLY_ERROR ? rm_reply_error(r, "force release", l->name, server_name(l, i))
+                                            : rm_fail(REDMUTEX_EPROTOCOL, "force release lock '%s': %s sent a "
+                                                      "reply of the wrong type", l->name, server_name(l, i));
             snprintf(err_msg, sizeof err_msg, "%s", redmutex_last_error());
         }
     }

@@ -113,7 +113,19 @@ static void masked_copy(char *out, size_t size, const char *url)
 {
     const char *at = strrchr(url, '@');
     if (!at) {
-        snprintf(out, size, "%s", url);
+        /* No '@', but a ':' in the authority may still be a password typed
+           without one ("redis://:secret", "redis://secret:"): mask all of
+           the authority then, unless it is plainly host:port. */
+        const char *auth = strstr(url, "://");
+        auth = auth ? auth + 3 : url;
+        size_t alen = strcspn(auth, "/?#");
+        const char *colon = memchr(auth, ':', alen);
+        bool plain_port = colon && colon > auth && colon + 1 < auth + alen &&
+                          strspn(colon + 1, "0123456789") == (size_t)(auth + alen - colon - 1);
+        if (colon && !plain_port && auth[0] != '[')
+            snprintf(out, size, "%.*s***%s", (int)(auth - url), url, auth + alen);
+        else
+            snprintf(out, size, "%s", url);
         return;
     }
     const char *scheme_end = strstr(url, "://");

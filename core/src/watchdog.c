@@ -196,7 +196,14 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
             req.cmds[req.ncmds++] = (rm_cmd){-1, 3, wait_argv, NULL};
             ms += c->opts.replica_timeout_ms;
         }
-        rm_call_run(&call, &req, rm_deadline_after_ms(ms), NULL, NULL);
+        /* A renewal that has not answered when a hold's validity ends cannot
+           save it: stop waiting then, so LOST is reported at validity end
+           and not a command timeout later. */
+        int64_t deadline = rm_deadline_after_ms(ms);
+        for (size_t j = 0; j < k; j++)
+            if (batch[j]->validity_end_ns < deadline)
+                deadline = batch[j]->validity_end_ns;
+        rm_call_run(&call, &req, deadline, NULL, NULL);
         ran = true;
     }
 

@@ -136,6 +136,13 @@ class UnsupportedError(RedMutexError, NotImplementedError):
     code = lib.REDMUTEX_EUNSUPPORTED
 
 
+class SystemFailure(RedMutexError, OSError):
+    """The operating system failed a request redmutex cannot do without
+    (no random bytes for a token); nothing was sent."""
+
+    code = lib.REDMUTEX_ESYSTEM
+
+
 _CLASSES: dict[int, type[RedMutexError]] = {
     cls.code: cls
     for cls in (
@@ -156,6 +163,7 @@ _CLASSES: dict[int, type[RedMutexError]] = {
         InterruptedWait,
         LimitError,
         UnsupportedError,
+        SystemFailure,
     )
 }
 

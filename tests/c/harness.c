@@ -269,6 +269,10 @@ static void *proxy_pump(void *arg)
     char buf[65536];
     for (;;) {
         ssize_t n = recv(pp->from, buf, sizeof buf, 0);
+        /* Accepted sockets inherit the listener's receive timeout: an idle
+           connection is not a closed one. */
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && !atomic_load(&pp->p->stop))
+            continue;
         if (n <= 0)
             break;
         if (pp->to_server && pp->p->pattern[0] && memmem(buf, (size_t)n, pp->p->pattern, strlen(pp->p->pattern))) {

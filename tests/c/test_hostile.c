@@ -1,6 +1,6 @@
 /*
  * A tiny hostile RESP server for replies a real Redis never sends. It
- * answers the connection handshake (SCRIPT LOAD) like Redis and the first
+ * answers the connection handshake (SCRIPT LOAD, INFO) like Redis and the first
  * other command with the scenario's bytes. Every case must end in a clear
  * error within the timeout: no crash, no hang, no SIGPIPE.
  */
@@ -57,7 +57,8 @@ static size_t parse_commands(const char *buf, size_t len, size_t *used, bool *is
                 complete = false;
                 break;
             }
-            if (i == 0 && blen == 6 && strncasecmp(buf + p, "SCRIPT", 6) == 0)
+            if (i == 0 && ((blen == 6 && strncasecmp(buf + p, "SCRIPT", 6) == 0) ||
+                           (blen == 4 && strncasecmp(buf + p, "INFO", 4) == 0)))
                 script = true;
             p += (size_t)blen + 2;
         }
@@ -92,7 +93,8 @@ static void *hostile_main(void *arg)
             have -= used;
             for (size_t i = 0; i < n && !done; i++) {
                 if (script[i]) {
-                    static const char sha[] = "$40\r\n0123456789012345678901234567890123456789\r\n";
+                    /* A 40-character answer does for SCRIPT LOAD (a SHA) and INFO (a run_id). */
+                    static const char sha[] = "$47\r\nrun_id:0123456789012345678901234567890123456789\r\n";
                     if (send(fd, sha, sizeof sha - 1, MSG_NOSIGNAL) < 0)
                         done = true;
                 } else if (!h->never_answer) {

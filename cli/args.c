@@ -1,0 +1,202 @@
+/*
+ * Argument parsing shared by the subcommands, messages, and the mapping from
+ * library errors to exit statuses.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_URL "redis://127.0.0.1:6379"
+
+static void vmessage(const char *fmt, va_list ap, const char *tail)
+{
+    fputs("redmutex: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(tail, stderr);
+}
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap, "\n");
+    va_end(ap);
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap, "\nTry 'redmutex --help' for more information.\n");
+    va_end(ap);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_exit_for(int code)
+{
+    switch (code) {
+    case REDMUTEX_OK:
+        return CLI_EXIT_OK;
+    case REDMUTEX_EINVAL:
+    case REDMUTEX_EDUPLICATE: /* two URLs for one server: the command line is wrong */
+        return CLI_EXIT_USAGE;
+    case REDMUTEX_ETIMEDOUT:
+        return CLI_EXIT_TEMPFAIL;
+    case REDMUTEX_ELOST:
+        return CLI_EXIT_LOST;
+    case REDMUTEX_EWRONGTYPE:
+        return CLI_EXIT_DATAERR;
+    case REDMUTEX_EAUTH:
+        return CLI_EXIT_NOPERM;
+    case REDMUTEX_ENOMEM:
+    case REDMUTEX_ESYSTEM:
+        return CLI_EXIT_OSERR;
+    case REDMUTEX_ECONN:
+    case REDMUTEX_EPROTOCOL:
+    case REDMUTEX_ESERVER:
+    case REDMUTEX_EREPLICAS:
+    case REDMUTEX_EUNSUPPORTED:
+        return CLI_EXIT_UNAVAILABLE;
+    default:
+        return CLI_EXIT_SOFTWARE;
+    }
+}
+
+int cli_library_error(const char *what, int code)
+{
+    /* The library's message names the lock, the server and the reason. */
+    const char *detail = redmutex_last_error();
+    if (detail[0])
+        cli_error("%s", detail);
+    else
+        cli_error("%s: %s", what, redmutex_strerror(code));
+    return cli_exit_for(code);
+}
+
+int cli_parse_seconds(int64_t *out, const char *text, bool allow_zero)
+{
+    char *end;
+    errno = 0;
+    double s = strtod(text, &end);
+    /* strtod also takes "inf", "nan" and hex floats; only plain decimals are seconds. */
+    if (errno || end == text || *end || !isfinite(s) || s < 0 || strpbrk(text, "xXnN"))
+        return -1;
+    double ms = s * 1000.0;
+    if (ms > (double)REDMUTEX_TIME_MAX_MS)
+        return -1;
+    int64_t v = (int64_t)llround(ms);
+    if (v == 0 && (s > 0 || !allow_zero))
+        return -1; /* rounds to nothing: a lease or timer of 0 ms means nothing */
+    *out = v;
+    return 0;
+}
+
+int cli_parse_exit_code(int *out, const char *text)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < 0 || v > 255)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+bool cli_valid_env_name(const char *name)
+{
+    if (!name[0] || (name[0] >= '0' && name[0] <= '9'))
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!(*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+            return false;
+    return true;
+}
+
+int cli_servers_add(cli_servers *s, const char *url)
+{
+    if (s->n == REDMUTEX_SERVERS_MAX)
+        return cli_usage_error("too many servers: at most %d", REDMUTEX_SERVERS_MAX);
+    s->urls[s->n++] = url;
+    return 0;
+}
+
+int cli_servers_finish(cli_servers *s)
+{
+    if (s->n)
+        return 0;
+    const char *env = getenv("REDMUTEX_URL");
+    if (!env || !env[0]) {
+        s->urls[s->n++] = DEFAULT_URL;
+        return 0;
+    }
+    s->env_copy = strdup(env);
+    if (!s->env_copy) {
+        cli_error("out of memory");
+        return CLI_EXIT_OSERR;
+    }
+    for (char *p = s->env_copy;;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (!p[0])
+            return cli_usage_error("REDMUTEX_URL has an empty entry (a comma too many)");
+        int rc = cli_servers_add(s, p);
+        if (rc)
+            return rc;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
+}
+
+void cli_servers_clear(cli_servers *s)
+{
+    free(s->env_copy);
+    s->env_copy = NULL;
+    s->n = 0;
+}
+
+int cli_client_new(redmutex_client **out, const cli_servers *s, const redmutex_client_options *opts)
+{
+    int rc = redmutex_client_new(out, s->urls, s->n, opts);
+    if (rc)
+        return cli_library_error("cannot use the servers", rc);
+    return 0;
+}
+
+int cli_open_existing(redmutex_lock **out, int *out_locked, redmutex_client *client, const char *name)
+{
+    static const redmutex_kind kinds[] = {REDMUTEX_KIND_LOCK, REDMUTEX_KIND_RLOCK};
+    for (size_t i = 0; i < 2; i++) {
+        redmutex_lock *lock;
+        int rc = redmutex_lock_new(&lock, client, name, kinds[i], NULL);
+        if (rc)
+            return cli_library_error("bad lock name", rc);
+        rc = redmutex_lock_is_locked(out_locked, lock);
+        if (rc == 0) {
+            *out = lock;
+            return 0;
+        }
+        redmutex_lock_free(lock);
+        if (rc != REDMUTEX_EWRONGTYPE)
+            return cli_library_error("cannot read the lock", rc);
+    }
+    cli_error("'%s' is not a lock: the key holds neither a token (string) nor a Redisson hash", name);
+    return CLI_EXIT_DATAERR;
+}
+
+int cli_bad_option(int c, char **argv, int index)
+{
+    const char *arg = argv[index - 1];
+    if (c == ':')
+        return cli_usage_error("option '%s' needs a value", arg);
+    if (optopt > 0 && optopt < 128 && strncmp(arg, "--", 2) != 0)
+        return cli_usage_error("unknown option '-%c'", optopt);
+    return cli_usage_error("unknown option '%s'", arg);
+}

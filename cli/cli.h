@@ -1,0 +1,176 @@
+/*
+ * The redmutex command-line tool: declarations shared by its files.
+ *
+ * The tool uses only the public API (redmutex.h). `status` also reads a few
+ * keys directly (owner token, fence counter) through inspect.c, because the
+ * public API has no query for them.
+ */
+#ifndef REDMUTEX_CLI_H
+#define REDMUTEX_CLI_H
+
+#include <redmutex.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <signal.h>
+#include <sys/types.h>
+
+/* Exit statuses. Where sysexits.h has a fitting code, it is that code. */
+enum {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_FREE = 1,          /* status: not held; release: there was nothing to release */
+    CLI_EXIT_USAGE = 64,        /* EX_USAGE: bad arguments */
+    CLI_EXIT_DATAERR = 65,      /* EX_DATAERR: the key exists but is not a lock */
+    CLI_EXIT_UNAVAILABLE = 69,  /* EX_UNAVAILABLE: servers unreachable or refusing */
+    CLI_EXIT_SOFTWARE = 70,     /* EX_SOFTWARE: an error that should not happen */
+    CLI_EXIT_OSERR = 71,        /* EX_OSERR: fork, pipe or memory failed */
+    CLI_EXIT_TEMPFAIL = 75,     /* EX_TEMPFAIL: the lock is held by someone else (default of -E) */
+    CLI_EXIT_LOST = 76,         /* the lock was lost while CMD ran */
+    CLI_EXIT_NOPERM = 77,       /* EX_NOPERM: authentication refused */
+    CLI_EXIT_CANNOT_EXEC = 126, /* CMD exists but could not be executed (as in sh, env, timeout) */
+    CLI_EXIT_NOT_FOUND = 127    /* CMD was not found */
+};
+
+/* ---- args.c: parsing and messages ---------------------------------------- */
+
+/* Prints "redmutex: <message>" on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints the message and a hint to --help on stderr; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "redmutex: <what>: <library message>" and returns the exit status for `code`. */
+int cli_library_error(const char *what, int code);
+/* Reports a getopt_long() failure (c is '?' or ':'; index is optind). Returns CLI_EXIT_USAGE. */
+int cli_bad_option(int c, char **argv, int index);
+/* The exit status that stands for a redmutex error code (see the table in cli/redmutex.1). */
+int cli_exit_for(int code);
+
+/*
+ * Parses a duration in seconds ("30", "2.5", "0.1") into milliseconds.
+ * Accepts 0 only when allow_zero. Returns 0, or -1 when `text` is not a
+ * finite, non-negative number of at most REDMUTEX_TIME_MAX_MS.
+ */
+int cli_parse_seconds(int64_t *out, const char *text, bool allow_zero);
+/* Parses an exit status 0..255. Returns 0 or -1. */
+int cli_parse_exit_code(int *out, const char *text);
+/* Whether `name` can be an environment variable name ([A-Za-z_][A-Za-z0-9_]*). */
+bool cli_valid_env_name(const char *name);
+
+/* The servers a command talks to: -u URLs, else REDMUTEX_URL, else the default. */
+typedef struct cli_servers {
+    const char *urls[REDMUTEX_SERVERS_MAX];
+    size_t n;
+    char *env_copy; /* REDMUTEX_URL split in place; owned */
+} cli_servers;
+
+/* Adds a -u URL. Returns 0, or CLI_EXIT_USAGE (message printed) when there are too many. */
+int cli_servers_add(cli_servers *s, const char *url);
+/* When no -u was given: REDMUTEX_URL (comma-separated) or redis://127.0.0.1:6379. Returns 0 or an exit
+ * status. */
+int cli_servers_finish(cli_servers *s);
+void cli_servers_clear(cli_servers *s);
+
+/*
+ * Makes a client for the servers, with `opts` (may be NULL). On failure
+ * prints the reason and returns the exit status; 0 on success.
+ */
+int cli_client_new(redmutex_client **out, const cli_servers *s, const redmutex_client_options *opts);
+
+/*
+ * Opens a handle on `name` whatever kind of lock is stored there: tries a
+ * plain lock, then a reentrant one when the key is a hash. *out_locked
+ * receives whether it is held. Returns 0 or an exit status (message printed):
+ * CLI_EXIT_DATAERR when the key holds something else.
+ */
+int cli_open_existing(redmutex_lock **out, int *out_locked, redmutex_client *client, const char *name);
+
+/* ---- signals.c: signals and wake-ups for the main thread --------------------- */
+
+/*
+ * Installs handlers for the signals redmutex forwards to CMD (INT, TERM,
+ * HUP, QUIT, USR1, USR2; those inherited as ignored stay ignored, and CMD
+ * inherits that) and for SIGCHLD, and makes the wake-up pipe. Handlers do not
+ * restart system calls, so a signal ends a lock wait's pause at once.
+ * Returns 0 or -1 with errno.
+ */
+int cli_signals_install(void);
+/* Readable when a signal arrived or cli_wake() was called. */
+int cli_wake_fd(void);
+/* Makes cli_wake_fd() readable. Async-signal-safe; callable from any thread. */
+void cli_wake(void);
+/* Empties the wake-up pipe. */
+void cli_wake_drain(void);
+/* The next signal that arrived and was not taken yet (SIGCHLD included), or 0. */
+int cli_signal_take(void);
+/* The first forwarded signal that ever arrived (not SIGCHLD), or 0. Async-signal-safe. */
+int cli_signal_first(void);
+/* Blocks every signal in the calling thread; *old receives the previous mask. */
+void cli_signals_block(sigset_t *old);
+/* In a forked child, before exec: default actions for the signals redmutex catches. Async-signal-safe. */
+void cli_signals_child_defaults(void);
+
+/* ---- child.c: CMD in its own process group ------------------------------ */
+
+typedef struct cli_child {
+    pid_t pid; /* CMD, also the id of its process group */
+    int tty;   /* the terminal handed to CMD's group, or -1 */
+} cli_child;
+
+/*
+ * Starts argv (searched in PATH) with `envp`, in a new process group that
+ * gets the terminal when redmutex runs in the terminal's foreground. CMD
+ * gets SIGTERM if redmutex dies (Linux). Returns 0, or an exit status with
+ * the reason printed (CLI_EXIT_NOT_FOUND, CLI_EXIT_CANNOT_EXEC, CLI_EXIT_OSERR).
+ */
+int cli_child_spawn(cli_child *ch, char *const argv[], char *const envp[]);
+/*
+ * Reaps CMD if it ended: returns 1 with *status set (its exit status, or
+ * 128+N if signal N killed it), 0 while it runs. Follows job control: when
+ * the terminal stopped CMD, redmutex stops too and continues CMD when it
+ * is continued itself.
+ */
+int cli_child_poll(cli_child *ch, int *status);
+/* Sends sig to CMD's process group. */
+void cli_child_signal(const cli_child *ch, int sig);
+/* Whether any process is left in CMD's process group. */
+bool cli_child_group_alive(const cli_child *ch);
+/* Takes the terminal back after CMD ended (when it had it). */
+void cli_child_release_terminal(cli_child *ch);
+
+/* ---- inspect.c: per-server facts the public API does not give ----------- */
+
+#define CLI_OWNER_MAX 300
+
+typedef struct cli_server_view {
+    char url[1400]; /* with the password masked */
+    bool reachable;
+    char error[200];           /* why not, when !reachable */
+    char type[16];             /* Redis TYPE of the key: "none", "string", "hash", ... */
+    char owner[CLI_OWNER_MAX]; /* token prefix (plain) or hash field (reentrant); "" if none */
+    int64_t holds;             /* hold count of that owner (1 for a plain lock) */
+    int64_t ttl_ms;            /* PTTL: -2 absent, -1 no expiry */
+    bool has_fence;
+    int64_t fence; /* redisson_lock_token:{NAME} */
+} cli_server_view;
+
+/*
+ * Reads what one server stores for lock `name`, within timeout_ms (connect
+ * and reply each). The URL was already accepted by redmutex_client_new().
+ * Always fills *out; out->reachable says whether the reading worked.
+ */
+void cli_inspect_server(cli_server_view *out, const char *url, const char *name, int64_t timeout_ms);
+
+/* ---- json.c ------------------------------------------------------------ */
+
+/* Writes str as a JSON string (quoted, escaped; invalid UTF-8 becomes U+FFFD). */
+void cli_json_string(FILE *f, const char *str);
+
+/* ---- commands ---------------------------------------------------------- */
+
+int cli_run(int argc, char **argv);
+int cli_status(int argc, char **argv);
+int cli_release(int argc, char **argv);
+void cli_print_help(void);
+
+#endif

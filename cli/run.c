@@ -1,0 +1,402 @@
+/*
+ * redmutex run: hold a lock while a command runs.
+ *
+ * The main thread acquires the lock, starts CMD and then sleeps in poll() on
+ * one wake-up pipe. Three things write to it: signal handlers (a signal to
+ * forward, or SIGCHLD), and the lock's on_lost callback, which runs on the
+ * library's watchdog thread and does nothing else, so that all decisions
+ * (forwarding, SIGTERM/SIGKILL on a lost lock, the exit status) are taken on
+ * the main thread.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_KILL_AFTER_MS 10000
+
+extern char **environ;
+
+typedef struct run_opts {
+    cli_servers servers;
+    int64_t lease_ms; /* 0: the watchdog renews the lease */
+    int64_t wait_ms;  /* REDMUTEX_WAIT_FOREVER, or how long to wait (0 = -n) */
+    bool wait_given, nonblock;
+    int conflict_exit;     /* -E */
+    int64_t kill_after_ms; /* SIGTERM -> SIGKILL grace after a lost lock */
+    const char *fence_env;
+    redmutex_kind kind;
+    const char *name;
+    char **cmd;
+} run_opts;
+
+typedef struct run_ctx {
+    run_opts o;
+    redmutex_client *client;
+    redmutex_lock *lock;
+    cli_child child;
+    atomic_int news; /* the last state on_lost reported, or -1 */
+    int reported;    /* the last state reported on stderr */
+    bool lost;
+    int64_t kill_at; /* CLOCK_MONOTONIC ms when SIGKILL follows SIGTERM; 0 = none pending */
+} run_ctx;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- arguments ---------------------------------------------------------- */
+
+enum { OPT_LEASE = 256, OPT_WAIT, OPT_KILL_AFTER, OPT_FENCE_ENV, OPT_KIND };
+
+static const struct option run_options[] = {{"url", required_argument, NULL, 'u'},
+                                            {"lease", required_argument, NULL, OPT_LEASE},
+                                            {"wait", required_argument, NULL, OPT_WAIT},
+                                            {"nonblock", no_argument, NULL, 'n'},
+                                            {"conflict-exit-code", required_argument, NULL, 'E'},
+                                            {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
+                                            {"fence-env", required_argument, NULL, OPT_FENCE_ENV},
+                                            {"kind", required_argument, NULL, OPT_KIND},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+
+/* One option; 0, or an exit status (-1: --help was printed). */
+static int run_option(run_opts *o, int c, const char *arg)
+{
+    switch (c) {
+    case 'u':
+        return cli_servers_add(&o->servers, arg);
+    case OPT_LEASE:
+        if (cli_parse_seconds(&o->lease_ms, arg, false))
+            return cli_usage_error("--lease needs a number of seconds > 0, not '%s'", arg);
+        return 0;
+    case OPT_WAIT:
+        if (cli_parse_seconds(&o->wait_ms, arg, true))
+            return cli_usage_error("--wait needs a number of seconds >= 0, not '%s'", arg);
+        o->wait_given = true;
+        return 0;
+    case 'n':
+        o->nonblock = true;
+        return 0;
+    case 'E':
+        if (cli_parse_exit_code(&o->conflict_exit, arg))
+            return cli_usage_error("-E needs an exit status from 0 to 255, not '%s'", arg);
+        return 0;
+    case OPT_KILL_AFTER:
+        if (cli_parse_seconds(&o->kill_after_ms, arg, true))
+            return cli_usage_error("--kill-after needs a number of seconds >= 0, not '%s'", arg);
+        return 0;
+    case OPT_FENCE_ENV:
+        if (!cli_valid_env_name(arg))
+            return cli_usage_error("--fence-env needs a variable name ([A-Za-z_][A-Za-z0-9_]*), not '%s'",
+                                   arg);
+        o->fence_env = arg;
+        return 0;
+    case OPT_KIND:
+        if (strcmp(arg, "lock") && strcmp(arg, "rlock"))
+            return cli_usage_error("--kind is 'lock' or 'rlock', not '%s'", arg);
+        o->kind = strcmp(arg, "lock") ? REDMUTEX_KIND_RLOCK : REDMUTEX_KIND_LOCK;
+        return 0;
+    default:
+        return CLI_EXIT_SOFTWARE; /* an option in run_options without a case here */
+    }
+}
+
+/*
+ * redmutex run [options] NAME -- CMD [ARG]...: options and NAME may come in
+ * any order before "--"; everything after it is CMD, never parsed.
+ */
+static int parse_run(run_opts *o, int argc, char **argv)
+{
+    int dashdash = 1;
+    while (dashdash < argc && strcmp(argv[dashdash], "--"))
+        dashdash++;
+    o->wait_ms = REDMUTEX_WAIT_FOREVER;
+    o->conflict_exit = CLI_EXIT_TEMPFAIL;
+    o->kill_after_ms = DEFAULT_KILL_AFTER_MS;
+    o->kind = REDMUTEX_KIND_LOCK;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(dashdash, argv, ":u:nE:h", run_options, NULL)) != -1) {
+        if (c == 'h') {
+            cli_print_help();
+            return -1;
+        }
+        int rc = c == '?' || c == ':' ? cli_bad_option(c, argv, optind) : run_option(o, c, optarg);
+        if (rc)
+            return rc;
+    }
+    if (o->wait_given && o->nonblock)
+        return cli_usage_error("--wait and -n/--nonblock exclude each other");
+    if (o->nonblock)
+        o->wait_ms = 0;
+    if (optind == dashdash)
+        return cli_usage_error("run: missing the lock NAME");
+    if (dashdash - optind > 1)
+        return cli_usage_error("run: unexpected '%s' after the lock name (CMD goes after '--')",
+                               argv[optind + 1]);
+    o->name = argv[optind];
+    if (dashdash == argc)
+        return cli_usage_error("run: missing '--' between the lock name and the command");
+    if (dashdash + 1 == argc)
+        return cli_usage_error("run: missing the command after '--'");
+    o->cmd = argv + dashdash + 1;
+    return cli_servers_finish(&o->servers);
+}
+
+/* ---- holding the lock --------------------------------------------------- */
+
+/* Runs on the watchdog thread: hand the news over and return. */
+static void on_lost(redmutex_lock *lock, const char *owner, redmutex_state state, void *payload)
+{
+    (void)lock;
+    (void)owner;
+    run_ctx *r = payload;
+    atomic_store(&r->news, (int)state);
+    cli_wake();
+}
+
+/* Asked by a waiting acquire between attempts: a signal ends the wait. */
+static int interrupted(void *payload)
+{
+    (void)payload;
+    return cli_signal_first() != 0;
+}
+
+static int open_lock(run_ctx *r)
+{
+    redmutex_client_options copts;
+    redmutex_client_options_init(&copts, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    copts.interrupt = interrupted;
+    int rc = cli_client_new(&r->client, &r->o.servers, &copts);
+    if (rc)
+        return rc;
+    redmutex_lock_options lopts;
+    redmutex_lock_options_init(&lopts, REDMUTEX_LOCK_OPTIONS_VERSION);
+    lopts.lease_ms = r->o.lease_ms;
+    lopts.flags = r->o.fence_env ? REDMUTEX_LOCK_FENCING : 0;
+    lopts.on_lost = on_lost;
+    lopts.on_lost_payload = r;
+    rc = redmutex_lock_new(&r->lock, r->client, r->o.name, r->o.kind, &lopts);
+    return rc ? cli_library_error("bad lock name", rc) : 0;
+}
+
+static int acquire(run_ctx *r)
+{
+    int rc = redmutex_lock_acquire(r->lock, NULL, r->o.wait_ms);
+    if (rc == 0)
+        return 0;
+    if (rc == REDMUTEX_EINTR)
+        return 128 + cli_signal_first();
+    if (rc == REDMUTEX_ETIMEDOUT) {
+        /* Silent like flock(1) unless someone watches: cron would mail it every time. */
+        if (isatty(STDERR_FILENO))
+            cli_error("%s", redmutex_last_error());
+        return r->o.conflict_exit;
+    }
+    return cli_library_error("cannot acquire the lock", rc);
+}
+
+/*
+ * *out = environ with VAR=<fencing token> (an inherited VAR replaced), or
+ * NULL without --fence-env. One allocation holds the array and the new
+ * entry; the other strings are environ's. Returns 0 or an exit status.
+ */
+static int cmd_environment(char ***out, run_ctx *r)
+{
+    *out = NULL;
+    if (!r->o.fence_env)
+        return 0;
+    int64_t fence;
+    int rc = redmutex_lock_fence(&fence, r->lock, NULL);
+    if (rc)
+        return cli_library_error("cannot read the fencing token", rc);
+    size_t n = 0, len = strlen(r->o.fence_env);
+    while (environ[n])
+        n++;
+    size_t entry_size = len + 24; /* "=" and an int64 */
+    char **env = malloc((n + 2) * sizeof *env + entry_size);
+    if (!env) {
+        cli_error("out of memory");
+        return CLI_EXIT_OSERR;
+    }
+    char *entry = (char *)(env + n + 2);
+    snprintf(entry, entry_size, "%s=%lld", r->o.fence_env, (long long)fence);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], r->o.fence_env, len) || environ[i][len] != '=')
+            env[k++] = environ[i];
+    env[k++] = entry;
+    env[k] = NULL;
+    *out = env;
+    return 0;
+}
+
+/* ---- while CMD runs ------------------------------------------------------- */
+
+static void lose(run_ctx *r)
+{
+    r->lost = true;
+    char grace[32];
+    snprintf(grace, sizeof grace, "%.3g s", (double)r->o.kill_after_ms / 1000);
+    if (r->o.lease_ms)
+        cli_error("lock '%s' expired: its lease of %.3g s ran out while the command ran; sending SIGTERM "
+                  "to the command's process group, SIGKILL after %s",
+                  r->o.name, (double)r->o.lease_ms / 1000, grace);
+    else
+        cli_error("lock '%s' was lost while the command ran (renewal found it deleted or taken, or could "
+                  "not reach the servers in time); sending SIGTERM to the command's process group, "
+                  "SIGKILL after %s",
+                  r->o.name, grace);
+    cli_child_signal(&r->child, SIGTERM);
+    r->kill_at = now_ms() + r->o.kill_after_ms;
+    if (!r->kill_at)
+        r->kill_at = 1;
+}
+
+static void follow_lock_news(run_ctx *r)
+{
+    int st = atomic_load(&r->news);
+    if (st < 0 || st == r->reported || r->lost)
+        return;
+    r->reported = st;
+    if (st == REDMUTEX_STATE_LOST) {
+        lose(r);
+    } else if (st == REDMUTEX_STATE_RENEWAL_FAILING) {
+        int64_t left = 0;
+        redmutex_lock_validity(&left, r->lock, NULL);
+        cli_error("renewing lock '%s' fails; it stays valid for %lld ms more unless renewal recovers",
+                  r->o.name, (long long)left);
+    } else if (st == REDMUTEX_STATE_HELD) {
+        cli_error("renewing lock '%s' works again", r->o.name);
+    }
+}
+
+static void forward_signals(run_ctx *r)
+{
+    int sig;
+    while ((sig = cli_signal_take()) != 0)
+        if (sig != SIGCHLD)
+            cli_child_signal(&r->child, sig);
+}
+
+static void kill_if_due(run_ctx *r)
+{
+    if (r->kill_at && now_ms() >= r->kill_at) {
+        cli_child_signal(&r->child, SIGKILL);
+        r->kill_at = 0;
+    }
+}
+
+static void sleep_until_woken(const run_ctx *r, int64_t cap_ms)
+{
+    int64_t timeout = cap_ms;
+    if (r->kill_at) {
+        int64_t left = r->kill_at - now_ms();
+        timeout = left < 0 ? 0 : (timeout < 0 || left < timeout ? left : timeout);
+    }
+    struct pollfd pfd = {cli_wake_fd(), POLLIN, 0};
+    if (poll(&pfd, 1, timeout > INT32_MAX ? INT32_MAX : (int)timeout) > 0)
+        cli_wake_drain();
+}
+
+/* Until CMD ends: forwards signals, and stops CMD if the lock is lost. Returns CMD's status. */
+static int supervise(run_ctx *r)
+{
+    for (;;) {
+        int status;
+        if (cli_child_poll(&r->child, &status))
+            return status;
+        forward_signals(r);
+        follow_lock_news(r);
+        kill_if_due(r);
+        sleep_until_woken(r, -1);
+    }
+}
+
+/*
+ * After a lost lock, CMD's group gets the whole grace period to exit before
+ * SIGKILL, even when CMD itself is gone: what it started is stopped too.
+ * There is no event for "the group is empty", so this looks every 50 ms.
+ */
+static void stop_group(run_ctx *r)
+{
+    while (r->kill_at && cli_child_group_alive(&r->child)) {
+        forward_signals(r);
+        kill_if_due(r);
+        sleep_until_woken(r, 50);
+    }
+}
+
+static int finish(run_ctx *r, int status)
+{
+    cli_child_release_terminal(&r->child);
+    if (r->lost) {
+        stop_group(r);
+        redmutex_lock_release(r->lock, NULL); /* forgets the lost hold; deletes nothing */
+        return CLI_EXIT_LOST;
+    }
+    int rc = redmutex_lock_release(r->lock, NULL);
+    if (rc == REDMUTEX_ELOST) {
+        cli_error("lock '%s' was lost before the command ended: %s", r->o.name, redmutex_last_error());
+        return CLI_EXIT_LOST;
+    }
+    if (rc)
+        cli_error("could not release lock '%s' (%s); it ends with its lease", r->o.name,
+                  redmutex_last_error());
+    return status;
+}
+
+static int hold_and_run(run_ctx *r)
+{
+    int rc = acquire(r);
+    if (rc)
+        return rc;
+    if (cli_signal_first()) { /* a signal came while the lock was taken: do not start CMD */
+        redmutex_lock_release(r->lock, NULL);
+        return 128 + cli_signal_first();
+    }
+    char **env;
+    rc = cmd_environment(&env, r);
+    if (rc == 0)
+        rc = cli_child_spawn(&r->child, r->o.cmd, env ? env : environ);
+    free(env);
+    if (rc) {
+        redmutex_lock_release(r->lock, NULL);
+        return rc;
+    }
+    return finish(r, supervise(r));
+}
+
+int cli_run(int argc, char **argv)
+{
+    run_ctx r;
+    memset(&r, 0, sizeof r);
+    atomic_init(&r.news, -1);
+    r.reported = REDMUTEX_STATE_HELD;
+    int rc = parse_run(&r.o, argc, argv);
+    if (rc == 0 && cli_signals_install()) {
+        cli_error("cannot set up signal handling: %s", strerror(errno));
+        rc = CLI_EXIT_OSERR;
+    }
+    if (rc == 0)
+        rc = open_lock(&r);
+    if (rc == 0)
+        rc = hold_and_run(&r);
+    /* The client first: it releases what is still held (a release that failed). */
+    redmutex_client_free(r.client);
+    redmutex_lock_free(r.lock);
+    cli_servers_clear(&r.o.servers);
+    return rc < 0 ? 0 : rc;
+}

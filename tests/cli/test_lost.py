@@ -1,0 +1,52 @@
+"""A lock lost while CMD runs: SIGTERM to CMD's group, SIGKILL after --kill-after, exit 76."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from conftest import Cli, Redis, alive, wait_until
+
+GRACEFUL = """
+trap 'echo TERM > got; exit 0' TERM
+touch started
+while :; do sleep 0.05; done
+"""
+
+
+def test_key_deleted_and_retaken_behind_its_back_stops_cmd_with_76(cli: Cli, r: Redis) -> None:
+    p = cli.start("run", "job", "--", "sh", "-c", GRACEFUL)
+    wait_until(lambda: os.path.exists(os.path.join(cli.cwd, "started")), 10, "CMD to start")
+    r.cmd("DEL", "job")
+    r.cmd("SET", "job", "another-owner", "PX", 60000)
+    # The watchdog renews every 0.3 x 30 s: the loss is noticed within 9 s.
+    _, err = p.communicate(timeout=25)
+    assert p.returncode == 76, err
+    assert "lock 'job' was lost" in err
+    with open(os.path.join(cli.cwd, "got")) as f:
+        assert f.read() == "TERM\n"
+    assert r.cmd("GET", "job") == "another-owner", "redmutex must not delete the new owner's lock"
+
+
+IGNORING = """
+trap '' TERM
+sleep 60 >/dev/null 2>&1 & echo $! > bgpid
+touch started
+wait
+"""
+
+
+def test_a_lease_that_runs_out_kills_the_group_after_kill_after(cli: Cli, r: Redis) -> None:
+    t0 = time.monotonic()
+    p = cli.start("run", "--lease", "1", "--kill-after", "1", "job", "--", "sh", "-c", IGNORING)
+    wait_until(lambda: os.path.exists(os.path.join(cli.cwd, "started")), 10, "CMD to start")
+    with open(os.path.join(cli.cwd, "bgpid")) as f:
+        bgpid = int(f.read())
+    _, err = p.communicate(timeout=20)
+    elapsed = time.monotonic() - t0
+    assert p.returncode == 76, err
+    assert "lease of 1 s ran out" in err
+    # SIGTERM when the lease's validity ends (1 s less the clock-drift allowance), SIGKILL 1 s later.
+    assert 1.9 <= elapsed < 8.0
+    wait_until(lambda: not alive(bgpid), 5, "CMD's background child to be killed")
+    assert r.cmd("EXISTS", "job") == 0
