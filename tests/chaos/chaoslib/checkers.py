@@ -288,7 +288,7 @@ def analyze(
     orphans_end: int = 0,
     orphans_late: int = 0,
     liveness_bound_ms: float = math.inf,
-    epsilon_ms: float = 60.0,
+    epsilon_ms: float = 100.0,
 ) -> Metrics:
     m = Metrics()
     horizon = events[-1]["t"] if events else 0

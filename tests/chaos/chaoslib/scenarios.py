@@ -14,10 +14,20 @@ from . import checkers
 from .drivers import Driver
 from .faults import MonitorTap, Partitions, Starvation, renewals_after_release
 from .resp import RespError, text
-from .scenario import Env, Row, Run, run_row, skip_row
+from .scenario import EPSILON_MS, Env, Row, Run, run_row, skip_row
 from .servers import RedisServer, faketime_library
 
 MS = 1_000_000
+
+
+# Scheduling slack allowed on top of a documented time bound: the machine has 2 cores,
+# shared with builds and other test suites while the harness runs.
+SLACK_MS = 100.0
+
+
+def attempt_budget(run: Run) -> int:
+    """One acquisition attempt's budget, T in the header: max(connect, command timeout)."""
+    return max(run.p.connect_timeout_ms, run.p.cmd_timeout_ms)
 
 
 def keys_of(prefix: str, n: int) -> list[str]:
@@ -31,13 +41,13 @@ def is_full(env: Env) -> bool:
 # ---- shared checks ---------------------------------------------------------------
 
 
-def call_bounds(run: Run, wait_ms: int, slack_ms: float = 150.0) -> list[str]:
-    """Calls must end within their documented worst case: acquire within
-    wait + one connection + one command timeout; release within one
-    connection + one command timeout (+ slack for a loaded machine)."""
+def call_bounds(run: Run, wait_ms: int, slack_ms: float = SLACK_MS) -> list[str]:
+    """Calls must end within the worst case the header states: acquire within
+    wait_ms + T, T = max(connect_timeout, command_timeout); release within one
+    command timeout (+ slack for scheduling on a loaded 2-core machine)."""
     p = run.p
-    acq_bound = wait_ms + p.connect_timeout_ms + p.cmd_timeout_ms + slack_ms
-    rel_bound = p.connect_timeout_ms + p.cmd_timeout_ms + slack_ms
+    acq_bound = wait_ms + attempt_budget(run) + slack_ms
+    rel_bound = p.cmd_timeout_ms + slack_ms
     worst = {"acq": 0.0, "rel": 0.0}
     bad = []
     for e in run.events:
@@ -74,7 +84,7 @@ def step_driver_rows(env: Env, scenario: str, mode_name: str, n: int) -> Row:
             if d.wait_event("steps_done", 60 + 4 * run.p.lease_ms / 1000) is None:
                 run.row.fail(f"{d.name} did not finish its steps")
             d.send("exit")
-        m = run.finish([f"{scenario.lower()}c:", f"{scenario.lower()}py:"], [], epsilon_ms=100)
+        m = run.finish([f"{scenario.lower()}c:", f"{scenario.lower()}py:"], [])
         steps = [e for e in run.events if e.get("ev") == "step"]
         for e in run.events:
             if e.get("ev") == "observe":
@@ -235,7 +245,7 @@ def s3(env: Env) -> list[Row]:
                 run.fault("starve", d.name, "end")
             run.sleep(lease / 1000)
         run.heal()
-        run.finish([f"{prefix}:"], keys_of(f"{prefix}:", 4), epsilon_ms=60)
+        run.finish([f"{prefix}:"], keys_of(f"{prefix}:", 4), epsilon_ms=EPSILON_MS)
         for t in taps:
             t.stop()
         bad = renewals_after_release(taps, release_times(run))
@@ -571,7 +581,7 @@ def s11(env: Env) -> list[Row]:
             stop.set()
             if delta_ms:
                 strober.join()
-            run.finish(["s11:"], keys_of("s11:", 1), epsilon_ms=60)
+            run.finish(["s11:"], keys_of("s11:", 1), epsilon_ms=EPSILON_MS)
             run.judge()
 
         rows.append(run_row(env, "S11", mode, expect, body, {"n": 1, "faketime": (0,)}))
@@ -910,7 +920,7 @@ def s15(env: Env) -> list[Row]:
                     bad.append(f"{''.join(mask)}: {free} free of {n} -> {result['err']} ({result['msg']})")
                 if got_ok and not 0 < result["val"] < p.lease_ms:
                     bad.append(f"{''.join(mask)}: ok with validity {result['val']} ms")
-                bound = p.cmd_timeout_ms + p.connect_timeout_ms + 150
+                bound = attempt_budget(run) + SLACK_MS
                 if result["dur_ms"] > bound:
                     took = result["dur_ms"]
                     bad.append(f"{''.join(mask)}: non-blocking acquire took {took:.0f} ms (bound {bound})")
