@@ -173,14 +173,23 @@ def main(argv: list[str] | None = None) -> int:
         print(det)
     failed = [r for r in rows if r.verdict == "FAIL"]
     skipped = [r for r in rows if r.verdict == "SKIP"]
-    passed = len(rows) - len(failed) - len(skipped)
-    summary = f"chaos: {passed} passed, {len(failed)} failed, {len(skipped)} skipped in {took / 60:.1f} min"
+    known = [r for r in rows if r.verdict in ("XFAIL", "XPASS")]
+    passed = len(rows) - len(failed) - len(skipped) - len(known)
+    gaps = ", ".join(f"{r.scenario} [{r.mode}] {r.verdict}" for r in known) or "-"
+    summary = (
+        f"chaos: {passed} passed, {len(failed)} failed, {len(skipped)} skipped, "
+        f"{len(known)} known gaps ({gaps}) in {took / 60:.1f} min"
+    )
     header = f"`{command}` — {date}, {took / 60:.1f} min, seed {seed}\n\n"
     (workdir / "report.md").write_text(header + text + "\n\n```\n" + det + "\n```\n")
     (workdir / "report.json").write_text(json.dumps([r.to_json() for r in rows], indent=1, default=str))
     if args.report:
         args.report.write_text(header + text + "\n")
-    print(f"{passed} passed, {len(failed)} failed" + (f", {len(skipped)} skipped" if skipped else ""))
+    print(
+        f"{passed} passed, {len(failed)} failed"
+        + (f", {len(skipped)} skipped" if skipped else "")
+        + (f", {len(known)} xfailed" if known else "")
+    )
     print(summary.replace("chaos: ", "chaos: summary: "))
     return 1 if failed else 0
 

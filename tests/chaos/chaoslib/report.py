@@ -51,11 +51,14 @@ def details(rows: list[Row]) -> str:
     out = []
     for r in rows:
         lines = []
+        label = {"SKIP": "skip", "XFAIL": "known gap, failed", "XPASS": "known gap, passed"}.get(
+            r.verdict, "fail"
+        )
         for why in r.reasons:
-            lines.append(f"  {'skip' if r.verdict == 'SKIP' else 'fail'}: {why}")
+            lines.append(f"  {label}: {why}")
         for n in r.notes:
             lines.append(f"  note: {n}")
-        if r.metrics and (r.verdict == "FAIL" or r.expect != "SAFE"):
+        if r.metrics and (r.verdict in ("FAIL", "XFAIL") or r.expect != "SAFE"):
             for checker, examples in sorted(r.metrics.examples.items()):
                 for ex in examples[:3]:
                     lines.append(f"  {checker}: {ex}")
