@@ -118,6 +118,7 @@ def pause_rounds(
             run.row.notes.append(f"{victim.name} never reached a critical section")
             continue
         victim.pause()
+        paused_at = time.monotonic_ns()
         pause_s = run.rng.uniform(*factor) * lease / 1000
         run.fault(
             "pause", victim.name, "begin", hold=f"{e['p']}:{e['w']}:{e['h']}", seconds=round(pause_s, 3)
@@ -125,7 +126,16 @@ def pause_rounds(
         time.sleep(pause_s)
         victim.resume()
         run.fault("pause", victim.name, "end")
-        paused.append((e["p"], e["w"], e["h"]))
+        # The stop lands a little after the read was seen; count the hold only if its
+        # release had not been called by then (the pause really fell inside the section).
+        key = (e["p"], e["w"], e["h"])
+        if any(
+            x.get("ev") == "rel" and x["t"] < paused_at and (x["p"], x["w"], x["h"]) == key
+            for x in list(run.history.events)
+        ):
+            run.row.notes.append(f"a pause of {victim.name} landed after its critical section")
+        else:
+            paused.append(key)
         time.sleep(0.5 + lease / 1000)
     return paused
 
@@ -182,7 +192,12 @@ def _pause_scenario(env: Env, sid: str, watchdog: bool) -> list[Row]:
             lease = run.p.lease_ms
             prefix = f"{sid.lower()}:"
             drivers = run.start_many(
-                4, keys=1, prefix=prefix, lease_ms=0 if watchdog else lease, cs_ms=(30, 80), wait_ms=4 * lease
+                4,
+                keys=1,
+                prefix=prefix,
+                lease_ms=0 if watchdog else lease,
+                cs_ms=(100, 300),
+                wait_ms=4 * lease,
             )
             run.wait_started()
             paused = pause_rounds(run, drivers, env.profile.rounds + 1, (1.5, 3.0))
@@ -959,7 +974,7 @@ def s17(env: Env) -> list[Row]:
     def body(run: Run) -> None:
         lease = run.p.lease_ms
         drivers = run.start_many(
-            4, keys=1, prefix="s17:", kind="rlock", nest=3, cs_ms=(30, 80), wait_ms=4 * lease
+            4, keys=1, prefix="s17:", kind="rlock", nest=3, cs_ms=(100, 300), wait_ms=4 * lease
         )
         run.wait_started()
         paused = pause_rounds(run, drivers, env.profile.rounds + 1, (1.5, 3.0))
