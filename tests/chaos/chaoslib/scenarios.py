@@ -311,10 +311,10 @@ def s4(env: Env) -> list[Row]:
                     v.pause()
                     run.fault("stall", v.name, "begin")
                 run.sleep(1.5 * lease / 1000)
+                windows.append((t0, time.monotonic_ns()))  # before SIGCONT
                 for v in victims:
                     v.resume()
                     run.fault("stall", v.name, "end")
-                windows.append((t0, time.monotonic_ns()))
                 run.heal()
             run.sleep(1.0)
             run.finish(["s4:"], keys_of("s4:", 2))
