@@ -386,43 +386,61 @@ def bare_majority_rounds(run: Run, key: str, rounds: int, fault: Callable[[Run, 
     r3, blockers = servers[2], servers[3:5]
     exact = 0
     for _ in range(rounds):
-        planted: set[str] = set()
-        deadline = time.monotonic() + 10 + 3 * run.p.lease_ms / 1000
-        while len(planted) < 2 and time.monotonic() < deadline:
-            for s in blockers:
-                try:
-                    if s.name not in planted and s.call("SET", key, "blocker", "NX", "PX", 60000) == "OK":
-                        planted.add(s.name)
-                except (OSError, ConnectionError, RespError):
-                    pass
-            time.sleep(0.003)
-        if len(planted) < 2:
-            run.row.notes.append("could not block r4 and r5 in time")
-            continue
-        mark = run.history.mark()
-        ok = run.history.wait_for(lambda e: e.get("ev") == "acq_ok", 10.0, mark)
-        if ok is None:
-            continue
-        inside = run.history.wait_for(
-            lambda e, ok=ok: e.get("ev") == "cs_read" and e["p"] == ok["p"] and e["h"] == ok["h"], 5.0, mark
-        )
-        owner = next(
-            (
-                e.get("owner")
-                for e in reversed(run.history.events)
-                if e.get("ev") == "acq" and e["p"] == ok["p"] and e["h"] == ok["h"] and e["w"] == ok["w"]
-            ),
-            None,
-        )
-        held_on = sum(1 for s in servers if owner and _get(s, key) == owner)
-        exact += held_on == 3
-        for s in blockers:
-            with contextlib.suppress(OSError, ConnectionError, RespError):
-                s.call("EVAL", UNBLOCK, 1, key)
-        if inside is not None:
-            fault(run, r3)
+        try:
+            exact += _bare_majority_round(run, key, servers, r3, blockers, fault)
+        finally:
+            for s in blockers:  # whatever happened, no blocker outlives its round
+                with contextlib.suppress(OSError, ConnectionError, RespError):
+                    s.call("EVAL", UNBLOCK, 1, key)
         run.sleep(2 * run.p.lease_ms / 1000)
     run.row.notes.append(f"{exact} of {rounds} rounds had the holder on exactly 3 servers when r3 was struck")
+
+
+def _bare_majority_round(
+    run: Run,
+    key: str,
+    servers: list[RedisServer],
+    r3: RedisServer,
+    blockers: list[RedisServer],
+    fault: Callable[[Run, RedisServer], None],
+) -> bool:
+    """One round; True when the holder had exactly {r1, r2, r3} when r3 was struck."""
+    planted: set[str] = set()
+    deadline = time.monotonic() + 10 + 3 * run.p.lease_ms / 1000
+    while len(planted) < 2 and time.monotonic() < deadline:
+        for s in blockers:
+            with contextlib.suppress(OSError, ConnectionError, RespError):
+                if (
+                    s.name not in planted
+                    and s.call("SET", key, "blocker", "NX", "PX", 4 * run.p.lease_ms) == "OK"
+                ):
+                    planted.add(s.name)
+        time.sleep(0.003)
+    if len(planted) < 2:
+        run.row.notes.append("could not block r4 and r5 in time")
+        return False
+    mark = run.history.mark()
+    ok = run.history.wait_for(lambda e: e.get("ev") == "acq_ok", 10.0, mark)
+    if ok is None:
+        return False
+    inside = run.history.wait_for(
+        lambda e: e.get("ev") == "cs_read" and e["p"] == ok["p"] and e["h"] == ok["h"], 5.0, mark
+    )
+    owner = next(
+        (
+            e.get("owner")
+            for e in reversed(run.history.events)
+            if e.get("ev") == "acq" and e["p"] == ok["p"] and e["h"] == ok["h"] and e["w"] == ok["w"]
+        ),
+        None,
+    )
+    held_on = sum(1 for s in servers if owner and _get(s, key) == owner)
+    for s in blockers:
+        with contextlib.suppress(OSError, ConnectionError, RespError):
+            s.call("EVAL", UNBLOCK, 1, key)
+    if inside is not None:
+        fault(run, r3)
+    return held_on == 3
 
 
 def _get(s: RedisServer, key: str) -> str | None:
