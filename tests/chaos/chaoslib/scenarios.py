@@ -599,13 +599,13 @@ def s11(env: Env) -> list[Row]:
             if delta_ms:
                 strober.start()
                 run.fault("clock_strobe", server.name, delta_ms=delta_ms, period_ms=50)
-            # Holders keep the lock to the last safe moment; contenders pounce as soon as it expires.
+            # Holders keep the lock until 30 ms before their validity ends; contenders pounce at expiry.
             run.start_many(
                 3,
                 keys=1,
                 prefix="s11:",
                 lease_ms=run.p.lease_ms,
-                hold_margin_ms=2,
+                hold_margin_ms=30,
                 backoff_cap_ms=10,
                 wait_ms=4 * run.p.lease_ms,
             )

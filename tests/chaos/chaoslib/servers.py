@@ -61,6 +61,7 @@ class RedisServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
         self.clock_file = self.dir / "faketime"
+        self.clock_spec = "+0.000"  # rewritten into clock_file whenever the server starts
 
     # -- life cycle ------------------------------------------------------------
 
@@ -102,8 +103,7 @@ class RedisServer:
             lib = faketime_library()
             if lib is None:
                 raise RuntimeError("libfaketime is not installed (Debian package faketime)")
-            if not self.clock_file.exists():
-                self.set_clock_offset(0.0)
+            self._write_clock()
             env["LD_PRELOAD"] = f"{self.faketime_shim}:{lib}"
             env["FAKETIME_TIMESTAMP_FILE"] = str(self.clock_file)
             env["FAKETIME_NO_CACHE"] = "1"
@@ -178,11 +178,15 @@ class RedisServer:
     # -- clock -------------------------------------------------------------------
 
     def set_clock_offset(self, seconds: float, rate: float | None = None) -> None:
-        """Moves the server's wall clock (libfaketime re-reads the file on every call)."""
+        """Moves the server's wall clock (libfaketime re-reads the file on every call).
+        A rate ("x1.05") counts from the process start, so set it before start()."""
+        self.clock_spec = f"{seconds:+.3f}" + (f" x{rate}" if rate else "")
+        self._write_clock()
+
+    def _write_clock(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        spec = f"{seconds:+.3f}" + (f" x{rate}" if rate else "")
         tmp = self.clock_file.with_suffix(".tmp")
-        tmp.write_text(spec + "\n")
+        tmp.write_text(self.clock_spec + "\n")
         os.replace(tmp, self.clock_file)
 
     # -- commands ----------------------------------------------------------------
