@@ -24,6 +24,15 @@ import redmutex
 from chaoslib.resource import ResourceClient
 from chaoslib.resp import Resp, text
 
+_NEVER = threading.Event()
+
+
+def _sleep(seconds: float) -> None:
+    """time.sleep, but by a timed wait: under libfaketime (S12 moves this process's
+    wall clock) CPython's time.sleep fails with EINVAL, a timed wait does not."""
+    _NEVER.wait(max(0.0, seconds))
+
+
 CODE_NAMES = [
     "OK",
     "EINVAL",
@@ -203,7 +212,7 @@ class Worker(threading.Thread):
         while not self.stop.is_set() and (a.ops == 0 or self.holds < a.ops):
             self.one_hold()
             if a.think:
-                time.sleep(self.rng.randint(0, a.think) / 1000)
+                _sleep(self.rng.randint(0, a.think) / 1000)
         self.res.close()
         self.log(self.idx, 0, "worker_done", holds=self.holds)
 
@@ -231,7 +240,7 @@ class Worker(threading.Thread):
             if isinstance(e, redmutex.LockLostError):
                 self.release_all(lock, name, h, 1, k)
             else:
-                time.sleep(self.rng.randint(10, 50) / 1000)  # servers unreachable: do not spin
+                _sleep(self.rng.randint(10, 50) / 1000)  # servers unreachable: do not spin
             return
         if not got:
             self.log(
@@ -286,9 +295,9 @@ class Worker(threading.Thread):
             return
         self.log(self.idx, h, "cs_read", key=name, v=counter, cas=cas)
         if a.hold_margin:
-            time.sleep(max(0.0, lock.validity - a.hold_margin / 1000))
+            _sleep(max(0.0, lock.validity - a.hold_margin / 1000))
         else:
-            time.sleep(self.rng.randint(a.cs_min, a.cs_max) / 1000)
+            _sleep(self.rng.randint(a.cs_min, a.cs_max) / 1000)
         if not a.no_fencing:
             self.check(lock, h, "fenced")
             acc = self.res.fenced_write(name, fence, f"{a.id}:{self.idx}:{h}")
@@ -418,7 +427,7 @@ def run_nonowner(a: argparse.Namespace, client: redmutex.Client, log: Log) -> No
 
     sa, sb = client.lock(f"{p}stale", lease=0.3), other.lock(f"{p}stale", lease=5.0)
     s.step("stale: owner acquires with a short lease", lambda: s.expect_acquired(sa), "OK")
-    time.sleep(0.4)
+    _sleep(0.4)
     s.step("stale: other client acquires after expiry", lambda: s.expect_acquired(sb), "OK")
     s.step("stale: expired lock object extends", lambda: sa.extend(5.0), "ELOST", "ENOTOWNER")
     s.step("stale: expired lock object releases", sa.release, "ELOST", "ENOTOWNER")
@@ -506,7 +515,7 @@ def run_reentrant(a: argparse.Namespace, client: redmutex.Client, log: Log) -> N
         lock.state in (redmutex.LockState.LOST, redmutex.LockState.UNLOCKED),
     )
     s.step("vanish: release reports the loss", lock.release, "ELOST")
-    time.sleep(0.05)
+    _sleep(0.05)
     log(0, 0, "steps_done")
 
 
@@ -530,7 +539,7 @@ def run_fork(a: argparse.Namespace, client: redmutex.Client, log: Log) -> None:
         _, status = os.waitpid(pid, 0)
         s.fact(f"{label}: child exited cleanly", os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
         s.fact(f"{label}: parent still owns after the child's attempts", lock.owned())
-        time.sleep(2 * a.watchdog_lease / 1000)
+        _sleep(2 * a.watchdog_lease / 1000)
         s.fact(
             f"{label}: parent's watchdog keeps it for 2 leases",
             lock.state == redmutex.LockState.HELD and lock.owned(),
