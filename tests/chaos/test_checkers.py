@@ -154,3 +154,21 @@ def test_verdicts():
     broken = analyze(hold("a", 0, 100) + hold("b", 60, 200), {"k": ResourceState(1)})
     assert checkers.safe_failures(broken)
     assert checkers.unsafe_failures(broken) == []
+
+
+def test_known_gap_covers_only_its_checkers():
+    from chaoslib.scenario import Row
+
+    def row(*reasons: str) -> Row:
+        r = Row("S7", "run_id check", "SAFE", 1)
+        r.fail(*reasons)
+        r.settle_known_gap()
+        return r
+
+    assert row("C1: 2 overlapping holds").verdict == "XFAIL"
+    assert row("C1: 2 overlapping holds", "C4: 1 ownership violations").verdict == "FAIL"
+    assert row().verdict == "XPASS"
+    other = Row("S0", "N=1 keys=5", "SAFE", 1)
+    other.fail("C1: 1 overlapping holds")
+    other.settle_known_gap()
+    assert other.verdict == "FAIL"

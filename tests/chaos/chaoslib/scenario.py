@@ -69,16 +69,26 @@ class Env:
     verbose: bool = False
 
 
-# Rows whose expectation the core does not meet yet, with the reason. Such a row still
-# runs and is judged by the same checkers; a failure is reported as XFAIL (it does not
-# fail the run), a pass as XPASS (time to remove the entry). Every entry is a gap in
-# the core that has been reported, never a way to quieten a checker.
-KNOWN_GAPS: dict[tuple[str, str], str] = {
+# Gaps of the core found by this harness and reported, not yet closed. A listed row
+# still runs and is judged by the same checkers; when every reason it fails for starts
+# with one of the listed checker prefixes it reports XFAIL (the run does not fail), any
+# other failure is a FAIL, and a pass reports XPASS (time to remove the entry). Nothing
+# here quietens a checker: the table and the details show each violation.
+_S14_LIVE_ORPHANS = (
+    ("C5: ",),
+    "a release whose ordering connection to a slow server is still busy at the call's "
+    "deadline is never sent there: the key stays, owned by nobody, until its lease ends "
+    "(no connection dropped)",
+)
+KNOWN_GAPS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ("S7", "run_id check"): (
+        ("C1: ", "C2: "),
         "the run_id check makes the holder learn of r3's restart at its next request to r3 "
         "(at most one renewal interval later), but a contender can win the restarted r3's vote "
-        "at once; only refusing the votes of a server restarted less than a lease ago closes this"
+        "at once; only refusing the votes of a server restarted less than a lease ago closes this",
     ),
+    ("S14", "N=3 late acquire/release + straggler"): _S14_LIVE_ORPHANS,
+    ("S14", "N=5 late acquire/release + straggler"): _S14_LIVE_ORPHANS,
 }
 
 
@@ -102,10 +112,11 @@ class Row:
 
     def settle_known_gap(self) -> None:
         """FAIL -> XFAIL and PASS -> XPASS for rows listed in KNOWN_GAPS."""
-        gap = KNOWN_GAPS.get((self.scenario, self.mode))
-        if gap is None or self.verdict == "SKIP":
+        entry = KNOWN_GAPS.get((self.scenario, self.mode))
+        if entry is None or self.verdict == "SKIP":
             return
-        if self.verdict == "FAIL" and not any(r.startswith("harness error") for r in self.reasons):
+        prefixes, gap = entry
+        if self.verdict == "FAIL" and all(r.startswith(prefixes) for r in self.reasons):
             self.verdict = "XFAIL"
             self.notes.append(f"known gap in the core: {gap}")
         elif self.verdict == "PASS":
