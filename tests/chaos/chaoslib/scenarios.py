@@ -1087,10 +1087,9 @@ def s18(env: Env) -> list[Row]:
                     f"{lang}: {before} held, {how} in {took_ms:.0f} ms; {left_now} keys left at once, "
                     f"{left_later} after a lease"
                 )
-                if before != n_locks * len(run.cluster.servers):
-                    run.row.fail(
-                        f"{lang}: {before} keys held before, expected {n_locks * len(run.cluster.servers)}"
-                    )
+                n = len(run.cluster.servers)
+                if before < n_locks * (n // 2 + 1):  # each lock held on at least a majority
+                    run.row.fail(f"{lang}: {before} keys held before, expected {n_locks} locks on a majority")
                 if how == "freed" and left_now:
                     run.row.fail(f"{lang}: {left_now} keys left after the client was freed holding them")
                 if left_later:
