@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs what building and testing redmutex needs, if it is missing:
-# Debian packages (compiler, CMake, hiredis, redis-server, Python headers,
-# pytest and groff for the command-line tests; for the fault-injection harness
-# libfaketime, stress-ng, nftables, iproute2, and util-linux's setpriv and taskset).
+# Debian packages (compiler, CMake, hiredis, OpenSSL, redis-server, Python headers,
+# pytest and groff for the command-line tests, clang and its fuzzer runtime, valgrind;
+# for the fault-injection harness libfaketime, stress-ng, nftables, iproute2, and
+# util-linux's setpriv and taskset).
 # Safe to run repeatedly.
 set -euo pipefail
 
-packages=(build-essential cmake ninja-build pkg-config libhiredis-dev redis-server
+packages=(build-essential cmake ninja-build pkg-config libhiredis-dev libssl-dev openssl redis-server
           python3-dev python3-venv libffi-dev binutils openjdk-17-jdk-headless maven
-          python3-pytest groff-base faketime stress-ng nftables iproute2 util-linux)
+          python3-pytest groff-base clang libclang-rt-14-dev valgrind
+          faketime stress-ng nftables iproute2 util-linux)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,9 +4,11 @@
 #      against redis-servers they start themselves;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
-#   4. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
+#   4. the same test binaries under valgrind memcheck (scripts/valgrind.sh);
+#   5. the libFuzzer targets, 60 s each under ASan + UBSan (scripts/fuzz.sh);
+#   6. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
 #      (including interop with the real redis-py and Redisson);
-#   5. the fault-injection harness (tests/chaos): its own tests, then the quick profile of
+#   7. the fault-injection harness (tests/chaos): its own tests, then the quick profile of
 #      scenarios (about 5 minutes), which fails when a scenario's expectation fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +34,12 @@ echo "== C tests under ThreadSanitizer"
 build build-tsan Debug -DREDMUTEX_SANITIZE=thread -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --output-on-failure -E 'exported_symbols|header_')
+
+echo "== C tests under valgrind memcheck"
+scripts/valgrind.sh build-test
+
+echo "== fuzzing (libFuzzer, ASan + UBSan)"
+scripts/fuzz.sh
 
 if [ -d tests/python ]; then
   echo "== Python package"

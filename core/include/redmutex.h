@@ -173,10 +173,28 @@ typedef int (*redmutex_interrupt_fn)(void *payload);
 /** Bits for redmutex_client_options.flags. */
 enum {
     /** On redmutex_client_free, leave held locks to expire instead of releasing them. */
-    REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE = 1u << 0
+    REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE = 1u << 0,
+    /**
+     * TLS: do not verify the servers' certificates at all (the URL option
+     * ssl_cert_reqs=none). Anyone on the network path can then impersonate
+     * the server. Never the default; meant for tests.
+     */
+    REDMUTEX_CLIENT_TLS_NO_VERIFY = 1u << 1,
+    /**
+     * TLS: verify the certificate chain but not that the certificate names
+     * the server (the URL option ssl_check_hostname=false). Any certificate
+     * the trusted CAs issued, for any host, is then accepted.
+     */
+    REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK = 1u << 2
 };
 
-#define REDMUTEX_CLIENT_OPTIONS_VERSION 1
+/**
+ * The current version of redmutex_client_options. Version 1 (without the
+ * tls_* fields) is still accepted: a program built against it passes its
+ * smaller struct with version = 1, the library reads only the fields
+ * version 1 has and uses the defaults for the rest.
+ */
+#define REDMUTEX_CLIENT_OPTIONS_VERSION 2
 
 /**
  * Client options. Fill with redmutex_client_options_init() or
@@ -188,7 +206,7 @@ typedef struct redmutex_client_options {
     uint32_t version;
     /** REDMUTEX_CLIENT_* bits. Default 0. */
     uint32_t flags;
-    /** Budget for making a TCP/Unix connection and its AUTH/SELECT handshake. Default 2000. */
+    /** Budget for making a TCP/Unix connection, its TLS handshake and its AUTH/SELECT handshake. Default 2000. */
     int64_t connect_timeout_ms;
     /**
      * Per-server budget for one request (one round trip). With N servers this
@@ -225,14 +243,58 @@ typedef struct redmutex_client_options {
     redmutex_interrupt_fn interrupt;
     /** Passed to `interrupt`. */
     void *interrupt_payload;
+
+    /* ---- version 2: TLS for rediss:// URLs ---- */
+    /*
+     * These apply to every rediss:// URL of the client; a URL's own query
+     * options (ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_server_hostname,
+     * ssl_cert_reqs, ssl_check_hostname) take precedence for that URL. Setting
+     * any of them while a URL is not rediss:// fails with REDMUTEX_EINVAL, so
+     * a configuration meant for TLS never silently runs in plain text.
+     * Certificates and host names are verified unless the REDMUTEX_CLIENT_TLS_*
+     * flags or the URL opt out. Paths are read by redmutex_client_new() and
+     * not kept.
+     */
+    /**
+     * An OpenSSL `SSL_CTX *` to make TLS connections with (its trust store,
+     * client certificate, protocol versions and ciphers), passed as void * so
+     * that this header needs no OpenSSL header. The client takes its own
+     * reference (SSL_CTX_up_ref): the caller may free its reference after
+     * redmutex_client_new() returns, but must not change the context while
+     * any client uses it. Verification of the server's certificate and host
+     * name is set per connection by redmutex, whatever the context's own
+     * verify mode, so a context from SSL_CTX_new() is verified too. It cannot
+     * be combined with tls_ca_file, tls_cert_file or tls_key_file (nor with
+     * the URL options that name files): REDMUTEX_EINVAL. The context must
+     * come from the same OpenSSL library redmutex is linked with. Default NULL.
+     */
+    void *tls_context;
+    /**
+     * PEM file of the CA certificates to trust (ssl_ca_certs). Default NULL:
+     * the system trust store (/etc/ssl/certs).
+     */
+    const char *tls_ca_file;
+    /** PEM file of the client certificate chain for mutual TLS (ssl_certfile). Default NULL. */
+    const char *tls_cert_file;
+    /**
+     * PEM file of the client certificate's private key (ssl_keyfile), without
+     * a passphrase. Default NULL: the key is read from tls_cert_file.
+     */
+    const char *tls_key_file;
+    /**
+     * The name to send as SNI and to verify the certificate against
+     * (ssl_server_hostname). Default NULL: the host of each URL.
+     */
+    const char *tls_server_name;
 } redmutex_client_options;
 
 #define REDMUTEX_CLIENT_OPTIONS_INIT \
-    {REDMUTEX_CLIENT_OPTIONS_VERSION, 0, 2000, 1000, 30000, 1000, 200, 0, 0, 1000, 2000, 0, 0}
+    {REDMUTEX_CLIENT_OPTIONS_VERSION, 0, 2000, 1000, 30000, 1000, 200, 0, 0, 1000, 2000, 0, 0, 0, 0, 0, 0, 0}
 
 /**
  * Fills `opts` with the defaults for `version` (pass
- * REDMUTEX_CLIENT_OPTIONS_VERSION).
+ * REDMUTEX_CLIENT_OPTIONS_VERSION). With version 1 only the bytes of a
+ * version-1 struct are written.
  * Errors: REDMUTEX_EINVAL if opts is NULL or the version is unknown.
  * Does not block; thread-safe.
  */
@@ -250,6 +312,26 @@ REDMUTEX_API int redmutex_client_options_init(redmutex_client_options *opts, uns
  * unix:///path/to/socket[?db=N]. With a password and no user, AUTH is sent
  * with the password alone; with both, ACL AUTH user password.
  *
+ * TLS: rediss://[user[:password]@]host[:port][/db][?option=value&...] with
+ * redis-py's query options (values percent-decoded):
+ *   ssl_ca_certs=PATH        CA certificates (PEM) to trust; default the
+ *                            system trust store
+ *   ssl_certfile=PATH        client certificate chain (PEM), for mutual TLS
+ *   ssl_keyfile=PATH         its private key (PEM); default: in ssl_certfile
+ *   ssl_cert_reqs=required|none   verify the server's certificate (default
+ *                            required; none turns verification off)
+ *   ssl_check_hostname=true|false verify that the certificate names the
+ *                            server (default true)
+ *   ssl_server_hostname=NAME the name for SNI and verification; default the
+ *                            URL's host (an IP address is checked against the
+ *                            certificate's IP entries)
+ * TLS 1.2 or later. The handshake is part of connecting and bounded by
+ * connect_timeout_ms; with TLS 1.3 it costs one round trip more than a
+ * plain connection. A failed handshake is REDMUTEX_ECONN with a message that
+ * names the cause (unknown CA, name mismatch, expired certificate, the
+ * server requires a client certificate, not a TLS port...). Files that cannot
+ * be loaded fail here with REDMUTEX_EINVAL.
+ *
  * With one URL, connections are made on first use. With several, the client
  * connects to every server now to compare their run_ids: two URLs that reach
  * the same server would fake a majority and are refused (REDMUTEX_EDUPLICATE).
@@ -258,8 +340,9 @@ REDMUTEX_API int redmutex_client_options_init(redmutex_client_options *opts, uns
  * Ownership: *out receives a new client, freed with redmutex_client_free().
  * The URLs and options are copied. `opts` may be NULL for the defaults.
  * Errors: REDMUTEX_EINVAL (NULL, n_urls 0 or > REDMUTEX_SERVERS_MAX, malformed
- * URL, option out of range), REDMUTEX_EDUPLICATE, REDMUTEX_EAUTH (a reachable
- * server refused the credentials), REDMUTEX_ENOMEM.
+ * URL, option out of range, a TLS file that cannot be loaded, TLS options
+ * with a URL that is not rediss://), REDMUTEX_EDUPLICATE, REDMUTEX_EAUTH (a
+ * reachable server refused the credentials), REDMUTEX_ENOMEM.
  * Blocking: with N > 1, up to connect_timeout_ms (all servers in parallel).
  * Thread-safety: safe to call from any thread.
  */

@@ -16,13 +16,27 @@
 
 static const redmutex_client_options default_client_options = REDMUTEX_CLIENT_OPTIONS_INIT;
 
+/* A version-1 struct ends where version 2 appended the TLS fields. */
+#define RM_CLIENT_OPTIONS_V1_SIZE offsetof(redmutex_client_options, tls_context)
+
+/* The size of the caller's struct for a version, 0 if unknown. */
+static size_t client_options_size(unsigned int version)
+{
+    return version == 1 ? RM_CLIENT_OPTIONS_V1_SIZE
+           : version == REDMUTEX_CLIENT_OPTIONS_VERSION ? sizeof(redmutex_client_options)
+                                                        : 0;
+}
+
 int redmutex_client_options_init(redmutex_client_options *opts, unsigned int version)
 {
     if (!opts)
         return rm_fail(REDMUTEX_EINVAL, "redmutex_client_options_init: opts is NULL");
-    if (version != REDMUTEX_CLIENT_OPTIONS_VERSION)
+    size_t size = client_options_size(version);
+    if (size == 0)
         return rm_fail(REDMUTEX_EINVAL, "redmutex_client_options_init: unknown version %u", version);
-    memcpy(opts, &default_client_options, sizeof *opts);
+    /* Only the bytes the caller's version has: an old program's struct is smaller. */
+    memcpy(opts, &default_client_options, size);
+    opts->version = version;
     return 0;
 }
 
@@ -34,14 +48,28 @@ static int check_ms(const char *field, int64_t v, int64_t min)
     return 0;
 }
 
-static int check_options(const redmutex_client_options *o)
+/* Copies the caller's options, reading only the bytes its version has. */
+static int copy_options(redmutex_client_options *o, const redmutex_client_options *opts)
 {
-    if (o->version != REDMUTEX_CLIENT_OPTIONS_VERSION)
+    *o = default_client_options;
+    if (!opts)
+        return 0;
+    size_t size = client_options_size(opts->version);
+    if (size == 0)
         return rm_fail(REDMUTEX_EINVAL,
                        "client options version %u is unknown (initialise them with "
                        "redmutex_client_options_init)",
-                       o->version);
-    if (o->flags & ~(uint32_t)REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE)
+                       opts->version);
+    memcpy(o, opts, size);
+    o->version = REDMUTEX_CLIENT_OPTIONS_VERSION;
+    return 0;
+}
+
+static int check_options(const redmutex_client_options *o)
+{
+    const uint32_t known = REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE | REDMUTEX_CLIENT_TLS_NO_VERIFY |
+                           REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK;
+    if (o->flags & ~known)
         return rm_fail(REDMUTEX_EINVAL, "client options: unknown flags 0x%x", o->flags);
     int rc;
     if ((rc = check_ms("connect_timeout_ms", o->connect_timeout_ms, 1)) ||
@@ -157,6 +185,7 @@ static void client_destroy(redmutex_client *c)
         for (size_t k = 0; k < srv->n_owing; k++)
             rm_conn_close(srv->owing[k]);
         free(srv->owing);
+        rm_tls_server_clear(srv);
         rm_endpoint_clear(&srv->ep);
     }
     free(c->servers);
@@ -197,11 +226,9 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
     if (n_urls > REDMUTEX_SERVERS_MAX)
         return rm_fail(REDMUTEX_EINVAL, "redmutex_client_new: %zu servers given, at most %d supported",
                        n_urls, REDMUTEX_SERVERS_MAX);
-    redmutex_client_options o = default_client_options;
-    if (opts)
-        o = *opts;
-    int rc = check_options(&o);
-    if (rc != 0)
+    redmutex_client_options o;
+    int rc = copy_options(&o, opts);
+    if (rc != 0 || (rc = check_options(&o)) != 0)
         return rc;
 
     redmutex_client *c = calloc(1, sizeof *c);
@@ -227,6 +254,13 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
         c->servers[i].client = c;
         c->servers[i].index = (int)i;
         rc = rm_endpoint_parse(&c->servers[i].ep, urls[i]);
+        if (rc == 0 && !c->servers[i].ep.tls && rm_tls_options_given(&o))
+            rc = rm_fail(REDMUTEX_EINVAL,
+                         "%s is not a TLS URL, but TLS options are set: use rediss:// (nothing is sent "
+                         "in plain text when TLS was asked for)",
+                         c->servers[i].ep.display);
+        if (rc == 0)
+            rc = rm_tls_server_init(&c->servers[i], &o);
         if (rc != 0) {
             if (n_urls > 1)
                 rm_fail(rc, "server %zu: %s", i + 1, redmutex_last_error());
@@ -234,6 +268,9 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
             return rc;
         }
     }
+    /* The TLS setup has read the caller's paths and context: keep no pointers to them. */
+    c->opts.tls_context = NULL;
+    c->opts.tls_ca_file = c->opts.tls_cert_file = c->opts.tls_key_file = c->opts.tls_server_name = NULL;
     if (n_urls > 1 && (rc = ping_all(c)) != 0) {
         client_destroy(c);
         return rc;

@@ -1,8 +1,10 @@
 /*
- * One connection to one server: a non-blocking TCP or Unix socket, the
+ * One connection to one server: a non-blocking TCP or Unix socket (with TLS
+ * on top for rediss://, see tls.c), the byte I/O every other file uses, the
  * AUTH/SELECT handshake that goes out in front of the first request, and a
- * health check for pooled connections. All sends elsewhere use
- * send(MSG_NOSIGNAL), so a closed peer never raises SIGPIPE in the host.
+ * health check for pooled connections. Plain sends use send(MSG_NOSIGNAL)
+ * and TLS writes go through a BIO that does the same, so a closed peer never
+ * raises SIGPIPE in the host.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -98,6 +100,9 @@ int rm_conn_open(rm_conn **out, rm_server *srv)
         rm_conn_close(c);
         return rc;
     }
+    /* TLS starts once connect() is known to be done, in rm_conn_establish. */
+    if (srv->tls)
+        c->connecting = true;
     *out = c;
     return 0;
 }
@@ -106,6 +111,7 @@ void rm_conn_close(rm_conn *c)
 {
     if (!c)
         return;
+    rm_tls_free(c);
     if (c->fd >= 0)
         close(c->fd);
     rm_reader_free(c->reader);
@@ -119,6 +125,8 @@ bool rm_conn_looks_healthy(rm_conn *c)
 {
     if (c->fd < 0 || c->connecting)
         return false;
+    if (rm_tls_pending(c))
+        return c->owed > 0;
     /* One non-blocking peek: nothing waiting is the healthy case; EOF means
        the server closed it; data is fine only if late replies are owed. */
     char byte;
@@ -132,16 +140,11 @@ int rm_conn_drain(rm_conn *c)
 {
     char buf[4096];
     for (;;) {
-        ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+        ssize_t n = rm_conn_recv(c, buf, sizeof buf);
+        if (n < 0)
+            return -1;
         if (n == 0)
-            return -1;
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            return -1;
-        }
+            break;
         char err[160];
         if (rm_reader_feed(c->reader, buf, (size_t)n, err, sizeof err) != 0)
             return -1;
@@ -278,4 +281,107 @@ int rm_poll_fd(int fd, short events, int64_t deadline_ns)
             continue;
         return r;
     }
+}
+
+/* ---- transport I/O ------------------------------------------------------ */
+
+int rm_conn_establish(rm_conn *c)
+{
+    if (!c->connecting)
+        return 0;
+    if (!c->tls_handshaking) {
+        /* Called when poll() reported the socket writable (or failed). */
+        int soerr = 0;
+        socklen_t len = sizeof soerr;
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
+            soerr = errno;
+        if (soerr != 0)
+            return rm_fail(REDMUTEX_ECONN, "%s: connect: %s", c->srv->ep.display, strerror(soerr));
+        if (!c->srv->tls) {
+            c->connecting = false;
+            return 0;
+        }
+        int rc = rm_tls_start(c);
+        if (rc != 0)
+            return rc;
+        c->tls_handshaking = true;
+    }
+    int rc = rm_tls_handshake(c);
+    if (rc == 0) {
+        c->tls_handshaking = false;
+        c->connecting = false;
+    }
+    return rc;
+}
+
+ssize_t rm_conn_send(rm_conn *c, const void *data, size_t len)
+{
+    if (c->tls)
+        return rm_tls_send(c, data, len);
+    for (;;) {
+        ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0)
+            return n;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 0;
+        return rm_fail(REDMUTEX_ECONN, "%s: write: %s", c->srv->ep.display, strerror(errno));
+    }
+}
+
+/* The first bytes a TLS server sends to a client that spoke plain text: an alert or a handshake record. */
+static bool looks_like_tls(const unsigned char *b, size_t n)
+{
+    return n >= 3 && (b[0] == 0x15 || b[0] == 0x16) && b[1] == 0x03 && b[2] <= 0x04;
+}
+
+ssize_t rm_conn_recv(rm_conn *c, void *buf, size_t len)
+{
+    if (c->tls)
+        return rm_tls_recv(c, buf, len);
+    const char *who = c->srv->ep.display;
+    for (;;) {
+        ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
+        if (n > 0) {
+            if (!c->received && looks_like_tls(buf, (size_t)n))
+                return rm_fail(REDMUTEX_ECONN, "%s answered in TLS: it is a TLS port (use a rediss:// URL)", who);
+            c->received = true;
+            return n;
+        }
+        if (n == 0) {
+            if (!c->received && !c->srv->ep.is_unix)
+                return rm_fail(REDMUTEX_ECONN,
+                               "%s closed the connection before answering (if it is a TLS port, use a "
+                               "rediss:// URL)",
+                               who);
+            return rm_fail(REDMUTEX_ECONN, "%s closed the connection", who);
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 0;
+        return rm_fail(REDMUTEX_ECONN, "%s: read: %s%s", who, strerror(errno),
+                       errno == ECONNRESET && !c->received && !c->srv->ep.is_unix
+                           ? " before answering (if it is a TLS port, use a rediss:// URL)"
+                           : "");
+    }
+}
+
+short rm_conn_events(const rm_conn *c, bool have_output)
+{
+    if (c->connecting)
+        return c->tls_handshaking ? c->tls_want : POLLOUT;
+    short ev = POLLIN;
+    /* TLS may need to read before it can write, or the reverse. */
+    if ((have_output && !c->write_wants_read) || c->read_wants_write)
+        ev |= POLLOUT;
+    return ev;
+}
+
+const char *rm_conn_pending_step(const rm_conn *c)
+{
+    if (!c->connecting)
+        return NULL;
+    return c->tls_handshaking ? "during the TLS handshake: does this port speak TLS?" : "while connecting";
 }

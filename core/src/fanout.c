@@ -207,19 +207,13 @@ static void slot_read(rm_slot *s, const rm_req *req)
     rm_conn *conn = s->conn;
     const char *who = conn->srv->ep.display;
     for (;;) {
-        ssize_t n = recv(conn->fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n == 0) {
-            slot_break(s, REDMUTEX_ECONN, "%s closed the connection", who);
-            return;
-        }
+        ssize_t n = rm_conn_recv(conn, buf, sizeof buf);
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            slot_break(s, REDMUTEX_ECONN, "%s: read: %s", who, strerror(errno));
+            slot_break(s, (int)n, "%s", redmutex_last_error());
             return;
         }
+        if (n == 0)
+            break;
         char err[160];
         if (rm_reader_feed(conn->reader, buf, (size_t)n, err, sizeof err) != 0) {
             slot_break(s, REDMUTEX_EPROTOCOL, "%s sent a bad reply: %s", who, err);
@@ -280,27 +274,19 @@ static void slot_read(rm_slot *s, const rm_req *req)
 static void slot_write(rm_slot *s)
 {
     rm_conn *conn = s->conn;
-    if (conn->connecting) {
-        int soerr = 0;
-        socklen_t len = sizeof soerr;
-        if (getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
-            soerr = errno;
-        if (soerr != 0) {
-            slot_break(s, REDMUTEX_ECONN, "%s: connect: %s", conn->srv->ep.display, strerror(soerr));
-            return;
-        }
-        conn->connecting = false;
-    }
+    int rc = rm_conn_establish(conn); /* connect() and the TLS handshake */
+    if (rc < 0)
+        slot_break(s, rc, "%s", redmutex_last_error());
+    if (rc != 0)
+        return;
     while (s->conn->out.len > 0) {
-        ssize_t n = send(conn->fd, s->conn->out.data, s->conn->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = rm_conn_send(conn, s->conn->out.data, s->conn->out.len);
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return;
-            slot_break(s, REDMUTEX_ECONN, "%s: write: %s", conn->srv->ep.display, strerror(errno));
+            slot_break(s, (int)n, "%s", redmutex_last_error());
             return;
         }
+        if (n == 0)
+            return;
         rm_buf_consume(&s->conn->out, (size_t)n);
         if (!s->handshaking)
             s->sent = true;
@@ -323,7 +309,9 @@ static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
         snprintf(s->msg, sizeof s->msg, "%s %s", conn->srv->ep.display, why);
         s->status = RM_SLOT_DONE;
     } else {
-        slot_break(s, REDMUTEX_ECONN, "%s %s", conn ? conn->srv->ep.display : "server", why);
+        const char *step = conn ? rm_conn_pending_step(conn) : NULL;
+        slot_break(s, REDMUTEX_ECONN, "%s %s%s%s%s", conn ? conn->srv->ep.display : "server", why,
+                   step ? " (" : "", step ? step : "", step ? ")" : "");
     }
 }
 
@@ -461,9 +449,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
                 continue;
             }
             pfds[np].fd = s->conn->fd;
-            pfds[np].events = POLLIN;
-            if (s->conn->connecting || s->conn->out.len > 0)
-                pfds[np].events |= POLLOUT;
+            pfds[np].events = rm_conn_events(s->conn, s->conn->out.len > 0);
             pfds[np].revents = 0;
             map[np++] = i;
         }
@@ -485,9 +471,10 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
             short ev = pfds[k].revents;
             if (!ev || s->status != RM_SLOT_RUNNING)
                 continue;
-            if (ev & POLLOUT || (s->conn->connecting && ev & (POLLERR | POLLHUP)))
+            if (ev & POLLOUT || s->conn->connecting)
                 slot_write(s);
-            if (s->status == RM_SLOT_RUNNING && !s->conn->connecting && ev & (POLLIN | POLLERR | POLLHUP))
+            /* Any event may let TLS read on (it can wait for writability too). */
+            if (s->status == RM_SLOT_RUNNING && !s->conn->connecting)
                 slot_read(s, req);
             if (s->status == RM_SLOT_RUNNING && s->conn->out.len > 0 && !s->conn->connecting)
                 slot_write(s);
@@ -572,7 +559,8 @@ int rm_reply_error(const rm_reply *r, const char *what, const char *name, const 
     if (strstr(e, "WRONGTYPE")) {
         code = REDMUTEX_EWRONGTYPE;
         hint = " (the key exists but is not a lock of this kind; nothing was changed)";
-    } else if (strncmp(e, "NOAUTH", 6) == 0 || strncmp(e, "WRONGPASS", 9) == 0 || strstr(e, "NOPERM")) {
+    } else if (strncmp(e, "NOAUTH", 6) == 0 || strncmp(e, "WRONGPASS", 9) == 0 || strstr(e, "NOPERM") ||
+               strstr(e, "The user executing the script can't")) { /* an ACL refusal inside a script */
         code = REDMUTEX_EAUTH;
         hint = " (check the user, password and ACL permissions in the URL)";
     } else if (strncmp(e, "READONLY", 8) == 0) {

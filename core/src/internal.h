@@ -45,7 +45,7 @@ void rm_sha1_hex(char out[41], const void *data, size_t len);
 /** Sets the thread's last error to code + formatted message; returns code. */
 int rm_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** Like rm_fail with a va_list. */
-int rm_vfail(int code, const char *fmt, va_list ap);
+int rm_vfail(int code, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /** Keeps the message already set and returns code (for propagation). */
 int rm_keep(int code);
 
@@ -110,6 +110,15 @@ typedef struct rm_endpoint {
     char *password; /* NULL when absent */
     int db;
     char *display; /* the URL with the password masked, for messages */
+    /* rediss:// only: the URL's query options (NULL / -1 when absent, so
+       client options can supply the default). */
+    bool tls;
+    char *tls_ca_file;     /* ssl_ca_certs */
+    char *tls_cert_file;   /* ssl_certfile */
+    char *tls_key_file;    /* ssl_keyfile */
+    char *tls_server_name; /* ssl_server_hostname */
+    int tls_verify;        /* ssl_cert_reqs: 1 required, 0 none, -1 absent */
+    int tls_check_hostname; /* ssl_check_hostname: 1, 0, -1 absent */
 } rm_endpoint;
 
 /** Parses url into ep (zeroed first). REDMUTEX_EINVAL with a message on bad input. */
@@ -122,7 +131,7 @@ struct rm_server;
 
 typedef struct rm_conn {
     int fd;
-    bool connecting;  /* non-blocking connect() in progress */
+    bool connecting;  /* not yet usable: connect() or the TLS handshake in progress */
     bool fresh;       /* handshake not yet sent */
     pid_t pid;        /* process that made it */
     rm_reader *reader;
@@ -138,6 +147,13 @@ typedef struct rm_conn {
     uint64_t *order_keys;
     size_t n_order_keys, cap_order_keys;
     bool lent;        /* an owing connection taken out by a call */
+    /* Transport state kept by conn.c and tls.c only. */
+    void *tls;           /* OpenSSL SSL*, NULL for a plain connection */
+    bool tls_handshaking; /* connect() is done, the TLS handshake is not */
+    short tls_want;      /* poll events the pending handshake step waits for */
+    bool write_wants_read; /* TLS: the last write waits for the socket to be readable */
+    bool read_wants_write; /* TLS: the last read waits for the socket to be writable */
+    bool received;       /* a byte has arrived (tells "refused TLS" from "closed") */
 } rm_conn;
 
 typedef struct rm_server {
@@ -156,6 +172,7 @@ typedef struct rm_server {
     char run_id[48];
     uint64_t generation;
     _Atomic bool duplicate; /* read by callers without the client mutex */
+    struct rm_tls *tls; /* rediss:// servers: the TLS settings (tls.c), else NULL */
 } rm_server;
 
 /** Reads, without blocking, what a connection owes and drops it. -1 if the connection is broken. */
@@ -177,6 +194,46 @@ size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info);
 int rm_conn_check_handshake(rm_conn *c, size_t i, size_t n, bool want_info, rm_reply *r);
 /** Waits for fd events until deadline; EINTR is retried. Returns poll()'s result. */
 int rm_poll_fd(int fd, short events, int64_t deadline_ns);
+
+/*
+ * Transport I/O. Every byte to and from a server goes through these, so a
+ * connection is plain or TLS in one place only. They never block and never
+ * raise SIGPIPE. Poll a connection for rm_conn_events() before calling them
+ * again after they reported "not ready".
+ */
+/** Drives connect() and the TLS handshake on: 0 usable, 1 not ready yet, or an error code (message set). */
+int rm_conn_establish(rm_conn *c);
+/** Sends up to len bytes: the count sent, 0 when not ready, or an error code (message set). */
+ssize_t rm_conn_send(rm_conn *c, const void *data, size_t len);
+/**
+ * Receives up to len bytes: the count, 0 when nothing is ready, or an error
+ * code (message set; a closed connection is REDMUTEX_ECONN). A count below
+ * len means nothing more is buffered inside the connection: poll before
+ * reading again.
+ */
+ssize_t rm_conn_recv(rm_conn *c, void *buf, size_t len);
+/** The poll events to wait for; have_output when bytes wait to be sent. */
+short rm_conn_events(const rm_conn *c, bool have_output);
+/** While not usable: the pending step, for messages ("while connecting", ...); NULL once usable. */
+const char *rm_conn_pending_step(const rm_conn *c);
+
+/* ---- TLS (tls.c) ---------------------------------------------------- */
+
+struct rm_tls;
+/** For a rediss:// server: loads its TLS settings (URL options over client options). 0 or an error code. */
+int rm_tls_server_init(rm_server *srv, const redmutex_client_options *opts);
+void rm_tls_server_clear(rm_server *srv);
+/** Whether client options ask for TLS settings (so a plain URL with them is refused). */
+bool rm_tls_options_given(const redmutex_client_options *opts);
+/** Starts TLS on a connected socket (makes the SSL object). 0 or an error code. */
+int rm_tls_start(rm_conn *c);
+/** One handshake step: 0 done, 1 not ready (c->tls_want set), or an error code. */
+int rm_tls_handshake(rm_conn *c);
+ssize_t rm_tls_send(rm_conn *c, const void *data, size_t len);
+ssize_t rm_tls_recv(rm_conn *c, void *buf, size_t len);
+/** Whether bytes read from the socket wait inside the TLS layer (poll() would not show them). */
+bool rm_tls_pending(const rm_conn *c);
+void rm_tls_free(rm_conn *c);
 
 /* ---- client ---------------------------------------------------------- */
 

@@ -371,6 +371,12 @@ static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
     }
     if (granted && a->wait_replicas) {
         rm_reply *w = s->replies[a->wait_index];
+        if (w && w->type == RM_REPLY_ERROR) {
+            /* WAIT refused (an ACL without it, say): say so, and undo the hold. */
+            votes_error(v, i, rm_reply_error(w, "WAIT after acquiring", a->l->name, server_name(a->l, i)));
+            v->unknown_at[i] = true;
+            return;
+        }
         if (!w || w->type != RM_REPLY_INTEGER || w->integer < a->l->c->opts.min_replicas) {
             /* Taken on the master but not known to the replicas: not a vote,
                and it must be undone. */

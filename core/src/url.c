@@ -1,6 +1,7 @@
 /*
  * Server URLs:
  *   redis://[user[:password]@]host[:port][/db]
+ *   rediss://[user[:password]@]host[:port][/db][?ssl_option=value&...]
  *   unix:///path/to/socket[?db=N]
  * Messages about a URL show it with the password masked, never the password.
  */
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define URL_MAX 4096
 
@@ -78,6 +80,10 @@ void rm_endpoint_clear(rm_endpoint *ep)
         free(ep->password);
     }
     free(ep->display);
+    free(ep->tls_ca_file);
+    free(ep->tls_cert_file);
+    free(ep->tls_key_file);
+    free(ep->tls_server_name);
     memset(ep, 0, sizeof *ep);
 }
 
@@ -96,7 +102,7 @@ static int make_display(rm_endpoint *ep)
             snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "?db=%d", ep->db);
     } else {
         bool v6 = strchr(ep->host, ':') != NULL;
-        snprintf(buf, sizeof buf, "redis://%s%s%s%s%s%s:%d/%d", ep->user ? ep->user : "",
+        snprintf(buf, sizeof buf, "%s://%s%s%s%s%s%s:%d/%d", ep->tls ? "rediss" : "redis", ep->user ? ep->user : "",
                  ep->password ? ":***" : "", ep->user || ep->password ? "@" : "", v6 ? "[" : "",
                  ep->host, v6 ? "]" : "", ep->port, ep->db);
     }
@@ -135,6 +141,76 @@ static void masked_copy(char *out, size_t size, const char *url)
     snprintf(out, size, "%.*s***%s", (int)keep, url, at);
 }
 
+static int parse_bool(const char *v, int *out)
+{
+    static const char *const yes[] = {"true", "1", "yes", "on"}, *const no[] = {"false", "0", "no", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(v, yes[i]) == 0)
+            return *out = 1, 0;
+        if (strcasecmp(v, no[i]) == 0)
+            return *out = 0, 0;
+    }
+    return -1;
+}
+
+/* One name=value pair of a rediss:// query. */
+static int tls_option(rm_endpoint *ep, const char *name, size_t name_len, char *value, const char *shown)
+{
+#define IS(s) (name_len == sizeof(s) - 1 && memcmp(name, s, name_len) == 0)
+    char **slot = IS("ssl_ca_certs") ? &ep->tls_ca_file
+                  : IS("ssl_certfile") ? &ep->tls_cert_file
+                  : IS("ssl_keyfile") ? &ep->tls_key_file
+                  : IS("ssl_server_hostname") ? &ep->tls_server_name
+                                              : NULL;
+    if (slot) {
+        if (*slot || !value[0]) {
+            free(value);
+            return bad(ep, shown, *slot ? "an ssl_ option is given twice" : "an ssl_ option has an empty value");
+        }
+        *slot = value;
+        return 0;
+    }
+    int ok = -1;
+    if (IS("ssl_cert_reqs") && ep->tls_verify < 0) {
+        if (strcasecmp(value, "required") == 0)
+            ok = 0, ep->tls_verify = 1;
+        else if (strcasecmp(value, "none") == 0)
+            ok = 0, ep->tls_verify = 0;
+    } else if (IS("ssl_check_hostname") && ep->tls_check_hostname < 0) {
+        ok = parse_bool(value, &ep->tls_check_hostname);
+    } else {
+        free(value);
+        return bad(ep, shown,
+                   "unknown or repeated query option (rediss:// takes ssl_ca_certs, ssl_certfile, ssl_keyfile, "
+                   "ssl_cert_reqs, ssl_check_hostname, ssl_server_hostname)");
+    }
+#undef IS
+    free(value);
+    if (ok != 0)
+        return bad(ep, shown, "ssl_cert_reqs must be required or none; ssl_check_hostname true or false");
+    return 0;
+}
+
+/* The query of a rediss:// URL: ssl_* options separated by '&'. */
+static int parse_tls_query(rm_endpoint *ep, const char *q, const char *end, const char *shown)
+{
+    while (q < end) {
+        const char *amp = memchr(q, '&', (size_t)(end - q));
+        const char *item_end = amp ? amp : end;
+        const char *eq = memchr(q, '=', (size_t)(item_end - q));
+        if (!eq || eq == q)
+            return bad(ep, shown, "query options must be name=value");
+        char *value = percent_decode(eq + 1, (size_t)(item_end - eq - 1));
+        if (!value)
+            return bad(ep, shown, "bad percent-escape in a query option");
+        int rc = tls_option(ep, q, (size_t)(eq - q), value, shown);
+        if (rc != 0)
+            return rc;
+        q = amp ? amp + 1 : end;
+    }
+    return 0;
+}
+
 int rm_endpoint_parse(rm_endpoint *ep, const char *url)
 {
     memset(ep, 0, sizeof *ep);
@@ -151,11 +227,6 @@ int rm_endpoint_parse(rm_endpoint *ep, const char *url)
         if ((unsigned char)url[i] <= ' ' || url[i] == 0x7f)
             return bad(ep, shown, "contains a space or control character (percent-encode it)");
 
-    if (strncmp(url, "rediss://", 9) == 0) {
-        rm_endpoint_clear(ep);
-        return rm_fail(REDMUTEX_EUNSUPPORTED, "'%s': TLS (rediss://) is not supported by this build",
-                       shown);
-    }
     if (strncmp(url, "unix://", 7) == 0) {
         const char *p = url + 7;
         const char *q = strchr(p, '?');
@@ -176,15 +247,26 @@ int rm_endpoint_parse(rm_endpoint *ep, const char *url)
             return bad(ep, shown, "out of memory");
         return 0;
     }
-    if (strncmp(url, "redis://", 8) != 0)
-        return bad(ep, shown, "expected redis://host[:port][/db] or unix:///path");
+    ep->tls = strncmp(url, "rediss://", 9) == 0;
+    ep->tls_verify = ep->tls_check_hostname = -1;
+    if (!ep->tls && strncmp(url, "redis://", 8) != 0)
+        return bad(ep, shown, "expected redis://host[:port][/db], rediss://... (TLS) or unix:///path");
 
-    const char *p = url + 8;
+    const char *p = url + (ep->tls ? 9 : 8);
     const char *end = url + url_len;
-    const char *slash = strchr(p, '/');
+    if (memchr(p, '#', (size_t)(end - p)))
+        return bad(ep, shown, "fragments are not supported");
+    const char *query = memchr(p, '?', (size_t)(end - p));
+    if (query) {
+        if (!ep->tls)
+            return bad(ep, shown, "query options (ssl_*) need a rediss:// URL");
+        int rc = parse_tls_query(ep, query + 1, end, shown);
+        if (rc != 0)
+            return rc;
+        end = query;
+    }
+    const char *slash = memchr(p, '/', (size_t)(end - p));
     const char *authority_end = slash ? slash : end;
-    if (memchr(p, '?', (size_t)(end - p)) || memchr(p, '#', (size_t)(end - p)))
-        return bad(ep, shown, "query strings and fragments are not supported");
 
     /* userinfo: the last '@' before the path separates it from the host. */
     const char *at = NULL;

@@ -146,8 +146,7 @@ static rm_conn *connect_pubsub(redmutex_client *c, rm_subscriber *sub, size_t i)
     size_t sent = 0, got = 0;
     bool ok = true;
     while (ok && (conn->connecting || sent < hs.len || got < n)) {
-        struct pollfd p[2] = {{conn->fd, (short)(conn->connecting || sent < hs.len ? POLLOUT : POLLIN), 0},
-                              {sub->wake_fd, POLLIN, 0}};
+        struct pollfd p[2] = {{conn->fd, rm_conn_events(conn, sent < hs.len), 0}, {sub->wake_fd, POLLIN, 0}};
         int64_t ms = rm_ms_until(deadline);
         if (ms <= 0)
             break;
@@ -168,28 +167,26 @@ static rm_conn *connect_pubsub(redmutex_client *c, rm_subscriber *sub, size_t i)
         }
         if (!ok || !p[0].revents)
             continue;
-        if (conn->connecting) {
-            int soerr = 0;
-            socklen_t len = sizeof soerr;
-            getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
-            if (soerr) {
-                ok = false;
-                continue;
-            }
-            conn->connecting = false;
+        int rc = rm_conn_establish(conn); /* connect() and the TLS handshake */
+        if (rc != 0) {
+            ok = rc > 0;
+            continue;
         }
         if (sent < hs.len) {
-            ssize_t w = send(conn->fd, hs.data + sent, hs.len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (w < 0 && errno != EAGAIN && errno != EINTR)
-                ok = false;
-            if (w > 0)
-                sent += (size_t)w;
+            ssize_t w = rm_conn_send(conn, hs.data + sent, hs.len - sent);
+            ok = w >= 0;
+            sent += w > 0 ? (size_t)w : 0;
             continue;
         }
         char buf[4096], err[160];
-        ssize_t k = recv(conn->fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) ||
-            (k > 0 && rm_reader_feed(conn->reader, buf, (size_t)k, err, sizeof err) != 0)) {
+        ssize_t k;
+        while ((k = rm_conn_recv(conn, buf, sizeof buf)) > 0) {
+            if (rm_reader_feed(conn->reader, buf, (size_t)k, err, sizeof err) != 0)
+                k = -1;
+            if (k < 0 || (size_t)k < sizeof buf)
+                break;
+        }
+        if (k < 0) {
             ok = false;
             continue;
         }
@@ -341,15 +338,14 @@ static void *subscriber_main(void *arg)
             if (!conn)
                 continue;
             while (sub->out[i].len > 0) {
-                ssize_t w = send(conn->fd, sub->out[i].data, sub->out[i].len, MSG_NOSIGNAL | MSG_DONTWAIT);
-                if (w > 0)
-                    rm_buf_consume(&sub->out[i], (size_t)w);
-                else if (w < 0 && errno == EINTR)
-                    continue;
-                else
+                ssize_t w = rm_conn_send(conn, sub->out[i].data, sub->out[i].len);
+                if (w < 0)
+                    shutdown(conn->fd, SHUT_RDWR); /* poll() reports it and the read below drops it */
+                if (w <= 0)
                     break;
+                rm_buf_consume(&sub->out[i], (size_t)w);
             }
-            pfds[np] = (struct pollfd){conn->fd, (short)(POLLIN | (sub->out[i].len ? POLLOUT : 0)), 0};
+            pfds[np] = (struct pollfd){conn->fd, rm_conn_events(conn, sub->out[i].len > 0), 0};
             map[np++] = i;
         }
         int64_t ms = next_ns == INT64_MAX ? 60000 : rm_ms_until(next_ns);
@@ -367,21 +363,11 @@ static void *subscriber_main(void *arg)
             bool broken = false;
             char buf[16384], err[160];
             for (;;) {
-                ssize_t got = recv(conn->fd, buf, sizeof buf, MSG_DONTWAIT);
-                if (got > 0) {
-                    if (rm_reader_feed(conn->reader, buf, (size_t)got, err, sizeof err) != 0) {
-                        broken = true;
-                        break;
-                    }
-                    if ((size_t)got < sizeof buf)
-                        break;
-                    continue;
-                }
-                if (got < 0 && errno == EINTR)
-                    continue;
-                if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                ssize_t got = rm_conn_recv(conn, buf, sizeof buf);
+                if (got < 0 || (got > 0 && rm_reader_feed(conn->reader, buf, (size_t)got, err, sizeof err) != 0))
                     broken = true;
-                break;
+                if (got <= 0 || broken || (size_t)got < sizeof buf)
+                    break;
             }
             rm_reply *rep;
             int more;

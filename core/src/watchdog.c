@@ -35,6 +35,7 @@ typedef struct rm_watchdog {
     int64_t sleeping_until; /* the thread's wake-up time; INT64_MAX while it waits for work */
     rm_hold **heap;
     size_t n, cap;
+    rm_hold **batch; /* the thread's work array, here so a forked child can free its copy */
 } rm_watchdog;
 
 /* Renewal interval: a third of the lease, minus a tenth of that as margin for
@@ -270,6 +271,7 @@ static void *watchdog_main(void *arg)
     rm_client_lock(c);
     rm_watchdog *wd = c->wd;
     rm_hold **batch = malloc(RM_RENEW_BATCH * sizeof *batch);
+    wd->batch = batch;
     int64_t lease = c->opts.watchdog_lease_ms;
     /* Renewals due within this window join the current batch: renewing a
        little early costs nothing and saves round trips. */
@@ -332,6 +334,7 @@ static void *watchdog_main(void *arg)
         rm_client_lock(c);
     }
     free(batch);
+    wd->batch = NULL;
     bool detached = wd->detached;
     if (detached) {
         c->wd = NULL;
@@ -458,6 +461,7 @@ void rm_watchdog_forget(redmutex_client *c)
         return;
     c->wd = NULL;
     c->refs--; /* the thread did not survive fork */
+    free(wd->batch);
     free(wd->heap);
     free(wd);
     /* Events of the parent's holds are not for the child. */

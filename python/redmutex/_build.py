@@ -114,17 +114,22 @@ def generate_cdef(header: str = HEADER) -> tuple[str, dict[str, str]]:
     return "\n".join(defines) + "\n" + body, macros
 
 
-def _pkg_config_hiredis() -> tuple[list[str], list[str], list[str], list[str]]:
-    """(include dirs, extra compile args, library dirs, libraries) for hiredis."""
+# The core's dependencies: hiredis (RESP) and OpenSSL (TLS), found with pkg-config.
+_DEPENDENCIES = ["hiredis", "openssl"]
+_FALLBACK_LIBRARIES = ["hiredis", "ssl", "crypto"]
+
+
+def _pkg_config_dependencies() -> tuple[list[str], list[str], list[str], list[str]]:
+    """(include dirs, extra compile args, library dirs, libraries) for hiredis and OpenSSL."""
     try:
         cflags = subprocess.run(
-            ["pkg-config", "--cflags", "hiredis"], check=True, capture_output=True, text=True
+            ["pkg-config", "--cflags", *_DEPENDENCIES], check=True, capture_output=True, text=True
         ).stdout
         libs = subprocess.run(
-            ["pkg-config", "--libs", "hiredis"], check=True, capture_output=True, text=True
+            ["pkg-config", "--libs", *_DEPENDENCIES], check=True, capture_output=True, text=True
         ).stdout
     except (OSError, subprocess.CalledProcessError):
-        return [], [], [], ["hiredis"]
+        return [], [], [], list(_FALLBACK_LIBRARIES)
     include_dirs, extra, library_dirs, libraries = [], [], [], []
     for flag in shlex.split(cflags):
         if flag.startswith("-I"):
@@ -136,7 +141,7 @@ def _pkg_config_hiredis() -> tuple[list[str], list[str], list[str], list[str]]:
             library_dirs.append(flag[2:])
         elif flag.startswith("-l"):
             libraries.append(flag[2:])
-    return include_dirs, extra, library_dirs, libraries or ["hiredis"]
+    return include_dirs, extra, library_dirs, libraries or list(_FALLBACK_LIBRARIES)
 
 
 def _rel(path: str) -> str:
@@ -155,7 +160,7 @@ def make_ffibuilder():  # type: ignore[no-untyped-def]
     cdef, _ = generate_cdef()
     ffibuilder = FFI()
     ffibuilder.cdef(cdef + CALLBACK_CDEF)
-    include_dirs, extra_cflags, library_dirs, libraries = _pkg_config_hiredis()
+    include_dirs, extra_cflags, library_dirs, libraries = _pkg_config_dependencies()
     sources = sorted(glob.glob(os.path.join(SOURCE_DIR, "*.c")))
     if not sources:
         raise RuntimeError(f"no C sources found in {SOURCE_DIR}")

@@ -27,6 +27,7 @@ import inspect
 import itertools
 import math
 import os
+import ssl
 import threading
 import time
 import weakref
@@ -135,6 +136,49 @@ def _add_note(exc: BaseException, note: str) -> None:
     add = getattr(exc, "add_note", None)  # Python 3.11+
     if add is not None:
         add(note)
+
+
+def _tls_path(value: object, what: str) -> bytes:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, str):
+        value = os.fsencode(value)
+    return _to_bytes(value, what, 4096)
+
+
+def _tls_options(opts: Any, **kwargs: Any) -> list[Any]:
+    """Sets the TLS fields of the C options; returns the C strings to keep alive."""
+    keep: list[Any] = []
+    for name, field in (
+        ("ssl_ca_certs", "tls_ca_file"),
+        ("ssl_certfile", "tls_cert_file"),
+        ("ssl_keyfile", "tls_key_file"),
+    ):
+        if kwargs[name] is not None:
+            keep.append(ffi.new("char[]", _tls_path(kwargs[name], name)))
+            setattr(opts, field, keep[-1])
+    name = kwargs["ssl_server_hostname"]
+    if name is not None:
+        keep.append(ffi.new("char[]", _to_bytes(name, "ssl_server_hostname", 253)))
+        opts.tls_server_name = keep[-1]
+    reqs = kwargs["ssl_cert_reqs"]
+    if reqs is not None:
+        if reqs in ("none", ssl.CERT_NONE) and not isinstance(reqs, bool):
+            opts.flags |= lib.REDMUTEX_CLIENT_TLS_NO_VERIFY
+        elif reqs not in ("required", ssl.CERT_REQUIRED) or isinstance(reqs, bool):
+            raise InvalidArgument(
+                f"ssl_cert_reqs must be 'required' or 'none' (or ssl.CERT_REQUIRED / ssl.CERT_NONE), "
+                f"not {reqs!r}"
+            )
+    check_hostname = kwargs["ssl_check_hostname"]
+    if check_hostname is not None:
+        if not isinstance(check_hostname, bool):
+            raise InvalidArgument(
+                f"ssl_check_hostname must be True or False, not {type(check_hostname).__name__}"
+            )
+        if not check_hostname:
+            opts.flags |= lib.REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK
+    return keep
 
 
 # ---- callbacks from C ------------------------------------------------------
@@ -377,6 +421,30 @@ class Client:
     * ``leave_locks_on_close`` - close() leaves held locks to expire instead
       of releasing them.
 
+    TLS (``rediss://`` URLs) takes redis-py's options, as keyword arguments
+    or as the URL's query options (the URL's win):
+
+    * ``ssl_ca_certs`` - PEM file of the CA certificates to trust (default:
+      the system trust store).
+    * ``ssl_certfile`` / ``ssl_keyfile`` - client certificate chain and its
+      key (PEM, no passphrase) for mutual TLS; the key may be in the
+      certificate file.
+    * ``ssl_cert_reqs`` - ``"required"`` (default) or ``"none"`` (also
+      ``ssl.CERT_REQUIRED`` / ``ssl.CERT_NONE``): ``"none"`` turns
+      certificate verification off - anyone on the network path can then
+      pose as the server.
+    * ``ssl_check_hostname`` - verify that the certificate names the server
+      (default True).
+    * ``ssl_server_hostname`` - the name sent as SNI and verified (default:
+      each URL's host).
+
+    Certificates and host names are verified unless turned off explicitly.
+    A TLS option with a URL that is not ``rediss://`` raises
+    InvalidArgument (nothing is sent in plain text when TLS was asked for);
+    so do files that cannot be loaded. A failed handshake raises
+    ConnectionError with the cause (unknown CA, name mismatch, expired
+    certificate, client certificate required...).
+
     A client is thread-safe and meant to be shared by all threads of a
     process. Use it as a context manager, or call close(). Raises
     InvalidArgument for bad URLs or options, and with several URLs
@@ -397,6 +465,12 @@ class Client:
         retry_delay: float | None = None,
         shutdown_timeout: float | None = None,
         leave_locks_on_close: bool = False,
+        ssl_ca_certs: str | os.PathLike[str] | None = None,
+        ssl_certfile: str | os.PathLike[str] | None = None,
+        ssl_keyfile: str | os.PathLike[str] | None = None,
+        ssl_cert_reqs: str | ssl.VerifyMode | None = None,
+        ssl_check_hostname: bool | None = None,
+        ssl_server_hostname: str | None = None,
     ) -> None:
         if isinstance(url_or_list, (str, bytes)):
             urls = [url_or_list]
@@ -428,6 +502,16 @@ class Client:
             opts.retry_count = _to_count(retry_count, "retry_count")
         if leave_locks_on_close:
             opts.flags |= lib.REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE
+        # The C strings must live until redmutex_client_new returns (it does not keep them).
+        tls_strings = _tls_options(
+            opts,
+            ssl_ca_certs=ssl_ca_certs,
+            ssl_certfile=ssl_certfile,
+            ssl_keyfile=ssl_keyfile,
+            ssl_cert_reqs=ssl_cert_reqs,
+            ssl_check_hostname=ssl_check_hostname,
+            ssl_server_hostname=ssl_server_hostname,
+        )
         # The payload lets the interrupt callback see whether close() has begun;
         # the core is made first so the handle can point at it.
         core = _ClientCore(ffi.NULL)
@@ -439,6 +523,7 @@ class Client:
         url_array = ffi.new("const char *[]", c_urls)
         out = ffi.new("redmutex_client **")
         check(lib.redmutex_client_new(out, url_array, len(c_urls), opts))
+        del tls_strings
         core.ptr = out[0]
         self._core = core
         self._id = ffi.string(lib.redmutex_client_id(out[0])).decode("ascii")

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <netinet/in.h>
@@ -36,12 +37,27 @@ void rt_sleep_ms(int64_t ms)
     }
 }
 
+static rt_certs *live_certs;
+
 static void stop_all(void)
 {
     for (int i = 0; i < MAX_SERVERS; i++)
         if (live[i])
             rs_stop(live[i]);
 }
+
+double rt_time_scale(void)
+{
+    static double scale;
+    if (scale == 0) {
+        const char *e = getenv("REDMUTEX_TEST_TIME_SCALE");
+        double v = e ? strtod(e, NULL) : 1;
+        scale = v >= 1 ? v : 1;
+    }
+    return scale;
+}
+
+int64_t rt_scaled_ms(int64_t ms) { return (int64_t)((double)ms * rt_time_scale()); }
 
 void rt_fail(const char *file, int line, const char *fmt, ...)
 {
@@ -52,6 +68,8 @@ void rt_fail(const char *file, int line, const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     stop_all();
+    if (live_certs)
+        rt_remove_certs(live_certs);
     _exit(1);
 }
 
@@ -102,6 +120,8 @@ static void spawn(rs_server *s)
             "port %d\nbind 127.0.0.1\nsave \"\"\nappendonly no\ndir %s\nlogfile %s/redis.log\n"
             "unixsocket %s\nunixsocketperm 700\ndaemonize no\nprotected-mode no\n%s\n",
             s->port, s->dir, s->dir, s->unix_path, s->extra);
+    if (s->tls_port)
+        fprintf(f, "tls-port %d\n", s->tls_port);
     fclose(f);
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -150,6 +170,62 @@ void rs_start(rs_server *s, const char *extra_config)
     spawn(s);
 }
 
+void rs_start_tls(rs_server *s, const rt_certs *certs, const rs_tls_config *tls, const char *extra_config)
+{
+    memset(s, 0, sizeof s[0]);
+    snprintf(s->dir, sizeof s->dir, "/tmp/redmutex-test-XXXXXX");
+    if (!mkdtemp(s->dir))
+        rt_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+    snprintf(s->unix_path, sizeof s->unix_path, "%s/redis.sock", s->dir);
+    snprintf(s->extra, sizeof s->extra,
+             "tls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\ntls-auth-clients %s\n%s",
+             rt_cert(certs, tls->cert), rt_cert(certs, tls->key), rt_cert(certs, "ca.pem"),
+             tls->require_client_cert ? "yes" : "no", extra_config ? extra_config : "");
+    s->port = tls->plain_port ? rt_free_port() : 0;
+    s->tls_port = rt_free_port();
+    snprintf(s->url, sizeof s->url, "rediss://127.0.0.1:%d", s->tls_port);
+    for (int i = 0; i < MAX_SERVERS; i++)
+        if (!live[i]) {
+            live[i] = s;
+            break;
+        }
+    spawn(s);
+}
+
+void rt_make_certs(rt_certs *c)
+{
+    snprintf(c->dir, sizeof c->dir, "/tmp/redmutex-certs-XXXXXX");
+    if (!mkdtemp(c->dir))
+        rt_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "sh '%s' '%s' >'%s/make_certs.log' 2>&1", RT_MAKE_CERTS, c->dir, c->dir);
+    if (system(cmd) != 0)
+        rt_fail(__FILE__, __LINE__, "making test certificates failed (see %s/make_certs.log)", c->dir);
+    live_certs = c;
+}
+
+const char *rt_cert(const rt_certs *c, const char *file)
+{
+    static _Thread_local char bufs[8][512];
+    static _Thread_local int next;
+    char *b = bufs[next++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s", c->dir, file);
+    return b;
+}
+
+void rt_remove_certs(rt_certs *c)
+{
+    if (!c->dir[0])
+        return;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", c->dir);
+    c->dir[0] = '\0';
+    if (live_certs == c)
+        live_certs = NULL;
+}
+
 void rs_restart(rs_server *s)
 {
     if (s->pid > 0)
@@ -190,7 +266,9 @@ void rs_resume(rs_server *s) { kill(s->pid, SIGCONT); }
 static redisReply *vcmd(rs_server *s, const char *fmt, va_list ap)
 {
     struct timeval tv = {2, 0};
-    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+    /* A TLS-only server is reached over its Unix socket. */
+    redisContext *ctx = s->port ? redisConnectWithTimeout("127.0.0.1", s->port, tv)
+                                : redisConnectUnixWithTimeout(s->unix_path, tv);
     if (!ctx || ctx->err) {
         if (ctx)
             redisFree(ctx);
@@ -293,6 +371,81 @@ out:
     return NULL;
 }
 
+/*
+ * The flight-counting proxy: one thread per connection reads both sides as
+ * soon as bytes arrive (so bytes the client sends back to back count as one
+ * flight) and forwards each chunk delay_us after it arrived, in order.
+ */
+typedef struct flight_chunk {
+    struct flight_chunk *next;
+    int64_t due_us;
+    size_t len;
+    char data[];
+} flight_chunk;
+
+typedef struct flight_conn {
+    rs_proxy *p;
+    int fd[2]; /* client, server */
+} flight_conn;
+
+static void *flight_main(void *arg)
+{
+    flight_conn *fc = arg;
+    rs_proxy *p = fc->p;
+    flight_chunk *head[2] = {NULL, NULL}, **tail[2] = {&head[0], &head[1]}; /* [0] to the server */
+    bool open = true;
+    while (open || head[0] || head[1]) {
+        int64_t now = rt_now_us(), wait = 100000;
+        for (int d = 0; d < 2; d++) {
+            while (head[d] && head[d]->due_us <= now) {
+                flight_chunk *ch = head[d];
+                for (size_t off = 0; off < ch->len;) {
+                    ssize_t w = send(fc->fd[1 - d], ch->data + off, ch->len - off, MSG_NOSIGNAL);
+                    if (w <= 0)
+                        break;
+                    off += (size_t)w;
+                }
+                head[d] = ch->next;
+                if (!head[d])
+                    tail[d] = &head[d];
+                free(ch);
+            }
+            if (head[d] && head[d]->due_us - now < wait)
+                wait = head[d]->due_us - now;
+        }
+        if (!open)
+            continue;
+        struct pollfd pf[2] = {{fc->fd[0], POLLIN, 0}, {fc->fd[1], POLLIN, 0}};
+        struct timespec ts = {wait / 1000000, (wait % 1000000) * 1000};
+        if (ppoll(pf, 2, &ts, NULL) <= 0)
+            continue;
+        for (int d = 0; d < 2 && open; d++) {
+            if (!pf[d].revents)
+                continue;
+            char buf[65536];
+            ssize_t n = recv(fc->fd[d], buf, sizeof buf, 0);
+            if (n <= 0) {
+                open = false;
+                break;
+            }
+            /* A client flight starts with the first chunk after the server spoke. */
+            if (atomic_exchange(&p->last_dir, d + 1) != d + 1 && d == 0)
+                atomic_fetch_add(&p->flights, 1);
+            flight_chunk *ch = malloc(sizeof *ch + (size_t)n);
+            ch->next = NULL;
+            ch->due_us = rt_now_us() + p->delay_us;
+            ch->len = (size_t)n;
+            memcpy(ch->data, buf, (size_t)n);
+            *tail[d] = ch;
+            tail[d] = &ch->next;
+        }
+    }
+    close(fc->fd[0]);
+    close(fc->fd[1]);
+    free(fc);
+    return NULL;
+}
+
 static void *proxy_accept(void *arg)
 {
     rs_proxy *p = arg;
@@ -313,6 +466,14 @@ static void *proxy_accept(void *arg)
         int one = 1;
         setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (p->delay_all) {
+            flight_conn *fc = malloc(sizeof *fc);
+            *fc = (flight_conn){p, {cfd, sfd}};
+            pthread_t t;
+            pthread_create(&t, NULL, flight_main, fc);
+            pthread_detach(t);
+            continue;
+        }
         proxy_pipe *up = malloc(sizeof *up), *down = malloc(sizeof *down);
         *up = (proxy_pipe){p, cfd, sfd, true};
         *down = (proxy_pipe){p, sfd, cfd, false};
@@ -330,13 +491,28 @@ static void *proxy_accept(void *arg)
 static rs_proxy proxies[32];
 static atomic_int proxies_used;
 
+static rs_proxy *proxy_start(int upstream_port, const char *pattern, int delay_ms, bool delay_all);
+
 rs_proxy *rs_proxy_start(const rs_server *upstream, const char *pattern, int delay_ms)
+{
+    return proxy_start(upstream->port, pattern, delay_ms, false);
+}
+
+rs_proxy *rs_flight_proxy_start(int upstream_port, int delay_us)
+{
+    rs_proxy *p = proxy_start(upstream_port, "", 0, true);
+    p->delay_us = delay_us;
+    return p;
+}
+
+static rs_proxy *proxy_start(int upstream_port, const char *pattern, int delay_ms, bool delay_all)
 {
     int k = atomic_fetch_add(&proxies_used, 1);
     if (k >= (int)(sizeof proxies / sizeof proxies[0]))
         rt_fail(__FILE__, __LINE__, "too many proxies");
     rs_proxy *p = &proxies[k];
-    p->upstream_port = upstream->port;
+    p->upstream_port = upstream_port;
+    p->delay_all = delay_all;
     snprintf(p->pattern, sizeof p->pattern, "%s", pattern);
     p->delay_ms = delay_ms;
     p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -48,10 +48,20 @@ void rt_fail(const char *file, int line, const char *fmt, ...) __attribute__((fo
 
 #define CHECK_OK(expr) CHECK_RC(expr, REDMUTEX_OK)
 
-/* Waits until cond is true, failing the test after ms milliseconds. */
+/*
+ * A time bound of a test, stretched by the REDMUTEX_TEST_TIME_SCALE
+ * environment variable (a number >= 1, default 1). Runs under valgrind set
+ * it: code there runs tens of times slower, so upper bounds on how long
+ * something may take get the slack they need, while what is asserted stays
+ * the same. Lower bounds are not scaled.
+ */
+int64_t rt_scaled_ms(int64_t ms);
+double rt_time_scale(void);
+
+/* Waits until cond is true, failing the test after ms milliseconds (scaled). */
 #define WAIT_FOR(cond, ms)                                                                                 \
     do {                                                                                                   \
-        int64_t rt_deadline_ = rt_now_ms() + (ms);                                                         \
+        int64_t rt_deadline_ = rt_now_ms() + rt_scaled_ms(ms);                                             \
         while (!(cond)) {                                                                                  \
             if (rt_now_ms() > rt_deadline_)                                                                \
                 rt_fail(__FILE__, __LINE__, "timed out after %d ms waiting for %s", (int)(ms), #cond);     \
@@ -69,15 +79,40 @@ void rt_sleep_ms(int64_t ms);
 
 typedef struct rs_server {
     pid_t pid;
-    int port;
+    int port;     /* plain-text port; 0 for a TLS-only server */
     char dir[256];
     char unix_path[300];
     char url[128];
-    char extra[512];
+    char extra[2048];
+    int tls_port; /* TLS port, 0 without TLS */
 } rs_server;
 
 /* Starts redis-server with optional extra config lines ("key value\n..."). Fails the test on error. */
 void rs_start(rs_server *s, const char *extra_config);
+
+/* ---- TLS ----------------------------------------------------------------- */
+
+/* Certificates made by tests/tls/make_certs.sh (see there) in a temporary directory. */
+typedef struct rt_certs {
+    char dir[256];
+} rt_certs;
+void rt_make_certs(rt_certs *c);
+/* The path of one file of the set, e.g. rt_cert(&certs, "ca.pem"); a static buffer per call site is not needed: 8 rotate. */
+const char *rt_cert(const rt_certs *c, const char *file);
+void rt_remove_certs(rt_certs *c);
+
+typedef struct rs_tls_config {
+    const char *cert, *key; /* the server's certificate and key (file names in the cert set) */
+    bool require_client_cert; /* tls-auth-clients yes (mutual TLS, clients signed by ca.pem) */
+    bool plain_port;        /* also listen in plain text (s->port); else TLS only */
+} rs_tls_config;
+
+/*
+ * Starts a redis-server with TLS on s->tls_port (certificates from `certs`).
+ * The harness's own commands (rs_cmd, rs_int...) reach it over its Unix
+ * socket, so they work on a TLS-only server too. s->url is rediss://127.0.0.1:tls_port.
+ */
+void rs_start_tls(rs_server *s, const rt_certs *certs, const rs_tls_config *tls, const char *extra_config);
 /* Restarts a stopped server on the same port and directory. */
 void rs_restart(rs_server *s);
 /* SIGKILLs the server and reaps it. */
@@ -109,6 +144,10 @@ typedef struct rs_proxy {
     int upstream_port;
     char pattern[64];
     int delay_ms;
+    bool delay_all;       /* every chunk, both ways (flight counting) */
+    int delay_us;         /* ... by this much */
+    _Atomic int flights;  /* client->server chunks that follow server->client traffic */
+    _Atomic int last_dir; /* 1 client->server, 2 server->client */
     _Atomic int delayed;
     _Atomic int stop;
     char url[64];
@@ -116,6 +155,15 @@ typedef struct rs_proxy {
 
 rs_proxy *rs_proxy_start(const rs_server *upstream, const char *pattern, int delay_ms);
 void rs_proxy_stop(rs_proxy *p);
+
+/*
+ * A proxy to 127.0.0.1:upstream_port that delays every chunk by delay_us in
+ * each direction (a network with a round trip of 2 * delay_us, chunks in
+ * flight together) and counts the client's flights: a flight is what the
+ * client sends before it hears from the server again, so the count is the
+ * number of round trips the client waited for. Read p->flights.
+ */
+rs_proxy *rs_flight_proxy_start(int upstream_port, int delay_us);
 
 /* A client for one server with default options (command timeout adjustable). */
 redmutex_client *rt_client(const rs_server *s, int64_t command_timeout_ms);

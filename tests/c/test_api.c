@@ -1,8 +1,10 @@
 /* The API's contracts that need no lock server: options, errors, versions, bad input. */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "internal.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 static rs_server srv;
@@ -21,6 +23,40 @@ static void test_options_macro_and_init_function_agree(void)
     CHECK_RC(redmutex_client_options_init(&b, 99), REDMUTEX_EINVAL);
     CHECK_RC(redmutex_lock_options_init(&lb, 0), REDMUTEX_EINVAL);
     CHECK(a.command_timeout_ms == 1000 && a.watchdog_lease_ms == 30000 && a.wait_backoff_cap_ms == 1000);
+    CHECK(a.tls_context == NULL && a.tls_ca_file == NULL && a.tls_server_name == NULL);
+}
+
+/* The layout of version 1 of redmutex_client_options, as a program built against 1.0 has it. */
+typedef struct options_v1 {
+    uint32_t version, flags;
+    int64_t connect_timeout_ms, command_timeout_ms, watchdog_lease_ms, wait_backoff_cap_ms, retry_delay_ms,
+        retry_count, min_replicas, replica_timeout_ms, shutdown_timeout_ms;
+    redmutex_interrupt_fn interrupt;
+    void *interrupt_payload;
+} options_v1;
+
+static void test_version_1_options_still_accepted(void)
+{
+    CHECK(sizeof(options_v1) == offsetof(redmutex_client_options, tls_context));
+    /* What follows a version-1 struct in the caller's memory is never written or read. */
+    struct {
+        options_v1 o;
+        unsigned char after[sizeof(redmutex_client_options)];
+    } v1;
+    memset(&v1, 0xAB, sizeof v1);
+    CHECK_OK(redmutex_client_options_init((redmutex_client_options *)(void *)&v1.o, 1));
+    CHECK(v1.o.version == 1 && v1.o.flags == 0 && v1.o.connect_timeout_ms == 2000 && v1.o.interrupt == NULL);
+    for (size_t i = 0; i < sizeof v1.after; i++)
+        CHECKF(v1.after[i] == 0xAB, "byte %zu after a version-1 struct was written", i);
+    /* The bytes after it look like TLS pointers; the library must not read them. */
+    v1.o.command_timeout_ms = 700;
+    const char *url = "redis://127.0.0.1:1";
+    redmutex_client *c = NULL;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, (redmutex_client_options *)(void *)&v1.o));
+    CHECK(c->opts.command_timeout_ms == 700 && c->opts.tls_context == NULL);
+    redmutex_client_free(c);
+    v1.o.version = 3;
+    CHECK_RC(redmutex_client_new(&c, &url, 1, (redmutex_client_options *)(void *)&v1.o), REDMUTEX_EINVAL);
 }
 
 static void test_version_and_strerror(void)
@@ -74,6 +110,17 @@ static void test_malformed_urls_rejected_without_password_leak(void)
         "unix://relative/path",
         "unix:///tmp/x?db=abc",
         "unix:///tmp/x?foo=1",
+        "rediss://",
+        "rediss://host?ssl_cert_reqs=maybe",
+        "rediss://host?ssl_check_hostname=perhaps",
+        "rediss://host?ssl_verify=none",
+        "rediss://host?ssl_ca_certs=",
+        "rediss://host?ssl_ca_certs",
+        "rediss://host?ssl_ca_certs=/a&ssl_ca_certs=/b",
+        "rediss://host?ssl_cert_reqs=none&ssl_cert_reqs=required",
+        "rediss://host?ssl_ca_certs=%zz",
+        "rediss://host#fragment",
+        "redis://host?ssl_ca_certs=/etc/ssl/certs/ca-certificates.crt",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = new_client(bad[i]);
@@ -81,13 +128,14 @@ static void test_malformed_urls_rejected_without_password_leak(void)
         CHECKF(strstr(redmutex_last_error(), "malformed server URL") || strstr(redmutex_last_error(), "URL"),
                "message for '%s': %s", bad[i], redmutex_last_error());
     }
-    const char *secret_urls[] = {"redis://admin:hunter2@host:bad", "redis:/admin:hunter2@host",
-                                 "redis:admin:hunter2@host", "admin:hunter2@host", "http://admin:hunter2@host"};
+    const char *secret_urls[] = {"redis://admin:hunter2@host:bad",   "redis:/admin:hunter2@host",
+                                 "redis:admin:hunter2@host",         "admin:hunter2@host",
+                                 "http://admin:hunter2@host",        "rediss://admin:hunter2@host?ssl_cert_reqs=no",
+                                 "rediss://admin:hunter2@host:99999"};
     for (size_t i = 0; i < sizeof secret_urls / sizeof secret_urls[0]; i++) {
         CHECK_RC(new_client(secret_urls[i]), REDMUTEX_EINVAL);
         CHECKF(strstr(redmutex_last_error(), "hunter2") == NULL, "password shown: %s", redmutex_last_error());
     }
-    CHECK_RC(new_client("rediss://host"), REDMUTEX_EUNSUPPORTED);
     char huge[5000];
     memset(huge, 'a', sizeof huge - 1);
     huge[sizeof huge - 1] = '\0';
@@ -96,7 +144,9 @@ static void test_malformed_urls_rejected_without_password_leak(void)
     /* Good ones parse (no connection is made for one server). */
     const char *good[] = {"redis://127.0.0.1", "redis://localhost:6380/15", "redis://[::1]:6379",
                           "redis://:pass@h", "redis://user:p%40ss@h:1/0", "unix:///tmp/redis.sock",
-                          "unix:///tmp/redis.sock?db=2"};
+                          "unix:///tmp/redis.sock?db=2", "rediss://h", "rediss://u:p@h:6380/2?ssl_cert_reqs=none",
+                          "rediss://h?ssl_check_hostname=FALSE&ssl_server_hostname=redis.example",
+                          "rediss://[::1]:6380?ssl_cert_reqs=required&ssl_check_hostname=1"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         CHECKF(new_client(good[i]) == 0, "URL '%s' refused: %s", good[i], redmutex_last_error());
 }
@@ -246,6 +296,7 @@ int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
         {"options_macro_and_init_function_agree", test_options_macro_and_init_function_agree},
+        {"version_1_options_still_accepted", test_version_1_options_still_accepted},
         {"version_and_strerror", test_version_and_strerror},
         {"free_null_is_noop", test_free_null_is_noop},
         {"malformed_urls_rejected_without_password_leak", test_malformed_urls_rejected_without_password_leak},

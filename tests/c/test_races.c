@@ -47,8 +47,8 @@ static void *release_thread(void *p)
 static void forget_during_renewal(bool second_is_release)
 {
     rs_start(&srv, NULL);
-    rs_proxy *proxy = rs_proxy_start(&srv, rm_script_sha(RM_SCRIPT_RENEW), 500);
-    redmutex_client *c = client_via(proxy->url, 300, 2000);
+    rs_proxy *proxy = rs_proxy_start(&srv, rm_script_sha(RM_SCRIPT_RENEW), (int)rt_scaled_ms(500));
+    redmutex_client *c = client_via(proxy->url, rt_scaled_ms(300), rt_scaled_ms(2000));
     CHECK_OK(redmutex_lock_new(&shared_lock, c, "forget", REDMUTEX_KIND_LOCK, NULL));
     CHECK_OK(redmutex_lock_acquire(shared_lock, NULL, 0));
     WAIT_FOR(atomic_load(&proxy->delayed) > 0, 2000); /* a renewal is held up now */
@@ -96,8 +96,8 @@ static void count_late_callback(redmutex_lock *l, const char *owner, redmutex_st
 static void test_lock_free_during_renewal_runs_no_callback_after(void)
 {
     rs_start(&srv, NULL);
-    rs_proxy *proxy = rs_proxy_start(&srv, rm_script_sha(RM_SCRIPT_RENEW), 500);
-    redmutex_client *c = client_via(proxy->url, 300, 2000);
+    rs_proxy *proxy = rs_proxy_start(&srv, rm_script_sha(RM_SCRIPT_RENEW), (int)rt_scaled_ms(500));
+    redmutex_client *c = client_via(proxy->url, rt_scaled_ms(300), rt_scaled_ms(2000));
     redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
     o.on_lost = count_late_callback;
     redmutex_lock *l;
@@ -126,8 +126,8 @@ static void *extend_thread(void *p)
 static void test_release_waits_for_an_extend_in_flight(void)
 {
     rs_start(&srv, NULL);
-    rs_proxy *proxy = rs_proxy_start(&srv, rm_script_sha(RM_SCRIPT_LOCK_EXTEND), 300);
-    redmutex_client *c = client_via(proxy->url, 30000, 2000);
+    rs_proxy *proxy = rs_proxy_start(&srv, rm_script_sha(RM_SCRIPT_LOCK_EXTEND), (int)rt_scaled_ms(300));
+    redmutex_client *c = client_via(proxy->url, rt_scaled_ms(30000), rt_scaled_ms(2000));
     redmutex_lock *l;
     CHECK_OK(redmutex_lock_new(&l, c, "ext", REDMUTEX_KIND_LOCK, NULL));
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
@@ -159,8 +159,8 @@ static void *waiting_thread(void *p)
 static void test_client_free_while_a_thread_waits_for_its_subscription(void)
 {
     rs_start(&srv, NULL);
-    rs_proxy *proxy = rs_proxy_start(&srv, "SUBSCRIBE", 1500); /* the confirmation is slow */
-    redmutex_client *waiting = client_via(proxy->url, 30000, 3000), *holding = rt_client(&srv, 0);
+    rs_proxy *proxy = rs_proxy_start(&srv, "SUBSCRIBE", (int)rt_scaled_ms(1500)); /* the confirmation is slow */
+    redmutex_client *waiting = client_via(proxy->url, rt_scaled_ms(30000), rt_scaled_ms(3000)), *holding = rt_client(&srv, 0);
     redmutex_lock *held, *wanted;
     CHECK_OK(redmutex_lock_new(&held, holding, "sub", REDMUTEX_KIND_LOCK, NULL));
     CHECK_OK(redmutex_lock_new(&wanted, waiting, "sub", REDMUTEX_KIND_LOCK, NULL));
@@ -202,7 +202,7 @@ static void test_retried_release_latch_is_not_reused_after_reacquire(void)
 static void test_extend_replace_on_a_watchdog_hold_renews_sooner(void)
 {
     rs_start(&srv, NULL);
-    redmutex_client *c = client_via(srv.url, 3000, 1000); /* renewals every 900 ms */
+    redmutex_client *c = client_via(srv.url, rt_scaled_ms(3000), rt_scaled_ms(1000)); /* renewals every 900 ms */
     redmutex_lock *l;
     CHECK_OK(redmutex_lock_new(&l, c, "shorter", REDMUTEX_KIND_LOCK, NULL));
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
