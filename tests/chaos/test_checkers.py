@@ -172,3 +172,18 @@ def test_known_gap_covers_only_its_checkers():
     other.fail("C1: 1 overlapping holds")
     other.settle_known_gap()
     assert other.verdict == "FAIL"
+
+
+def test_c2_writes_after_lost_news_explain_a_lost_update():
+    # a was told LOST at 50 ms but finished its section; b held it from 60 ms.
+    a = [*hold("a", 0, 300), ev(50, "a", "lost_cb", state="LOST", val=0, key="k")]
+    m = analyze(a + hold("b", 60, 200), {"k": ResourceState(counter=1)})
+    assert m.c1_overlaps == 0 and m.c2_lost == 1 and m.c2_late_writes >= 1
+    assert not any(b.startswith("C2") for b in checkers.safe_failures(m))
+    assert checkers.unsafe_failures(m) == []  # still a violation seen without fencing
+
+
+def test_c2_lost_update_without_late_writes_or_overlap_fails_safe():
+    m = analyze(hold("a", 0, 100) + hold("b", 110, 200), {"k": ResourceState(counter=1)})
+    assert m.c2_lost == 1 and m.c2_late_writes == 0
+    assert any(b.startswith("C2") for b in checkers.safe_failures(m))
