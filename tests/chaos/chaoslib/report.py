@@ -6,7 +6,7 @@ from .scenario import Row
 
 HEADER = (
     "| scenario | mode | expect | result | seed | dur s | attempts/ok/failed/indet | faults "
-    "| C1 overlaps (max ms) | C2 lost (CAS) | C3 stale acc/rej | C4 | C5 orphans end/3xlease "
+    "| C1 overlaps (max ms) | C2 lost (CAS; late writes) | C3 stale acc/rej | C4 | C5 orphans end/3xlease "
     "| C6 LOST p99 ms | acquire p50/p99 ms |"
 )
 RULE = "|" + "|".join(["---"] * (HEADER.count("|") - 1)) + "|"
@@ -28,7 +28,7 @@ def table_row(r: Row) -> str:
             f"{m.attempts}/{m.ok}/{m.failed}/{m.indeterminate}",
             str(r.faults),
             f"{m.c1_overlaps} ({_num(m.c1_max_ms)})",
-            f"{m.c2_lost} ({m.c2_cas_fail})",
+            f"{m.c2_lost} ({m.c2_cas_fail}; {m.c2_late_writes})",
             f"{m.c3_stale_accepted}/{m.c3_rejected}",
             str(m.c4_violations),
             f"{m.c5_orphans_end}/{m.c5_orphans}",
