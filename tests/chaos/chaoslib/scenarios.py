@@ -14,7 +14,7 @@ from . import checkers
 from .drivers import Driver
 from .faults import MonitorTap, Partitions, Starvation, renewals_after_release
 from .resp import RespError, text
-from .scenario import EPSILON_MS, Env, Row, Run, run_row, skip_row
+from .scenario import EPSILON_MS, TIME_SCALE, Env, Row, Run, run_row, skip_row
 from .servers import RedisServer, faketime_library
 
 MS = 1_000_000
@@ -22,7 +22,7 @@ MS = 1_000_000
 
 # Scheduling slack allowed on top of a documented time bound: the machine has 2 cores,
 # shared with builds and other test suites while the harness runs.
-SLACK_MS = 100.0
+SLACK_MS = 100.0 * TIME_SCALE
 
 
 def attempt_budget(run: Run) -> int:
