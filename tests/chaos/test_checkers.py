@@ -187,3 +187,12 @@ def test_c2_lost_update_without_late_writes_or_overlap_fails_safe():
     m = analyze(hold("a", 0, 100) + hold("b", 110, 200), {"k": ResourceState(counter=1)})
     assert m.c2_lost == 1 and m.c2_late_writes == 0
     assert any(b.startswith("C2") for b in checkers.safe_failures(m))
+
+
+def test_c6_excuses_a_client_that_was_not_scheduled():
+    late = [*hold("a", 0, 500, val=100), ev(300, "a", "lost_cb", state="LOST", val=0, key="k")]
+    starved = [ev(250, "a", "late_wakeup", w=-1, h=0, ms=180)]
+    m = analyze(late + starved, epsilon_ms=60)
+    assert m.c6_late == 0 and m.c6_excused == 1
+    barely = [ev(250, "a", "late_wakeup", w=-1, h=0, ms=25)]
+    assert analyze(late + barely, epsilon_ms=60).c6_late == 1
