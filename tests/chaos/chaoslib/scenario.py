@@ -85,6 +85,12 @@ _S14_LIVE_ORPHANS = (
     "deadline is never sent there: the key stays, owned by nobody, until its lease ends "
     "(no connection dropped)",
 )
+_S14_DROPPED_RELEASE = (
+    ("C1: ", "C2: "),
+    "a release lost with a dropped connection can run on that server after the same owner's next "
+    "acquisition (docs/safety.md, 'What remains possible'); reentrant fields repeat, so it deletes "
+    "the new hold there, and a hold on a bare Redlock majority then loses its majority to another client",
+)
 KNOWN_GAPS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ("S7", "run_id check"): (
         ("C1: ", "C2: "),
@@ -92,6 +98,8 @@ KNOWN_GAPS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
         "(at most one renewal interval later), but a contender can win the restarted r3's vote "
         "at once; only refusing the votes of a server restarted less than a lease ago closes this",
     ),
+    ("S14", "N=5 proxy faults + straggler"): _S14_DROPPED_RELEASE,
+    ("S14", "N=3 proxy faults + straggler"): _S14_DROPPED_RELEASE,
     ("S14", "N=3 late acquire/release + straggler"): _S14_LIVE_ORPHANS,
     ("S14", "N=5 late acquire/release + straggler"): _S14_LIVE_ORPHANS,
 }
