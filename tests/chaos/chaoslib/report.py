@@ -35,11 +35,8 @@ def table_row(r: Row) -> str:
             _num(m.c6_p99_ms, 0),
             f"{_num(m.acq_p50)}/{_num(m.acq_p99)}",
         ]
-    return (
-        "| "
-        + " | ".join([r.scenario, r.mode, r.expect, result, str(r.seed), f"{r.duration_s:.0f}", *cells])
-        + " |"
-    )
+    row = [r.scenario, r.mode, r.expect, result, str(r.seed), f"{r.duration_s:.0f}", *cells]
+    return "| " + " | ".join(c.replace("|", "\\|") for c in row) + " |"
 
 
 def table(rows: list[Row]) -> str:

@@ -663,8 +663,8 @@ def s12(env: Env) -> list[Row]:
 
 def s13(env: Env) -> list[Row]:
     modes = [
-        ("client | minority", [0, 1], "both"),
-        ("client | majority", [0, 1, 2], "both"),
+        ("client cut from a minority", [0, 1], "both"),
+        ("client cut from a majority", [0, 1, 2], "both"),
         ("replies from majority dropped", [0, 1, 2], "replies"),
     ]
     rows = []
