@@ -394,7 +394,11 @@ int cli_run(int argc, char **argv)
         rc = open_lock(&r);
     if (rc == 0)
         rc = hold_and_run(&r);
-    /* The client first: it releases what is still held (a release that failed). */
+    /* The client first: closing it releases what is still held (a release that
+       failed), within its shutdown timeout; free alone would leave that to a
+       background thread that the exit ends. */
+    if (r.client)
+        redmutex_client_close(r.client);
     redmutex_client_free(r.client);
     redmutex_lock_free(r.lock);
     cli_servers_clear(&r.o.servers);

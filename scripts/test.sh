@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Runs every redmutex test suite on this machine, installing what is missing:
 #   1. the C tests and the redmutex command-line tests (ctest; pytest drives the built binary),
-#      against redis-servers they start themselves;
+#      against redis-servers they start themselves; with them the ABI check against abi/
+#      (abidiff) and the install check (the README's C example built against the installed
+#      tree with CMake and pkg-config);
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
 #   4. the same test binaries under valgrind memcheck (scripts/valgrind.sh);
 #   5. the libFuzzer targets, 60 s each under ASan + UBSan (scripts/fuzz.sh);
 #   6. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
 #      (including interop with the real redis-py and Redisson);
-#   7. the fault-injection harness (tests/chaos): its own tests, then the quick profile of
+#   7. the SWIG bindings for Ruby, Perl, Tcl and Lua: each language's own suite (minitest,
+#      prove, tcltest, busted), the cross-language test (with the Python package of 6) and
+#      the install check;
+#   8. the fault-injection harness (tests/chaos): its own tests, then the quick profile of
 #      scenarios (about 5 minutes), which fails when a scenario's expectation fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,12 +33,12 @@ build build-test RelWithDebInfo
 echo "== C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 build build-asan Debug -DREDMUTEX_SANITIZE=address -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --output-on-failure -E exported_symbols)
+  ctest --output-on-failure -E 'exported_symbols|install_consumer|abi_compat')
 
 echo "== C tests under ThreadSanitizer"
 build build-tsan Debug -DREDMUTEX_SANITIZE=thread -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --output-on-failure -E 'exported_symbols|header_')
+  ctest --output-on-failure -E 'exported_symbols|header_|install_consumer|abi_compat')
 
 echo "== C tests under valgrind memcheck"
 scripts/valgrind.sh build-test
@@ -55,4 +60,8 @@ if [ -d tests/python ]; then
   build-venv/bin/python -m pytest -q tests/chaos
   build-venv/bin/python tests/chaos/run --quick --python build-venv/bin/python
 fi
+echo "== SWIG bindings: Ruby, Perl, Tcl, Lua"
+build build-bindings RelWithDebInfo -DREDMUTEX_BINDINGS="ruby;perl;tcl;lua" -DREDMUTEX_BUILD_TESTS=OFF \
+  -DREDMUTEX_BUILD_BENCH=OFF -DREDMUTEX_BUILD_CLI=OFF -DREDMUTEX_TEST_PYTHON="$PWD/build-venv/bin/python"
+(cd build-bindings && ctest --output-on-failure -L bindings)
 echo "== all test suites passed"

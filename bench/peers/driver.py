@@ -87,9 +87,24 @@ class RedisServer:
         d = os.path.join(workdir, f"redis-{self.port}")
         os.makedirs(d)
         self.proc = subprocess.Popen(
-            [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(self.port), "--bind",
-             "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", d, "--logfile", os.path.join(d, "log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                shutil.which("redis-server") or "/usr/bin/redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                d,
+                "--logfile",
+                os.path.join(d, "log"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -97,7 +112,7 @@ class RedisServer:
                     return
             except OSError:
                 if time.monotonic() > deadline:
-                    raise SystemExit("redis-server did not start")
+                    raise SystemExit("redis-server did not start") from None
                 time.sleep(0.02)
 
     def commandstats(self) -> dict[str, int]:
@@ -113,6 +128,29 @@ class RedisServer:
         self.proc.wait()
 
 
+class Monitor:
+    """Counts the commands clients send to a server (MONITOR), apart from those scripts run."""
+
+    def __init__(self, server: RedisServer):
+        self.sock = socket.create_connection(("127.0.0.1", server.port))
+        self.sock.sendall(b"*1\r\n$7\r\nMONITOR\r\n")
+        self.counting = False
+        self.calls: dict[str, int] = {}
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        f = self.sock.makefile("rb")
+        for line in f:
+            # +1700000000.123456 [0 127.0.0.1:5555] "evalsha" ...   (scripts' calls say [0 lua])
+            if not self.counting or b'] "' not in line or b" lua] " in line:
+                continue
+            cmd = line.split(b'] "', 1)[1].split(b'"', 1)[0].decode().lower()
+            self.calls[cmd] = self.calls.get(cmd, 0) + 1
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 # ---- peer programs ----------------------------------------------------------------------
 
 
@@ -121,9 +159,16 @@ class Peer:
 
     def __init__(self, argv: list[str], log: str, cwd: str | None = None):
         self.argv = argv
-        self.log = open(log, "w")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     text=True, bufsize=1, cwd=cwd)
+        self.log = open(log, "w")  # noqa: SIM115 (open while the peer runs; closed in stop())
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            bufsize=1,
+            cwd=cwd,
+        )
         self.lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -162,32 +207,93 @@ LIBS = {
     # key: (language, label, version key, series)
     "floor:ping": ("c", "round trip: raw PING (hiredis)", "hiredis", {"pairs"}),
     "floor:2rt": ("c", "floor: raw SET NX PX + DEL (hiredis)", "hiredis", {"pairs"}),
-    "floor:lock": ("c", "floor: redmutex plain lock's commands, raw (hiredis)", "hiredis", {"pairs", "redlock"}),
+    "floor:lock": (
+        "c",
+        "floor: redmutex plain lock's commands, raw (hiredis)",
+        "hiredis",
+        {"pairs", "redlock"},
+    ),
     "floor:rlock": ("c", "floor: redmutex reentrant lock's commands, raw (hiredis)", "hiredis", {"pairs"}),
-    "redmutex:lock": ("c", "redmutex C, plain lock", "redmutex", {"pairs", "redlock", "contend", "wake", "hold"}),
+    "redmutex:lock": (
+        "c",
+        "redmutex C, plain lock",
+        "redmutex",
+        {"pairs", "redlock", "contend", "wake", "hold"},
+    ),
     "redmutex:rlock": ("c", "redmutex C, reentrant lock", "redmutex", {"pairs", "contend", "wake"}),
-    "py:redmutex:lock": ("py", "redmutex Python, `with client.lock(name):`", "redmutex",
-                         {"pairs", "redlock", "contend", "wake", "hold"}),
-    "py:redis-py": ("py", "redis-py `Lock` (defaults: sleep 0.1 s)", "redis-py", {"pairs", "contend", "wake"}),
+    "py:redmutex:lock": (
+        "py",
+        "redmutex Python, `with client.lock(name):`",
+        "redmutex",
+        {"pairs", "redlock", "contend", "wake", "hold"},
+    ),
+    "py:redis-py": (
+        "py",
+        "redis-py `Lock` (defaults: sleep 0.1 s)",
+        "redis-py",
+        {"pairs", "contend", "wake"},
+    ),
     "py:redis-py:tuned": ("py", "redis-py `Lock`, tuned: sleep 0.005 s", "redis-py", {"contend", "wake"}),
-    "py:pottery": ("py", "pottery `Redlock` (defaults: retry after U(0, 0.2) s)", "pottery",
-                   {"pairs", "redlock", "contend", "wake"}),
-    "py:pottery:tuned": ("py", "pottery `Redlock`, tuned: retry after U(0, 0.01) s", "pottery", {"contend", "wake"}),
-    "py:python-redis-lock": ("py", "python-redis-lock (defaults: waits on BLPOP)", "python-redis-lock",
-                             {"pairs", "contend", "wake", "hold"}),
-    "java:redisson": ("java", "Redisson `RLock` (defaults; N = 5: `RedissonRedLock`)", "redisson",
-                      {"pairs", "redlock", "contend", "wake", "hold"}),
-    "go:redsync": ("go", "go-redsync (defaults: 32 tries, retry after 50-250 ms)", "redsync",
-                   {"pairs", "redlock", "contend", "wake"}),
-    "go:redsync:tuned": ("go", "go-redsync, tuned: retry after 5 ms, unlimited tries", "redsync", {"contend", "wake"}),
-    "node:node-redlock": ("node", "node-redlock v5 (defaults: 10 retries, 200 ± 100 ms)", "redlock",
-                          {"pairs", "redlock", "contend", "wake", "hold"}),
-    "node:node-redlock:tuned": ("node", "node-redlock v5, tuned: retry after 5 ± 5 ms, unlimited", "redlock",
-                                {"contend", "wake"}),
-    "node:sesame-redlock": ("node", "@sesamecare-oss/redlock (defaults as node-redlock)", "sesame",
-                            {"pairs", "redlock", "contend", "wake", "hold"}),
-    "node:sesame-redlock:tuned": ("node", "@sesamecare-oss/redlock, tuned as node-redlock", "sesame",
-                                  {"contend", "wake"}),
+    "py:pottery": (
+        "py",
+        "pottery `Redlock` (defaults: retry after U(0, 0.2) s)",
+        "pottery",
+        {"pairs", "redlock", "contend", "wake"},
+    ),
+    "py:pottery:tuned": (
+        "py",
+        "pottery `Redlock`, tuned: retry after U(0, 0.01) s",
+        "pottery",
+        {"contend", "wake"},
+    ),
+    "py:python-redis-lock": (
+        "py",
+        "python-redis-lock (defaults: waits on BLPOP)",
+        "python-redis-lock",
+        {"pairs", "contend", "wake", "hold"},
+    ),
+    "java:redisson": (
+        "java",
+        "Redisson `RLock` (defaults)",
+        "redisson",
+        {"pairs", "redlock", "contend", "wake", "hold"},
+    ),
+    "go:redsync": (
+        "go",
+        "go-redsync (defaults: 32 tries, retry after 50-250 ms)",
+        "redsync",
+        {"pairs", "redlock", "contend", "wake"},
+    ),
+    "go:redsync:tuned": (
+        "go",
+        "go-redsync, tuned: retry after 5 ms, unlimited tries",
+        "redsync",
+        {"contend", "wake"},
+    ),
+    "node:node-redlock": (
+        "node",
+        "node-redlock v5 (defaults: 10 retries, 200 ± 100 ms)",
+        "redlock",
+        {"pairs", "redlock", "contend", "wake", "hold"},
+    ),
+    "node:node-redlock:tuned": (
+        "node",
+        "node-redlock v5, tuned: retry after 5 ± 5 ms, unlimited",
+        "redlock",
+        {"contend", "wake"},
+    ),
+    "node:sesame-redlock": (
+        "node",
+        "@sesamecare-oss/redlock (defaults as node-redlock)",
+        "sesame",
+        {"pairs", "redlock", "contend", "wake", "hold"},
+    ),
+    "node:sesame-redlock:tuned": (
+        "node",
+        "@sesamecare-oss/redlock, tuned as node-redlock",
+        "sesame",
+        {"contend", "wake"},
+    ),
 }
 
 
@@ -204,14 +310,22 @@ class Peers:
         argv = {
             "c": [os.path.join(build, "c", "bench", "peer_c")],
             "py": [venv_py, os.path.join(here, "peer_py.py")],
-            "java": ["java", "-Xmx512m", "-cp",
-                     os.path.join(build, "java", "target", "classes") + ":" +
-                     os.path.join(build, "java", "target", "lib", "*"), "redmutex.bench.RedissonPeer"],
+            "java": [
+                "java",
+                "-Xmx512m",
+                "-cp",
+                os.path.join(build, "java", "target", "classes")
+                + ":"
+                + os.path.join(build, "java", "target", "lib", "*"),
+                "redmutex.bench.RedissonPeer",
+            ],
             "go": [os.path.join(build, "go", "peer_go")],
             "node": ["node", os.path.join(build, "node", "peer.mjs")],
         }
-        self.copies = {lang: [Peer(argv[lang], os.path.join(logdir, f"{lang}-{i}.log")) for i in range(n)]
-                       for lang, n in copies.items()}
+        self.copies = {
+            lang: [Peer(argv[lang], os.path.join(logdir, f"{lang}-{i}.log")) for i in range(n)]
+            for lang, n in copies.items()
+        }
 
     def of(self, key: str, i: int = 0) -> Peer:
         return self.copies[LIBS[key][0]][i]
@@ -227,7 +341,7 @@ class Peers:
 
 def pct(v: list[float], q: float) -> float:
     v = sorted(v)
-    return v[min(len(v) - 1, int(round(q / 100 * (len(v) - 1))))]
+    return v[min(len(v) - 1, round(q / 100 * (len(v) - 1)))]
 
 
 def run_pairs(peers: Peers, servers: list[RedisServer], rounds: int, block: float) -> dict:
@@ -243,7 +357,9 @@ def run_pairs(peers: Peers, servers: list[RedisServer], rounds: int, block: floa
         random.shuffle(order)
         for k, urls in order:
             p = peers.of(k)
-            _, n, wall, cpu = p.call(f"pairs {wire_lib(k)} bench:pair:{k}@{len(urls)} {block} {' '.join(urls)}")
+            _, n, wall, cpu = p.call(
+                f"pairs {wire_lib(k)} bench:pair:{k}@{len(urls)} {block} {' '.join(urls)}"
+            )
             if r == 0:
                 continue
             res = results[f"{k}@{len(urls)}"]
@@ -258,11 +374,15 @@ def run_pairs(peers: Peers, servers: list[RedisServer], rounds: int, block: floa
     out = {"rtt_us": statistics.median(rtts), "rtt_us_rounds": rtts, "series": {}}
     for name, res in results.items():
         k, n = name.rsplit("@", 1)
-        entry = {"pairs_per_s": statistics.median(res["rate"]), "cpu_us_per_pair": statistics.median(res["cpu_us"]),
-                 "rates": [round(x) for x in res["rate"]], "pairs": res["n"]}
+        entry = {
+            "pairs_per_s": statistics.median(res["rate"]),
+            "cpu_us_per_pair": statistics.median(res["cpu_us"]),
+            "rates": [round(x) for x in res["rate"]],
+            "pairs": res["n"],
+        }
 
-        def ratio(base: str) -> float:
-            return statistics.median(b / a for a, b in zip(res["rate"], results[base]["rate"]))
+        def ratio(base: str, rates: list[float] = res["rate"]) -> float:
+            return statistics.median(b / a for a, b in zip(rates, results[base]["rate"]))
 
         entry["vs_2rt"] = ratio("floor:2rt@1") if n == "1" else None
         if k in ("redmutex:lock", "py:redmutex:lock"):
@@ -275,22 +395,27 @@ def run_pairs(peers: Peers, servers: list[RedisServer], rounds: int, block: floa
             entry["vs_c_core"] = ratio("redmutex:lock@1")
         if n == "1" and k.startswith("py:") and "py:redmutex:lock@1" in results and k != "py:redmutex:lock":
             entry["redmutex_py_over_this"] = statistics.median(
-                a / b for a, b in zip(results["py:redmutex:lock@1"]["rate"], res["rate"]))
+                a / b for a, b in zip(results["py:redmutex:lock@1"]["rate"], res["rate"])
+            )
         out["series"][name] = entry
     return out
 
 
-def contention_metrics(events: list[tuple[int, int, int, int]], end: int, rtt_ns: float, workers: int) -> dict:
+def contention_metrics(
+    events: list[tuple[int, int, int, int]], end: int, rtt_ns: float, workers: int
+) -> dict:
     events = sorted(e for e in events if e[0] < end)
     per = [0] * workers
     held = 0
-    handoff = []
+    handoff, to_other = [], []
     violations = 0
-    for i, (acq, relcall, reldone, w) in enumerate(events):
+    for i, (acq, _, reldone, w) in enumerate(events):
         per[w] += 1
         held += reldone - acq
         if i:
             handoff.append(acq - events[i - 1][2])
+            if w != events[i - 1][3]:
+                to_other.append(acq - events[i - 1][2])
             violations += acq < events[i - 1][1]
     window = events[-1][2] - events[0][0] if events else 1
     return {
@@ -300,6 +425,9 @@ def contention_metrics(events: list[tuple[int, int, int, int]], end: int, rtt_ns
         "handoff_p99_us": pct(handoff, 99) / 1e3 if handoff else None,
         "handoff_p50_rtt": pct(handoff, 50) / rtt_ns if handoff else None,
         "handoff_p99_rtt": pct(handoff, 99) / rtt_ns if handoff else None,
+        "to_other_share": len(to_other) / len(handoff) if handoff else None,
+        "to_other_p50_us": pct(to_other, 50) / 1e3 if to_other else None,
+        "to_other_p50_rtt": pct(to_other, 50) / rtt_ns if to_other else None,
         "fewest": min(per),
         "most": max(per),
         "violations": violations,
@@ -310,8 +438,11 @@ def run_contend(peers: Peers, server: RedisServer, rounds: int, seconds: float, 
     libs = [k for k, v in LIBS.items() if "contend" in v[3]]
     per_round: dict[str, list[dict]] = {k: [] for k in libs}
     pinger = peers.copies["c"][workers]
-    print(f"contend: {len(libs)} libraries x {rounds} rounds of {seconds} s, {workers} processes each", flush=True)
-    for r in range(rounds):
+    print(
+        f"contend: {len(libs)} libraries x {rounds} rounds of {seconds} s, {workers} processes each",
+        flush=True,
+    )
+    for _ in range(rounds):
         order = libs[:]
         random.shuffle(order)
         for k in order:
@@ -333,12 +464,19 @@ def run_contend(peers: Peers, server: RedisServer, rounds: int, seconds: float, 
             m["failures"] = failures
             m["rtt_us"] = int(rtt) / 1e3
             per_round[k].append(m)
-            print(f"  {k}: {m['utilisation']:.1%}, hand-off p50 {m['handoff_p50_rtt'] or 0:.1f} rtt, "
-                  f"{m['fewest']}/{m['most']}, failures {failures}", flush=True)
+            print(
+                f"  {k}: {m['utilisation']:.1%}, hand-off p50 {m['handoff_p50_rtt'] or 0:.1f} rtt, "
+                f"{m['fewest']}/{m['most']}, failures {failures}",
+                flush=True,
+            )
     out = {}
     for k, ms in per_round.items():
-        agg = {f: statistics.median(m[f] for m in ms if m[f] is not None) if any(m[f] is not None for m in ms)
-               else None for f in ms[0]}
+        agg = {
+            f: statistics.median(m[f] for m in ms if m[f] is not None)
+            if any(m[f] is not None for m in ms)
+            else None
+            for f in ms[0]
+        }
         agg["fewest"] = min(m["fewest"] for m in ms)
         agg["most"] = max(m["most"] for m in ms)
         agg["violations"] = sum(m["violations"] for m in ms)
@@ -351,6 +489,7 @@ def run_contend(peers: Peers, server: RedisServer, rounds: int, seconds: float, 
 def run_wake(peers: Peers, server: RedisServer, samples: int) -> dict:
     libs = [k for k, v in LIBS.items() if "wake" in v[3]]
     lat: dict[str, list[float]] = {k: [] for k in libs}
+    from_call: dict[str, list[float]] = {k: [] for k in libs}
     rtts = []
     print(f"wake: {len(libs)} libraries x {samples} samples", flush=True)
     for s in range(samples):
@@ -363,16 +502,30 @@ def run_wake(peers: Peers, server: RedisServer, samples: int) -> dict:
             holder.recv()
             waiter.call(f"acquire {cmd}")  # "started": the waiter is about to block
             time.sleep(random.uniform(0.03, 0.08))  # it is blocked (and a poller is mid-sleep)
-            _, _, released = holder.call(f"release {cmd}")
+            _, called, released = holder.call(f"release {cmd}")
             _, acquired = waiter.recv(timeout=30)
             waiter.call(f"release {cmd}")
             lat[k].append((int(acquired) - int(released)) / 1e3)
+            from_call[k].append((int(acquired) - int(called)) / 1e3)
         _, _, rtt = peers.copies["c"][2].call(f"rtt 0.05 {server.url}")
         rtts.append(int(rtt) / 1e3)
         print(f"  sample {s + 1}/{samples} done", flush=True)
     rtt = statistics.median(rtts)
-    return {"rtt_us": rtt, "series": {k: {"p50_us": pct(v, 50), "max_us": max(v), "p50_rtt": pct(v, 50) / rtt,
-                                          "samples": [round(x, 1) for x in v]} for k, v in lat.items()}}
+    return {
+        "rtt_us": rtt,
+        "series": {
+            k: {
+                "p50_us": pct(v, 50),
+                "max_us": max(v),
+                "p50_rtt": pct(v, 50) / rtt,
+                "from_call_p50_us": pct(from_call[k], 50),
+                "from_call_p50_rtt": pct(from_call[k], 50) / rtt,
+                "from_call_max_us": max(from_call[k]),
+                "samples": [round(x, 1) for x in v],
+            }
+            for k, v in lat.items()
+        },
+    }
 
 
 def run_hold(peers: Peers, workdir: str, count: int, seconds: float) -> dict:
@@ -390,18 +543,33 @@ def run_hold(peers: Peers, workdir: str, count: int, seconds: float) -> dict:
         who[k].send(f"hold {wire_lib(k)} hold {count} {servers[k].url}")
     for k in libs:
         assert who[k].recv(timeout=300)[0] == "held"
+    monitors = {k: Monitor(servers[k]) for k in libs}
+    time.sleep(0.2)  # MONITOR is on
     before = {k: servers[k].commandstats() for k in libs}
+    for m in monitors.values():
+        m.counting = True
     t0 = time.monotonic()
     time.sleep(seconds)
-    after = {k: servers[k].commandstats() for k in libs}
+    for m in monitors.values():
+        m.counting = False
     elapsed = time.monotonic() - t0
+    after = {k: servers[k].commandstats() for k in libs}
     out = {}
     for k in libs:
         _, cpu, lost = who[k].call(f"unhold {wire_lib(k)} hold {servers[k].url}")
         delta = {c: after[k].get(c, 0) - before[k].get(c, 0) for c in after[k]}
         delta.pop("info", None)
-        out[k] = {"commands": sum(delta.values()), "by_command": {c: n for c, n in delta.items() if n},
-                  "cpu_s": int(cpu) / 1e9, "lost": int(lost), "seconds": elapsed}
+        sent = {c: n for c, n in monitors[k].calls.items() if c != "info"}
+        monitors[k].close()
+        out[k] = {
+            "round_trips": sum(sent.values()),
+            "sent": sent,
+            "server_commands": sum(delta.values()),
+            "by_command": {c: n for c, n in delta.items() if n},
+            "cpu_s": int(cpu) / 1e9,
+            "lost": int(lost),
+            "seconds": elapsed,
+        }
         servers[k].stop()
     return out
 
@@ -417,8 +585,14 @@ def machine() -> dict:
                 model = line.split(":", 1)[1].strip()
                 break
     redis_v = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2]
-    return {"cpu": model, "cpus": os.cpu_count(), "kernel": platform.release(), "redis": redis_v.split("=")[1],
-            "load_start": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    return {
+        "cpu": model,
+        "cpus": os.cpu_count(),
+        "kernel": platform.release(),
+        "redis": redis_v.split("=")[1],
+        "load_start": os.getloadavg(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
 
 
 def main() -> int:
@@ -427,8 +601,14 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="short blocks and few rounds (a smoke test)")
     ap.add_argument("--only", default="pairs,contend,wake,hold", help="series to run (comma-separated)")
     ap.add_argument("--out", help="results JSON (default BUILD/results.json)")
+    ap.add_argument("--libs", help="only libraries whose key contains one of these words (comma-separated)")
     args = ap.parse_args()
     only = set(args.only.split(","))
+    if args.libs:  # floors and the round trip stay: every ratio needs them
+        words = args.libs.split(",")
+        for k in list(LIBS):
+            if not k.startswith("floor:") and not any(w in k for w in words):
+                del LIBS[k]
     q = args.quick
     with open(os.path.join(args.build, "versions.json")) as f:
         versions = json.load(f)
@@ -436,8 +616,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="redmutex-peers-") as workdir:
         servers = [RedisServer(workdir) for _ in range(5)]
         contend_copies = 8 if "contend" in only else 2
-        copies = {"c": contend_copies + 1, "py": max(contend_copies, 2), "java": contend_copies,
-                  "go": contend_copies, "node": contend_copies}
+        copies = {
+            "c": contend_copies + 1,
+            "py": max(contend_copies, 2),
+            "java": contend_copies,
+            "go": contend_copies,
+            "node": contend_copies,
+        }
         peers = Peers(args.build, workdir if q else os.path.join(args.build, "logs"), copies)
         try:
             if "pairs" in only:

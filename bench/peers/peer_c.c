@@ -207,18 +207,22 @@ static void floor_pair(floor_peer *f, const char *kind, const char *name)
         add_cmd(&s, 6, set);
         run_step(f, &s, "OK");
         s.ncmds = 0;
-        const char *rel[] = {"EVALSHA", rm_script_sha(RM_SCRIPT_LOCK_RELEASE), "3", name, channel, latch, token,
-                             LATCH_MS};
+        const char *rel[] = {
+            "EVALSHA", rm_script_sha(RM_SCRIPT_LOCK_RELEASE), "3", name, channel, latch, token, LATCH_MS};
         add_cmd(&s, 8, rel);
     } else {
         derived(token_key, "redisson_lock_token", name, "");
-        const char *acq[] = {"EVALSHA", rm_script_sha(RM_SCRIPT_RLOCK_ACQUIRE), "2", name, token_key, LEASE,
-                             f->field, "0"};
+        const char *acq[] = {
+            "EVALSHA", rm_script_sha(RM_SCRIPT_RLOCK_ACQUIRE), "2", name, token_key, LEASE, f->field, "0"};
         add_cmd(&s, 8, acq);
         run_step(f, &s, "any");
         s.ncmds = 0;
-        const char *rel[] = {"EVALSHA", rm_script_sha(RM_SCRIPT_RLOCK_RELEASE), "3", name, channel, latch, "0",
-                             LEASE, f->field, "publish", LATCH_MS};
+        const char *rel[] = {"EVALSHA", rm_script_sha(RM_SCRIPT_RLOCK_RELEASE),
+                             "3",       name,
+                             channel,   latch,
+                             "0",       LEASE,
+                             f->field,  "publish",
+                             LATCH_MS};
         add_cmd(&s, 11, rel);
     }
     run_step(f, &s, "1");
@@ -256,7 +260,7 @@ static floor_peer *floor_new(const char **urls, size_t n)
 
 typedef struct peer {
     char key[512];
-    const char *lib;   /* points into key */
+    const char *lib; /* points into key */
     char name[256];
     redmutex_client *client;
     redmutex_lock *lock;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables (as in docs/benchmarks.md) from a results.json of bench/peers/driver.py.
 
-    report.py build-peers/results.json > build-peers/results.md
+report.py build-peers/results.json > build-peers/results.md
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 import sys
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from driver import LIBS  # noqa: E402
+from driver import LIBS
 
 # How often each library renews a held lock, with a 30 s lease (documented defaults).
 RENEWAL_PERIOD_S = {
@@ -23,20 +23,25 @@ RENEWAL_PERIOD_S = {
 }
 
 
+X = "\u00d7"  # multiplication sign
+DASH = "\u2013"
+
+
 def label(k: str, versions: dict) -> str:
-    lang, text, vkey, _ = LIBS[k]
+    _, text, vkey, _ = LIBS[k]
     v = versions.get(vkey, "")
     return f"{text} {v}".strip() if not k.startswith("floor:") else text
 
 
 def f1(x, unit="", digits=1):
-    return "–" if x is None else f"{x:.{digits}f}{unit}"
+    return DASH if x is None else f"{x:.{digits}f}{unit}"
 
 
 def header(res: dict) -> str:
     m, v = res["machine"], res["versions"]
     return (
-        f"Run of {m['date']} on {m['cpus']} x {m['cpu']}, Linux {m['kernel']}, Redis {m['redis']} on loopback; "
+        f"Run of {m['date']} on {m['cpus']} x {m['cpu']}, Linux {m['kernel']}, "
+        f"Redis {m['redis']} on loopback; "
         f"load average {m['load_start'][0]:.2f} at the start, {m['load_end'][0]:.2f} at the end. "
         f"redmutex {v['redmutex']} (hiredis {v['hiredis']}), Python {v['python']}, {v['java']}, {v['go']}, "
         f"Node.js {v['node']} (ioredis {v['ioredis']}), go-redis {v['go-redis']}.\n"
@@ -58,14 +63,17 @@ def pairs_table(res: dict) -> str:
         name = label(k[:-2], v)
         bold = "**" if "redmutex" in k and not k.startswith("floor") else ""
         out.append(
-            f"| {bold}{name}{bold} | {e['pairs_per_s']:.0f} | {1e6 / e['pairs_per_s']:.1f} | {e['cpu_us_per_pair']:.1f} "
-            f"| {f1(e.get('vs_2rt'), '×', 2)} | {f1(e.get('vs_same_floor'), '×', 2)} |"
+            f"| {bold}{name}{bold} | {e['pairs_per_s']:.0f} | {1e6 / e['pairs_per_s']:.1f} "
+            f"| {e['cpu_us_per_pair']:.1f} "
+            f"| {f1(e.get('vs_2rt'), X, 2)} | {f1(e.get('vs_same_floor'), X, 2)} |"
         )
     py = p["series"].get("py:redmutex:lock@1", {})
-    extra = [f"- redmutex Python `with lock:` / C core pair time: {f1(py.get('vs_c_core'), '×', 2)}"]
+    extra = [f"- redmutex Python `with lock:` / C core pair time: {f1(py.get('vs_c_core'), X, 2)}"]
     for k, e in rows:
         if "redmutex_py_over_this" in e:
-            extra.append(f"- redmutex Python pairs/s over {label(k[:-2], v)}: **{e['redmutex_py_over_this']:.2f}×**")
+            extra.append(
+                f"- redmutex Python pairs/s over {label(k[:-2], v)}: **{e['redmutex_py_over_this']:.2f}{X}**"
+            )
     return "\n".join(out) + "\n\n" + "\n".join(extra) + "\n"
 
 
@@ -80,11 +88,13 @@ def redlock_table(res: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
     for k, e in rows:
-        name = label(k[:-2], v).replace("the same commands", "the same commands to 5 servers at once")
+        name = label(k[:-2], v).replace("lock's commands, raw", "lock's commands to 5 servers at once, raw")
+        name = name.replace("`RLock` (defaults)", "`RedissonRedLock` over 5 `RLock`s (defaults)")
         bold = "**" if "redmutex" in k and not k.startswith("floor") else ""
         out.append(
-            f"| {bold}{name}{bold} | {e['pairs_per_s']:.0f} | {1e6 / e['pairs_per_s']:.1f} | {e['cpu_us_per_pair']:.1f} "
-            f"| {f1(e.get('vs_own_one_server'), '×', 2)} | {f1(e.get('vs_same_floor'), '×', 2)} |"
+            f"| {bold}{name}{bold} | {e['pairs_per_s']:.0f} | {1e6 / e['pairs_per_s']:.1f} "
+            f"| {e['cpu_us_per_pair']:.1f} "
+            f"| {f1(e.get('vs_own_one_server'), X, 2)} | {f1(e.get('vs_same_floor'), X, 2)} |"
         )
     return "\n".join(out) + "\n"
 
@@ -96,18 +106,23 @@ def contend_table(res: dict) -> str:
     out = [
         f"Round trip meanwhile (a `PING` every 2 ms on another connection, median): {rtt:.1f} µs.\n",
         "| 8 processes, 1 ms critical section | utilisation | hand-off p50 | hand-off p99 "
-        "| fewest / most acquisitions per worker | gave up |",
-        "|---|---|---|---|---|---|",
+        "| hand-offs to another process: share, p50 | fewest / most acquisitions per worker | gave up |",
+        "|---|---|---|---|---|---|---|",
     ]
     for k, e in sorted(c.items(), key=lambda r: -r[1]["utilisation"]):
         bold = "**" if "redmutex" in k else ""
         out.append(
             f"| {bold}{label(k, v)}{bold} | {e['utilisation']:.1%} | {f1(e['handoff_p50_us'], ' µs', 0)} "
-            f"({f1(e['handoff_p50_rtt'], ' RT')}) | {f1(e['handoff_p99_us'], ' µs', 0)} ({f1(e['handoff_p99_rtt'], ' RT')}) "
+            f"({f1(e['handoff_p50_rtt'], ' RT')}) | {f1(e['handoff_p99_us'], ' µs', 0)} "
+            f"({f1(e['handoff_p99_rtt'], ' RT')}) "
+            f"| {e['to_other_share']:.0%}, {f1(e['to_other_p50_us'], ' µs', 0)} "
+            f"({f1(e['to_other_p50_rtt'], ' RT')}) "
             f"| {e['fewest']} / {e['most']} | {e['failures']} |"
         )
     viol = sum(e["violations"] for e in c.values())
-    out.append(f"\nMutual-exclusion violations seen (an acquisition before the previous holder's release): {viol}.")
+    out.append(
+        f"\nMutual-exclusion violations seen (an acquisition before the previous holder's release): {viol}."
+    )
     return "\n".join(out) + "\n"
 
 
@@ -116,14 +131,15 @@ def wake_table(res: dict) -> str:
     v = res["versions"]
     out = [
         f"Round trip: {w['rtt_us']:.1f} µs.\n",
-        "| waiter blocked in acquire; another process releases | release returned → acquire returned, p50 "
-        "| in round trips | worst of the samples |",
-        "|---|---|---|---|",
+        "| waiter blocked in acquire; another process releases | release called → acquire returned, p50 "
+        "| in round trips | worst | release returned → acquire returned, p50 |",
+        "|---|---|---|---|---|",
     ]
-    for k, e in sorted(w["series"].items(), key=lambda r: r[1]["p50_us"]):
+    for k, e in sorted(w["series"].items(), key=lambda r: r[1]["from_call_p50_us"]):
         bold = "**" if "redmutex" in k else ""
         out.append(
-            f"| {bold}{label(k, v)}{bold} | {e['p50_us']:.0f} µs | {e['p50_rtt']:.1f} | {e['max_us'] / 1e3:.1f} ms |"
+            f"| {bold}{label(k, v)}{bold} | {e['from_call_p50_us']:.0f} µs | {e['from_call_p50_rtt']:.1f} "
+            f"| {e['from_call_max_us'] / 1e3:.1f} ms | {e['p50_us']:.0f} µs |"
         )
     return "\n".join(out) + "\n"
 
@@ -132,24 +148,31 @@ def hold_table(res: dict) -> str:
     h = res["hold"]
     v = res["versions"]
     out = [
-        "| 1000 locks held for 30 s, lease 30 s | renews every | commands in the 30 s | per renewal period "
+        "| 1000 locks held for 30 s, lease 30 s | renews every | requests sent in the 30 s (MONITOR) "
+        "| requests per renewal period | commands the server ran (INFO commandstats) "
         "| client CPU in the 30 s | lost |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
     ]
-    for k, e in sorted(h.items(), key=lambda r: r[1]["commands"]):
+
+    def listing(d: dict) -> str:
+        return ", ".join(f"{c} {n}" for c, n in sorted(d.items(), key=lambda x: -x[1])) or "none"
+
+    for k, e in sorted(h.items(), key=lambda r: r[1]["round_trips"]):
         period, why = RENEWAL_PERIOD_S[k]
-        per = e["commands"] / (e["seconds"] / period)
+        per = e["round_trips"] / max(1, int(e["seconds"] / period))  # renewals due in the window
         bold = "**" if "redmutex" in k else ""
-        cmds = ", ".join(f"{c} {n}" for c, n in sorted(e["by_command"].items(), key=lambda x: -x[1]))
         out.append(
-            f"| {bold}{label(k, v)}{bold} | {period:g} s ({why}) | {e['commands']} ({cmds or 'none'}) | {per:.1f} "
-            f"| {e['cpu_s']:.2f} s | {e['lost']} |"
+            f"| {bold}{label(k, v)}{bold} | {period:g} s ({why}) | {e['round_trips']} ({listing(e['sent'])}) "
+            f"| {per:.1f} "
+            f"| {e['server_commands']} ({listing(e['by_command'])}) "
+            f"| {'< 0.01' if e['cpu_s'] < 0.005 else format(e['cpu_s'], '.2f')} s | {e['lost']} |"
         )
     return "\n".join(out) + "\n"
 
 
 def main() -> int:
-    res = json.load(open(sys.argv[1]))
+    with open(sys.argv[1]) as f:
+        res = json.load(f)
     print(header(res))
     for key, title, fn in [
         ("pairs", "Uncontended pairs, one server", pairs_table),

@@ -12,7 +12,10 @@
  *  - Handles are opaque. Every *_free(NULL) is a no-op.
  *  - Options structs start with a `version` field, are filled by their
  *    *_options_init() function (or the *_OPTIONS_INIT macro, which gives the
- *    same bytes), and only ever gain fields at the end.
+ *    same bytes), and only ever gain fields at the end. A struct of any
+ *    version from 1 to the current one is accepted: the library reads only
+ *    the fields that version has, and uses the defaults for the rest, so a
+ *    program built against an older header keeps working.
  *  - Times are int64_t milliseconds. Waiting and timeouts use CLOCK_MONOTONIC,
  *    so wall-clock jumps on the client do not change them.
  *  - Strings passed in are copied when the function needs them later; the
@@ -22,7 +25,9 @@
  * Threading in one sentence: a client is fully thread-safe and meant to be
  * shared; a lock handle may be shared between threads too (each call is
  * atomic with respect to the handle's local state), and its ownership model
- * is described at redmutex_lock_new(). See docs/threading.md.
+ * is described at redmutex_lock_new(). Clients and handles may be freed in
+ * any order, from any thread, and freeing never blocks, so a garbage
+ * collector can own them. See docs/threading.md.
  *
  * The only symbols the library exports start with redmutex_; it never
  * installs signal handlers and never raises SIGPIPE in the host process.
@@ -97,9 +102,9 @@ typedef enum redmutex_error {
     REDMUTEX_EDUPLICATE = -12,
     /** Fewer replicas acknowledged a write than min_replicas asked for; the lock was released. */
     REDMUTEX_EREPLICAS = -13,
-    /** The client was closed (redmutex_client_free) while handles still referred to it. */
+    /** The client was closed (redmutex_client_close or _free) while handles still referred to it. */
     REDMUTEX_ECLOSED = -14,
-    /** A wait was interrupted: the client's interrupt callback asked to stop. */
+    /** A wait was interrupted: redmutex_client_interrupt() or the client's interrupt callback. */
     REDMUTEX_EINTR = -15,
     /** A cap set in the options (hold time, number of extensions) was reached. */
     REDMUTEX_ELIMIT = -16,
@@ -164,15 +169,19 @@ typedef struct redmutex_client redmutex_client;
  * Return nonzero to abandon the wait: the acquire then fails with
  * REDMUTEX_EINTR and holds nothing. Return 0 to keep waiting. It runs on the
  * waiting thread, never while a command is in flight, and may call any
- * redmutex function except freeing the client. Language bindings use it to
- * deliver Ctrl-C: a signal that arrives at any point of the wait is seen
- * within one pause (at most wait_backoff_cap_ms).
+ * redmutex function except closing or freeing the client. A signal that
+ * arrives at any point of the wait is seen within one pause (at most
+ * wait_backoff_cap_ms). redmutex_client_interrupt() is the other way to end
+ * waits, from any thread: most bindings want that one.
  */
 typedef int (*redmutex_interrupt_fn)(void *payload);
 
 /** Bits for redmutex_client_options.flags. */
 enum {
-    /** On redmutex_client_free, leave held locks to expire instead of releasing them. */
+    /**
+     * On close (redmutex_client_close, or the background close of
+     * redmutex_client_free), leave held locks to expire instead of releasing them.
+     */
     REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE = 1u << 0,
     /**
      * TLS: do not verify the servers' certificates at all (the URL option
@@ -202,7 +211,10 @@ enum {
  * padding, so the macro and the function give identical bytes.
  */
 typedef struct redmutex_client_options {
-    /** Must be REDMUTEX_CLIENT_OPTIONS_VERSION (set by the init function). */
+    /**
+     * The version of this struct: REDMUTEX_CLIENT_OPTIONS_VERSION as set by the
+     * init function, or an older one (>= 1) for the older, shorter struct.
+     */
     uint32_t version;
     /** REDMUTEX_CLIENT_* bits. Default 0. */
     uint32_t flags;
@@ -234,7 +246,8 @@ typedef struct redmutex_client_options {
     /** Timeout given to WAIT when min_replicas > 0. Default 1000. */
     int64_t replica_timeout_ms;
     /**
-     * Upper bound on how long redmutex_client_free() spends releasing held
+     * Upper bound on how long closing the client (redmutex_client_close(), or
+     * the background close of redmutex_client_free()) spends releasing held
      * locks and stopping background threads, even with servers unreachable.
      * Default 2000.
      */
@@ -293,10 +306,10 @@ typedef struct redmutex_client_options {
 
 /**
  * Fills `opts` with the defaults for `version` (pass
- * REDMUTEX_CLIENT_OPTIONS_VERSION). With version 1 only the bytes of a
- * version-1 struct are written.
- * Errors: REDMUTEX_EINVAL if opts is NULL or the version is unknown.
- * Does not block; thread-safe.
+ * REDMUTEX_CLIENT_OPTIONS_VERSION). For an older version (>= 1) only the
+ * bytes of that version's struct are written (version 1 has no tls_* fields).
+ * Errors: REDMUTEX_EINVAL if opts is NULL or the version is 0 or newer than
+ * this library's. Does not block; thread-safe.
  */
 REDMUTEX_API int redmutex_client_options_init(redmutex_client_options *opts, unsigned int version);
 
@@ -337,12 +350,15 @@ REDMUTEX_API int redmutex_client_options_init(redmutex_client_options *opts, uns
  * the same server would fake a majority and are refused (REDMUTEX_EDUPLICATE).
  * A server that cannot be reached now is checked when it is first reached.
  *
- * Ownership: *out receives a new client, freed with redmutex_client_free().
- * The URLs and options are copied. `opts` may be NULL for the defaults.
+ * Ownership: *out receives a new client, closed with redmutex_client_close()
+ * and freed with redmutex_client_free(). The URLs and options are copied.
+ * `opts` may be NULL for the defaults; options of an older version are
+ * accepted (see the conventions at the top).
  * Errors: REDMUTEX_EINVAL (NULL, n_urls 0 or > REDMUTEX_SERVERS_MAX, malformed
- * URL, option out of range, a TLS file that cannot be loaded, TLS options
- * with a URL that is not rediss://), REDMUTEX_EDUPLICATE, REDMUTEX_EAUTH (a
- * reachable server refused the credentials), REDMUTEX_ENOMEM.
+ * URL, option out of range, options version 0 or newer than this library,
+ * a TLS file that cannot be loaded, TLS options with a URL that is not
+ * rediss://), REDMUTEX_EDUPLICATE, REDMUTEX_EAUTH (a reachable server refused
+ * the credentials), REDMUTEX_ENOMEM.
  * Blocking: with N > 1, up to connect_timeout_ms (all servers in parallel).
  * Thread-safety: safe to call from any thread.
  */
@@ -350,25 +366,72 @@ REDMUTEX_API int redmutex_client_new(redmutex_client **out, const char *const *u
                                      const redmutex_client_options *opts);
 
 /**
- * Closes the client and drops the caller's reference. Locks still held
- * through it are released (or, with REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE, left
- * to expire); renewals and waiting stop; background threads are joined. The
- * whole shutdown takes at most shutdown_timeout_ms (plus scheduling), even
- * when servers are unreachable. Lock handles made from the client stay valid
- * to free, but every other call on them fails with REDMUTEX_ECLOSED; memory is
- * returned once the last handle is freed.
- * Thread-safety: call it once, after the threads using the client are done
- * with it; it must not race with other calls on this client. (A thread still
- * blocked waiting in redmutex_lock_acquire() is woken and gets
- * REDMUTEX_ECLOSED, but that is a safety net, not a way to cancel.) NULL is
- * a no-op. Must not be called from a lost-lock callback.
+ * Closes the client: releases the locks still held through it (or, with
+ * REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE, leaves them to expire), including
+ * those of lock handles freed while they held a lock; ends every wait in
+ * progress (those acquires fail with REDMUTEX_ECLOSED, holding nothing);
+ * stops renewals and joins the background threads. Afterwards every call on
+ * the client or its handles fails with REDMUTEX_ECLOSED, except the *_free
+ * functions and these, which keep working: redmutex_client_id,
+ * redmutex_client_server_count, redmutex_client_thread_owner,
+ * redmutex_client_interrupt (a no-op), redmutex_client_event_fd,
+ * redmutex_client_next_event, redmutex_client_events_dropped,
+ * redmutex_lock_name, redmutex_lock_kind, redmutex_lock_id,
+ * redmutex_lock_state, redmutex_lock_validity and redmutex_lock_fence.
+ * The client's memory stays valid until redmutex_client_free().
+ *
+ * Idempotent: a second call (or a call after the background close of
+ * redmutex_client_free has begun) returns 0 at once.
+ * Errors: REDMUTEX_EINVAL if client is NULL, or if called from a lost-lock
+ * callback of this client (it would wait for the thread running the
+ * callback; redmutex_client_free is allowed there).
+ * Blocking: up to shutdown_timeout_ms (plus scheduling), even with servers
+ * unreachable. Thread-safety: may race with calls on the client and its
+ * handles from other threads; they complete, or fail with REDMUTEX_ECLOSED.
+ */
+REDMUTEX_API int redmutex_client_close(redmutex_client *client);
+
+/**
+ * Drops the caller's reference to the client. Never blocks. If the client
+ * was not closed, it is closed in the background: a short-lived thread of
+ * the library does what redmutex_client_close() does, within
+ * shutdown_timeout_ms (locks left to expire with
+ * REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE). A process that exits meanwhile may
+ * leave locks to expire: call redmutex_client_close() first where that
+ * matters.
+ *
+ * Lock handles keep their client alive: the client and its handles may be
+ * freed in any order, from any thread, including from a lost-lock callback.
+ * Memory is returned when the client and every handle are freed and the
+ * background work has ended. After this call the caller must not use
+ * `client` again (its handles remain usable and report REDMUTEX_ECLOSED).
+ * NULL is a no-op. Thread-safe.
  */
 REDMUTEX_API void redmutex_client_free(redmutex_client *client);
 
 /**
+ * Ends every wait of the client that is in progress when it is called:
+ * blocked redmutex_lock_acquire() calls, including their wait for the
+ * subscription to the release channel, return REDMUTEX_EINTR with nothing
+ * held (like sqlite3_interrupt). A sleeping wait ends within a few
+ * milliseconds; an acquire in the middle of a round trip to a server ends
+ * when that round trip does (at most command_timeout_ms). A wait that begins
+ * after the call is not affected.
+ *
+ * Callable from any thread and from a signal handler: it is
+ * async-signal-safe (an atomic counter and a write(2) to the client's
+ * interrupt eventfd; errno is preserved). Never blocks, never fails. NULL is
+ * a no-op, and so is a closed client. The client must not have been freed
+ * (a handle keeps its memory alive, not the caller's right to use it).
+ * The interrupt callback of the options keeps working beside it.
+ */
+REDMUTEX_API void redmutex_client_interrupt(redmutex_client *client);
+
+/**
  * The client's id: a random UUID made at creation, the first part of the
  * default owner of reentrant locks (Redisson's connection-manager id).
- * Owned by the client; valid until the last handle is freed. Thread-safe.
+ * Owned by the client; valid until redmutex_client_free(). Works after
+ * close. Thread-safe.
  */
 REDMUTEX_API const char *redmutex_client_id(const redmutex_client *client);
 
@@ -420,11 +483,14 @@ typedef enum redmutex_state {
  * lock functions accept: NULL for a plain lock held by the handle itself,
  * else the owner id; it is valid only during the call.
  *
- * It runs on the client's watchdog thread (or, for a lease found expired, on
- * the thread that found it), never with a library lock held. It may query
- * the lock (state, fence, validity) and release it, and may hand the news to
- * another thread. It must not free the lock or the client, and should return
- * quickly: renewals of other locks wait for it.
+ * It runs on the client's watchdog thread, never with a library lock held.
+ * It may query the lock (state, fence, validity), release it, and hand the
+ * news to another thread. It may free the lock (the handle stays valid until
+ * the callback returns) and free the client, but not close it (that returns
+ * REDMUTEX_EINVAL). It should return quickly: renewals of other locks wait
+ * for it. Every such change is also queued for redmutex_client_next_event(),
+ * with or without a callback; a binding whose language may not run on a
+ * foreign thread uses that instead.
  */
 typedef void (*redmutex_lost_fn)(redmutex_lock *lock, const char *owner, redmutex_state state,
                                  void *payload);
@@ -439,7 +505,7 @@ enum {
 
 /** Lock options. Fill with redmutex_lock_options_init() or REDMUTEX_LOCK_OPTIONS_INIT. */
 typedef struct redmutex_lock_options {
-    /** Must be REDMUTEX_LOCK_OPTIONS_VERSION. */
+    /** REDMUTEX_LOCK_OPTIONS_VERSION, or an older version (>= 1) for the older, shorter struct. */
     uint32_t version;
     /** REDMUTEX_LOCK_* bits. Default 0. */
     uint32_t flags;
@@ -462,8 +528,10 @@ typedef struct redmutex_lock_options {
 #define REDMUTEX_LOCK_OPTIONS_INIT {REDMUTEX_LOCK_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0}
 
 /**
- * Fills `opts` with the defaults for `version` (REDMUTEX_LOCK_OPTIONS_VERSION).
- * Errors: REDMUTEX_EINVAL. Does not block; thread-safe.
+ * Fills `opts` with the defaults for `version` (REDMUTEX_LOCK_OPTIONS_VERSION;
+ * for an older version >= 1, only the bytes of that version's struct).
+ * Errors: REDMUTEX_EINVAL (NULL, version 0 or newer than this library's).
+ * Does not block; thread-safe.
  */
 REDMUTEX_API int redmutex_lock_options_init(redmutex_lock_options *opts, unsigned int version);
 
@@ -484,7 +552,9 @@ REDMUTEX_API int redmutex_lock_options_init(redmutex_lock_options *opts, unsigne
  *
  * `name` is 1..REDMUTEX_NAME_MAX bytes, NUL-terminated, used verbatim as the
  * Redis key. Ownership: *out receives a new handle that holds a reference to
- * the client; free it with redmutex_lock_free(). name and opts are copied.
+ * the client (the client's memory lives at least as long as the handle);
+ * free it with redmutex_lock_free(). name and opts are copied; options of an
+ * older version are accepted.
  * Errors: REDMUTEX_EINVAL (NULL, bad name, bad kind or options),
  * REDMUTEX_ECLOSED, REDMUTEX_ENOMEM.
  * Does not block. Thread-safe.
@@ -493,9 +563,18 @@ REDMUTEX_API int redmutex_lock_new(redmutex_lock **out, redmutex_client *client,
                                    redmutex_kind kind, const redmutex_lock_options *opts);
 
 /**
- * Frees the handle. Locks it still holds are not released (they expire at
- * the end of their lease; their renewal stops now). NULL is a no-op.
- * Thread-safety: no other call may use this handle concurrently or after.
+ * Frees the handle and drops its reference to the client. Locks it still
+ * holds are not released now: their renewal stops, nobody is told about
+ * them any more (no callback, no event), and they expire at the end of their
+ * lease, unless the client is closed before that, which releases them. No
+ * callback of the handle starts after this returns. NULL is a no-op.
+ *
+ * Blocking: never, except while an on_lost callback of this handle runs on
+ * another thread (it is let finish). From inside the handle's own callback
+ * it returns at once; the handle stays valid until the callback returns.
+ * Thread-safety: any thread, in any order with the client and other
+ * handles, also after the client was closed or freed; but no other call may
+ * use this handle concurrently or after (a callback in progress aside).
  */
 REDMUTEX_API void redmutex_lock_free(redmutex_lock *lock);
 
@@ -504,6 +583,14 @@ REDMUTEX_API const char *redmutex_lock_name(const redmutex_lock *lock);
 
 /** The lock's kind. Thread-safe. */
 REDMUTEX_API redmutex_kind redmutex_lock_kind(const redmutex_lock *lock);
+
+/**
+ * The handle's id: a number > 0, unique in the process and never reused, not
+ * even after the handle is freed (0 for NULL). Events of
+ * redmutex_client_next_event() name the handle by it. Never blocks;
+ * thread-safe.
+ */
+REDMUTEX_API uint64_t redmutex_lock_id(const redmutex_lock *lock);
 
 /**
  * Acquires the lock for `owner` (NULL: default owner, see redmutex_lock_new).
@@ -529,13 +616,15 @@ REDMUTEX_API redmutex_kind redmutex_lock_kind(const redmutex_lock *lock);
  * the message names the wait), REDMUTEX_EINVAL (bad wait or owner),
  * REDMUTEX_EWRONGTYPE, REDMUTEX_ECONN (servers unreachable, with N servers:
  * fewer than a majority answered), REDMUTEX_EAUTH, REDMUTEX_ESERVER,
- * REDMUTEX_EPROTOCOL, REDMUTEX_EREPLICAS, REDMUTEX_EINTR, REDMUTEX_ELOST (this
+ * REDMUTEX_EPROTOCOL, REDMUTEX_EREPLICAS, REDMUTEX_EINTR (redmutex_client_interrupt
+ * or the interrupt callback ended the wait), REDMUTEX_ELOST (this
  * owner's earlier hold through this handle was lost and not yet released:
  * release it first, which reports the loss, then acquire again),
- * REDMUTEX_EFORKED, REDMUTEX_ECLOSED.
- * On any error nothing is held. (One exception: when the interrupt callback
- * stops a wait just as a releasing thread handed this waiter the lock and it
- * cannot be given back, the call reports success and the lock is held.)
+ * REDMUTEX_EFORKED, REDMUTEX_ECLOSED (also when the client is closed while
+ * this call waits).
+ * On any error nothing is held. (One exception: when an interrupt stops a
+ * wait just as a releasing thread handed this waiter the lock and it cannot
+ * be given back, the call reports success and the lock is held.)
  * Blocking: at most wait_ms + T, where T = max(connect_timeout_ms,
  * command_timeout_ms) is one attempt's budget (a cleanup of a failed attempt
  * is sent within it, not waited for beyond it), plus replica_timeout_ms when
@@ -647,6 +736,56 @@ REDMUTEX_API int redmutex_lock_validity(int64_t *out, redmutex_lock *lock, const
  * held), REDMUTEX_EINVAL (fencing not enabled on the handle). Thread-safe.
  */
 REDMUTEX_API int redmutex_lock_fence(int64_t *out, redmutex_lock *lock, const char *owner);
+
+/* ------------------------------------------------------------------------ */
+/* Events: lost-lock news on the caller's own thread                         */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Every change of a hold to REDMUTEX_STATE_RENEWAL_FAILING or
+ * REDMUTEX_STATE_LOST, and back to REDMUTEX_STATE_HELD when renewal recovers,
+ * including the expiry of a lease given in the options, is queued in the
+ * client, whether or not the lock has an on_lost callback. An event loop
+ * polls the client's event fd and drains the queue on its own thread; a
+ * language binding does the same instead of running code on the watchdog
+ * thread. Changes of handles that were freed while holding are not queued.
+ */
+
+/**
+ * A file descriptor that is readable (POLLIN) while events are queued for
+ * this client. It is an eventfd owned by the client and made on the first
+ * call: do not read, write or close it; drain the queue with
+ * redmutex_client_next_event() until it returns 0. It stays the same number
+ * for the client's life (also in a child after fork(), where it is a new
+ * eventfd of the child's own) and is closed by the last free.
+ * Returns the fd (>= 0), or REDMUTEX_EINVAL (NULL) or REDMUTEX_ENOMEM (no
+ * descriptor available). Never blocks; thread-safe; works after close.
+ */
+REDMUTEX_API int redmutex_client_event_fd(redmutex_client *client);
+
+/**
+ * Pops the oldest queued event. Returns 1 with the out-parameters filled, 0
+ * when the queue is empty (the event fd is then not readable), or a negative
+ * code.
+ *  - *lock_id: the redmutex_lock_id() of the handle whose hold changed (the
+ *    handle may have been freed since).
+ *  - *state: REDMUTEX_STATE_RENEWAL_FAILING, REDMUTEX_STATE_LOST, or
+ *    REDMUTEX_STATE_HELD (renewal recovered).
+ *  - owner: written NUL-terminated into owner[owner_size]: "" for a plain
+ *    lock held by the handle itself, else the owner id, as the lock
+ *    functions take it. owner may be NULL when owner_size is 0 (the owner is
+ *    then not reported). REDMUTEX_OWNER_MAX + 1 bytes always suffice.
+ * The queue holds at most 1024 events; on overflow the oldest are dropped
+ * and counted (redmutex_client_events_dropped()).
+ * Errors: REDMUTEX_EINVAL (NULL client, lock_id or state; owner NULL with
+ * owner_size > 0; owner_size too small for this event's owner, in which case
+ * the event stays queued). Never blocks; thread-safe; works after close.
+ */
+REDMUTEX_API int redmutex_client_next_event(redmutex_client *client, uint64_t *lock_id, redmutex_state *state,
+                                            char *owner, size_t owner_size);
+
+/** How many events were dropped because the queue was full (0 for NULL). Never blocks; thread-safe. */
+REDMUTEX_API uint64_t redmutex_client_events_dropped(const redmutex_client *client);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /*
- * Clients: options, creation and shutdown, the per-server connection pool,
+ * Clients: options, creation and destruction, the per-server connection pool,
  * run_id bookkeeping (duplicate endpoints, restarts) and fork handling.
  */
 #define _GNU_SOURCE
@@ -16,28 +16,23 @@
 
 static const redmutex_client_options default_client_options = REDMUTEX_CLIENT_OPTIONS_INIT;
 
-/* A version-1 struct ends where version 2 appended the TLS fields. */
-#define RM_CLIENT_OPTIONS_V1_SIZE offsetof(redmutex_client_options, tls_context)
+/* The struct's size in each version (options.c). A new version appends its
+   fields and its size here: RM_OPTIONS_END(redmutex_client_options, <its last field>). */
+static const size_t client_options_sizes[] = {
+    0,
+    RM_OPTIONS_END(redmutex_client_options, interrupt_payload), /* 1 */
+    RM_OPTIONS_END(redmutex_client_options, tls_server_name),   /* 2: TLS */
+};
+_Static_assert(sizeof client_options_sizes / sizeof client_options_sizes[0] == REDMUTEX_CLIENT_OPTIONS_VERSION + 1,
+               "one size per client options version");
 
-/* The size of the caller's struct for a version, 0 if unknown. */
-static size_t client_options_size(unsigned int version)
-{
-    return version == 1 ? RM_CLIENT_OPTIONS_V1_SIZE
-           : version == REDMUTEX_CLIENT_OPTIONS_VERSION ? sizeof(redmutex_client_options)
-                                                        : 0;
-}
+static const rm_options_layout client_options_layout = {
+    "client options", "redmutex_client_options_init", &default_client_options, client_options_sizes,
+    REDMUTEX_CLIENT_OPTIONS_VERSION + 1};
 
 int redmutex_client_options_init(redmutex_client_options *opts, unsigned int version)
 {
-    if (!opts)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_options_init: opts is NULL");
-    size_t size = client_options_size(version);
-    if (size == 0)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_options_init: unknown version %u", version);
-    /* Only the bytes the caller's version has: an old program's struct is smaller. */
-    memcpy(opts, &default_client_options, size);
-    opts->version = version;
-    return 0;
+    return rm_options_init(opts, version, &client_options_layout);
 }
 
 static int check_ms(const char *field, int64_t v, int64_t min)
@@ -45,23 +40,6 @@ static int check_ms(const char *field, int64_t v, int64_t min)
     if (v < min || v > REDMUTEX_TIME_MAX_MS)
         return rm_fail(REDMUTEX_EINVAL, "client option %s = %lld is out of range (%lld..%lld ms)", field,
                        (long long)v, (long long)min, (long long)REDMUTEX_TIME_MAX_MS);
-    return 0;
-}
-
-/* Copies the caller's options, reading only the bytes its version has. */
-static int copy_options(redmutex_client_options *o, const redmutex_client_options *opts)
-{
-    *o = default_client_options;
-    if (!opts)
-        return 0;
-    size_t size = client_options_size(opts->version);
-    if (size == 0)
-        return rm_fail(REDMUTEX_EINVAL,
-                       "client options version %u is unknown (initialise them with "
-                       "redmutex_client_options_init)",
-                       opts->version);
-    memcpy(o, opts, size);
-    o->version = REDMUTEX_CLIENT_OPTIONS_VERSION;
     return 0;
 }
 
@@ -149,13 +127,19 @@ static void atfork_child(void)
             h->renewing = false;
         }
         init_cond(&c->renew_done);
+        rm_interrupt_after_fork(c);
+        rm_events_after_fork(c);
         c->pid = getpid();
         pthread_mutex_unlock(&c->mu);
     }
     pthread_mutex_unlock(&registry_mu);
 }
 
-static void install_atfork(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+static void install_atfork(void)
+{
+    (void)rm_pid(); /* its own atfork handler first: the child's handlers below see the new pid */
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
 
 /* ---- creation ------------------------------------------------------------ */
 
@@ -189,6 +173,13 @@ static void client_destroy(redmutex_client *c)
         rm_endpoint_clear(&srv->ep);
     }
     free(c->servers);
+    while (c->events) {
+        rm_event *e = c->events;
+        c->events = e->next;
+        free(e);
+    }
+    rm_events_destroy(c);
+    rm_interrupt_destroy(c);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->renew_done);
     free(c);
@@ -227,8 +218,10 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
         return rm_fail(REDMUTEX_EINVAL, "redmutex_client_new: %zu servers given, at most %d supported",
                        n_urls, REDMUTEX_SERVERS_MAX);
     redmutex_client_options o;
-    int rc = copy_options(&o, opts);
-    if (rc != 0 || (rc = check_options(&o)) != 0)
+    int rc = rm_options_load(&o, opts, &client_options_layout, "redmutex_client_new");
+    if (rc == 0)
+        rc = check_options(&o);
+    if (rc != 0)
         return rc;
 
     redmutex_client *c = calloc(1, sizeof *c);
@@ -242,6 +235,8 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
     pthread_mutex_init(&c->mu, NULL);
     init_cond(&c->renew_done);
     c->refs = 1;
+    c->intr_fd = -1;
+    c->event_fd = -1;
     c->pid = getpid();
     c->opts = o;
     c->n = n_urls;
@@ -323,38 +318,6 @@ void rm_client_unref(redmutex_client *c)
     client_destroy(c);
 }
 
-void redmutex_client_free(redmutex_client *c)
-{
-    if (!c)
-        return;
-    int64_t deadline = rm_deadline_after_ms(c->opts.shutdown_timeout_ms);
-    rm_client_lock(c);
-    bool already = c->closed;
-    c->closed = true;
-    rm_client_unlock(c);
-    if (already)
-        return;
-    int saved_code = redmutex_last_error_code();
-    if (!(c->opts.flags & REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE))
-        rm_release_all(c, deadline);
-    rm_watchdog_stop(c, deadline);
-    rm_subscriber_stop(c, deadline);
-    /* Idle connections are of no further use. */
-    rm_client_lock(c);
-    for (size_t i = 0; i < c->n; i++) {
-        rm_server *srv = &c->servers[i];
-        for (size_t k = 0; k < srv->n_idle; k++)
-            rm_conn_close(srv->idle[k]);
-        srv->n_idle = 0;
-        /* Owing connections stay until the last reference goes: a call may
-           still have one lent, and their requests are on their way anyway. */
-    }
-    rm_client_unlock(c);
-    if (saved_code == 0)
-        redmutex_clear_error();
-    rm_client_unref(c);
-}
-
 const char *redmutex_client_id(const redmutex_client *c) { return c ? c->id : ""; }
 
 size_t redmutex_client_server_count(const redmutex_client *c) { return c ? c->n : 0; }
@@ -410,10 +373,10 @@ static void owing_settle(redmutex_client *c, rm_server *srv)
             k++;
             continue;
         }
-        if (rm_conn_drain(conn) != 0 || conn->owed == 0 || conn->pid != getpid()) {
+        if (rm_conn_drain(conn) != 0 || conn->owed == 0 || conn->pid != rm_pid()) {
             srv->owing[k] = srv->owing[--srv->n_owing];
             conn->n_order_keys = 0;
-            if (!(conn->owed == 0 && conn->pid == getpid() && !c->closed && pool_push(srv, conn)))
+            if (!(conn->owed == 0 && conn->pid == rm_pid() && !c->closed && pool_push(srv, conn)))
                 rm_conn_close(conn);
             continue;
         }
@@ -459,7 +422,7 @@ int rm_client_take_conn(redmutex_client *c, size_t i, uint64_t order_key, rm_con
             break;
         /* A server that closed an idle connection (timeout, restart) is found
            here, before a command is sent on it, so nothing is retried blindly. */
-        if (conn->pid == getpid() && rm_conn_looks_healthy(conn)) {
+        if (conn->pid == rm_pid() && rm_conn_looks_healthy(conn)) {
             *out = conn;
             return 0;
         }
@@ -522,7 +485,7 @@ void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64
     if (!conn)
         return;
     rm_server *srv = conn->srv;
-    bool usable = healthy && conn->pid == getpid() && !conn->connecting && conn->fd >= 0;
+    bool usable = healthy && conn->pid == rm_pid() && !conn->connecting && conn->fd >= 0;
     bool kept = false;
     rm_client_lock(c);
     if (usable && !c->closed && conn->owed > 0) {
@@ -551,7 +514,7 @@ void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64
  */
 static void forget_server_life(redmutex_client *c, size_t i)
 {
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     for (rm_hold *h = c->holds; h; h = h->next_in_client) {
         if (h->pid != pid || h->forgetting || h->state == REDMUTEX_STATE_LOST || h->generations[i] == 0)
             continue;

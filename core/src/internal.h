@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,8 +30,12 @@ int64_t rm_deadline_after_ms(int64_t ms);
 int64_t rm_ms_until(int64_t deadline_ns);
 /** Joins thread if it ends by deadline_ns (at least ~10 ms allowed); false if not. */
 bool rm_join_until(pthread_t thread, int64_t deadline_ns);
-/** The OS thread id of the caller. */
+/** The OS thread id of the caller (cached per thread, renewed in a forked child). */
 long rm_thread_id(void);
+/** getpid() without a system call: refreshed in a forked child by an atfork handler. */
+pid_t rm_pid(void);
+/** Writes v in decimal plus NUL into out; returns out. */
+char *rm_i64_str(char out[24], int64_t v);
 /** Fills buf with n cryptographically random bytes (getrandom). 0 or -1. */
 int rm_random_bytes(void *buf, size_t n);
 /** A uniformly random integer in [0, bound) from rm_random_bytes (bound > 0). */
@@ -39,6 +44,28 @@ uint64_t rm_random_below(uint64_t bound);
 void rm_hex(char *out, const unsigned char *in, size_t n);
 /** SHA-1 of data as 40 hex digits + NUL (for EVALSHA). */
 void rm_sha1_hex(char out[41], const void *data, size_t len);
+
+/* ---- versioned options (options.c) --------------------------------- */
+
+/** The byte size of an options struct up to and including `field`. */
+#define RM_OPTIONS_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+typedef struct rm_options_layout {
+    const char *what;     /* "client options" */
+    const char *init_fn;  /* "redmutex_client_options_init" */
+    const void *defaults; /* a struct of the current version with the defaults */
+    const size_t *sizes;  /* sizes[v]: the struct's size in version v; sizes[0] unused */
+    size_t n_sizes;       /* current version + 1 */
+} rm_options_layout;
+
+/** *_options_init(): writes the defaults of `version` (only its bytes) and the version. */
+int rm_options_init(void *opts, unsigned int version, const rm_options_layout *layout);
+/**
+ * Copies caller options of any known version into `out` (a struct of the
+ * current version): defaults first, then the caller's bytes of its version.
+ * opts NULL gives the defaults. REDMUTEX_EINVAL for an unknown version.
+ */
+int rm_options_load(void *out, const void *opts, const rm_options_layout *layout, const char *fn);
 
 /* ---- error.c ------------------------------------------------------- */
 
@@ -258,7 +285,20 @@ struct redmutex_client {
     uint64_t next_hold_id;
     struct rm_event *events;   /* lost-lock callbacks waiting to run */
     struct redmutex_lock *callback_lock; /* lock whose callback is running now */
+    pthread_t callback_thread;           /* ... and the thread running it */
     struct redmutex_client *next_all, *prev_all; /* fork registry */
+    /* interrupt.c: waits in progress and how they are ended */
+    _Atomic uint64_t intr_gen; /* bumped by every redmutex_client_interrupt() */
+    _Atomic int intr_fd;       /* eventfd written by it; -1 until the first wait */
+    uint64_t intr_drained;     /* the generation when the eventfd was last drained (c->mu) */
+    _Atomic bool closing;      /* close has begun: every wait ends */
+    bool shut_down;            /* close has finished: no holds are released any more (c->mu) */
+    struct rm_wait *waits;     /* waits in progress (c->mu) */
+    /* events.c: pollable lost-lock news (c->mu) */
+    struct rm_fd_event *events_head, *events_tail;
+    size_t n_events;
+    uint64_t events_dropped;
+    int event_fd; /* -1 until redmutex_client_event_fd() makes it */
 };
 
 /** Locks client->mu (and, in a forked child, resets what the child must not use). */
@@ -410,6 +450,8 @@ const char *rm_script_sha(int id);
 
 struct redmutex_lock {
     redmutex_client *c;
+    uint64_t id;           /* redmutex_lock_id(): process-unique, never reused */
+    int refs;              /* user + holds + work in progress on it (c->mu); see lifetime.c */
     redmutex_kind kind;
     redmutex_lock_options opts;
     struct rm_hold *holds; /* this handle's holds; guarded by c->mu */
@@ -429,6 +471,7 @@ typedef struct rm_hold {
     uint64_t id;          /* unique per client: finds the hold again after a round trip */
     bool busy;            /* one thread's release, extend or forget owns it; others wait or skip */
     bool forgetting;      /* being destroyed: invisible to lookups, left alone by the watchdog */
+    bool orphan;          /* its handle was freed: not renewed, released by a close, dropped at expiry */
     /* The owner as the caller named it: "" for a plain lock's anonymous
        holder, else the explicit owner or the thread's default owner id. */
     char *owner;
@@ -478,6 +521,33 @@ typedef struct rm_event {
 /** Marks h lost / failing and queues the callback; caller holds c->mu. */
 void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st);
 
+/* ---- interrupts (interrupt.c) --------------------------------------------- */
+
+/** One blocking wait of an acquire, from its start to its end (on the waiting thread's stack). */
+typedef struct rm_wait {
+    struct rm_wait *next;
+    uint64_t start;  /* interrupt generation when the wait began */
+    bool registered;
+} rm_wait;
+
+/** rm_wait_poll's result when the wait was interrupted (or the client is closing). */
+#define RM_POLL_INTERRUPTED (-1)
+/** Registers a wait: interrupts from now on end it. 0 or REDMUTEX_ENOMEM (no eventfd). */
+int rm_wait_begin(redmutex_client *c, rm_wait *w);
+void rm_wait_end(redmutex_client *c, rm_wait *w);
+/** True once an interrupt arrived after w began, or the client is closing. w may be NULL (false). */
+bool rm_wait_interrupted(redmutex_client *c, const rm_wait *w);
+/**
+ * Sleeps until fd (may be -1) is readable (1), until_ns (0), or, when w is
+ * a registered wait, an interrupt or a signal the interrupt callback wants
+ * to stop for (RM_POLL_INTERRUPTED). Caller holds no mutex.
+ */
+int rm_wait_poll(redmutex_client *c, rm_wait *w, int fd, int64_t until_ns);
+/** Close: marks the client closing and wakes every wait. */
+void rm_interrupt_wake_all(redmutex_client *c);
+void rm_interrupt_after_fork(redmutex_client *c);
+void rm_interrupt_destroy(redmutex_client *c);
+
 /* ---- waiting (waiter.c) ------------------------------------------------ */
 
 typedef struct rm_waiter rm_waiter;
@@ -494,14 +564,14 @@ typedef struct rm_claim {
 #define RM_WAIT_GRANTED 2
 /** ... and when such an acquisition's outcome is unknown (the round trip failed). */
 #define RM_WAIT_UNKNOWN 3
-/** Registers interest in a channel and waits (bounded) until subscribed. */
-int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_waiter **out);
+/** Registers interest in a channel and waits (bounded, interruptible through `wait`) until subscribed. */
+int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_wait *wait, rm_waiter **out);
 /**
  * Sleeps until a release message for the channel, a hand-off result, or
  * `until_ns`. Returns 1 (notified: try now), 0 (time is up), RM_WAIT_GRANTED
  * (a releasing thread acquired the lock for this waiter and recorded the
  * hold) or RM_WAIT_UNKNOWN (it tried, but the round trip failed: clean up).
- * *interrupted is set when the interrupt callback asked to stop.
+ * *interrupted is set when the wait was interrupted (rm_wait_poll).
  */
 int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *interrupted);
 void rm_waiter_end(redmutex_client *c, rm_waiter *w);
@@ -539,8 +609,25 @@ void rm_subscriber_forget(redmutex_client *c);
 void rm_release_all(redmutex_client *c, int64_t deadline_ns);
 /** Unlinks and frees h; caller holds c->mu and h is not scheduled. */
 void rm_hold_destroy(redmutex_client *c, rm_hold *h);
-/** Sleeps until `until_ns` without a waiter, honouring the interrupt callback. 0 or REDMUTEX_EINTR. */
-int rm_sleep_until(redmutex_client *c, int64_t until_ns);
+/** Sleeps until `until_ns` without a waiter; 0, or REDMUTEX_EINTR when `wait` was interrupted. */
+int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns);
+/* ---- pollable events (events.c) ---------------------------------------------- */
+
+typedef struct rm_fd_event rm_fd_event;
+/** Queues the news that lock_id's hold of owner turned `state`. Caller holds c->mu. */
+void rm_events_push(redmutex_client *c, uint64_t lock_id, redmutex_state state, const char *owner);
+void rm_events_after_fork(redmutex_client *c);
+void rm_events_destroy(redmutex_client *c);
+
+/* ---- lifetimes (lifetime.c) ----------------------------------------------- */
+
+/** A new process-unique lock id (> 0). */
+uint64_t rm_lock_next_id(void);
+/** Drops a reference to l, freeing it at zero. Caller holds c->mu and a client reference of its own. */
+void rm_lock_unref_locked(redmutex_client *c, redmutex_lock *l);
+/** Destroys orphaned holds nobody works on. Caller holds c->mu and a client reference. */
+void rm_orphans_drop_locked(redmutex_client *c);
+
 /** Clock drift allowance for a lease (DESIGN: lease * 1% + 2 ms), in ns. */
 static inline int64_t rm_drift_ns(int64_t lease_ms) { return lease_ms * RM_NS_PER_MS / 100 + 2 * RM_NS_PER_MS; }
 

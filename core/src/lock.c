@@ -16,6 +16,18 @@
 
 static const redmutex_lock_options default_lock_options = REDMUTEX_LOCK_OPTIONS_INIT;
 
+/* The struct's size in each version (options.c); a new version appends its size. */
+static const size_t lock_options_sizes[] = {
+    0,
+    RM_OPTIONS_END(redmutex_lock_options, on_lost_payload), /* 1 */
+};
+_Static_assert(sizeof lock_options_sizes / sizeof lock_options_sizes[0] == REDMUTEX_LOCK_OPTIONS_VERSION + 1,
+               "one size per lock options version");
+
+static const rm_options_layout lock_options_layout = {"lock options", "redmutex_lock_options_init",
+                                                      &default_lock_options, lock_options_sizes,
+                                                      REDMUTEX_LOCK_OPTIONS_VERSION + 1};
+
 /* Politeness (see redmutex_lock_acquire): how soon after a release it applies,
    and how long the releasing handle lets the woken waiters try first. */
 #define RM_POLITE_WINDOW_NS (10 * RM_NS_PER_MS)
@@ -23,20 +35,11 @@ static const redmutex_lock_options default_lock_options = REDMUTEX_LOCK_OPTIONS_
 
 int redmutex_lock_options_init(redmutex_lock_options *opts, unsigned int version)
 {
-    if (!opts)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_options_init: opts is NULL");
-    if (version != REDMUTEX_LOCK_OPTIONS_VERSION)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_options_init: unknown version %u", version);
-    memcpy(opts, &default_lock_options, sizeof *opts);
-    return 0;
+    return rm_options_init(opts, version, &lock_options_layout);
 }
 
 static int check_lock_options(const redmutex_lock_options *o)
 {
-    if (o->version != REDMUTEX_LOCK_OPTIONS_VERSION)
-        return rm_fail(REDMUTEX_EINVAL,
-                       "lock options version %u is unknown (initialise them with redmutex_lock_options_init)",
-                       o->version);
     if (o->flags & ~(uint32_t)REDMUTEX_LOCK_FENCING)
         return rm_fail(REDMUTEX_EINVAL, "lock options: unknown flags 0x%x", o->flags);
     if (o->lease_ms != 0 && (o->lease_ms < 10 || o->lease_ms > REDMUTEX_TIME_MAX_MS))
@@ -57,8 +60,21 @@ static int check_lock_options(const redmutex_lock_options *o)
  */
 static const char *derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *buf)
 {
+    /* Pieces copied by hand (this runs several times per request); they fit:
+       prefixes and suffixes are short constants and ids, the name at most
+       REDMUTEX_NAME_MAX. */
     bool braces = memchr(l->name, '{', l->name_len) == NULL;
-    snprintf(buf, RM_KEY_MAX, "%s:%s%s%s%s", prefix, braces ? "{" : "", l->name, braces ? "}" : "", suffix);
+    size_t plen = strlen(prefix), slen = strlen(suffix), n = 0;
+    memcpy(buf, prefix, plen);
+    n += plen;
+    buf[n++] = ':';
+    if (braces)
+        buf[n++] = '{';
+    memcpy(buf + n, l->name, l->name_len);
+    n += l->name_len;
+    if (braces)
+        buf[n++] = '}';
+    memcpy(buf + n, suffix, slen + 1);
     return buf;
 }
 
@@ -77,16 +93,18 @@ int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name,
         return rm_fail(REDMUTEX_EINVAL, "lock name is longer than %d bytes", REDMUTEX_NAME_MAX);
     if (kind != REDMUTEX_KIND_LOCK && kind != REDMUTEX_KIND_RLOCK)
         return rm_fail(REDMUTEX_EINVAL, "unknown lock kind %d", (int)kind);
-    redmutex_lock_options o = default_lock_options;
-    if (opts)
-        o = *opts;
-    int rc = check_lock_options(&o);
+    redmutex_lock_options o;
+    int rc = rm_options_load(&o, opts, &lock_options_layout, "redmutex_lock_new");
+    if (rc == 0)
+        rc = check_lock_options(&o);
     if (rc)
         return rc;
     redmutex_lock *l = calloc(1, sizeof *l + len + 1);
     if (!l)
         return rm_fail(REDMUTEX_ENOMEM, "out of memory");
     l->c = c;
+    l->id = rm_lock_next_id();
+    l->refs = 1; /* the user's */
     l->kind = kind;
     l->opts = o;
     l->name_len = len;
@@ -124,6 +142,7 @@ void rm_hold_destroy(redmutex_client *c, rm_hold *h)
     if (h->next_in_client)
         h->next_in_client->prev_in_client = h->prev_in_client;
     free(h);
+    rm_lock_unref_locked(c, l); /* the hold's reference */
 }
 
 /*
@@ -225,7 +244,10 @@ static int resolve_owner(redmutex_lock *l, const char *owner, char out[RM_VALUE_
                            REDMUTEX_OWNER_MAX);
         memcpy(out, owner, len + 1);
     } else if (l->kind == REDMUTEX_KIND_RLOCK) {
-        snprintf(out, RM_VALUE_MAX + 1, "%s:%ld", l->c->id, rm_thread_id());
+        /* "<client id>:<thread id>", as redmutex_client_thread_owner() writes it (twice per pair) */
+        memcpy(out, l->c->id, REDMUTEX_CLIENT_ID_LEN);
+        out[REDMUTEX_CLIENT_ID_LEN] = ':';
+        rm_i64_str(out + REDMUTEX_CLIENT_ID_LEN + 1, rm_thread_id());
     } else {
         out[0] = '\0';
     }
@@ -250,7 +272,7 @@ static void release_value(redmutex_lock *l, const char *value);
 static bool holds_it(redmutex_lock *l, const char *owner)
 {
     rm_client_lock(l->c);
-    bool held = find_hold(l, owner, getpid()) != NULL;
+    bool held = find_hold(l, owner, rm_pid()) != NULL;
     rm_client_unlock(l->c);
     return held;
 }
@@ -443,9 +465,8 @@ static int64_t command_deadline(redmutex_client *c, bool with_wait)
 static void release_request(redmutex_lock *l, const char *value, const char *latch_key, int64_t lease_ms,
                             rm_req *req, argbuf *ab)
 {
-    int64_t latch_ms = l->c->opts.command_timeout_ms * 10;
-    snprintf(ab->nums[0], 24, "%" PRId64, latch_ms);
-    snprintf(ab->nums[1], 24, "%" PRId64, lease_ms);
+    rm_i64_str(ab->nums[0], l->c->opts.command_timeout_ms * 10); /* latch ms */
+    rm_i64_str(ab->nums[1], lease_ms);
     req->ncmds = 1;
     req->order_name = l->name;
     if (l->kind == REDMUTEX_KIND_LOCK) {
@@ -463,8 +484,8 @@ static void release_request(redmutex_lock *l, const char *value, const char *lat
 /* redisson_unlock_latch:{NAME}:<request id> */
 static void make_latch_key(const redmutex_lock *l, const char *id, char *out)
 {
-    char suffix[40];
-    snprintf(suffix, sizeof suffix, ":%s", id);
+    char suffix[40] = ":";
+    strncat(suffix, id, sizeof suffix - 2);
     derived_key(l, "redisson_unlock_latch", suffix, out);
 }
 
@@ -508,7 +529,7 @@ static int record_hold(redmutex_lock *l, const char *owner, const char *value, i
 {
     redmutex_client *c = l->c;
     int64_t lease = lease_of(l);
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     if (c->closed)
         return rm_fail(REDMUTEX_ECLOSED, "the client was closed while lock '%s' was being acquired", l->name);
     rm_hold *h = find_hold(l, owner, pid);
@@ -534,6 +555,7 @@ static int record_hold(redmutex_lock *l, const char *owner, const char *value, i
         if (!h)
             return rm_fail(REDMUTEX_ENOMEM, "out of memory");
         h->lock = l;
+        l->refs++;
         h->id = ++c->next_hold_id;
         h->heap_index = SIZE_MAX;
         h->pid = pid;
@@ -617,8 +639,7 @@ typedef struct acq_cmd {
 static rm_cmd acquire_command(redmutex_lock *l, const char *value, bool nested, acq_cmd *st, acq_form *form)
 {
     bool fencing = l->opts.flags & REDMUTEX_LOCK_FENCING;
-    snprintf(st->lease_s, sizeof st->lease_s, "%" PRId64, lease_of(l));
-    TOKEN_KEY(l, st->token_key);
+    rm_i64_str(st->lease_s, lease_of(l));
     if (l->kind == REDMUTEX_KIND_LOCK && !fencing) {
         *form = ACQ_SET;
         const char *argv[] = {"SET", l->name, value, "NX", "PX", st->lease_s, "PTTL", l->name};
@@ -626,6 +647,7 @@ static rm_cmd acquire_command(redmutex_lock *l, const char *value, bool nested, 
         return (rm_cmd){-1, 6, st->argv, NULL};
     }
     *form = ACQ_SCRIPT;
+    TOKEN_KEY(l, st->token_key);
     if (l->kind == REDMUTEX_KIND_LOCK) {
         const char *argv[] = {"2", l->name, st->token_key, value, st->lease_s, "1"};
         memcpy(st->argv, argv, sizeof argv);
@@ -651,7 +673,7 @@ static int check_local_hold(redmutex_lock *l, const char *owner, bool *nested)
     int rc = 0;
     *nested = false;
     rm_client_lock(c);
-    rm_hold *h = find_hold(l, owner, getpid());
+    rm_hold *h = find_hold(l, owner, rm_pid());
     if (h) {
         redmutex_state st = hold_state(c, h, rm_now_ns());
         if (st == REDMUTEX_STATE_LOST)
@@ -674,7 +696,7 @@ static int nested_lost(redmutex_lock *l, const char *owner)
 {
     redmutex_client *c = l->c;
     rm_client_lock(c);
-    rm_hold *h = find_hold(l, owner, getpid());
+    rm_hold *h = find_hold(l, owner, rm_pid());
     if (h && !h->busy) {
         rm_watchdog_cancel(c, h);
         rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
@@ -840,6 +862,14 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     return rc;
 }
 
+/* A wait ended early: by redmutex_client_interrupt (or the interrupt callback), or by a close. */
+static int interrupted_wait(const redmutex_lock *l)
+{
+    if (!rm_client_open(l->c))
+        return rm_fail(REDMUTEX_ECLOSED, "the client was closed while waiting for lock '%s'", l->name);
+    return rm_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
+}
+
 int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
 {
     int rc = check_handle(l, "redmutex_lock_acquire");
@@ -857,6 +887,10 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     } else
         memcpy(value, owner_key, sizeof value);
 
+    /* From here on, redmutex_client_interrupt() ends this call's wait. */
+    rm_wait wait = {0};
+    if (wait_ms != 0 && (rc = rm_wait_begin(c, &wait)) != 0)
+        return rc;
     int64_t start = rm_now_ns();
     int64_t deadline = rm_deadline_after_ms(wait_ms);
     attempt_info info = {-1, false};
@@ -881,6 +915,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
                 l->contended = false;
                 rm_client_unlock(c);
             }
+            rm_wait_end(c, &wait);
             return rc;
         }
     }
@@ -890,7 +925,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     rm_waiter *w = NULL;
     if (wait_ms != 0) {
         int64_t sub_deadline = rm_deadline_after_ms(c->opts.command_timeout_ms);
-        rm_waiter_begin(c, channel, sub_deadline < deadline ? sub_deadline : deadline, &w);
+        rm_waiter_begin(c, channel, sub_deadline < deadline ? sub_deadline : deadline, &wait, &w);
     }
     /* A releasing thread of this client may acquire for us in its release's
        round trip (one server, no replica wait: see release_owner). */
@@ -905,6 +940,10 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     if (polite)
         info.ttl_ms = RM_POLITE_PAUSE_MS; /* the first pause */
     for (;;) {
+        if (try_now && rm_wait_interrupted(c, &wait)) {
+            rc = interrupted_wait(l);
+            break;
+        }
         if (try_now) {
             rc = attempt(l, owner_key, value, true, &info);
             attempts++;
@@ -919,8 +958,9 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
         /* Asked before every pause, not only when poll() reports EINTR: a
            signal may have landed while a request was in flight, where EINTR
            is retried. */
-        if (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload)) {
-            rc = rm_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
+        if (rm_wait_interrupted(c, &wait) ||
+            (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload))) {
+            rc = interrupted_wait(l);
             break;
         }
         int64_t now = rm_now_ns();
@@ -943,7 +983,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
         if (until > deadline)
             until = deadline;
         bool interrupted = false;
-        int r = w ? rm_waiter_wait(c, w, until, &interrupted) : rm_sleep_until(c, until);
+        int r = w ? rm_waiter_wait(c, w, until, &interrupted) : rm_sleep_until(c, &wait, until);
         if (r == RM_WAIT_GRANTED && !interrupted) {
             rc = 0;
             break;
@@ -956,7 +996,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
         } else if (r == RM_WAIT_UNKNOWN)
             release_value(l, value); /* the acquisition made for us may have happened */
         if (interrupted || r == REDMUTEX_EINTR) {
-            rc = rm_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
+            rc = interrupted_wait(l);
             break;
         }
         if (r == 0 && backoff_ms < c->opts.wait_backoff_cap_ms)
@@ -964,22 +1004,16 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     }
     if (w)
         rm_waiter_end(c, w);
+    rm_wait_end(c, &wait);
     rm_client_lock(c);
     l->contended = attempts > 1 || queue || polite;
     rm_client_unlock(c);
     return rc;
 }
 
-int rm_sleep_until(redmutex_client *c, int64_t until_ns)
+int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns)
 {
-    for (;;) {
-        int64_t ms = rm_ms_until(until_ns);
-        if (ms <= 0)
-            return 0;
-        if (poll(NULL, 0, ms > 60000 ? 60000 : (int)ms) < 0 && errno == EINTR && c->opts.interrupt &&
-            c->opts.interrupt(c->opts.interrupt_payload))
-            return REDMUTEX_EINTR;
-    }
+    return rm_wait_poll(c, wait, -1, until_ns) == RM_POLL_INTERRUPTED ? REDMUTEX_EINTR : 0;
 }
 
 /* ---- release ------------------------------------------------------------ */
@@ -1051,7 +1085,7 @@ static int handoff_result(rm_call *call, const rm_claim *claim, acq_form form)
 static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns)
 {
     redmutex_client *c = l->c;
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     char value[RM_VALUE_MAX + 1];
     char latch_id[33];
     uint64_t hold_id = 0;
@@ -1094,7 +1128,7 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         if (!h->release_id[0])
             memcpy(h->release_id, fresh_id, sizeof fresh_id);
         memcpy(latch_id, h->release_id, sizeof latch_id);
-        snprintf(value, sizeof value, "%s", h->value);
+        memcpy(value, h->value, strlen(h->value) + 1); /* at most RM_VALUE_MAX + 1 bytes */
         lease = h->lease_ms;
         for (size_t i = 0; i < c->n; i++)
             only[i] = h->generations[i] != 0;
@@ -1161,8 +1195,9 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
         }
     }
     size_t q = c->quorum;
-    char saved[512];
-    snprintf(saved, sizeof saved, "%s", redmutex_last_error());
+    char saved[512] = "";
+    if (err) /* the server's error message, used below only then */
+        snprintf(saved, sizeof saved, "%s", redmutex_last_error());
 
     rm_client_lock(c);
     h = hold_id ? find_hold_by_id(l, hold_id) : NULL;
@@ -1240,7 +1275,7 @@ int redmutex_lock_release(redmutex_lock *l, const char *owner)
 
 void rm_release_all(redmutex_client *c, int64_t deadline_ns)
 {
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     for (;;) {
         if (rm_now_ns() >= deadline_ns)
             return;
@@ -1252,20 +1287,23 @@ void rm_release_all(redmutex_client *c, int64_t deadline_ns)
         redmutex_lock *l = h ? h->lock : NULL;
         char owner[RM_VALUE_MAX + 1];
         uint64_t id = h ? h->id : 0;
-        if (h)
+        if (h) {
             snprintf(owner, sizeof owner, "%s", h->owner);
+            l->refs++; /* a handle freed meanwhile stays valid for this release */
+        }
         rm_client_unlock(c);
         if (!l)
             return;
         int rc = release_owner(l, owner, owner[0] != '\0', deadline_ns);
+        rm_client_lock(c);
         if (rc != 0) {
             /* Could not release it: leave it to expire and stop renewing it. */
-            rm_client_lock(c);
             rm_hold *again = find_hold_by_id(l, id);
             if (again && !again->busy)
                 hold_forget(c, again);
-            rm_client_unlock(c);
         }
+        rm_lock_unref_locked(c, l);
+        rm_client_unlock(c);
     }
 }
 
@@ -1285,7 +1323,7 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
     char owner_key[RM_VALUE_MAX + 1], value[RM_VALUE_MAX + 1];
     if ((rc = resolve_owner(l, owner, owner_key)))
         return rc;
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     uint64_t hold_id = 0;
 
     rm_client_lock(c);
@@ -1386,7 +1424,7 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
             h->validity_end_ns = call.started_ns + ttl * RM_NS_PER_MS - rm_drift_ns(ttl);
             h->extensions++;
             if (h->state == REDMUTEX_STATE_RENEWAL_FAILING)
-                h->state = REDMUTEX_STATE_HELD;
+                rm_hold_set_state(c, h, REDMUTEX_STATE_HELD); /* reported, as a recovered renewal is */
             if (!h->watchdog) {
                 rm_watchdog_cancel(c, h);
                 rc = rm_watchdog_schedule(c, h);
@@ -1499,7 +1537,7 @@ static int owner_value(redmutex_lock *l, const char *owner, char value[RM_VALUE_
         return rc;
     if (l->kind == REDMUTEX_KIND_LOCK && !owner) {
         rm_client_lock(l->c);
-        rm_hold *h = find_hold(l, "", getpid());
+        rm_hold *h = find_hold(l, "", rm_pid());
         snprintf(value, RM_VALUE_MAX + 1, "%s", h ? h->value : "");
         rm_client_unlock(l->c);
     } else {
@@ -1604,7 +1642,7 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
     if (rc)
         return rc;
     rm_client_lock(c);
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     /* One at a time from the start: forgetting may wait and let the list change. */
     for (;;) {
         rm_hold *h = l->holds;
@@ -1631,7 +1669,7 @@ static int local_hold(redmutex_lock *l, const char *owner, const char *fn, rm_ho
     if (rc)
         return rc;
     rm_client_lock(l->c);
-    *out = find_hold(l, owner_key, getpid());
+    *out = find_hold(l, owner_key, rm_pid());
     return 0; /* returns with the client mutex held */
 }
 
@@ -1680,39 +1718,4 @@ int redmutex_lock_fence(int64_t *out, redmutex_lock *l, const char *owner)
         rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held by this owner through this handle", l->name);
     rm_client_unlock(l->c);
     return rc;
-}
-
-/* ---- free --------------------------------------------------------------- */
-
-void redmutex_lock_free(redmutex_lock *l)
-{
-    if (!l)
-        return;
-    redmutex_client *c = l->c;
-    rm_client_lock(c);
-    /* First the holds (waiting out renewals in flight, which may still queue
-       events for this handle), then the events, then a callback running. */
-    while (l->holds) {
-        rm_hold *h = l->holds;
-        while (h && h->forgetting)
-            h = h->next_in_lock;
-        if (h)
-            hold_forget(c, h);
-        else
-            pthread_cond_wait(&c->renew_done, &c->mu); /* another thread is forgetting one */
-    }
-    for (rm_event **p = &c->events; *p;) {
-        if ((*p)->lock == l) {
-            rm_event *e = *p;
-            *p = e->next;
-            free(e);
-        } else {
-            p = &(*p)->next;
-        }
-    }
-    while (c->callback_lock == l)
-        pthread_cond_wait(&c->renew_done, &c->mu);
-    rm_client_unlock(c);
-    free(l);
-    rm_client_unref(c);
 }

@@ -191,11 +191,20 @@ int rm_reader_next(rm_reader *rd, rm_reply **out, char *errbuf, size_t errlen)
 
 size_t rm_reader_pending(const rm_reader *rd) { return rd->r->len - rd->r->pos; }
 
+/* "<prefix><n>\r\n". Written by hand: every request formats a few dozen of
+   these, and snprintf was most of a request's client-side instructions. */
 static int append_decimal_line(rm_buf *b, char prefix, size_t n)
 {
     char tmp[32];
-    int len = snprintf(tmp, sizeof tmp, "%c%zu\r\n", prefix, n);
-    return rm_buf_append(b, tmp, (size_t)len);
+    char *end = tmp + sizeof tmp, *p = end;
+    *--p = '\n';
+    *--p = '\r';
+    do {
+        *--p = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    *--p = prefix;
+    return rm_buf_append(b, p, (size_t)(end - p));
 }
 
 int rm_format_command(rm_buf *b, int argc, const char *const *argv, const size_t *lens)

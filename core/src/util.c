@@ -3,6 +3,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -52,9 +53,53 @@ bool rm_join_until(pthread_t thread, int64_t deadline_ns)
     return pthread_timedjoin_np(thread, NULL, &ts) == 0;
 }
 
+/* The process id, kept current across fork() by an atfork handler (the same
+   mechanism that gives a forked child its own connections and threads). It
+   is asked several times per request, and getpid() is a system call. */
+static atomic_int current_pid;
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+
+static void pid_refresh(void) { atomic_store(&current_pid, (int)getpid()); }
+
+static void pid_init(void)
+{
+    pid_refresh();
+    pthread_atfork(NULL, NULL, pid_refresh);
+}
+
+pid_t rm_pid(void)
+{
+    pthread_once(&pid_once, pid_init);
+    return (pid_t)atomic_load_explicit(&current_pid, memory_order_relaxed);
+}
+
+/* Cached per thread; a forked child's thread has a new id, hence the pid. */
+static _Thread_local long tid_cache;
+static _Thread_local pid_t tid_pid;
+
 long rm_thread_id(void)
 {
-    return (long)syscall(SYS_gettid);
+    pid_t pid = rm_pid();
+    if (tid_pid != pid) {
+        tid_cache = (long)syscall(SYS_gettid);
+        tid_pid = pid;
+    }
+    return tid_cache;
+}
+
+char *rm_i64_str(char out[24], int64_t v)
+{
+    char tmp[24], *p = tmp + sizeof tmp;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    *--p = '\0';
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    memcpy(out, p, (size_t)(tmp + sizeof tmp - p));
+    return out;
 }
 
 static int getrandom_all(unsigned char *p, size_t n)
@@ -83,7 +128,7 @@ int rm_random_bytes(void *buf, size_t n)
 {
     if (n > sizeof pool / 4)
         return getrandom_all(buf, n);
-    pid_t pid = getpid();
+    pid_t pid = rm_pid();
     if (pool_pid != pid) {
         pool_left = 0;
         pool_pid = pid;

@@ -44,6 +44,7 @@ struct rm_waiter {
     int efd;
     bool notified;
     bool sleeping;     /* in poll(): not attempting on its own right now */
+    rm_wait *wait;     /* the acquire's wait: interrupts end the sleeps */
     rm_claim claim;    /* claim.lock == NULL: no hand-off offered */
     int handoff;       /* 0 none, -1 in flight, else the result for rm_waiter_wait */
 };
@@ -441,12 +442,13 @@ static bool subscribed_enough(const redmutex_client *c, const rm_subscriber *sub
     return any;
 }
 
-int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_waiter **out)
+int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_wait *wait, rm_waiter **out)
 {
     *out = NULL;
     rm_waiter *w = calloc(1, sizeof *w);
     if (!w)
         return REDMUTEX_ENOMEM;
+    w->wait = wait;
     w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (w->efd < 0) {
         free(w);
@@ -487,11 +489,11 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
                after this cannot miss a release. */
             while (!subscribed_enough(c, sub, ch) && rm_now_ns() < deadline_ns) {
                 rm_client_unlock(c);
-                rm_poll_fd(w->efd, POLLIN, deadline_ns);
+                int r = rm_wait_poll(c, wait, w->efd, deadline_ns);
                 drain_fd(w->efd);
                 rm_client_lock(c);
-                if (w->ch != ch || c->sub != sub)
-                    break; /* the client is shutting down: channel and subscriber are gone */
+                if (r == RM_POLL_INTERRUPTED || w->ch != ch || c->sub != sub)
+                    break; /* interrupted, or the client is shutting down (channel and subscriber gone) */
             }
         }
     }
@@ -523,10 +525,10 @@ int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *int
         rm_client_unlock(c);
         if (result >= 0)
             return result;
-        int64_t ms = in_flight ? 100 : rm_ms_until(until_ns);
-        struct pollfd p = {w->efd, POLLIN, 0};
-        int r = poll(&p, 1, ms > 60000 ? 60000 : (int)ms);
-        if (r < 0 && errno == EINTR && c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload))
+        /* Once interrupted (or while a hand-off is in flight) only the result is waited for. */
+        rm_wait *wait = in_flight || *interrupted ? NULL : w->wait;
+        int r = rm_wait_poll(c, wait, w->efd, in_flight ? rm_deadline_after_ms(100) : until_ns);
+        if (r == RM_POLL_INTERRUPTED)
             *interrupted = true;
         if (r > 0)
             drain_fd(w->efd);

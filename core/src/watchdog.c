@@ -116,6 +116,9 @@ void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st)
     if (h->state == st)
         return;
     h->state = st;
+    if (h->orphan)
+        return; /* its handle was freed: nobody to tell */
+    rm_events_push(c, h->lock->id, st, h->owner);
     if (!h->lock->opts.on_lost)
         return;
     rm_event *e = calloc(1, sizeof *e);
@@ -142,13 +145,17 @@ static void run_callbacks_locked(redmutex_client *c)
     while (c->events) {
         rm_event *e = c->events;
         c->events = e->next;
-        c->callback_lock = e->lock;
-        redmutex_lost_fn fn = e->lock->opts.on_lost;
-        void *payload = e->lock->opts.on_lost_payload;
+        redmutex_lock *l = e->lock;
+        c->callback_lock = l;
+        c->callback_thread = pthread_self();
+        l->refs++; /* the callback may free the handle: it stays valid until the callback returns */
+        redmutex_lost_fn fn = l->opts.on_lost;
+        void *payload = l->opts.on_lost_payload;
         rm_client_unlock(c);
-        fn(e->lock, e->owner[0] ? e->owner : NULL, e->state, payload);
+        fn(l, e->owner[0] ? e->owner : NULL, e->state, payload);
         rm_client_lock(c);
         c->callback_lock = NULL;
+        rm_lock_unref_locked(c, l);
         pthread_cond_broadcast(&c->renew_done);
         free(e);
     }
@@ -301,6 +308,10 @@ static void *watchdog_main(void *arg)
             if (!due && !(h->watchdog && !h->renew_stopped && h->due_ns <= now + window))
                 break;
             heap_remove(wd, h);
+            if (h->orphan && !h->busy && (h->state == REDMUTEX_STATE_LOST || now >= h->validity_end_ns)) {
+                rm_hold_destroy(c, h); /* a freed handle's hold ran out: nothing is left to release */
+                continue;
+            }
             redmutex_state st = h->state;
             if (st == REDMUTEX_STATE_LOST)
                 continue;
@@ -337,6 +348,8 @@ static void *watchdog_main(void *arg)
     wd->batch = NULL;
     bool detached = wd->detached;
     if (detached) {
+        /* Shutdown gave up waiting for this thread; orphans it was renewing are its to drop. */
+        rm_orphans_drop_locked(c);
         c->wd = NULL;
         for (size_t i = 0; i < wd->n; i++)
             wd->heap[i]->heap_index = SIZE_MAX;
@@ -377,7 +390,7 @@ static rm_watchdog *ensure_watchdog(redmutex_client *c)
 
 int rm_watchdog_schedule(redmutex_client *c, rm_hold *h)
 {
-    if (c->closed || h->pid != getpid())
+    if (c->closed || h->pid != rm_pid())
         return 0;
     if (h->renewing)
         return 0; /* the renewal in flight reschedules it */

@@ -25,11 +25,13 @@ INCLUDE_DIR = os.path.join(ROOT, "core", "include")
 SOURCE_DIR = os.path.join(ROOT, "core", "src")
 HEADER = os.path.join(INCLUDE_DIR, "redmutex.h")
 
-# Declarations that are not in the header: the Python functions C calls back.
-CALLBACK_CDEF = """
-extern "Python" int _redmutex_py_interrupt(void *payload);
-extern "Python" void _redmutex_py_on_lost(redmutex_lock *lock, const char *owner,
-                                          redmutex_state state, void *payload);
+# The package's own C (python/redmutex/_signals.c): the signal handler that ends waits.
+SIGNALS_SOURCE = os.path.join(HERE, "_signals.c")
+SIGNALS_CDEF = """
+int rmpy_signal_chain(int signum);
+int rmpy_signal_chained(int signum);
+int rmpy_wait_begin(redmutex_client *client);
+void rmpy_wait_end(int slot);
 """
 
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](redmutex/[^>"]+)[>"]', re.M)
@@ -159,7 +161,7 @@ def make_ffibuilder():  # type: ignore[no-untyped-def]
 
     cdef, _ = generate_cdef()
     ffibuilder = FFI()
-    ffibuilder.cdef(cdef + CALLBACK_CDEF)
+    ffibuilder.cdef(cdef + SIGNALS_CDEF)
     include_dirs, extra_cflags, library_dirs, libraries = _pkg_config_dependencies()
     sources = sorted(glob.glob(os.path.join(SOURCE_DIR, "*.c")))
     if not sources:
@@ -167,7 +169,7 @@ def make_ffibuilder():  # type: ignore[no-untyped-def]
     ffibuilder.set_source(
         "redmutex._redmutex_cffi",
         '#include "redmutex.h"\n',
-        sources=[_rel(s) for s in sources],
+        sources=[_rel(s) for s in [*sources, SIGNALS_SOURCE]],
         include_dirs=[_rel(INCLUDE_DIR), *include_dirs],
         library_dirs=library_dirs,
         libraries=[*libraries, "pthread"],

@@ -2,29 +2,29 @@
 
 Three things here need care, and the comments say why:
 
-* Lifetimes. A C lock handle holds a reference to its C client, and
-  redmutex_client_free() must not run while another call on that client is
-  in progress (the header says so). Every C call therefore goes through the
-  client's gate (_ClientCore.invoke), and close() first shuts the gate and
-  waits for the calls inside to return.
-* Callbacks. The C library calls back into Python on its watchdog thread
-  (lost locks) and on a waiting thread (signals). cffi takes the GIL for
-  them. An exception raised inside is never let through to C: it is stored
-  and re-raised at the next call on that lock, or by check() for signals.
-* Waits. The C core asks the client's interrupt callback before every pause
-  of a waiting acquire and whenever a signal interrupts one. The callback
-  runs Python's pending signal handlers (so Ctrl-C raises KeyboardInterrupt
-  within one pause, at most wait_backoff_cap) and ends the wait when close()
-  has begun (so close() is never blocked for long by a waiting thread).
+* Lifetimes. The C core lets clients and lock handles be freed in any order,
+  from any thread, without blocking, and gives calls that race a close a
+  defined error (ClosedError). So a Lock frees its C handle in its finalizer,
+  a Client frees its C client in its own (after close() or not: the core then
+  closes it in the background), and no Python-side gate is needed.
+* Lost-lock news. No Python code runs on the core's watchdog thread. The
+  ``on_lost`` callables of a client's locks run on one thread of the package
+  that reads the client's event fd (_events.py); exceptions they raise are
+  stored and re-raised at the next call on that lock.
+* Waits. A blocking acquire runs with the GIL released. Signals that have a
+  Python handler end the main thread's waits through
+  redmutex_client_interrupt() from a C-level handler (_signals.py); the
+  pending Python handlers then run, and a Ctrl-C raises KeyboardInterrupt
+  with nothing held. close() ends waits of other threads with ClosedError.
 """
 
 from __future__ import annotations
 
+import atexit
 import collections
 import enum
 import functools
 import inspect
-import itertools
 import math
 import os
 import ssl
@@ -33,13 +33,13 @@ import time
 import weakref
 from typing import Any, Callable, Sequence, TypeVar, Union, cast
 
+from . import _events, _signals
 from ._errors import (
     ClosedError,
     InvalidArgument,
     LockLostError,
     LockTimeout,
     check,
-    stash_interrupt,
 )
 from ._redmutex_cffi import ffi, lib
 
@@ -181,211 +181,56 @@ def _tls_options(opts: Any, **kwargs: Any) -> list[Any]:
     return keep
 
 
-# ---- callbacks from C ------------------------------------------------------
+# ---- client lifetime --------------------------------------------------------
 
-# Thread-local marker: set while Python code runs inside a C callback.
-_callback_tls = threading.local()
-
-# on_lost payloads are integer keys into this map, never pointers to Python
-# objects, so a callback that races with garbage collection finds nothing
-# instead of a freed object.
-_lock_registry: dict[int, weakref.ReferenceType[Lock]] = {}
-_lock_ids = itertools.count(1)
+# Every open client, so that the interpreter's exit can close them (releasing
+# their locks) before the process ends.
+_live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
 
-def _in_callback() -> bool:
-    return getattr(_callback_tls, "active", False)
+def _close_all_at_exit() -> None:
+    for client in list(_live_clients):
+        client.close()
 
 
-def _interrupt_onerror(exc_type: Any, exc: BaseException, tb: Any) -> int:
-    # A signal handler may already raise when the callback is entered, before
-    # its body runs; that exception lands here. Keep it and stop the wait.
-    if exc is not None:
-        stash_interrupt(exc.with_traceback(tb))
-    return 1
+atexit.register(_close_all_at_exit)
 
 
-@ffi.def_extern(onerror=_interrupt_onerror)
-def _redmutex_py_interrupt(payload: Any) -> int:
-    """Called by C on a waiting thread before each pause and after a signal.
+class _CClient:
+    """The C client pointer and the event thread, apart from Client so that
+    the finalizer can reach them without keeping the Client alive."""
 
-    Python's own signal handlers run at this point (the interpreter checks
-    for pending signals whenever Python code runs). If one raises - Ctrl-C's
-    KeyboardInterrupt - the exception is kept for check() and the wait is
-    abandoned. The wait also ends when the client is being closed (the
-    acquire then raises ClosedError). Otherwise the wait goes on.
-    """
-    try:
-        _run_pending_signal_handlers()
-    except BaseException as exc:  # noqa: BLE001 - must not cross into C
-        stash_interrupt(exc)
-        return 1
-    core = ffi.from_handle(payload) if payload != ffi.NULL else None
-    return 1 if core is not None and core.state != _OPEN else 0
+    __slots__ = ("id", "mu", "ptr", "pump")
 
-
-def _run_pending_signal_handlers() -> None:
-    # Calling any Python function lets the interpreter run pending handlers;
-    # PyErr_CheckSignals() does it explicitly where ctypes is available.
-    if _check_signals is not None:
-        _check_signals()
-
-
-try:
-    import ctypes
-
-    _PyErr_CheckSignals = ctypes.pythonapi.PyErr_CheckSignals
-    _PyErr_CheckSignals.restype = ctypes.c_int
-    _PyErr_CheckSignals.argtypes = []
-
-    def _check_signals_ctypes() -> None:
-        _PyErr_CheckSignals()
-
-    _check_signals: Callable[[], None] | None = _check_signals_ctypes
-except (ImportError, AttributeError):  # pragma: no cover - PyPy, no ctypes
-    _check_signals = None
-
-
-def _on_lost_onerror(exc_type: Any, exc: BaseException, tb: Any) -> None:
-    return None
-
-
-@ffi.def_extern(onerror=_on_lost_onerror)
-def _redmutex_py_on_lost(c_lock: Any, owner: Any, state: int, payload: Any) -> None:
-    """Called by C (watchdog thread) when a hold changes state; see Lock(on_lost=...)."""
-    _callback_tls.active = True
-    try:
-        ref = _lock_registry.get(int(ffi.cast("uintptr_t", payload)))
-        lock = ref() if ref is not None else None
-        if lock is not None:
-            lock._run_on_lost(state)
-        # Drop the reference here, while the marker is set: if it was the
-        # last one, the finalizers that run now know they are on a C thread.
-        lock = None
-    finally:
-        _callback_tls.active = False
-
-
-# ---- the client core: pointer, gate and deferred frees ----------------------
-
-_OPEN, _CLOSING, _CLOSED = 0, 1, 2
-
-_live_cores: weakref.WeakSet[_ClientCore] = weakref.WeakSet()
-
-
-class _ClientCore:
-    """Owns the C client pointer and guards every call made with it.
-
-    Kept apart from Client so that finalizers (of the Client and of its lock
-    handles) can reach it without keeping the Client alive.
-    """
-
-    __slots__ = ("__weakref__", "active", "cond", "deferred", "handle", "ptr", "state")
-
-    def __init__(self, ptr: Any) -> None:
+    def __init__(self, ptr: Any, client_id: str) -> None:
         self.ptr = ptr
-        # Reentrant: a finalizer can run on a thread that already holds it.
-        self.cond = threading.Condition(threading.RLock())
-        self.active = 0
-        self.state = _OPEN
-        self.deferred: list[Any] = []  # lock handles to free after the client
-        self.handle: Any = None  # keeps the interrupt callback's payload alive
-        _live_cores.add(self)
+        self.id = client_id
+        self.pump: _events.EventPump | None = None
+        self.mu = threading.Lock()
 
-    def ensure_open(self) -> None:
-        if self.state != _OPEN:
-            raise ClosedError("the client was closed", ClosedError.code)
+    def pump_events(self) -> None:
+        """Starts delivering lost-lock events to on_lost callables."""
+        with self.mu:
+            if self.pump is None:
+                self.pump = _events.EventPump(self.ptr, self.id)
+            pump = self.pump
+        pump.ensure_running()
 
-    def enter(self) -> None:
-        with self.cond:
-            self.ensure_open()
-            self.active += 1
+    def stop_events(self) -> None:
+        with self.mu:
+            pump = self.pump
+        if pump is not None:
+            pump.stop(free_client=False)
 
-    def leave(self) -> None:
-        with self.cond:
-            self.active -= 1
-            if self.active == 0 and self.state == _CLOSING:
-                self.cond.notify_all()
-
-    def invoke(self, fn: Callable[..., int], *args: Any) -> int:
-        """Calls a C function through the gate and check()s its result."""
-        self.enter()
-        try:
-            return check(fn(*args))
-        finally:
-            self.leave()
-
-    def invoke_allowing(self, allowed: int, fn: Callable[..., int], *args: Any) -> int:
-        """Like invoke(), but returns the result code `allowed` instead of raising."""
-        self.enter()
-        try:
-            rc = fn(*args)
-            return rc if rc == allowed else check(rc)
-        finally:
-            self.leave()
-
-    def free_lock_handle(self, handle: Any) -> None:
-        """Finalizer of a C lock handle (its Python Lock is garbage)."""
-        with self.cond:
-            if self.state == _CLOSING:
-                # redmutex_lock_free must not race with redmutex_client_free.
-                self.deferred.append(handle)
-                return
-            closed = self.state == _CLOSED
-            if not closed:
-                self.active += 1
-        try:
-            lib.redmutex_lock_free(handle)
-        finally:
-            if not closed:
-                self.leave()
-
-    def close(self, wait_seconds: float | None = None) -> bool:
-        """Shuts the gate, waits for calls in progress, frees the C client.
-
-        Returns False if calls were still in progress after wait_seconds
-        (the client is then left open: freeing it would be unsafe).
-        """
-        if _in_callback():
-            # The C client must not be freed from its own callback thread
-            # (it joins that thread). This only happens when a finalizer runs
-            # there; hand the work to a short-lived thread.
-            threading.Thread(target=self.close, args=(wait_seconds,), daemon=True).start()
-            return True
-        with self.cond:
-            if self.state == _CLOSED:
-                return True
-            if self.state == _CLOSING:
-                self.cond.wait_for(lambda: self.state == _CLOSED, wait_seconds)
-                return self.state == _CLOSED
-            self.state = _CLOSING
-            if not self.cond.wait_for(lambda: self.active == 0, wait_seconds):
-                self.state = _OPEN
-                return False
-            ptr, self.ptr = self.ptr, ffi.NULL
-        lib.redmutex_client_free(ptr)
-        with self.cond:
-            self.state = _CLOSED
-            deferred, self.deferred = self.deferred, []
-            self.cond.notify_all()
-        for handle in deferred:
-            lib.redmutex_lock_free(handle)
-        return True
-
-    def after_fork_in_child(self) -> None:
-        # Threads of the parent that were inside a call do not exist here, and
-        # the condition's lock may have been held by one of them.
-        self.cond = threading.Condition(threading.RLock())
-        self.active = 0
-
-
-def _after_fork_in_child() -> None:
-    for core in list(_live_cores):
-        core.after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    def free(self) -> None:
+        """Finalizer: drops the C client. Never blocks (the core closes it in
+        the background if close() was not called)."""
+        with self.mu:
+            pump, self.pump = self.pump, None
+        if pump is not None:
+            pump.stop(free_client=True)
+        else:
+            lib.redmutex_client_free(self.ptr)
 
 
 # ---- Client --------------------------------------------------------------
@@ -512,31 +357,25 @@ class Client:
             ssl_check_hostname=ssl_check_hostname,
             ssl_server_hostname=ssl_server_hostname,
         )
-        # The payload lets the interrupt callback see whether close() has begun;
-        # the core is made first so the handle can point at it.
-        core = _ClientCore(ffi.NULL)
-        core.handle = ffi.new_handle(core)
-        opts.interrupt = lib._redmutex_py_interrupt
-        opts.interrupt_payload = core.handle
-
         c_urls = [ffi.new("char[]", u) for u in encoded]
         url_array = ffi.new("const char *[]", c_urls)
         out = ffi.new("redmutex_client **")
         check(lib.redmutex_client_new(out, url_array, len(c_urls), opts))
         del tls_strings
-        core.ptr = out[0]
-        self._core = core
+        self._ptr = out[0]
         self._id = ffi.string(lib.redmutex_client_id(out[0])).decode("ascii")
+        self._c = _CClient(self._ptr, self._id)
+        self._closed = False
         self._server_count = int(lib.redmutex_client_server_count(out[0]))
         self._retry_count = int(opts.retry_count)
         self._shutdown_timeout = int(opts.shutdown_timeout_ms) / 1000
-        # Closes the C client when the Client is garbage or at interpreter exit.
-        self._finalizer = weakref.finalize(
-            self,
-            _ClientCore.close,
-            self._core,
-            self._shutdown_timeout + int(opts.wait_backoff_cap_ms) / 1000 + 1,
-        )
+        # Frees the C client when the Client is garbage (never blocking: the
+        # core closes it in the background). At interpreter exit,
+        # _close_all_at_exit closes it instead, so its locks are released
+        # before the process ends.
+        self._finalizer = weakref.finalize(self, _CClient.free, self._c)
+        self._finalizer.atexit = False
+        _live_clients.add(self)
 
     # -- properties ---------------------------------------------------------
 
@@ -554,13 +393,20 @@ class Client:
     @property
     def closed(self) -> bool:
         """True once close() has begun."""
-        return self._core.state != _OPEN
+        return self._closed
+
+    def _check_open(self) -> None:
+        # The C core answers local queries after a close; this package's API
+        # raises ClosedError for every call on a closed client, as it always did.
+        if self._closed:
+            raise ClosedError("the client was closed", ClosedError.code)
 
     def thread_owner(self) -> str:
         """The calling thread's default owner id of reentrant locks,
         ``"<client id>:<OS thread id>"`` (as stored in Redisson's hash field)."""
+        self._check_open()
         buf = ffi.new("char[]", lib.REDMUTEX_CLIENT_ID_LEN + 32)
-        self._core.invoke(lib.redmutex_client_thread_owner, buf, len(buf), self._core.ptr)
+        check(lib.redmutex_client_thread_owner(buf, len(buf), self._ptr))
         return ffi.string(buf).decode("ascii")
 
     # -- locks ----------------------------------------------------------------
@@ -652,18 +498,19 @@ class Client:
 
     def close(self) -> None:
         """Closes the client: releases the locks still held through it (unless
-        ``leave_locks_on_close``), stops renewals and background threads.
+        ``leave_locks_on_close``), also those of lock objects already garbage
+        collected, and stops renewals and background threads, within
+        ``shutdown_timeout`` even when servers are unreachable.
 
-        Waits for calls in progress on other threads to return first; a
-        blocking acquire notices within one pause (at most ``wait_backoff_cap``)
-        and raises ClosedError.
-        Every later call on the client or its locks raises ClosedError.
-        Idempotent. Must not be called from an ``on_lost`` callback.
+        Calls in progress on other threads complete or raise ClosedError; a
+        thread waiting in acquire() raises ClosedError at once. Every later
+        call on the client or its locks raises ClosedError. Idempotent; may be
+        called from an ``on_lost`` callable. The GIL is released meanwhile.
         """
-        if _in_callback():
-            raise RuntimeError("Client.close() cannot be called from an on_lost callback")
-        self._finalizer.detach()
-        self._core.close()
+        self._closed = True
+        check(lib.redmutex_client_close(self._ptr))
+        self._c.stop_events()
+        _live_clients.discard(self)
 
     def __enter__(self) -> Client:
         """Returns the client itself."""
@@ -696,10 +543,12 @@ class Lock:
       processes), e.g. for asyncio tasks. For a plain lock it is the token
       stored in the key. Default: the lock object itself, so - like
       threading.Lock - any thread may release what another acquired.
-    * ``on_lost`` - ``callable(lock, state)`` called on the client's watchdog
-      thread when a held lock turns RENEWAL_FAILING or LOST (and HELD again
-      after a recovered renewal failure). Keep it short; an exception it
-      raises is re-raised by the next call on the lock.
+    * ``on_lost`` - ``callable(lock, state)`` called when a held lock turns
+      RENEWAL_FAILING or LOST (and HELD again after a recovered renewal
+      failure), on the client's event thread ("redmutex-events-..."), never
+      on the core's watchdog thread. It may do anything, also drop the last
+      reference to the lock or close the client; an exception it raises is
+      re-raised by the next call on the lock.
     * ``max_hold`` - the watchdog stops renewing after this many seconds held.
     * ``max_extensions`` - most extensions (watchdog or extend()) per hold.
 
@@ -732,7 +581,7 @@ class Lock:
         if on_lost is not None and not callable(on_lost):
             raise InvalidArgument("on_lost must be callable")
         self._on_lost = on_lost
-        # Exceptions raised by on_lost, at most one: appended on the watchdog
+        # Exceptions raised by on_lost, at most one: appended on the event
         # thread (callbacks run one at a time), taken by the user's calls.
         self._pending: collections.deque[BaseException] = collections.deque(maxlen=1)
 
@@ -747,19 +596,18 @@ class Lock:
         if fencing:
             opts.flags |= lib.REDMUTEX_LOCK_FENCING
         self._fencing = bool(fencing)
-        self._key = 0
-        if on_lost is not None:
-            self._key = next(_lock_ids)
-            _lock_registry[self._key] = weakref.ref(self, functools.partial(_forget_lock, self._key))
-            opts.on_lost = lib._redmutex_py_on_lost
-            opts.on_lost_payload = ffi.cast("void *", self._key)
 
-        # The client stays alive as long as any of its locks (and callbacks) may run.
+        # The Client stays alive as long as any of its locks (the C handle
+        # keeps the C client alive by itself).
         self.client = client
-        core = self._core = client._core
         out = ffi.new("redmutex_lock **")
-        core.invoke(lib.redmutex_lock_new, out, core.ptr, c_name, self._kind, opts)
-        self._ptr = ffi.gc(out[0], core.free_lock_handle)
+        check(lib.redmutex_lock_new(out, client._ptr, c_name, self._kind, opts))
+        # Freeing a handle never blocks and is safe on any thread, in any
+        # order with the client; a hold it still has is released by close().
+        self._ptr = ffi.gc(out[0], lib.redmutex_lock_free)
+        if on_lost is not None:
+            _events.listen(int(lib.redmutex_lock_id(self._ptr)), self)
+            client._c.pump_events()
 
     # -- helpers ------------------------------------------------------------
 
@@ -769,7 +617,7 @@ class Lock:
             return
         try:
             callback(self, LockState(state))
-        except BaseException as exc:  # noqa: BLE001 - must not cross into C
+        except BaseException as exc:  # noqa: BLE001 - kept for the lock's owner
             if not self._pending:
                 self._pending.append(exc)
 
@@ -785,17 +633,25 @@ class Lock:
             raise exc
 
     def _acquire_ms(self, wait_ms: int) -> bool:
-        """Acquires within wait_ms (or forever); True, False on timeout, or raises."""
-        core = self._core
-        core.enter()
-        try:
-            rc = lib.redmutex_lock_acquire(self._ptr, self._owner, wait_ms)
-            if rc == _EINTR and core.state != _OPEN:
-                # The wait was ended by close(), not by a signal.
-                raise ClosedError("the client was closed while waiting for the lock", ClosedError.code)
-            return rc == 0 if rc == _ETIMEDOUT else check(rc) == 0
-        finally:
-            core.leave()
+        """Acquires within wait_ms (or forever); True, False on timeout, or raises.
+
+        A signal ends the C wait (REDMUTEX_EINTR, nothing held); the pending
+        Python handlers run here and what they raise propagates. If they
+        return, the wait goes on for the time that is left (PEP 475).
+        """
+        deadline = None if wait_ms == _WAIT_FOREVER else time.monotonic() + wait_ms / 1000
+        client_ptr = self.client._ptr
+        while True:
+            slot = _signals.begin_wait(client_ptr) if wait_ms != 0 else -1
+            try:
+                rc = lib.redmutex_lock_acquire(self._ptr, self._owner, wait_ms)
+            finally:
+                _signals.end_wait(slot)
+            if rc != _EINTR:
+                return rc == 0 if rc == _ETIMEDOUT else check(rc) == 0
+            _signals.run_pending_handlers()
+            if deadline is not None:
+                wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
 
     def _timeout_error(self, waited: float) -> LockTimeout:
         return LockTimeout(
@@ -832,7 +688,7 @@ class Lock:
         """
         pending = self._take_pending()
         try:
-            self._core.invoke(lib.redmutex_lock_release, self._ptr, self._owner)
+            check(lib.redmutex_lock_release(self._ptr, self._owner))
         except LockLostError as lost:
             if pending is not None:
                 raise pending from lost
@@ -868,14 +724,14 @@ class Lock:
         """True if anyone holds the lock, as the servers see it now (one round trip)."""
         self._raise_pending()
         out = ffi.new("int *")
-        self._core.invoke(lib.redmutex_lock_is_locked, out, self._ptr)
+        check(lib.redmutex_lock_is_locked(out, self._ptr))
         return bool(out[0])
 
     def owned(self) -> bool:
         """True if this owner holds the lock, as the servers see it now."""
         self._raise_pending()
         out = ffi.new("int *")
-        self._core.invoke(lib.redmutex_lock_is_owned, out, self._ptr, self._owner)
+        check(lib.redmutex_lock_is_owned(out, self._ptr, self._owner))
         return bool(out[0])
 
     def extend(self, seconds: float, replace: bool = False) -> None:
@@ -886,7 +742,7 @@ class Lock:
         ms = _to_ms(seconds, "seconds", allow_zero=False)
         self._raise_pending()
         mode = lib.REDMUTEX_EXTEND_REPLACE if replace else lib.REDMUTEX_EXTEND_ADD
-        self._core.invoke(lib.redmutex_lock_extend, self._ptr, self._owner, ms, mode)
+        check(lib.redmutex_lock_extend(self._ptr, self._owner, ms, mode))
 
     def force_release(self) -> bool:
         """Deletes the lock whoever holds it and wakes waiters (Redisson's
@@ -894,7 +750,7 @@ class Lock:
         if the key is not a lock of this kind."""
         self._raise_pending()
         out = ffi.new("int *")
-        self._core.invoke(lib.redmutex_lock_force_release, out, self._ptr)
+        check(lib.redmutex_lock_force_release(out, self._ptr))
         return bool(out[0])
 
     # -- properties -----------------------------------------------------------
@@ -923,7 +779,7 @@ class Lock:
         """
         self._raise_pending()
         out = ffi.new("int64_t *")
-        self._core.invoke(lib.redmutex_lock_ttl, out, self._ptr)
+        check(lib.redmutex_lock_ttl(out, self._ptr))
         return None if out[0] < 0 else out[0] / 1000
 
     @property
@@ -932,7 +788,7 @@ class Lock:
         rlock (0 when not held); 1 or 0 for a plain lock. One round trip."""
         self._raise_pending()
         out = ffi.new("int64_t *")
-        self._core.invoke(lib.redmutex_lock_hold_count, out, self._ptr, self._owner)
+        check(lib.redmutex_lock_hold_count(out, self._ptr, self._owner))
         return int(out[0])
 
     @property
@@ -942,8 +798,9 @@ class Lock:
         return self._local_state()
 
     def _local_state(self) -> LockState:
+        self.client._check_open()
         out = ffi.new("redmutex_state *")
-        self._core.invoke(lib.redmutex_lock_state, out, self._ptr, self._owner)
+        check(lib.redmutex_lock_state(out, self._ptr, self._owner))
         return LockState(out[0])
 
     @property
@@ -957,8 +814,9 @@ class Lock:
         """Seconds this owner's hold is still known to be valid (lease minus time
         since acquisition or renewal minus clock drift); 0.0 when not held."""
         self._raise_pending()
+        self.client._check_open()
         out = ffi.new("int64_t *")
-        self._core.invoke(lib.redmutex_lock_validity, out, self._ptr, self._owner)
+        check(lib.redmutex_lock_validity(out, self._ptr, self._owner))
         return max(0, out[0]) / 1000
 
     @property
@@ -966,19 +824,20 @@ class Lock:
         """The fencing token of the current hold (an int that grows with every
         acquisition of this name), or None when fencing is off or not held."""
         self._raise_pending()
+        self.client._check_open()
         if not self._fencing:
-            self._core.ensure_open()
             return None
         out = ffi.new("int64_t *")
-        rc = self._core.invoke_allowing(
-            lib.REDMUTEX_ENOTOWNER, lib.redmutex_lock_fence, out, self._ptr, self._owner
-        )
-        return None if rc != 0 else int(out[0])
+        rc = lib.redmutex_lock_fence(out, self._ptr, self._owner)
+        if rc == lib.REDMUTEX_ENOTOWNER:
+            return None
+        check(rc)
+        return int(out[0])
 
     def __repr__(self) -> str:
         kind = type(self).__name__
         try:
-            state = self._local_state().name if not self._core.state else "CLOSED"
+            state = "CLOSED" if self.client.closed else self._local_state().name
         except Exception:  # noqa: BLE001 - repr must not raise
             state = "?"
         return f"<redmutex.{kind} {self._name!r} {state}>"
@@ -995,7 +854,3 @@ class RLock(Lock):
     """
 
     _kind = lib.REDMUTEX_KIND_RLOCK
-
-
-def _forget_lock(key: int, _ref: object) -> None:
-    _lock_registry.pop(key, None)

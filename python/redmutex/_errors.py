@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import threading
 from typing import NoReturn
 
 from ._redmutex_cffi import ffi, lib
@@ -50,11 +49,13 @@ class NotOwnedError(RedMutexError):
     code = lib.REDMUTEX_ENOTOWNER
 
 
-class LockLostError(RedMutexError):
+class LockLostError(NotOwnedError):
     """The lock was held but is lost: its lease ran out or renewal found it gone.
 
     Raised by ``release()`` and at the end of a ``with`` block: the work done
-    under the lock was not protected to the end.
+    under the lock was not protected to the end. It is also a NotOwnedError
+    (the caller no longer owns the lock), so code written for redis-py, which
+    catches ``LockNotOwnedError`` there, catches it as NotOwnedError.
     """
 
     code = lib.REDMUTEX_ELOST
@@ -115,10 +116,12 @@ class ClosedError(RedMutexError):
 
 
 class InterruptedWait(RedMutexError, InterruptedError):
-    """A wait was interrupted by a signal and no Python exception explains why.
+    """A wait was ended by ``redmutex_client_interrupt()`` and no Python
+    exception explains why.
 
-    Normally an interrupted wait re-raises the exception the signal handler
-    raised (KeyboardInterrupt for Ctrl-C) instead of this.
+    A wait ended by a signal raises what the signal's handler raised
+    (KeyboardInterrupt for Ctrl-C), or goes on if the handler returned; this
+    class is for other uses of the C interrupt.
     """
 
     code = lib.REDMUTEX_EINTR
@@ -167,16 +170,6 @@ _CLASSES: dict[int, type[RedMutexError]] = {
     )
 }
 
-# A signal handler's exception (KeyboardInterrupt) caught inside the C
-# library's interrupt callback, per thread, until check() re-raises it.
-_interrupted = threading.local()
-
-
-def stash_interrupt(exc: BaseException) -> None:
-    """Keeps exc for the calling thread; check() raises it on REDMUTEX_EINTR."""
-    if getattr(_interrupted, "exc", None) is None:
-        _interrupted.exc = exc
-
 
 def error_for(code: int, message: str) -> RedMutexError:
     """The exception object for a C result code and message."""
@@ -191,18 +184,11 @@ def check(rc: int) -> int:
 
     This is the one place where C result codes become Python exceptions. The
     message is the calling thread's ``redmutex_last_error()``, so call it
-    right after the C function, on the same thread. REDMUTEX_EINTR re-raises
-    the exception that the signal handler raised inside the wait (normally
-    KeyboardInterrupt), so Ctrl-C looks the same as anywhere else in Python.
+    right after the C function, on the same thread.
     """
     if rc >= 0:
         return rc
     message = ffi.string(lib.redmutex_last_error()).decode("utf-8", "replace")
-    if rc == lib.REDMUTEX_EINTR:
-        pending = getattr(_interrupted, "exc", None)
-        _interrupted.exc = None
-        if pending is not None:
-            raise pending
     raise error_for(rc, message)
 
 

@@ -107,6 +107,7 @@ static int feature_plain_lock(void)
     TRY(redmutex_lock_release(l, NULL));
 out:
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     return rc;
 }
@@ -124,6 +125,7 @@ static int feature_busy_lock_reports_holder(void)
 out:
     redmutex_lock_free(a);
     redmutex_lock_free(b);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     return rc;
 }
@@ -141,6 +143,7 @@ static int feature_reentrant_lock(void)
     TRY(redmutex_lock_release(l, NULL));
 out:
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     return rc;
 }
@@ -160,6 +163,7 @@ static int feature_fencing(void)
 out:
     redmutex_lock_free(p);
     redmutex_lock_free(r);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     return rc;
 }
@@ -174,6 +178,7 @@ static int feature_force_release(void)
     rc = deleted == 1 ? 0 : REDMUTEX_EPROTOCOL;
 out:
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     return rc;
 }
@@ -196,6 +201,7 @@ static int feature_watchdog_renews(void)
     redmutex_lock_release(l, NULL);
 out:
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     return rc;
 }
@@ -234,7 +240,9 @@ static int feature_waiting_by_notification(void)
 out:
     redmutex_lock_free(holder);
     redmutex_lock_free(w.l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
+    redmutex_client_close(c2);
     redmutex_client_free(c2);
     return rc;
 }
@@ -254,6 +262,7 @@ static int feature_replica_wait(void)
     int rc = redmutex_lock_acquire(l, NULL, 0);
     rc = rc == REDMUTEX_EREPLICAS ? 0 : rc ? rc : REDMUTEX_EPROTOCOL;
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     return rc;
 }
@@ -277,6 +286,7 @@ static int feature_redlock(void)
     if (rc == 0)
         rc = redmutex_lock_release(l, NULL);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     return rc;
 }
@@ -289,6 +299,7 @@ static int feature_database_number(void)
     if (rc == 0)
         rc = redmutex_lock_release(l, NULL);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     return rc;
 }
@@ -303,6 +314,7 @@ static int feature_script_cache_flushed(void)
     if (rc == 0)
         rc = redmutex_lock_release(l, NULL);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     return rc;
 }
@@ -401,6 +413,7 @@ static void test_user_without_write_access_gets_eauth_and_changes_nothing(void)
     redmutex_lock_free(l);
     redmutex_lock_free(r);
     redmutex_lock_free(held);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 

@@ -86,6 +86,7 @@ static void threads_case(redmutex_kind kind)
     CHECK(atomic_load(&sh.violations) == 0);
     CHECKF(sh.counter == THREADS * ROUNDS, "counter %ld, expected %d", sh.counter, THREADS * ROUNDS);
     CHECK(!rs_exists(&srv, "counter"));
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -107,6 +108,7 @@ static void test_four_processes_counter_exact(void)
             redmutex_client *c = rt_client(&srv, 0);
             worker w = {c, "proc-counter", REDMUTEX_KIND_LOCK, ROUNDS, sh};
             run_worker(&w);
+            redmutex_client_close(c);
             redmutex_client_free(c);
             _exit(0);
         }

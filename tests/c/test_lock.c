@@ -56,6 +56,7 @@ static void test_acquire_release_sets_and_deletes_key(void)
     /* Releasing again: not held. */
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ENOTOWNER);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -78,6 +79,7 @@ static void test_second_acquire_of_plain_lock_times_out(void)
     CHECK_OK(redmutex_lock_release(b, NULL));
     redmutex_lock_free(a);
     redmutex_lock_free(b);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -113,6 +115,7 @@ static void test_raw_set_nx_holder_excludes_and_is_excluded(void)
     CHECK(ttl == -1);
     CHECK_RC(redmutex_lock_acquire(l, NULL, 100), REDMUTEX_ETIMEDOUT);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -132,6 +135,7 @@ static void test_release_by_non_owner_refused_and_lock_intact(void)
     CHECK_OK(redmutex_lock_release(a, "owner-a"));
     redmutex_lock_free(a);
     redmutex_lock_free(b);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -161,6 +165,7 @@ static void test_extend_adds_or_replaces_ttl(void)
     CHECK_OK(redmutex_lock_state(&st, l, NULL));
     CHECK(st == REDMUTEX_STATE_UNLOCKED);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -183,6 +188,7 @@ static void test_extension_cap(void)
     CHECK_OK(redmutex_lock_extend(l, NULL, 100, REDMUTEX_EXTEND_ADD));
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -206,6 +212,7 @@ static void test_expired_lease_is_reported_lost(void)
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -249,6 +256,7 @@ static void test_waiter_wakes_on_release_well_before_ttl(void)
     CHECK_OK(redmutex_lock_release(waiter, "waiter"));
     redmutex_lock_free(holder);
     redmutex_lock_free(waiter);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -275,6 +283,7 @@ static void test_waiter_of_silent_holder_retries_within_backoff_cap(void)
     int64_t latency_ms = (a.acquired_at_us - deleted_at) / 1000;
     CHECKF(latency_ms <= 400, "waiter took %lld ms with a 200 ms cap", (long long)latency_ms);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -295,6 +304,7 @@ static void test_waiter_retries_when_holder_ttl_ends(void)
     CHECKF(waited >= 600 && waited < 1000, "acquired after %lld ms, holder TTL was 700 ms", (long long)waited);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -344,6 +354,7 @@ static void test_interrupt_callback_ends_a_wait_promptly(void)
     CHECK_OK(redmutex_lock_release(holder, NULL));
     redmutex_lock_free(holder);
     redmutex_lock_free(waiter);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     signal(SIGUSR1, SIG_DFL);
 }
@@ -360,6 +371,7 @@ static void test_client_freed_under_a_waiting_thread(void)
     pthread_create(&t, NULL, waiter_thread, &w);
     rt_sleep_ms(300);
     int64_t t0 = rt_now_us();
+    redmutex_client_close(a);
     redmutex_client_free(a);
     pthread_join(t, NULL);
     CHECK_RC(w.rc, REDMUTEX_ECLOSED);
@@ -368,6 +380,7 @@ static void test_client_freed_under_a_waiting_thread(void)
     redmutex_lock_free(waiter);
     CHECK_OK(redmutex_lock_release(held, NULL));
     redmutex_lock_free(held);
+    redmutex_client_close(b);
     redmutex_client_free(b);
 }
 
@@ -395,6 +408,7 @@ static void test_sigkilled_holder_frees_lock_after_ttl(void)
     CHECKF(after < 1500, "took %lld ms to get a lock whose holder died with 800 ms left", (long long)after);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -417,6 +431,7 @@ static void test_noscript_falls_back_to_eval(void)
     CHECK_OK(redmutex_lock_is_locked(&locked, l));
     CHECK(locked == 0);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -439,6 +454,7 @@ static void test_wrongtype_key_is_refused_and_untouched(void)
     freeReplyObject(r);
     CHECK(rs_int(&srv, "PTTL ahash") == -1);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -465,6 +481,7 @@ static void test_force_release_deletes_and_publishes(void)
     CHECK_RC(redmutex_lock_release(a, NULL), REDMUTEX_ELOST);
     redmutex_lock_free(a);
     redmutex_lock_free(b);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -480,6 +497,7 @@ static void test_unix_socket_acl_user_and_db(void)
     redmutex_lock *l = new_lock(c, "acl", 5000);
     CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_EAUTH);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 
     snprintf(url, sizeof url, "redis://alice:wrong@127.0.0.1:%d/2", srv.port);
@@ -489,6 +507,7 @@ static void test_unix_socket_acl_user_and_db(void)
     CHECK(strstr(redmutex_last_error(), "wrong") == NULL); /* never the password */
     CHECK(strstr(redmutex_last_error(), "***"));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 
     snprintf(url, sizeof url, "redis://alice:s3cret@127.0.0.1:%d/2", srv.port);
@@ -509,6 +528,7 @@ static void test_unix_socket_acl_user_and_db(void)
     redisFree(ctx);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 
     /* Unix socket with credentials in the ACL-less form is covered by a second server. */
@@ -520,6 +540,7 @@ static void test_unix_socket_acl_user_and_db(void)
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_stop(&plain);
 }
@@ -544,6 +565,7 @@ static void test_dropped_connection_reconnects_on_next_call(void)
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -570,6 +592,7 @@ static void test_dropped_connection_mid_call_does_not_hang(void)
     CHECK_OK(redmutex_lock_state(&st, l, NULL));
     CHECK(st == REDMUTEX_STATE_UNLOCKED);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -596,6 +619,7 @@ static void test_fencing_tokens_increase(void)
     freeReplyObject(r);
     CHECK_RC(redmutex_lock_fence(&fence, l, NULL), REDMUTEX_ENOTOWNER);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 

@@ -70,6 +70,7 @@ static void forget_during_renewal(bool second_is_release)
     CHECK_OK(redmutex_lock_state(&st, shared_lock, NULL));
     CHECK(st == REDMUTEX_STATE_UNLOCKED);
     redmutex_lock_free(shared_lock);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_proxy_stop(proxy);
 }
@@ -109,6 +110,7 @@ static void test_lock_free_during_renewal_runs_no_callback_after(void)
     atomic_store(&handle_freed, true);
     rt_sleep_ms(400);
     CHECK(atomic_load(&callbacks_after_free) == 0);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_proxy_stop(proxy);
 }
@@ -142,6 +144,7 @@ static void test_release_waits_for_an_extend_in_flight(void)
     CHECK_OK(redmutex_lock_state(&st, l, NULL));
     CHECK(st == REDMUTEX_STATE_UNLOCKED);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_proxy_stop(proxy);
 }
@@ -168,12 +171,14 @@ static void test_client_free_while_a_thread_waits_for_its_subscription(void)
     pthread_t t;
     pthread_create(&t, NULL, waiting_thread, wanted);
     WAIT_FOR(atomic_load(&proxy->delayed) > 0, 3000);
+    redmutex_client_close(waiting);
     redmutex_client_free(waiting);
     pthread_join(t, NULL);
     CHECK_RC(atomic_load(&waiter_rc), REDMUTEX_ECLOSED);
     redmutex_lock_free(wanted);
     CHECK_OK(redmutex_lock_release(held, NULL));
     redmutex_lock_free(held);
+    redmutex_client_close(holding);
     redmutex_client_free(holding);
     rs_proxy_stop(proxy);
 }
@@ -196,6 +201,7 @@ static void test_retried_release_latch_is_not_reused_after_reacquire(void)
     CHECK_OK(redmutex_lock_release(l, NULL)); /* a new request id: really released */
     CHECK(!rs_exists(&srv, "latch2"));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -217,6 +223,7 @@ static void test_extend_replace_on_a_watchdog_hold_renews_sooner(void)
     CHECK(st == REDMUTEX_STATE_HELD);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -254,6 +261,7 @@ static void test_handoff_never_revives_a_lost_hold(void)
     CHECK_OK(redmutex_lock_release(stale_handle, NULL));
     redmutex_lock_free(stale_handle);
     redmutex_lock_free(other);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -294,7 +302,9 @@ static void test_own_release_message_never_swallows_the_next(void)
     }
     redmutex_lock_free(l);
     redmutex_lock_free(other_process_lock);
+    redmutex_client_close(mine);
     redmutex_client_free(mine);
+    redmutex_client_close(theirs);
     redmutex_client_free(theirs);
 }
 

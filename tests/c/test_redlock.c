@@ -99,6 +99,7 @@ static void run_scenario(size_t n, const enum srv_state *st, int64_t timeout_ms,
             freeReplyObject(r);
         }
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -194,6 +195,7 @@ static void test_holder_survives_two_of_five_dead_loses_on_third(void)
     CHECK(st == REDMUTEX_STATE_LOST);
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -220,6 +222,7 @@ static void test_restarted_server_vote_no_longer_counts(void)
     /* Server 0 still has the key and renews it, but its new life does not count. */
     WAIT_FOR(atomic_load(&flag.lost) == 1, 3000);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -266,6 +269,7 @@ static void test_stalled_server_costs_one_timeout_not_n(void)
     enum srv_state st[5] = {HELD, FREE, FREE, FREE, FREE};
     WAIT_FOR(!our_key_anywhere(5, st, "parallel"), 2000);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -299,6 +303,7 @@ static void test_duplicate_endpoints_refused(void)
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_stop(&third);
 }
@@ -318,6 +323,7 @@ static void test_wrong_key_type_on_a_majority_is_an_error(void)
     CHECK(rt_now_ms() - t0 < 1000);
     CHECK(!rs_exists(&servers[2], "typed")); /* the attempt was undone on the third */
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -375,6 +381,9 @@ static void fencing_worker(const char *const *urls, size_t n, resource *res, int
         }
     }
     redmutex_lock_free(l);
+    /* A worker exits right after: close joins the client's threads first
+       (free alone would leave them to finish in the background). */
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -483,6 +492,7 @@ static void test_replica_sync_wait(void)
     rs_resume(replica);
     redmutex_lock_free(plain);
     redmutex_lock_free(re);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 

@@ -51,6 +51,7 @@ static void test_reentrant_counts_in_redisson_format(void)
     CHECK(!rs_exists(&srv, "orders:42"));
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ENOTOWNER);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -82,6 +83,7 @@ static void test_other_thread_is_another_owner(void)
     CHECK(rs_int(&srv, "HLEN per-thread") == 1);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -109,6 +111,7 @@ static void test_explicit_owner_ids(void)
     CHECK(!rs_exists(&srv, "tasks"));
     redmutex_lock_free(other);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -140,6 +143,7 @@ static void test_redisson_holder_excludes_and_is_excluded(void)
     freeReplyObject(r);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -169,6 +173,7 @@ static void test_unlock_latch_makes_retried_release_idempotent(void)
     CHECK_OK(redmutex_lock_release(l, NULL));
     CHECK(!rs_exists(&srv, "latch"));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -196,6 +201,7 @@ static void test_force_release_and_plain_rlock_type_clash(void)
     CHECK_OK(redmutex_lock_release(p, NULL));
     redmutex_lock_free(p);
     redmutex_lock_free(r);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -222,6 +228,7 @@ static void test_reentrant_fence_is_outer_token(void)
     CHECK_OK(redmutex_lock_release(a, NULL));
     redmutex_lock_free(a);
     redmutex_lock_free(b);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 

@@ -94,8 +94,10 @@ static void test_late_release_never_deletes_the_next_hold(void)
     CHECK(st == REDMUTEX_STATE_HELD);
     CHECK_OK(redmutex_lock_release(l, "owner-1"));
     redmutex_lock_free(ol);
+    redmutex_client_close(other);
     redmutex_client_free(other);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_proxy_stop(p);
     stop_all(3);
@@ -123,6 +125,7 @@ static void test_late_acquire_leaves_no_orphan_key(void)
         CHECKF(!rs_exists(&srv[2], "order:acq"), "round %d: an orphan key was left on the slow server", round);
     }
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_proxy_stop(p);
     stop_all(3);
@@ -227,8 +230,10 @@ static void test_straggler_stress_keeps_exclusion_and_leaves_no_keys(void)
         pthread_join(threads[t], NULL);
     atomic_store(&st.stop, 1);
     pthread_join(strag, NULL);
-    for (int c = 0; c < CLIENTS; c++)
+    for (int c = 0; c < CLIENTS; c++) {
+        redmutex_client_close(clients[c]);
         redmutex_client_free(clients[c]);
+    }
     fprintf(stderr, "    %ld holds, %ld overlaps, %ld errors\n", (long)sh.holds, (long)sh.overlaps, (long)sh.errors);
     CHECKF(sh.overlaps == 0, "%ld overlapping holds", (long)sh.overlaps);
     CHECK(sh.holds > 100);
@@ -289,7 +294,9 @@ static void minority_down_waiter(size_t n)
     CHECK_OK(redmutex_lock_release(w, NULL));
     redmutex_lock_free(h);
     redmutex_lock_free(w);
+    redmutex_client_close(holder_c);
     redmutex_client_free(holder_c);
+    redmutex_client_close(waiter_c);
     redmutex_client_free(waiter_c);
     for (size_t i = 1; i < n; i++)
         rs_stop(&srv[i]);
@@ -317,6 +324,7 @@ static void test_majority_down_counts_only_real_failures(void)
     for (int i = 3; i < 5; i++)
         CHECK(!rs_exists(&srv[i], "majority-down"));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     for (int i = 3; i < 5; i++)
         rs_stop(&srv[i]);
@@ -362,6 +370,7 @@ static void test_nested_acquire_never_recreates_a_lost_rlock(void)
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0)); /* and then it is free to take again */
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_stop(&srv[0]);
 }
@@ -383,6 +392,7 @@ static void test_lost_is_reported_at_validity_end_with_the_server_stopped(void)
     rs_resume(&srv[0]);
     CHECKF(late <= rt_scaled_ms(100), "LOST came %lld ms after validity ended", (long long)late);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_stop(&srv[0]);
 }
@@ -407,6 +417,7 @@ static void test_restart_without_persistence_is_lost_at_the_first_request(void)
     WAIT_FOR(atomic_load(&log.lost) == 1, 2000);
     redmutex_lock_free(probe);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_stop(&srv[0]);
 }
@@ -424,6 +435,7 @@ static void test_failed_release_still_reports_the_end_of_validity(void)
     WAIT_FOR(atomic_load(&log.lost) == 1, 1500);
     rs_resume(&srv[0]);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_stop(&srv[0]);
 }
@@ -455,6 +467,7 @@ static void test_fenced_acquire_checks_the_counter_first(void)
             CHECKF(!rs_exists(&srv[0], "fenced"), "kind %d counter %s: the lock was taken", k, bad[b]);
             redmutex_lock_free(l);
         }
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_stop(&srv[0]);
 }
@@ -486,6 +499,7 @@ static void test_release_refused_by_the_acl_changes_nothing(void)
         CHECK(rs_int(&srv[0], "DEL acl-release") == 1);
         redmutex_lock_free(l);
     }
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_stop(&srv[0]);
 }
@@ -509,6 +523,7 @@ static void test_failed_auth_or_select_runs_no_lock_command(void)
             CHECKF(!rs_exists(&srv[0], "handshake-first"), "url %s kind %d: the lock was taken", url, k);
             redmutex_lock_free(l);
         }
+        redmutex_client_close(c);
         redmutex_client_free(c);
     }
     rs_stop(&srv[0]);
@@ -554,6 +569,7 @@ static void test_plain_handle_shared_by_threads_never_sees_a_false_loss(void)
     CHECKF(sh.lost == 0, "%ld false losses in %ld acquisitions", (long)sh.lost, (long)sh.ok);
     CHECK(sh.ok > 50);
     redmutex_lock_free(sh.l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_stop(&srv[0]);
 }
@@ -594,6 +610,7 @@ static void test_acquire_against_a_silent_server_is_bounded(void)
         CHECKF(took <= wait + 400 + rt_scaled_ms(150), "wait %lld took %lld ms", (long long)wait, (long long)took);
     }
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     close(fd);
 }
@@ -619,6 +636,7 @@ static void test_nonblocking_redlock_with_three_of_five_stopped_is_bounded(void)
     for (int i = 0; i < 5; i++)
         CHECKF(!rs_exists(&srv[i], "bounded"), "server %d kept the key", i);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     stop_all(5);
 }
@@ -637,6 +655,7 @@ static void test_extend_never_passes_the_longest_ttl(void)
     CHECK(rs_int(&srv[0], "PTTL long-extend") > REDMUTEX_TIME_MAX_MS - 10000);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_stop(&srv[0]);
 }
@@ -671,6 +690,7 @@ static void test_no_randomness_fails_closed(void)
             _exit(5);
         /* The child's copies, freed so that valgrind's leak check of the child passes. */
         redmutex_lock_free(l);
+        redmutex_client_close(c);
         redmutex_client_free(c);
         _exit(0);
     }
@@ -679,6 +699,7 @@ static void test_no_randomness_fails_closed(void)
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
     CHECK(!rs_exists(&srv[0], "no-random"));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_stop(&srv[0]);
 }

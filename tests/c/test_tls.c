@@ -66,6 +66,7 @@ static void expect_refused(const char *url, const redmutex_client_options *opts,
     CHECKF(took <= rt_scaled_ms(1500), "took %lld ms with a 1000 ms connect timeout", (long long)took);
     printf("     refused in %lld ms: %s\n", (long long)took, redmutex_last_error());
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     if (srv.pid > 0)
         CHECKF(rs_count_keys(&srv, "*refused*") == 0, "%lld keys left", rs_count_keys(&srv, "*refused*"));
@@ -147,9 +148,11 @@ static void test_locks_waiting_and_watchdog_over_tls(void)
     CHECKF(w.got_ms - released < rt_scaled_ms(1000), "the waiter took %lld ms after the release",
            (long long)(w.got_ms - released));
     redmutex_lock_free(w.lock);
+    redmutex_client_close(c2);
     redmutex_client_free(c2);
     redmutex_lock_free(plain);
     redmutex_lock_free(re);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     CHECK(rs_count_keys(&srv, "tls:*") == 0);
 }
@@ -166,6 +169,7 @@ static void test_host_name_and_explicit_server_name_verified(void)
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 
     /* A certificate for another name: refused unless that name is the one checked. */
@@ -177,6 +181,7 @@ static void test_host_name_and_explicit_server_name_verified(void)
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     /* ... or the host name check is turned off explicitly (the chain is still verified). */
     c = new_client(tls_url(srv.tls_port, "ssl_ca_certs=%s&ssl_check_hostname=false", ca), NULL);
@@ -184,6 +189,7 @@ static void test_host_name_and_explicit_server_name_verified(void)
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     expect_refused(
         tls_url(srv.tls_port, "ssl_ca_certs=%s&ssl_check_hostname=false", rt_cert(&certs, "other_ca.pem")),
@@ -208,6 +214,7 @@ static void test_mutual_tls_required_by_the_server(void)
     CHECK(rs_exists(&srv, "mtls"));
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 
     redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
@@ -219,6 +226,7 @@ static void test_mutual_tls_required_by_the_server(void)
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -238,6 +246,7 @@ static void test_unknown_ca_and_expired_certificate_refused(void)
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 
     rs_stop(&srv);
@@ -317,6 +326,7 @@ static void test_caller_tls_context_is_verified(void)
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -337,6 +347,7 @@ static void test_server_gone_mid_session_is_an_error_not_sigpipe(void)
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ECONN);
     CHECK_RC(redmutex_lock_extend(l, NULL, 1000, REDMUTEX_EXTEND_ADD), REDMUTEX_ECONN);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -357,6 +368,7 @@ static int first_acquire_flights(int upstream_port, bool tls)
     int flights = atomic_load(&p->flights);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
     rs_proxy_stop(p);
     return flights;

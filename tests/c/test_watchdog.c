@@ -131,6 +131,7 @@ static void held_three_leases_pttl_stays_above_two_thirds(redmutex_kind kind)
     CHECK_OK(redmutex_lock_release(l, NULL));
     CHECK(!rs_exists(&srv, "renewed"));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -170,6 +171,7 @@ static void test_renewals_are_batched(void)
         CHECK_OK(redmutex_lock_release(l[i], NULL));
         redmutex_lock_free(l[i]);
     }
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -214,6 +216,7 @@ static void key_removed_behind_back(redmutex_kind kind, bool overwrite)
     if (overwrite)
         CHECK(rs_exists(&srv, "victim"));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -257,6 +260,7 @@ static void stalled_server_failing_then_lost(redmutex_kind kind)
     CHECK(state_of(l) == REDMUTEX_STATE_LOST);
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -279,6 +283,7 @@ static void test_short_stall_recovers_to_held(void)
     CHECK(atomic_load(&log.lost) == 0);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -298,6 +303,7 @@ static void test_explicit_lease_expiry_is_notified(void)
     CHECK(state_of(l) == REDMUTEX_STATE_LOST);
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -315,6 +321,7 @@ static void test_expiry_noticed_by_a_query_still_calls_back(void)
     CHECK(atomic_load(&log.lost) == 1); /* once, not twice */
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -335,6 +342,7 @@ static void test_max_hold_stops_renewal(void)
     WAIT_FOR(atomic_load(&log.lost) == 1, 1000);
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -435,6 +443,7 @@ static void test_release_during_inflight_renewal_waits_for_it(void)
     free(log);
     CHECK(!rs_exists(&srv, "inflight"));
     redmutex_lock_free(l);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -497,6 +506,7 @@ static void test_churn_no_renewal_after_release_no_orphans(void)
            script_calls(&srv) - calls);
     CHECK(rs_count_keys(&srv, "churn:*") == 0);
     printf("     %d acquisitions by %d threads\n", atomic_load(&acquisitions), THREADS);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
@@ -541,6 +551,7 @@ static void test_fork_child_cannot_release_parent_keeps_renewing(void)
         redmutex_lock_free(l);
         redmutex_lock_free(r);
         /* Shutting down the child's copy of the client leaves the parent's locks alone. */
+        redmutex_client_close(c);
         redmutex_client_free(c);
         _exit(bad);
     }
@@ -560,12 +571,13 @@ static void test_fork_child_cannot_release_parent_keeps_renewing(void)
     CHECK_OK(redmutex_lock_release(r, NULL));
     redmutex_lock_free(l);
     redmutex_lock_free(r);
+    redmutex_client_close(c);
     redmutex_client_free(c);
 }
 
 /* ---- shutdown --------------------------------------------------------------- */
 
-static void test_free_releases_held_locks(void)
+static void test_close_releases_held_locks(void)
 {
     rs_start(&srv, NULL);
     redmutex_client *c = wd_client(&srv, 30000, rt_scaled_ms(300), 0);
@@ -573,22 +585,42 @@ static void test_free_releases_held_locks(void)
     CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
     CHECK_OK(redmutex_lock_acquire(b, NULL, 0));
     CHECK_OK(redmutex_lock_acquire(b, NULL, 0));
-    redmutex_client_free(c);
+    CHECK_OK(redmutex_client_close(c));
     CHECK(!rs_exists(&srv, "a") && !rs_exists(&srv, "b"));
+    CHECK_RC(redmutex_lock_release(a, NULL), REDMUTEX_ECLOSED);
     redmutex_lock_free(a);
     redmutex_lock_free(b);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
 
     c = wd_client(&srv, 30000, rt_scaled_ms(300), REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE);
     a = wd_lock(c, "a", REDMUTEX_KIND_LOCK, NULL);
     CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
-    redmutex_client_free(c);
+    CHECK_OK(redmutex_client_close(c));
     CHECK(rs_exists(&srv, "a"));
     long long pttl = rs_int(&srv, "PTTL a");
     CHECK(pttl > 0 && pttl <= 30000);
     redmutex_lock_free(a);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
 }
 
-static void test_free_with_stopped_server_returns_within_timeout(void)
+static void test_free_without_close_releases_in_the_background(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = wd_client(&srv, 30000, 300, 0);
+    redmutex_lock *a = wd_lock(c, "a", REDMUTEX_KIND_LOCK, NULL), *b = wd_lock(c, "b", REDMUTEX_KIND_RLOCK, NULL);
+    CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
+    CHECK_OK(redmutex_lock_acquire(b, NULL, 0));
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    WAIT_FOR(!rs_exists(&srv, "a") && !rs_exists(&srv, "b"), 5000);
+    CHECK_RC(redmutex_lock_acquire(a, NULL, 0), REDMUTEX_ECLOSED);
+    redmutex_lock_free(a);
+    redmutex_lock_free(b);
+}
+
+static void test_close_with_stopped_server_returns_within_timeout(void)
 {
     rs_start(&srv, NULL);
     redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
@@ -609,13 +641,15 @@ static void test_free_with_stopped_server_returns_within_timeout(void)
     rs_pause(&srv);
     rt_sleep_ms(rt_scaled_ms(250)); /* a renewal is in flight now */
     int64_t t0 = rt_now_ms();
-    redmutex_client_free(c);
+    CHECK_OK(redmutex_client_close(c));
     int64_t took = rt_now_ms() - t0;
-    CHECKF(took <= rt_scaled_ms(700 + 150), "free took %lld ms with a %lld ms shutdown timeout", (long long)took,
+    CHECKF(took <= rt_scaled_ms(700 + 150), "close took %lld ms with a %lld ms shutdown timeout", (long long)took,
            (long long)rt_scaled_ms(700));
     rs_resume(&srv);
     for (int i = 0; i < 5; i++)
         redmutex_lock_free(l[i]);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
 }
 
 int main(int argc, char **argv)
@@ -637,8 +671,9 @@ int main(int argc, char **argv)
         {"release_during_inflight_renewal_waits_for_it", test_release_during_inflight_renewal_waits_for_it},
         {"churn_no_renewal_after_release_no_orphans", test_churn_no_renewal_after_release_no_orphans},
         {"fork_child_cannot_release_parent_keeps_renewing", test_fork_child_cannot_release_parent_keeps_renewing},
-        {"free_releases_held_locks", test_free_releases_held_locks},
-        {"free_with_stopped_server_returns_within_timeout", test_free_with_stopped_server_returns_within_timeout},
+        {"close_releases_held_locks", test_close_releases_held_locks},
+        {"free_without_close_releases_in_the_background", test_free_without_close_releases_in_the_background},
+        {"close_with_stopped_server_returns_within_timeout", test_close_with_stopped_server_returns_within_timeout},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

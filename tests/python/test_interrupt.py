@@ -16,7 +16,9 @@ from rmtest_util import channel, wait_until
 
 WAITER = textwrap.dedent(
     """
-    import sys, time, redmutex
+    import signal, sys, time, redmutex
+    # A shell's background job starts with SIGINT ignored; Python then keeps it so.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     client = redmutex.Client(sys.argv[1])
     lock = getattr(client, sys.argv[2])(sys.argv[3])
     print(client.thread_owner(), flush=True)
@@ -49,9 +51,8 @@ def test_sigint_interrupts_a_blocked_acquire_in_a_subprocess(client, redis_serve
     try:
         child_owner = p.stdout.readline().strip()
         assert child_owner, p.stderr.read()
-        # The child is waiting once it has subscribed to the release channel. The
-        # core does not consult the interrupt callback during the subscription
-        # handshake itself, so give that a moment to finish.
+        # The child is waiting once it has subscribed to the release channel
+        # (a signal during the subscription would end the wait as well).
         wait_until(
             lambda: r.pubsub_numsub(channel(name))[0][1] >= 1,
             timeout=10,
@@ -68,7 +69,7 @@ def test_sigint_interrupts_a_blocked_acquire_in_a_subprocess(client, redis_serve
             p.wait()
     assert p.returncode == 42, (out, err)
     assert "KeyboardInterrupt" in out and "state UNLOCKED" in out
-    # Promptly: the C wait was abandoned, not left to run out a backoff or a slice.
+    # Promptly: the C wait was abandoned, not left to run out a backoff.
     assert elapsed < 1.0, elapsed
     # The child left nothing of its own: the key is exactly the holder's.
     assert r.dump(name) == before
@@ -147,3 +148,64 @@ def test_signal_handler_that_returns_lets_the_wait_go_on(client, make_client, r,
     t.join()
     assert calls == [signal.SIGUSR1]
     waiter.release()
+
+
+@pytest.fixture
+def sigint_raises():
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_sigint_delivered_to_another_thread_ends_the_main_threads_wait(client, make_client, r, sigint_raises):
+    # The waiting client's backoff cap is 30 s: only the signal path can end
+    # the wait within a second. The signal goes to a helper thread, so the
+    # main thread's poll() is never interrupted by it.
+    holder = client.lock("other-thread-sig")
+    holder.acquire()
+    waiter = make_client(wait_backoff_cap=30.0).lock("other-thread-sig")
+    sent = []
+
+    def poke():
+        wait_until(lambda: r.pubsub_numsub(channel("other-thread-sig"))[0][1] >= 1, timeout=10)
+        time.sleep(0.3)
+        sent.append(time.monotonic())
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+    t = threading.Thread(target=poke)
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        waiter.acquire(timeout=60)
+    ended = time.monotonic()
+    t.join()
+    assert ended - sent[0] < 0.5, ended - sent[0]
+    assert waiter.state is redmutex.LockState.UNLOCKED and not waiter.owned()
+    assert holder.owned()
+    holder.release()
+
+
+def test_ctrl_c_in_the_main_thread_leaves_other_threads_waits_alone(client, make_client, r, sigint_raises):
+    holder = client.lock("worker-wait")
+    holder.acquire()
+    c = make_client(wait_backoff_cap=30.0)
+    result = {}
+
+    def worker():
+        try:
+            result["acquired"] = c.lock("worker-wait").acquire(timeout=30)
+        except BaseException as e:  # noqa: BLE001 - the test inspects it
+            result["error"] = e
+
+    t = threading.Thread(target=worker)
+    t.start()
+    wait_until(lambda: r.pubsub_numsub(channel("worker-wait"))[0][1] >= 1, timeout=10)
+    main_waiter = c.lock("main-wait")
+    c.lock("main-wait").acquire()  # held by another lock object: the main thread will wait
+    threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        main_waiter.acquire(timeout=30)
+    time.sleep(0.2)
+    assert t.is_alive() and not result  # the worker still waits, undisturbed
+    holder.release()
+    t.join(10)
+    assert result == {"acquired": True}, result

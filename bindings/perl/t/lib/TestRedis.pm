@@ -1,0 +1,70 @@
+# A private redis-server for the Perl binding's tests: Debian's binary on a
+# Unix socket in a temporary directory, no persistence, stopped at exit.
+# Tests look at the server with redis-cli.
+package TestRedis;
+
+use strict;
+use warnings;
+use Exporter 'import';
+use File::Temp ();
+use Time::HiRes ();
+
+our @EXPORT = qw(cli url socket_path now wait_until commands_since_reset wait_for_waiter);
+
+# (our: a file-scoped lexical would be freed, and the directory removed, once this file is loaded)
+our $dir = File::Temp->newdir('redmutex-perl-XXXXXX', TMPDIR => 1);
+my $socket = "$dir/redis.sock";
+my $pid = fork // die "fork: $!";
+if ($pid == 0) {
+    open STDOUT, '>', '/dev/null';
+    exec 'redis-server', '--port', '0', '--unixsocket', $socket, '--save', '', '--appendonly', 'no',
+        '--dir', "$dir", '--logfile', "$dir/redis.log" or die "redis-server: $!";
+}
+wait_until(10, 'redis-server to start', sub { -S $socket && cli('PING') eq 'PONG' });
+
+END {
+    if ($pid) {
+        kill 'TERM', $pid;
+        waitpid $pid, 0;
+    }
+}
+
+sub url         { "unix://$socket" }
+sub socket_path { $socket }
+sub now         { Time::HiRes::clock_gettime(Time::HiRes::CLOCK_MONOTONIC()) }
+
+sub cli {
+    open my $out, '-|', 'sh', '-c', 'exec redis-cli -s "$@" 2>/dev/null', 'redis-cli', $socket, @_
+        or die "redis-cli: $!";
+    my $text = do { local $/; <$out> } // '';
+    close $out;
+    $text =~ s/\n\z//;
+    return $text;
+}
+
+# Waits until $cond->() is true; dies after $seconds.
+sub wait_until {
+    my ($seconds, $what, $cond) = @_;
+    my $deadline = now() + $seconds;
+    until ($cond->()) {
+        die "timed out waiting for $what\n" if now() > $deadline;
+        Time::HiRes::sleep(0.01);
+    }
+    return 1;
+}
+
+# Commands the server ran since CONFIG RESETSTAT, apart from CONFIG and INFO.
+sub commands_since_reset {
+    return grep { !/^config/ && $_ ne 'info' } map { /^cmdstat_([^:]+):/ ? $1 : () } split /\n/,
+        cli('INFO', 'commandstats');
+}
+
+# Waits until a client waits for lock $name (it subscribed to the lock's channel).
+sub wait_for_waiter {
+    my ($name) = @_;
+    wait_until(10, "a waiter on $name", sub {
+        (split /\n/, cli('PUBSUB', 'NUMSUB', "redisson_lock__channel:{$name}"))[-1] > 0;
+    });
+}
+
+1;

@@ -1,0 +1,80 @@
+# frozen_string_literal: true
+
+# A private redis-server for the Ruby binding's tests: Debian's binary on a
+# Unix socket in a temporary directory (no port to race for), no
+# persistence, stopped at exit. Tests look at the server with redis-cli.
+require "minitest"
+require "tmpdir"
+require "timeout"
+require "rbconfig"
+require "redmutex"
+
+module RedisServer
+  module_function
+
+  def start
+    @dir = Dir.mktmpdir("redmutex-ruby-")
+    @socket = File.join(@dir, "redis.sock")
+    @pid = Process.spawn("redis-server", "--port", "0", "--unixsocket", @socket, "--save", "",
+                         "--appendonly", "no", "--dir", @dir, "--logfile", File.join(@dir, "redis.log"))
+    deadline = now + 10
+    sleep 0.01 until (File.exist?(@socket) && cli("PING") == "PONG") || now > deadline
+    raise "redis-server did not start" unless cli("PING") == "PONG"
+    at_exit { stop }
+  end
+
+  def stop
+    return unless @pid
+    Process.kill("TERM", @pid)
+    Process.wait(@pid)
+    @pid = nil
+    FileUtils.remove_entry(@dir)
+  end
+
+  def url
+    "unix://#{@socket}"
+  end
+
+  def socket
+    @socket
+  end
+
+  def cli(*args)
+    IO.popen(["redis-cli", "-s", @socket, *args.map(&:to_s)], err: File::NULL, &:read).chomp
+  end
+
+  def now
+    Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  end
+end
+
+# Waits until the block is true, or fails after `seconds`.
+def wait_until(seconds = 5, message = "condition")
+  deadline = RedisServer.now + seconds
+  until yield
+    raise Minitest::Assertion, "timed out waiting for #{message}" if RedisServer.now > deadline
+
+    sleep 0.01
+  end
+end
+
+# Commands the server ran since the last CONFIG RESETSTAT, by name, apart
+# from the test's own CONFIG and INFO.
+def commands_since_reset
+  RedisServer.cli("INFO", "commandstats").lines.filter_map do |line|
+    name = line[/\Acmdstat_([^:]+):/, 1]
+    name unless name.nil? || name.start_with?("config") || name == "info"
+  end
+end
+
+# RUBYLIB for a child ruby that must load the same redmutex as this process.
+def child_rubylib
+  %w[redmutex.rb redmutex_native.so].map { |f| File.dirname($LOADED_FEATURES.grep(%r{/#{f}\z}).first) }.join(":")
+end
+
+# Waits until a client waits for lock `name` (it subscribed to the lock's channel).
+def wait_for_waiter(name)
+  wait_until(10, "a waiter on #{name}") do
+    RedisServer.cli("PUBSUB", "NUMSUB", "redisson_lock__channel:{#{name}}").lines.last.to_i.positive?
+  end
+end

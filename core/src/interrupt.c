@@ -1,0 +1,190 @@
+/*
+ * Interrupting waits: redmutex_client_interrupt() ends every wait of a client
+ * that is in progress, from any thread or from a signal handler.
+ *
+ * A signal handler may not take a mutex, so the interrupt itself only does
+ * two async-signal-safe things: it bumps the client's interrupt generation
+ * (an atomic counter) and writes to the client's interrupt eventfd. A wait
+ * records the generation when it begins; it is interrupted once the counter
+ * has moved on. Every sleeping wait polls the eventfd beside its own fd, so
+ * the write wakes all of them at once.
+ *
+ * The eventfd is level-triggered and shared, so nobody may drain it while a
+ * wait it is meant for may still be asleep (a drained fd wakes nobody). It is
+ * drained, under the client mutex, only when no wait that began before the
+ * latest interrupt is left; a wait that began later and finds the fd
+ * readable meanwhile polls without it, in short slices, until then. An
+ * interrupt that lands during the drain is not lost: the drain re-arms the
+ * fd when the generation moved while it read.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/* A wait that must not watch the interrupt fd (it is stale) looks again this often. */
+#define RM_STALE_SLICE_MS 10
+
+static void fd_write(int fd)
+{
+    uint64_t one = 1;
+    ssize_t r = write(fd, &one, sizeof one);
+    (void)r; /* EAGAIN: the counter is saturated, which is "readable" all the same */
+}
+
+void redmutex_client_interrupt(redmutex_client *c)
+{
+    if (!c || atomic_load(&c->closing))
+        return;
+    int saved_errno = errno; /* a signal handler must leave errno as it found it */
+    atomic_fetch_add(&c->intr_gen, 1);
+    int fd = atomic_load(&c->intr_fd);
+    if (fd >= 0)
+        fd_write(fd);
+    errno = saved_errno;
+}
+
+void rm_interrupt_wake_all(redmutex_client *c)
+{
+    /* Close: waits see `closing` when they wake, and end with ECLOSED. */
+    atomic_store(&c->closing, true);
+    int fd = atomic_load(&c->intr_fd);
+    if (fd >= 0)
+        fd_write(fd);
+}
+
+int rm_wait_begin(redmutex_client *c, rm_wait *w)
+{
+    memset(w, 0, sizeof *w);
+    rm_client_lock(c);
+    if (atomic_load(&c->intr_fd) < 0) {
+        int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (fd < 0) {
+            rm_client_unlock(c);
+            return rm_fail(REDMUTEX_ENOMEM, "cannot create the client's interrupt eventfd: %s", strerror(errno));
+        }
+        atomic_store(&c->intr_fd, fd);
+    }
+    /* Read after the fd is published: an interrupt from now on either moves
+       the generation past `start` before this wait looks, or wakes its poll. */
+    w->start = atomic_load(&c->intr_gen);
+    w->next = c->waits;
+    c->waits = w;
+    w->registered = true;
+    rm_client_unlock(c);
+    return 0;
+}
+
+bool rm_wait_interrupted(redmutex_client *c, const rm_wait *w)
+{
+    return w && w->registered && (atomic_load(&c->intr_gen) != w->start || atomic_load(&c->closing));
+}
+
+/*
+ * Drains the interrupt fd if no wait in progress began before the latest
+ * interrupt. Returns false when such a wait is still there (the fd must stay
+ * readable for it). Caller holds c->mu.
+ */
+static bool drain_if_stale(redmutex_client *c)
+{
+    uint64_t gen = atomic_load(&c->intr_gen);
+    for (rm_wait *w = c->waits; w; w = w->next)
+        if (w->start != gen)
+            return false;
+    int fd = atomic_load(&c->intr_fd);
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof v);
+    (void)r;
+    c->intr_drained = gen;
+    /* An interrupt between the generation read above and the read(2) may have
+       had its write swallowed: it bumped the generation first, so re-arm. */
+    if (atomic_load(&c->intr_gen) != gen)
+        fd_write(fd);
+    return true;
+}
+
+void rm_wait_end(redmutex_client *c, rm_wait *w)
+{
+    if (!w->registered)
+        return;
+    rm_client_lock(c);
+    /* Found by walking the list: after fork() the child starts with an empty
+       one, and a wait of the forking thread must not unlink a stale neighbour. */
+    for (rm_wait **p = &c->waits; *p; p = &(*p)->next)
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    w->registered = false;
+    /* An interrupt since the last drain left the fd readable: drain it once
+       no older wait needs it (else the last of those does). */
+    if (atomic_load(&c->intr_gen) != c->intr_drained && !atomic_load(&c->closing))
+        drain_if_stale(c);
+    rm_client_unlock(c);
+}
+
+int rm_wait_poll(redmutex_client *c, rm_wait *w, int fd, int64_t until_ns)
+{
+    bool interruptible = w && w->registered;
+    bool watch = interruptible; /* poll the interrupt fd too (false while it is stale) */
+    for (;;) {
+        if (rm_wait_interrupted(c, w))
+            return RM_POLL_INTERRUPTED;
+        int64_t ms = rm_ms_until(until_ns);
+        if (ms <= 0)
+            return 0;
+        if (ms > 60000)
+            ms = 60000;
+        int ifd = interruptible ? atomic_load(&c->intr_fd) : -1;
+        if (interruptible && !watch) {
+            /* The fd was readable for an older wait. Watch it again once it
+               has been drained; until then look every few milliseconds. */
+            rm_client_lock(c);
+            struct pollfd q = {ifd, POLLIN, 0};
+            watch = poll(&q, 1, 0) == 0 || drain_if_stale(c);
+            rm_client_unlock(c);
+            if (!watch && ms > RM_STALE_SLICE_MS)
+                ms = RM_STALE_SLICE_MS;
+        }
+        struct pollfd p[2] = {{fd, POLLIN, 0}, {watch ? ifd : -1, POLLIN, 0}};
+        int r = poll(p, 2, (int)ms);
+        if (r < 0 && errno == EINTR && interruptible && c->opts.interrupt &&
+            c->opts.interrupt(c->opts.interrupt_payload))
+            return RM_POLL_INTERRUPTED;
+        if (r <= 0)
+            continue;
+        if (p[0].revents)
+            return 1;
+        if (p[1].revents && !rm_wait_interrupted(c, w))
+            watch = false;
+    }
+}
+
+void rm_interrupt_after_fork(redmutex_client *c)
+{
+    /* The parent's waits do not exist here, and its interrupts are not ours:
+       a fresh eventfd under the same number, so nothing the parent does
+       wakes the child's waits. */
+    c->waits = NULL;
+    int fd = atomic_load(&c->intr_fd);
+    if (fd >= 0) {
+        int fresh = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (fresh >= 0) {
+            dup3(fresh, fd, O_CLOEXEC);
+            close(fresh);
+        }
+    }
+}
+
+void rm_interrupt_destroy(redmutex_client *c)
+{
+    int fd = atomic_load(&c->intr_fd);
+    if (fd >= 0)
+        close(fd);
+}

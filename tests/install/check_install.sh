@@ -1,0 +1,74 @@
+#!/bin/sh
+# Installs a build of redmutex into a temporary prefix and builds the README's C example
+# against the installed tree, as its users would: with CMake (find_package(redmutex CONFIG),
+# linked to redmutex::redmutex and to redmutex::redmutex_static) and with pkg-config. Each
+# program then runs against a private redis-server and must take and release its lock.
+#   tests/install/check_install.sh BUILD_DIR
+set -eu
+build=$(cd "${1:?usage: check_install.sh BUILD_DIR}" && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d /tmp/redmutex-install-XXXXXX)
+server=""
+cleanup() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+pc=$(find "$tmp/prefix" -name redmutex.pc)
+[ -n "$pc" ] || { echo "redmutex.pc was not installed"; exit 1; }
+libdir=$(dirname "$(dirname "$pc")")
+
+# A redis-server of our own on a free port.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" >"$tmp/redis.log" 2>&1 &
+server=$!
+i=0
+until redis-cli -p "$port" ping >/dev/null 2>&1; do
+  i=$((i + 1)); [ $i -lt 100 ] || { echo "redis-server did not start"; cat "$tmp/redis.log"; exit 1; }
+  sleep 0.05
+done
+
+# The README's C example, verbatim, inside a main() with the helpers it names.
+awk '/^## C$/ {c = 1} c && /^```c$/ {on = 1; next} on && /^```$/ {exit} on {print}' "$root/README.md" >"$tmp/example.c"
+grep -q 'redis://127.0.0.1:6379/0' "$tmp/example.c" || { echo "README's C example not found or changed"; exit 1; }
+{
+  cat <<'HEAD'
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+HEAD
+  grep '^#include' "$tmp/example.c"
+  cat <<'HELPERS'
+static int warnings;
+static void die(const char *m) { fprintf(stderr, "die: %s\n", m); exit(1); }
+static void warn(const char *f, ...) { va_list a; va_start(a, f); vfprintf(stderr, f, a); va_end(a); warnings++; }
+static void do_the_work(void) { puts("working under the lock"); }
+int main(void) {
+HELPERS
+  grep -v '^#include' "$tmp/example.c" | sed "s|redis://127.0.0.1:6379/0|redis://127.0.0.1:$port/0|"
+  printf '%s\n' 'return warnings ? 1 : 0;' '}'
+} >"$tmp/app.c"
+
+check_run() { # name, program
+  out=$("$2" 2>&1) || { echo "$1: failed: $out"; exit 1; }
+  [ "$out" = "working under the lock" ] || { echo "$1: unexpected output: $out"; exit 1; }
+  [ "$(redis-cli -p "$port" exists jobs:nightly)" = 0 ] || { echo "$1: the lock was left held"; exit 1; }
+  echo "ok   $1"
+}
+
+# CMake: find_package(redmutex CONFIG), shared and static.
+cmake -S "$root/tests/install/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DAPP_SOURCE="$tmp/app.c" >"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; exit 1; }
+cmake --build "$tmp/consumer" >>"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; exit 1; }
+ldd "$tmp/consumer/app_shared" | grep -q "$libdir/libredmutex.so.1" || { echo "app_shared does not use the installed libredmutex.so.1"; exit 1; }
+if ldd "$tmp/consumer/app_static" | grep -q libredmutex; then echo "app_static links libredmutex dynamically"; exit 1; fi
+check_run "cmake redmutex::redmutex" "$tmp/consumer/app_shared"
+check_run "cmake redmutex::redmutex_static" "$tmp/consumer/app_static"
+
+# pkg-config, as the README shows it.
+export PKG_CONFIG_PATH="$(dirname "$pc")"
+cc -o "$tmp/app_pc" "$tmp/app.c" $(pkg-config --cflags --libs redmutex)
+export LD_LIBRARY_PATH="$libdir"
+check_run "pkg-config redmutex" "$tmp/app_pc"
