@@ -272,8 +272,9 @@ def paused_windows(events: Iterable[Event]) -> dict[str, list[tuple[int, int]]]:
 
 
 def starved(wakeups: list[tuple[int, float]], start: int, end: int, need_ms: float) -> bool:
-    """Whether the process's monitor woke at least need_ms late within [start, end]."""
-    return any(start <= t <= end and ms >= need_ms for t, ms in wakeups)
+    """Whether the process went unscheduled for at least need_ms while [start, end] ran: a
+    late wake-up logged at t, ms late, means the process did not run during [t - ms, t]."""
+    return any(ms >= need_ms and t - ms * MS <= end and t >= start for t, ms in wakeups)
 
 
 def check_lost_news(holds: list[Hold], events: list[Event], epsilon_ms: float, m: Metrics) -> None:
