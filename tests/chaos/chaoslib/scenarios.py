@@ -78,6 +78,9 @@ def step_driver_rows(env: Env, scenario: str, mode_name: str, n: int) -> Row:
                     mode=mode_name,
                     prefix=f"{scenario.lower()}{lang}:",
                     lease_ms=0,
+                    # Step modes judge semantics, not timing: generous timeouts on a loaded machine.
+                    cmd_timeout_ms=1000,
+                    connect_timeout_ms=1000,
                 )
             )
         for d in run.drivers:
