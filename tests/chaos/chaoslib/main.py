@@ -143,9 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown scenario ids: {', '.join(unknown)} (known: {', '.join(ALL)})")
 
+    args.build_dir = args.build_dir.resolve()  # redis-server chdirs into its --dir
     tools = build_drivers(args.build_dir)
     tools.python = find_python(args.python)
-    workdir = args.workdir or args.build_dir / "runs" / f"{profile.name}-{seed}"
+    workdir = (args.workdir or args.build_dir / "runs" / f"{profile.name}-{seed}").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     nft = Partitions.probe()
     env = Env(tools, workdir, profile, seed, nft, args.verbose)
