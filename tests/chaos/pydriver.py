@@ -61,8 +61,11 @@ class Log:
         self.pid = pid
         self.mu = threading.Lock()
 
-    def __call__(self, w: int, h: int, ev: str, **fields: Any) -> None:
-        line = json.dumps({"t": time.monotonic_ns(), "p": self.pid, "w": w, "h": h, "ev": ev, **fields})
+    def __call__(self, w: int, h: int, ev: str, t: int | None = None, **fields: Any) -> None:
+        """Logs an event. `t` (taken before reading a validity) keeps t + validity from
+        overstating the client's belief when a pause falls between the read and the log."""
+        stamp = time.monotonic_ns() if t is None else t
+        line = json.dumps({"t": stamp, "p": self.pid, "w": w, "h": h, "ev": ev, **fields})
         with self.mu:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
@@ -186,10 +189,12 @@ class Worker(threading.Thread):
         a = self.a
 
         def on_lost(lock: Any, state: Any) -> None:
+            t = time.monotonic_ns()
             self.log(
                 self.idx,
                 self.current,
                 "lost_cb",
+                t=t,
                 state=STATE_NAMES[int(state)],
                 val=round(lock.validity * 1000),
                 key=name,
@@ -205,7 +210,8 @@ class Worker(threading.Thread):
         )
 
     def check(self, lock: Any, h: int, at: str) -> None:
-        self.log(self.idx, h, "chk", at=at, val=round(lock.validity * 1000), state=int(lock.state))
+        t = time.monotonic_ns()
+        self.log(self.idx, h, "chk", t=t, at=at, val=round(lock.validity * 1000), state=int(lock.state))
 
     def run(self) -> None:
         a = self.a
@@ -254,10 +260,12 @@ class Worker(threading.Thread):
             )
             return
         fence = lock.fence or 0
+        t_ok = time.monotonic_ns()
         self.log(
             self.idx,
             h,
             "acq_ok",
+            t=t_ok,
             key=name,
             fence=fence,
             val=round(lock.validity * 1000),
@@ -346,14 +354,15 @@ def monitor(a: argparse.Namespace, workers: list[Worker], log: Log, stop: thread
             lock, h = w.watched, w.current
             if lock is None:
                 continue
+            t = time.monotonic_ns()
             try:
                 v = lock.validity
             except redmutex.RedMutexError:
                 continue
-            end = time.monotonic_ns() + int(v * 1e9)
+            end = t + int(v * 1e9)
             if v > 0 and abs(end - w.watched_end) > 3_000_000:
                 w.watched_end = end
-                log(w.idx, h, "chk", at="mon", val=round(v * 1000))
+                log(w.idx, h, "chk", t=t, at="mon", val=round(v * 1000))
 
 
 def run_workload(a: argparse.Namespace, client: redmutex.Client, log: Log, cmds: Commands) -> None:

@@ -60,6 +60,13 @@ void drv_log_init(const char *id);
  * Thread-safe; each line is flushed at once so the harness sees it live.
  */
 void drv_log(int w, int64_t h, const char *ev, const char *fields, ...) __attribute__((format(printf, 4, 5)));
+/*
+ * The same with the event's time given: events carrying a validity are stamped
+ * with the time taken *before* the validity was read, so that t + validity never
+ * overstates what the client believed (a pause between the two would).
+ */
+void drv_log_at(int64_t t, int w, int64_t h, const char *ev, const char *fields, ...)
+    __attribute__((format(printf, 5, 6)));
 /* Copies s into out as the inside of a JSON string (quotes and controls escaped). */
 void drv_json_escape(char *out, size_t size, const char *s);
 /* The symbolic name of a redmutex result code ("ECONN"). */

@@ -49,23 +49,37 @@ void drv_json_escape(char *out, size_t size, const char *s)
     out[j] = '\0';
 }
 
-void drv_log(int w, int64_t h, const char *ev, const char *fields, ...)
+static void log_line(int64_t t, int w, int64_t h, const char *ev, const char *fields, va_list ap)
 {
     char body[1536];
-    va_list ap;
-    va_start(ap, fields);
     vsnprintf(body, sizeof body, fields, ap);
-    va_end(ap);
     char line[2048];
     int n = snprintf(line, sizeof line, "{\"t\":%lld,\"p\":\"%s\",\"w\":%d,\"h\":%lld,\"ev\":\"%s\"%s%s}\n",
-                     (long long)drv_now_ns(), log_id, w, (long long)h, ev, body[0] ? "," : "", body);
+                     (long long)t, log_id, w, (long long)h, ev, body[0] ? "," : "", body);
     if (n < 0 || (size_t)n >= sizeof line)
         n = snprintf(line, sizeof line, "{\"t\":%lld,\"p\":\"%s\",\"w\":%d,\"ev\":\"log_overflow\"}\n",
-                     (long long)drv_now_ns(), log_id, w);
+                     (long long)t, log_id, w);
     pthread_mutex_lock(&log_mu);
     fwrite(line, 1, (size_t)n, stdout);
     fflush(stdout);
     pthread_mutex_unlock(&log_mu);
+}
+
+void drv_log(int w, int64_t h, const char *ev, const char *fields, ...)
+{
+    int64_t t = drv_now_ns();
+    va_list ap;
+    va_start(ap, fields);
+    log_line(t, w, h, ev, fields, ap);
+    va_end(ap);
+}
+
+void drv_log_at(int64_t t, int w, int64_t h, const char *ev, const char *fields, ...)
+{
+    va_list ap;
+    va_start(ap, fields);
+    log_line(t, w, h, ev, fields, ap);
+    va_end(ap);
 }
 
 const char *drv_code_name(int rc)

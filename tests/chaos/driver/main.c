@@ -161,10 +161,11 @@ void drv_on_lost(redmutex_lock *lock, const char *owner, redmutex_state state, v
     drv_lock_tag *tag = payload;
     static const char *names[] = {"UNLOCKED", "HELD", "FAILING", "LOST"};
     int64_t validity = -1;
+    int64_t t = drv_now_ns();
     redmutex_lock_validity(&validity, lock, owner);
     char key[1100];
     drv_json_escape(key, sizeof key, redmutex_lock_name(lock));
-    drv_log(tag ? tag->worker : -1, tag ? atomic_load(&tag->hold) : 0, "lost_cb",
+    drv_log_at(t, tag ? tag->worker : -1, tag ? atomic_load(&tag->hold) : 0, "lost_cb",
             "\"state\":\"%s\",\"val\":%lld,\"key\":\"%s\"", names[state & 3], (long long)validity, key);
 }
 

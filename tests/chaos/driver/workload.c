@@ -78,9 +78,10 @@ static void check_validity(hold *x, const char *where)
 {
     int64_t v = -1;
     redmutex_state st = REDMUTEX_STATE_UNLOCKED;
+    int64_t t = drv_now_ns();
     redmutex_lock_validity(&v, x->lock, x->owner);
     redmutex_lock_state(&st, x->lock, x->owner);
-    drv_log(x->w->idx, x->h, "chk", "\"at\":\"%s\",\"val\":%lld,\"state\":%d", where, (long long)v, (int)st);
+    drv_log_at(t, x->w->idx, x->h, "chk", "\"at\":\"%s\",\"val\":%lld,\"state\":%d", where, (long long)v, (int)st);
 }
 
 static void work_pause(hold *x)
@@ -207,10 +208,11 @@ static void one_hold(worker *w)
         return;
     }
     int64_t validity = 0;
+    int64_t t_ok = drv_now_ns();
     redmutex_lock_validity(&validity, x.lock, x.owner);
     if (cfg->fencing)
         redmutex_lock_fence(&x.fence, x.lock, x.owner);
-    drv_log(w->idx, x.h, "acq_ok", "\"key\":\"%s\",\"fence\":%lld,\"val\":%lld,\"dur_ms\":%.3f", x.name,
+    drv_log_at(t_ok, w->idx, x.h, "acq_ok", "\"key\":\"%s\",\"fence\":%lld,\"val\":%lld,\"dur_ms\":%.3f", x.name,
             (long long)x.fence, (long long)validity, (double)(drv_now_ns() - t0) / 1e6);
     watch(w, &x);
     int depth = nested_acquires(&x);
@@ -258,11 +260,12 @@ static void *monitor_main(void *arg)
             if (w->watched) {
                 int64_t v = 0;
                 const char *owner = w->watched_has_owner ? w->watched_owner : NULL;
+                int64_t t = drv_now_ns();
                 if (redmutex_lock_validity(&v, w->watched, owner) == 0 && v > 0) {
-                    int64_t end = drv_now_ns() + v * 1000000;
+                    int64_t end = t + v * 1000000;
                     if (end - w->watched_end_ns > 3000000 || w->watched_end_ns - end > 3000000) {
                         w->watched_end_ns = end;
-                        drv_log(i, w->watched_h, "chk", "\"at\":\"mon\",\"val\":%lld", (long long)v);
+                        drv_log_at(t, i, w->watched_h, "chk", "\"at\":\"mon\",\"val\":%lld", (long long)v);
                     }
                 }
             }
