@@ -787,6 +787,131 @@ REDMUTEX_API int redmutex_client_next_event(redmutex_client *client, uint64_t *l
 /** How many events were dropped because the queue was full (0 for NULL). Never blocks; thread-safe. */
 REDMUTEX_API uint64_t redmutex_client_events_dropped(const redmutex_client *client);
 
+/* ------------------------------------------------------------------------ */
+/* Pollable waits: acquiring from an event loop                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * redmutex_lock_acquire() waits on the calling thread. An event loop (Python
+ * asyncio, a Ruby or Tcl event loop, libuv...) that must not give a thread
+ * to every waiter uses a pollable wait instead:
+ *
+ *   redmutex_wait_new(&w, lock, owner);
+ *   for (;;) {
+ *       rc = redmutex_wait_try(w);            one attempt: one round trip
+ *       if (rc != REDMUTEX_ETIMEDOUT) break;  0: held; < 0: an error
+ *       ... until redmutex_client_next_ready() names redmutex_wait_id(w),
+ *           poll redmutex_client_wait_fd() with the loop's other fds ...
+ *   }
+ *   redmutex_wait_free(w);
+ *
+ * A wait behaves like a blocked acquire: it is queued on the lock's release
+ * channel (a release wakes it; a releasing thread of the same client may
+ * hand it the lock in the release's round trip), and after each failed
+ * attempt it is due again when the holder's lease ends, and at the latest
+ * after the capped backoff (wait_backoff_cap_ms). The loop learns that a
+ * wait is ready through one descriptor per client, whatever the number of
+ * waits. The attempts run where the caller runs redmutex_wait_try(): on a
+ * worker thread, if the loop must not block for a round trip.
+ *
+ * Timeouts and cancellation belong to the caller: stop trying and free the
+ * wait. redmutex_client_interrupt() does not end pollable waits; closing the
+ * client makes every wait ready, and its next try fails with
+ * REDMUTEX_ECLOSED. The client's retry_count is not applied (the caller
+ * counts attempts if it wants a cap).
+ */
+
+/** A pollable acquisition of one lock for one owner. */
+typedef struct redmutex_wait redmutex_wait;
+
+/**
+ * Starts a pollable acquisition of `lock` for `owner` (NULL: the default
+ * owner, see redmutex_lock_new(); for a reentrant lock that is the calling
+ * thread, so event loops pass an explicit owner per task). Sends nothing:
+ * the first redmutex_wait_try() makes the first attempt, and only a wait
+ * that has to wait joins the lock's release channel (the client subscribes
+ * to it in the background), so an uncontended acquisition costs one round
+ * trip, as with redmutex_lock_acquire().
+ *
+ * Ownership: *out receives a new wait, freed with redmutex_wait_free(). It
+ * holds a reference to the lock handle (and so to the client): the handle
+ * may be freed before the wait. owner is copied.
+ * Errors: REDMUTEX_EINVAL (NULL, bad owner), REDMUTEX_ECLOSED, REDMUTEX_ENOMEM
+ * (also when no descriptor is left for the client's wait fd), REDMUTEX_ESYSTEM
+ * (no random bytes for a plain lock's token).
+ * Blocking: never (the client mutex only). Thread-safe.
+ */
+REDMUTEX_API int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owner);
+
+/**
+ * The wait's id: a number > 0, unique in the process and never reused; what
+ * redmutex_client_next_ready() reports. 0 for NULL. Never blocks; thread-safe.
+ */
+REDMUTEX_API uint64_t redmutex_wait_id(const redmutex_wait *wait);
+
+/**
+ * One step of the acquisition. Returns:
+ *  - 0: the lock is held by the wait's owner (acquired by this attempt, or
+ *    handed over by a releasing thread of the client, then without a round
+ *    trip). The wait is finished: free it; the hold is the owner's, released
+ *    with redmutex_lock_release() as usual.
+ *  - REDMUTEX_ETIMEDOUT: held by another owner. The wait is reported by
+ *    redmutex_client_next_ready() when it may be free (a release message, a
+ *    hand-off's result, the holder's lease end, the backoff), and may be
+ *    tried again then. Trying earlier is allowed; it costs a round trip.
+ *  - any error of redmutex_lock_acquire() but REDMUTEX_EINTR, with nothing
+ *    held (REDMUTEX_EINVAL also for a finished wait). The wait stays valid:
+ *    free it, or try again.
+ * A new wait whose lock other waits or threads of the client are queued for
+ * does not try on its first call: it queues behind them (returns
+ * REDMUTEX_ETIMEDOUT), unless its owner already holds the reentrant lock.
+ * Blocking: at most one attempt's budget, as redmutex_lock_acquire() with
+ * wait_ms = 0 (one round trip, bounded by max(connect_timeout_ms,
+ * command_timeout_ms), plus replica_timeout_ms with min_replicas).
+ * Thread-safety: any thread, but not concurrently with another call on the
+ * same wait (tries of one wait are made one after another).
+ */
+REDMUTEX_API int redmutex_wait_try(redmutex_wait *wait);
+
+/**
+ * Ends the wait and frees it; NULL is a no-op. Nothing stays held for it:
+ * if a releasing thread has just handed the lock to the wait (its try did
+ * not see it yet), the lock is released here. A lock the wait's try
+ * returned 0 for is not touched (it is the owner's now).
+ * Blocking: never, unless a releasing thread is acquiring for this wait at
+ * this moment or has just done so: then up to that thread's round trip plus
+ * one release (each bounded by one attempt's budget, see redmutex_wait_try).
+ * Event loops that must never block call it on a worker thread when the
+ * last try did not return 0.
+ * Thread-safety: any thread, in any order with the lock handle and the
+ * client; not concurrently with another call on the same wait, nor after.
+ */
+REDMUTEX_API void redmutex_wait_free(redmutex_wait *wait);
+
+/**
+ * A file descriptor that is readable (POLLIN) while a wait of this client
+ * is ready, or the time at which one becomes ready has come: register it
+ * with the event loop once, and call redmutex_client_next_ready() until it
+ * returns 0 whenever it is readable. It is an epoll instance owned by the
+ * client (made on first use): do not read, write or close it. It stays the
+ * same number for the client's life (in a child after fork() it is a fresh
+ * instance under the same number) and is closed when the client's memory
+ * goes (the last of redmutex_client_free() and the handles' frees).
+ * Returns the fd (>= 0), REDMUTEX_EINVAL (NULL) or REDMUTEX_ENOMEM (no
+ * descriptor available). Never blocks; thread-safe; works after close.
+ */
+REDMUTEX_API int redmutex_client_wait_fd(redmutex_client *client);
+
+/**
+ * Pops the oldest ready wait of the client: returns 1 with *wait_id set to
+ * its redmutex_wait_id(), or 0 when none is ready (the wait fd is then not
+ * readable, until the next wait becomes ready). A wait is reported once per
+ * time it becomes ready; one that was freed meanwhile is not reported.
+ * Errors: REDMUTEX_EINVAL (NULL argument). Never blocks; thread-safe;
+ * works after close.
+ */
+REDMUTEX_API int redmutex_client_next_ready(redmutex_client *client, uint64_t *wait_id);
+
 #ifdef __cplusplus
 }
 #endif

@@ -129,6 +129,7 @@ static void atfork_child(void)
         init_cond(&c->renew_done);
         rm_interrupt_after_fork(c);
         rm_events_after_fork(c);
+        rm_pollwaits_after_fork(c);
         c->pid = getpid();
         pthread_mutex_unlock(&c->mu);
     }
@@ -179,6 +180,7 @@ static void client_destroy(redmutex_client *c)
         free(e);
     }
     rm_events_destroy(c);
+    rm_pollwaits_destroy(c);
     rm_interrupt_destroy(c);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->renew_done);

@@ -299,6 +299,7 @@ struct redmutex_client {
     size_t n_events;
     uint64_t events_dropped;
     int event_fd; /* -1 until redmutex_client_event_fd() makes it */
+    struct rm_pollwaits *pw; /* pollwait.c: NULL until the first pollable wait or wait fd (c->mu) */
 };
 
 /** Locks client->mu (and, in a forked child, resets what the child must not use). */
@@ -575,6 +576,28 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
  */
 int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *interrupted);
 void rm_waiter_end(redmutex_client *c, rm_waiter *w);
+/**
+ * Registers a pollable wait's interest in a channel without waiting for the
+ * subscription (see pollwait.c). It has no eventfd: whenever it should look
+ * at its state again (a release message, a hand-off result, the
+ * subscription confirmed, shutdown) notify(ud) is called, with c->mu held.
+ * *subscribed tells whether the channel was subscribed already (then no
+ * confirmation will come).
+ */
+int rm_waiter_join(redmutex_client *c, const char *channel, void (*notify)(void *ud), void *ud, rm_waiter **out,
+                   bool *subscribed);
+/**
+ * The non-blocking counterpart of rm_waiter_wait: takes what happened since
+ * the last call. Returns a hand-off result (RM_WAIT_GRANTED, RM_WAIT_UNKNOWN,
+ * or 1: retry now), 1 when notified, 0 when nothing happened, -1 while a
+ * hand-off is in flight. The waiter is awake afterwards (no hand-off is
+ * offered to it) until rm_waiter_sleep().
+ */
+int rm_waiter_take(redmutex_client *c, rm_waiter *w);
+/** Marks w asleep: releasing threads may hand it the lock (if it offered a claim). */
+void rm_waiter_sleep(redmutex_client *c, rm_waiter *w);
+/** Whether a releasing thread is acquiring for w right now. Caller holds c->mu. */
+bool rm_waiter_handoff_in_flight(const rm_waiter *w);
 /** Offers w's acquisition to releasing threads (claim is copied by reference: keep it alive). */
 void rm_waiter_offer(redmutex_client *c, rm_waiter *w, const rm_claim *claim);
 /**
@@ -618,6 +641,38 @@ typedef struct rm_fd_event rm_fd_event;
 void rm_events_push(redmutex_client *c, uint64_t lock_id, redmutex_state state, const char *owner);
 void rm_events_after_fork(redmutex_client *c);
 void rm_events_destroy(redmutex_client *c);
+
+/* ---- lock.c, for pollable waits (pollwait.c) ------------------------------ */
+
+/**
+ * Checks the handle and owner and fills owner_key (the key of the local hold)
+ * and value (the token or hash field to store) as redmutex_lock_acquire does.
+ * 0 or an error code with message.
+ */
+int rm_acquire_prepare(redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
+                       char value[RM_VALUE_MAX + 1]);
+/**
+ * One acquisition attempt (see attempt() in lock.c): 0 when won (hold
+ * recorded), 1 when busy (*ttl_ms: the holder's remaining lease or -1,
+ * *split: some but not a majority granted), or an error code. `retry` is
+ * false for the first attempt of an acquisition. Blocks one round trip.
+ */
+int rm_acquire_attempt(redmutex_lock *l, const char *owner_key, const char *value, bool retry, int64_t *ttl_ms,
+                       bool *split);
+/** The lock's release channel, written into buf (RM_KEY_MAX bytes). */
+void rm_lock_channel(const redmutex_lock *l, char *buf);
+/** Whether this process holds the lock for owner_key through this handle. */
+bool rm_lock_holds(redmutex_lock *l, const char *owner_key);
+/** redmutex_lock_release for an owner key already resolved. */
+int rm_lock_release_key(redmutex_lock *l, const char *owner_key, bool explicit_owner);
+/** Releases whatever `value` holds, with no local record (cleanup of an unknown outcome). */
+void rm_lock_release_value(redmutex_lock *l, const char *value);
+
+/* ---- pollable waits (pollwait.c) -------------------------------------------- */
+
+struct rm_pollwaits;
+void rm_pollwaits_after_fork(redmutex_client *c);
+void rm_pollwaits_destroy(redmutex_client *c);
 
 /* ---- lifetimes (lifetime.c) ----------------------------------------------- */
 

@@ -1719,3 +1719,40 @@ int redmutex_lock_fence(int64_t *out, redmutex_lock *l, const char *owner)
     rm_client_unlock(l->c);
     return rc;
 }
+
+/* ---- for pollable waits (pollwait.c) ------------------------------------- */
+
+int rm_acquire_prepare(redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
+                       char value[RM_VALUE_MAX + 1])
+{
+    int rc = check_handle(l, "redmutex_wait_new");
+    if (rc == 0)
+        rc = resolve_owner(l, owner, owner_key);
+    if (rc)
+        return rc;
+    if (l->kind == REDMUTEX_KIND_LOCK && !owner)
+        return new_token(value);
+    memcpy(value, owner_key, RM_VALUE_MAX + 1);
+    return 0;
+}
+
+int rm_acquire_attempt(redmutex_lock *l, const char *owner_key, const char *value, bool retry, int64_t *ttl_ms,
+                       bool *split)
+{
+    attempt_info info = {-1, false};
+    int rc = attempt(l, owner_key, value, retry, &info);
+    *ttl_ms = info.ttl_ms;
+    *split = info.split;
+    return rc;
+}
+
+void rm_lock_channel(const redmutex_lock *l, char *buf) { CHANNEL_KEY(l, buf); }
+
+bool rm_lock_holds(redmutex_lock *l, const char *owner_key) { return holds_it(l, owner_key); }
+
+int rm_lock_release_key(redmutex_lock *l, const char *owner_key, bool explicit_owner)
+{
+    return release_owner(l, owner_key, explicit_owner, INT64_MAX);
+}
+
+void rm_lock_release_value(redmutex_lock *l, const char *value) { release_value(l, value); }

@@ -41,7 +41,9 @@ typedef struct rm_channel {
 struct rm_waiter {
     rm_waiter *next, *prev;
     rm_channel *ch;
-    int efd;
+    int efd;           /* -1 for a pollable wait, which is told through notify() instead */
+    void (*notify)(void *ud);
+    void *notify_ud;
     bool notified;
     bool sleeping;     /* in poll(): not attempting on its own right now */
     rm_wait *wait;     /* the acquire's wait: interrupts end the sleeps */
@@ -77,10 +79,19 @@ static void drain_fd(int fd)
     (void)r;
 }
 
+/* Tells w to look at its state again. Caller holds c->mu. */
+static void signal_waiter(rm_waiter *w)
+{
+    if (w->notify)
+        w->notify(w->notify_ud);
+    else
+        signal_fd(w->efd);
+}
+
 static void wake_waiter(rm_waiter *w)
 {
     w->notified = true;
-    signal_fd(w->efd);
+    signal_waiter(w);
 }
 
 /* Wakes the oldest waiter of ch that has not been woken yet. */
@@ -241,7 +252,7 @@ static void handle_push(rm_subscriber *sub, size_t i, rm_reply *r)
         ch->confirmed[i] = true;
         /* Waiters waiting for the subscription check again. */
         for (rm_waiter *w = ch->head; w; w = w->next)
-            signal_fd(w->efd);
+            signal_waiter(w);
     } else if (strcmp(kind, "unsubscribe") == 0) {
         ch->confirmed[i] = false;
     }
@@ -442,6 +453,43 @@ static bool subscribed_enough(const redmutex_client *c, const rm_subscriber *sub
     return any;
 }
 
+/* Puts w at the end of the channel's queue, making the channel (and the
+   subscriber) if needed. Caller holds c->mu. False when the client is closed
+   or memory ran out: w then waits without notifications (timers only). */
+static bool join_channel(redmutex_client *c, const char *channel, rm_waiter *w)
+{
+    rm_subscriber *sub = c->closed ? NULL : ensure_subscriber(c);
+    if (!sub)
+        return false;
+    size_t len = strlen(channel);
+    rm_channel *ch = find_channel(sub, channel, len);
+    if (!ch) {
+        ch = calloc(1, sizeof *ch);
+        if (!ch)
+            return false;
+        ch->name = strdup(channel);
+        ch->sent = calloc(c->n, sizeof *ch->sent);
+        ch->confirmed = calloc(c->n, sizeof *ch->confirmed);
+        ch->skip = calloc(c->n, sizeof *ch->skip);
+        if (!ch->name || !ch->sent || !ch->confirmed || !ch->skip) {
+            free_channel(ch);
+            return false;
+        }
+        ch->next = sub->channels;
+        sub->channels = ch;
+    }
+    ch->refs++;
+    w->ch = ch;
+    w->prev = ch->tail;
+    if (ch->tail)
+        ch->tail->next = w;
+    else
+        ch->head = w;
+    ch->tail = w;
+    signal_fd(sub->wake_fd);
+    return true;
+}
+
 int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_wait *wait, rm_waiter **out)
 {
     *out = NULL;
@@ -455,52 +503,71 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
         return REDMUTEX_ENOMEM;
     }
     rm_client_lock(c);
-    rm_subscriber *sub = c->closed ? NULL : ensure_subscriber(c);
-    if (sub) {
-        size_t len = strlen(channel);
-        rm_channel *ch = find_channel(sub, channel, len);
-        if (!ch) {
-            ch = calloc(1, sizeof *ch);
-            if (ch) {
-                ch->name = strdup(channel);
-                ch->sent = calloc(c->n, sizeof *ch->sent);
-                ch->confirmed = calloc(c->n, sizeof *ch->confirmed);
-                ch->skip = calloc(c->n, sizeof *ch->skip);
-                if (!ch->name || !ch->sent || !ch->confirmed || !ch->skip) {
-                    free_channel(ch);
-                    ch = NULL;
-                } else {
-                    ch->next = sub->channels;
-                    sub->channels = ch;
-                }
-            }
-        }
-        if (ch) {
-            ch->refs++;
-            w->ch = ch;
-            w->prev = ch->tail;
-            if (ch->tail)
-                ch->tail->next = w;
-            else
-                ch->head = w;
-            ch->tail = w;
-            signal_fd(sub->wake_fd);
-            /* Wait (briefly) until the server confirms, so that the retry
-               after this cannot miss a release. */
-            while (!subscribed_enough(c, sub, ch) && rm_now_ns() < deadline_ns) {
-                rm_client_unlock(c);
-                int r = rm_wait_poll(c, wait, w->efd, deadline_ns);
-                drain_fd(w->efd);
-                rm_client_lock(c);
-                if (r == RM_POLL_INTERRUPTED || w->ch != ch || c->sub != sub)
-                    break; /* interrupted, or the client is shutting down (channel and subscriber gone) */
-            }
+    if (join_channel(c, channel, w)) {
+        rm_subscriber *sub = c->sub;
+        rm_channel *ch = w->ch;
+        /* Wait (briefly) until the server confirms, so that the retry
+           after this cannot miss a release. */
+        while (!subscribed_enough(c, sub, ch) && rm_now_ns() < deadline_ns) {
+            rm_client_unlock(c);
+            int r = rm_wait_poll(c, wait, w->efd, deadline_ns);
+            drain_fd(w->efd);
+            rm_client_lock(c);
+            if (r == RM_POLL_INTERRUPTED || w->ch != ch || c->sub != sub)
+                break; /* interrupted, or the client is shutting down (channel and subscriber gone) */
         }
     }
     rm_client_unlock(c);
     *out = w;
     return 0;
 }
+
+int rm_waiter_join(redmutex_client *c, const char *channel, void (*notify)(void *ud), void *ud, rm_waiter **out,
+                   bool *subscribed)
+{
+    *out = NULL;
+    *subscribed = false;
+    rm_waiter *w = calloc(1, sizeof *w);
+    if (!w)
+        return REDMUTEX_ENOMEM;
+    w->efd = -1;
+    w->notify = notify;
+    w->notify_ud = ud;
+    rm_client_lock(c);
+    if (join_channel(c, channel, w))
+        *subscribed = subscribed_enough(c, c->sub, w->ch);
+    rm_client_unlock(c);
+    *out = w;
+    return 0;
+}
+
+int rm_waiter_take(redmutex_client *c, rm_waiter *w)
+{
+    rm_client_lock(c);
+    int result = 0;
+    if (w->handoff < 0) {
+        result = -1;
+    } else if (w->handoff > 0) {
+        result = w->handoff;
+        w->handoff = 0;
+        w->notified = false;
+    } else if (w->notified) {
+        result = 1;
+        w->notified = false;
+    }
+    w->sleeping = false;
+    rm_client_unlock(c);
+    return result;
+}
+
+void rm_waiter_sleep(redmutex_client *c, rm_waiter *w)
+{
+    rm_client_lock(c);
+    w->sleeping = w->handoff == 0;
+    rm_client_unlock(c);
+}
+
+bool rm_waiter_handoff_in_flight(const rm_waiter *w) { return w->handoff < 0; }
 
 int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *interrupted)
 {
@@ -566,7 +633,7 @@ void rm_waiter_claim_done(redmutex_client *c, rm_waiter *w, int result)
 {
     rm_client_lock(c);
     w->handoff = result;
-    signal_fd(w->efd);
+    signal_waiter(w);
     rm_client_unlock(c);
 }
 
@@ -592,7 +659,8 @@ void rm_waiter_end(redmutex_client *c, rm_waiter *w)
             signal_fd(c->sub->wake_fd);
     }
     rm_client_unlock(c);
-    close(w->efd);
+    if (w->efd >= 0)
+        close(w->efd);
     free(w);
 }
 

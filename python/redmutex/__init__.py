@@ -9,7 +9,8 @@
             ...   # held; the watchdog renews the lease while the block runs
 
 ``client.lock()`` is a plain lock in redis-py's wire format, ``client.rlock()``
-a reentrant lock in Redisson's RLock format. See docs/python.md.
+a reentrant lock in Redisson's RLock format. ``redmutex.asyncio`` has the same
+locks for asyncio (``AsyncClient``). See docs/python.md.
 """
 
 from ._client import Client, Lock, LockState, RLock

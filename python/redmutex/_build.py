@@ -34,6 +34,44 @@ int rmpy_wait_begin(redmutex_client *client);
 void rmpy_wait_end(int slot);
 """
 
+# The package's worker pool for redmutex.asyncio (python/redmutex/_aio.c).
+AIO_SOURCE = os.path.join(HERE, "_aio.c")
+AIO_CDEF = """
+enum {
+    RMPY_OP_WAIT_TRY = 1, RMPY_OP_ACQUIRE_NOW, RMPY_OP_RELEASE, RMPY_OP_EXTEND, RMPY_OP_IS_LOCKED,
+    RMPY_OP_IS_OWNED, RMPY_OP_TTL, RMPY_OP_HOLD_COUNT, RMPY_OP_FORCE_RELEASE, RMPY_OP_WAIT_FREE,
+    RMPY_OP_CLOSE
+};
+typedef struct rmpy_lockref rmpy_lockref;
+typedef struct rmpy_pool rmpy_pool;
+typedef struct rmpy_job {
+    int op;
+    redmutex_wait *wait;
+    redmutex_client *client;
+    int has_owner;
+    char owner[...];
+    int64_t ms;
+    int mode;
+    int release_first;
+    int rc;
+    int64_t out;
+    char msg[...];
+    ...;
+} rmpy_job;
+rmpy_lockref *rmpy_lockref_new(redmutex_lock *lock);
+redmutex_lock *rmpy_lockref_lock(rmpy_lockref *r);
+void rmpy_lockref_unref(rmpy_lockref *r);
+rmpy_job *rmpy_job_new(void);
+void rmpy_job_unref(rmpy_job *j);
+void rmpy_job_set_lock(rmpy_job *j, rmpy_lockref *r);
+rmpy_pool *rmpy_pool_new(int threads);
+int rmpy_pool_fd(rmpy_pool *p);
+int rmpy_pool_submit(rmpy_pool *p, rmpy_job *j);
+int rmpy_pool_done(rmpy_pool *p, rmpy_job **out, int max);
+int rmpy_job_abandon(rmpy_pool *p, rmpy_job *j);
+void rmpy_pool_stop(rmpy_pool *p);
+"""
+
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](redmutex/[^>"]+)[>"]', re.M)
 _DEFINE_RE = re.compile(r"^\s*#\s*define\s+(REDMUTEX_[A-Z0-9_]+)(\([^)]*\))?[ \t]*(.*)$")
 
@@ -161,16 +199,16 @@ def make_ffibuilder():  # type: ignore[no-untyped-def]
 
     cdef, _ = generate_cdef()
     ffibuilder = FFI()
-    ffibuilder.cdef(cdef + SIGNALS_CDEF)
+    ffibuilder.cdef(cdef + SIGNALS_CDEF + AIO_CDEF)
     include_dirs, extra_cflags, library_dirs, libraries = _pkg_config_dependencies()
     sources = sorted(glob.glob(os.path.join(SOURCE_DIR, "*.c")))
     if not sources:
         raise RuntimeError(f"no C sources found in {SOURCE_DIR}")
     ffibuilder.set_source(
         "redmutex._redmutex_cffi",
-        '#include "redmutex.h"\n',
-        sources=[_rel(s) for s in [*sources, SIGNALS_SOURCE]],
-        include_dirs=[_rel(INCLUDE_DIR), *include_dirs],
+        '#include "redmutex.h"\n#include "_aio.h"\n',
+        sources=[_rel(s) for s in [*sources, SIGNALS_SOURCE, AIO_SOURCE]],
+        include_dirs=[_rel(INCLUDE_DIR), _rel(HERE), *include_dirs],
         library_dirs=library_dirs,
         libraries=[*libraries, "pthread"],
         # The core is C11 and its files define _GNU_SOURCE themselves.

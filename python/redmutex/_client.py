@@ -132,6 +132,21 @@ def _acquire_wait_ms(blocking: bool, timeout: object) -> int:
     return _to_ms(timeout, "timeout")
 
 
+def _lock_options(lease: object, fencing: object, max_hold: object, max_extensions: object) -> Any:
+    """The C lock options for the keyword arguments of Client.lock() (validated)."""
+    opts = ffi.new("redmutex_lock_options *")
+    check(lib.redmutex_lock_options_init(opts, lib.REDMUTEX_LOCK_OPTIONS_VERSION))
+    if lease is not None:
+        opts.lease_ms = _to_ms(lease, "lease", allow_zero=False)
+    if max_hold is not None:
+        opts.max_hold_ms = _to_ms(max_hold, "max_hold", allow_zero=False)
+    if max_extensions is not None:
+        opts.max_extensions = _to_count(max_extensions, "max_extensions")
+    if fencing:
+        opts.flags |= lib.REDMUTEX_LOCK_FENCING
+    return opts
+
+
 def _add_note(exc: BaseException, note: str) -> None:
     add = getattr(exc, "add_note", None)  # Python 3.11+
     if add is not None:
@@ -509,6 +524,11 @@ class Client:
         """
         self._closed = True
         check(lib.redmutex_client_close(self._ptr))
+        self._closed_by_other()
+
+    def _closed_by_other(self) -> None:
+        """Bookkeeping once the C client was closed (here, or by redmutex.asyncio's worker)."""
+        self._closed = True
         self._c.stop_events()
         _live_clients.discard(self)
 
@@ -585,16 +605,7 @@ class Lock:
         # thread (callbacks run one at a time), taken by the user's calls.
         self._pending: collections.deque[BaseException] = collections.deque(maxlen=1)
 
-        opts = ffi.new("redmutex_lock_options *")
-        check(lib.redmutex_lock_options_init(opts, lib.REDMUTEX_LOCK_OPTIONS_VERSION))
-        if lease is not None:
-            opts.lease_ms = _to_ms(lease, "lease", allow_zero=False)
-        if max_hold is not None:
-            opts.max_hold_ms = _to_ms(max_hold, "max_hold", allow_zero=False)
-        if max_extensions is not None:
-            opts.max_extensions = _to_count(max_extensions, "max_extensions")
-        if fencing:
-            opts.flags |= lib.REDMUTEX_LOCK_FENCING
+        opts = _lock_options(lease, fencing, max_hold, max_extensions)
         self._fencing = bool(fencing)
 
         # The Client stays alive as long as any of its locks (the C handle

@@ -132,7 +132,7 @@ static void quorum_matrix(size_t n)
                 tmp[(i + rot) % n] = st[i];
             memcpy(st, tmp, sizeof tmp);
         }
-        run_scenario(n, st, 100, &scenario);
+        run_scenario(n, st, rt_scaled_ms(100), &scenario);
         ran++;
     }
     printf("     %zu scenarios\n", ran);

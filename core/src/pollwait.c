@@ -1,0 +1,513 @@
+/*
+ * Pollable waits: acquiring a lock from an event loop, without a thread per
+ * waiter. A redmutex_wait is the waiting half of redmutex_lock_acquire() cut
+ * loose from the waiting thread: it is queued on the lock's release channel
+ * like a blocked acquire (so releases wake it, and a releasing thread of the
+ * client may hand it the lock), and it is given a due time (the holder's
+ * lease end, the capped backoff) after each failed attempt. Instead of
+ * sleeping in poll(), it is put on the client's ready list, and the loop
+ * learns of that through one descriptor per client, so a thousand waits cost
+ * three descriptors, not a thousand. The attempts themselves are the same as
+ * a blocking acquire's (rm_acquire_attempt); the loop runs them where a round
+ * trip may block: a worker thread, or the loop itself if it does not mind.
+ *
+ * The client's wait fd is an epoll instance over two descriptors: an eventfd
+ * that is readable exactly while the ready list is not empty, and a timerfd
+ * armed for the earliest due time of the waits. redmutex_client_next_ready()
+ * moves waits whose time has come onto the ready list and pops the oldest.
+ * Everything here runs under the client mutex, which also keeps the ready
+ * list and the eventfd's readability in step.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct rm_pollwaits rm_pollwaits;
+
+struct rm_pollwaits {
+    int epfd;           /* the client's wait fd: readable while efd or tfd is */
+    int efd;            /* readable exactly while the ready list is not empty */
+    int tfd;            /* fires at the earliest due time */
+    int64_t timer_ns;   /* what tfd is armed for; INT64_MAX when disarmed */
+    redmutex_wait *all; /* every wait of the client (for the due-time scan) */
+    redmutex_wait *ready_head, *ready_tail;
+    pthread_cond_t handoff_done; /* a hand-off to a wait being freed has ended */
+};
+
+struct redmutex_wait {
+    redmutex_client *c;
+    redmutex_lock *l;
+    uint64_t id;
+    rm_waiter *waiter; /* queue position on the channel; NULL if it could not join */
+    bool explicit_owner;
+    bool tried;   /* an attempt was made or skipped: later ones are retries */
+    bool done;    /* acquired: nothing more to try */
+    bool queued;  /* on the ready list */
+    bool freeing; /* redmutex_wait_free waits for a hand-off in flight */
+    int64_t backoff_ms;
+    int64_t due_ns; /* when it becomes ready if nothing else makes it; INT64_MAX: never */
+    redmutex_wait *next_ready;
+    redmutex_wait *next_all, *prev_all;
+    rm_claim claim; /* what a releasing thread needs to acquire for it (points below) */
+    char owner_key[RM_VALUE_MAX + 1];
+    char value[RM_VALUE_MAX + 1];
+    char channel[RM_KEY_MAX];
+};
+
+static _Atomic uint64_t last_wait_id;
+
+static void fd_signal(int fd)
+{
+    uint64_t one = 1;
+    ssize_t r = write(fd, &one, sizeof one);
+    (void)r; /* a saturated counter is readable all the same */
+}
+
+static void fd_drain(int fd)
+{
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof v);
+    (void)r;
+}
+
+/* ---- the client's ready list and timer (caller holds c->mu) ----------------- */
+
+static void init_cond(pthread_cond_t *cond)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+/* An epoll instance watching efd and tfd for reading, or -1. */
+static int make_epoll(int efd, int tfd)
+{
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN};
+    ev.data.fd = efd;
+    if (epfd >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ev) == 0) {
+        ev.data.fd = tfd;
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev) == 0)
+            return epfd;
+    }
+    if (epfd >= 0)
+        close(epfd);
+    return -1;
+}
+
+/* Makes the eventfd, the timerfd and the epoll instance over both. 0 or -1 (errno set). */
+static int make_fds(int *epfd, int *efd, int *tfd)
+{
+    *efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    *tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    *epfd = *efd >= 0 && *tfd >= 0 ? make_epoll(*efd, *tfd) : -1;
+    if (*epfd >= 0)
+        return 0;
+    int saved = errno;
+    if (*efd >= 0)
+        close(*efd);
+    if (*tfd >= 0)
+        close(*tfd);
+    errno = saved;
+    return -1;
+}
+
+static rm_pollwaits *ensure_pollwaits(redmutex_client *c)
+{
+    if (c->pw)
+        return c->pw;
+    rm_pollwaits *pw = calloc(1, sizeof *pw);
+    if (!pw) {
+        rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (make_fds(&pw->epfd, &pw->efd, &pw->tfd) != 0) {
+        rm_fail(REDMUTEX_ENOMEM, "cannot create the client's wait fd: %s", strerror(errno));
+        free(pw);
+        return NULL;
+    }
+    pw->timer_ns = INT64_MAX;
+    init_cond(&pw->handoff_done);
+    c->pw = pw;
+    return pw;
+}
+
+static void arm_timer(rm_pollwaits *pw, int64_t at_ns)
+{
+    struct itimerspec its = {{0, 0}, {0, 0}}; /* all zero disarms */
+    if (at_ns != INT64_MAX) {
+        its.it_value.tv_sec = (time_t)(at_ns / 1000000000);
+        its.it_value.tv_nsec = (long)(at_ns % 1000000000);
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+            its.it_value.tv_nsec = 1;
+    }
+    timerfd_settime(pw->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    pw->timer_ns = at_ns;
+}
+
+static void push_ready(rm_pollwaits *pw, redmutex_wait *w)
+{
+    w->due_ns = INT64_MAX;
+    if (w->queued)
+        return;
+    w->queued = true;
+    w->next_ready = NULL;
+    if (pw->ready_tail)
+        pw->ready_tail->next_ready = w;
+    else
+        pw->ready_head = w;
+    pw->ready_tail = w;
+    if (pw->ready_head == w)
+        fd_signal(pw->efd);
+}
+
+static void unqueue(rm_pollwaits *pw, redmutex_wait *w)
+{
+    if (!w->queued)
+        return;
+    redmutex_wait *prev = NULL;
+    for (redmutex_wait *p = pw->ready_head; p && p != w; p = p->next_ready)
+        prev = p;
+    if (prev)
+        prev->next_ready = w->next_ready;
+    else
+        pw->ready_head = w->next_ready;
+    if (pw->ready_tail == w)
+        pw->ready_tail = prev;
+    w->queued = false;
+    w->next_ready = NULL;
+    if (!pw->ready_head)
+        fd_drain(pw->efd);
+}
+
+/* Makes every wait whose due time has come ready, and re-arms the timer. */
+static void scan_due(rm_pollwaits *pw, int64_t now)
+{
+    if (now < pw->timer_ns)
+        return;
+    fd_drain(pw->tfd);
+    int64_t next = INT64_MAX;
+    for (redmutex_wait *w = pw->all; w; w = w->next_all) {
+        if (w->due_ns <= now)
+            push_ready(pw, w);
+        else if (w->due_ns < next)
+            next = w->due_ns;
+    }
+    arm_timer(pw, next);
+}
+
+static void set_due(rm_pollwaits *pw, redmutex_wait *w, int64_t at_ns)
+{
+    w->due_ns = at_ns;
+    if (at_ns < pw->timer_ns)
+        arm_timer(pw, at_ns);
+}
+
+/* The waiter's notification (rm_waiter_join): called with c->mu held. */
+static void notify(void *ud)
+{
+    redmutex_wait *w = ud;
+    rm_pollwaits *pw = w->c->pw;
+    if (w->freeing)
+        pthread_cond_broadcast(&pw->handoff_done);
+    else
+        push_ready(pw, w);
+}
+
+/* ---- the API ----------------------------------------------------------------- */
+
+static void release_refs(redmutex_wait *w)
+{
+    redmutex_client *c = w->c;
+    rm_client_lock(c);
+    rm_pollwaits *pw = c->pw;
+    unqueue(pw, w);
+    if (w->prev_all)
+        w->prev_all->next_all = w->next_all;
+    else if (pw->all == w)
+        pw->all = w->next_all;
+    if (w->next_all)
+        w->next_all->prev_all = w->prev_all;
+    rm_lock_unref_locked(c, w->l); /* never the last client reference: the wait has its own */
+    rm_client_unlock(c);
+    rm_client_unref(c);
+    free(w);
+}
+
+int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owner)
+{
+    if (!out || !lock)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_wait_new: %s is NULL", !out ? "out" : "lock");
+    redmutex_wait *w = calloc(1, sizeof *w);
+    if (!w)
+        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+    int rc = rm_acquire_prepare(lock, owner, w->owner_key, w->value);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    redmutex_client *c = lock->c;
+    w->c = c;
+    w->l = lock;
+    w->id = atomic_fetch_add(&last_wait_id, 1) + 1;
+    w->explicit_owner = owner != NULL;
+    w->backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
+    w->due_ns = INT64_MAX;
+    rm_lock_channel(lock, w->channel);
+
+    rm_client_lock(c);
+    rm_pollwaits *pw = c->closed ? NULL : ensure_pollwaits(c);
+    if (!pw) {
+        rm_client_unlock(c);
+        free(w);
+        return c->closed ? rm_fail(REDMUTEX_ECLOSED, "the client was closed") : rm_keep(REDMUTEX_ENOMEM);
+    }
+    c->refs++;
+    lock->refs++;
+    w->next_all = pw->all;
+    if (pw->all)
+        pw->all->prev_all = w;
+    pw->all = w;
+    rm_client_unlock(c);
+
+    *out = w;
+    return 0;
+}
+
+/*
+ * Queues the wait on the lock's release channel, as a blocked acquire does
+ * after its first failed attempt. A release published between that attempt
+ * and the subscription is not missed: the subscription's confirmation makes
+ * the wait ready (one more attempt), and so does joining a channel that is
+ * subscribed already. 0, or REDMUTEX_ENOMEM (then timers alone wake it).
+ */
+static int join(redmutex_wait *w)
+{
+    redmutex_client *c = w->c;
+    bool subscribed;
+    if (rm_waiter_join(c, w->channel, notify, w, &w->waiter, &subscribed) != 0)
+        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+    /* As for a blocked acquire: with one server and no replica wait, a
+       releasing thread of this client may acquire for this wait in its
+       release's round trip (see release_owner in lock.c). */
+    if (c->n == 1 && c->opts.min_replicas == 0) {
+        w->claim = (rm_claim){w->l, w->owner_key, w->value};
+        rm_waiter_offer(c, w->waiter, &w->claim);
+    }
+    if (subscribed) {
+        rm_client_lock(c);
+        push_ready(c->pw, w);
+        rm_client_unlock(c);
+    }
+    return 0;
+}
+
+uint64_t redmutex_wait_id(const redmutex_wait *wait)
+{
+    return wait ? wait->id : 0;
+}
+
+/* Milliseconds until the next attempt after a busy one (as redmutex_lock_acquire pauses). */
+static int64_t next_pause_ms(redmutex_wait *w, int64_t ttl_ms, bool split, bool timed_out)
+{
+    redmutex_client *c = w->c;
+    if (timed_out && w->backoff_ms < c->opts.wait_backoff_cap_ms)
+        w->backoff_ms =
+            w->backoff_ms * 2 > c->opts.wait_backoff_cap_ms ? c->opts.wait_backoff_cap_ms : w->backoff_ms * 2;
+    int64_t pause_ms = w->backoff_ms - (int64_t)rm_random_below((uint64_t)w->backoff_ms / 4 + 1);
+    if (ttl_ms >= 0 && ttl_ms < pause_ms - 1)
+        pause_ms = ttl_ms + 1;
+    if (split && c->opts.retry_delay_ms > 0) {
+        int64_t d = (int64_t)rm_random_below((uint64_t)c->opts.retry_delay_ms) + 1;
+        if (d < pause_ms)
+            pause_ms = d;
+    }
+    return pause_ms;
+}
+
+static int busy(const redmutex_wait *w)
+{
+    return rm_fail(REDMUTEX_ETIMEDOUT,
+                   "lock '%s' is held by another owner; the wait becomes ready when it may be free",
+                   w->l->name);
+}
+
+int redmutex_wait_try(redmutex_wait *w)
+{
+    if (!w)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_wait_try: wait is NULL");
+    redmutex_client *c = w->c;
+    if (w->done)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_wait_try: this wait acquired lock '%s' already; free it",
+                       w->l->name);
+    int rc = rm_client_usable(c);
+    if (rc)
+        return rc;
+    rm_client_lock(c);
+    unqueue(c->pw, w);
+    w->due_ns = INT64_MAX;
+    rm_client_unlock(c);
+    /* Notifications from here on make the wait ready again: none is lost. */
+    int news = w->waiter ? rm_waiter_take(c, w->waiter) : 0;
+    if (news < 0)
+        return busy(w); /* a releasing thread acquires for us: its result makes the wait ready */
+    if (news == RM_WAIT_GRANTED) {
+        w->done = true;
+        return 0;
+    }
+    if (news == RM_WAIT_UNKNOWN)
+        rm_lock_release_value(w->l, w->value); /* the acquisition made for us may have happened */
+
+    /* Like a blocked acquire, a new wait queues behind the client's waits
+       for the same lock instead of racing them (unless it re-enters). */
+    bool first = !w->tried;
+    bool skip = first && rm_waiters_queued(c, w->channel) > 0 && !rm_lock_holds(w->l, w->owner_key);
+    int64_t ttl_ms = -1;
+    bool split = false;
+    w->tried = true;
+    if (!skip) {
+        rc = rm_acquire_attempt(w->l, w->owner_key, w->value, !first, &ttl_ms, &split);
+        if (rc == 0) {
+            w->done = true;
+            return 0;
+        }
+        if (rc < 0)
+            return rc;
+    }
+    if (!w->waiter && (rc = join(w)) != 0)
+        return rc;
+    int64_t pause_ms = next_pause_ms(w, ttl_ms, split, !first && news == 0);
+    rm_client_lock(c);
+    set_due(c->pw, w, rm_now_ns() + pause_ms * RM_NS_PER_MS);
+    rm_client_unlock(c);
+    if (w->waiter)
+        rm_waiter_sleep(c, w->waiter);
+    return busy(w);
+}
+
+void redmutex_wait_free(redmutex_wait *w)
+{
+    if (!w)
+        return;
+    redmutex_client *c = w->c;
+    int saved_code = redmutex_last_error_code();
+    rm_client_lock(c);
+    w->freeing = true; /* notifications now only end the wait below */
+    unqueue(c->pw, w);
+    w->due_ns = INT64_MAX;
+    rm_client_unlock(c);
+    if (w->waiter) {
+        int news = rm_waiter_take(c, w->waiter); /* no new hand-off can start after this */
+        if (news < 0) {
+            /* A releasing thread is acquiring for this wait: its request is
+               out, and it will record the result in the waiter. Wait for it
+               (one round trip of that thread, bounded by its deadline). */
+            rm_client_lock(c);
+            while (rm_waiter_handoff_in_flight(w->waiter))
+                pthread_cond_wait(&c->pw->handoff_done, &c->mu);
+            rm_client_unlock(c);
+            news = rm_waiter_take(c, w->waiter);
+        }
+        if (news == RM_WAIT_GRANTED)
+            rm_lock_release_key(w->l, w->owner_key, w->explicit_owner);
+        else if (news == RM_WAIT_UNKNOWN)
+            rm_lock_release_value(w->l, w->value);
+        rm_waiter_end(c, w->waiter); /* a release message it did not use goes to the next waiter */
+    }
+    release_refs(w);
+    if (saved_code == 0)
+        redmutex_clear_error();
+}
+
+int redmutex_client_wait_fd(redmutex_client *c)
+{
+    if (!c)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_wait_fd: client is NULL");
+    rm_client_lock(c);
+    rm_pollwaits *pw = ensure_pollwaits(c);
+    int rc = pw ? pw->epfd : REDMUTEX_ENOMEM;
+    rm_client_unlock(c);
+    return rc;
+}
+
+int redmutex_client_next_ready(redmutex_client *c, uint64_t *wait_id)
+{
+    if (!c || !wait_id)
+        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_next_ready: %s is NULL", !c ? "client" : "wait_id");
+    int rc = 0;
+    rm_client_lock(c);
+    rm_pollwaits *pw = c->pw;
+    if (pw) {
+        scan_due(pw, rm_now_ns());
+        redmutex_wait *w = pw->ready_head;
+        if (w) {
+            unqueue(pw, w);
+            *wait_id = w->id;
+            rc = 1;
+        }
+    }
+    rm_client_unlock(c);
+    return rc;
+}
+
+/* ---- fork and destruction ---------------------------------------------------- */
+
+void rm_pollwaits_after_fork(redmutex_client *c)
+{
+    rm_pollwaits *pw = c->pw;
+    if (!pw)
+        return;
+    /* The descriptors are shared with the parent (the epoll instance would
+       even report the parent's readiness): the child gets fresh ones under
+       the same numbers, so a loop that registered the wait fd keeps working. */
+    int epfd, efd, tfd;
+    if (make_fds(&epfd, &efd, &tfd) == 0) {
+        close(epfd);
+        dup3(efd, pw->efd, O_CLOEXEC);
+        dup3(tfd, pw->tfd, O_CLOEXEC);
+        close(efd);
+        close(tfd);
+        /* The new epoll instance watches the numbers the old one did. */
+        epfd = make_epoll(pw->efd, pw->tfd);
+        if (epfd >= 0) {
+            dup3(epfd, pw->epfd, O_CLOEXEC);
+            close(epfd);
+        }
+    }
+    /* Nothing is ready or timed in the child. Its waits were cut from their
+       channels with the subscriber; their next try starts afresh. */
+    for (redmutex_wait *w = pw->all; w; w = w->next_all) {
+        w->queued = false;
+        w->next_ready = NULL;
+        w->due_ns = INT64_MAX;
+    }
+    pw->ready_head = pw->ready_tail = NULL;
+    pw->timer_ns = INT64_MAX;
+    init_cond(&pw->handoff_done);
+}
+
+void rm_pollwaits_destroy(redmutex_client *c)
+{
+    rm_pollwaits *pw = c->pw;
+    if (!pw)
+        return;
+    close(pw->epfd);
+    close(pw->efd);
+    close(pw->tfd);
+    pthread_cond_destroy(&pw->handoff_done);
+    free(pw);
+    c->pw = NULL;
+}

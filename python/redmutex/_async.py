@@ -1,0 +1,761 @@
+"""redmutex for asyncio: AsyncClient, AsyncLock, AsyncRLock (see redmutex.asyncio).
+
+How a task waits without a thread, and why the loop never blocks:
+
+* Round trips run on a small fixed pool of C worker threads (_aio.c). The
+  loop submits a job, awaits a future, and learns of finished jobs through
+  the pool's eventfd, registered with ``loop.add_reader``. The workers never
+  take the GIL.
+* A waiting acquire is a pollable wait of the core (``redmutex_wait_*``):
+  queued on the lock's release channel like a blocked acquire, due again at
+  the holder's lease end or the capped backoff. The client's wait fd (one
+  per client, whatever the number of waits) is registered with the loop; a
+  ready wait wakes its task, which makes one attempt on the pool. A task
+  waiting for a lock holds no thread and no descriptor.
+* Cancellation ends a wait at once. An attempt in flight is abandoned: the
+  worker releases what it won for nobody and frees the wait, whether the
+  loop still runs or not.
+* Lost-lock news comes from the client's event fd, also on the loop:
+  ``on_lost`` runs on the loop (a coroutine function's result is scheduled
+  as a task).
+
+Ownership is per task: the default owner of an AsyncRLock is the running
+task ("<client id>:task-<n>"), so two tasks on one thread exclude each other
+and one task may re-enter. An AsyncLock (plain) is owned by the lock object,
+like asyncio.Lock. ``owner=`` names an owner explicitly, as in the sync API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import inspect
+import itertools
+import os
+import weakref
+from typing import Any, Awaitable, Callable, Sequence, TypeVar, cast
+
+from ._client import (
+    _WAIT_FOREVER,
+    Client,
+    LockState,
+    Name,
+    _acquire_wait_ms,
+    _add_note,
+    _lock_options,
+    _to_bytes,
+    _to_ms,
+)
+from ._errors import (
+    ClosedError,
+    InvalidArgument,
+    LockLostError,
+    LockTimeout,
+    OutOfMemory,
+    check,
+    error_for,
+)
+from ._redmutex_cffi import ffi, lib
+
+__all__ = ["AsyncClient", "AsyncLock", "AsyncRLock"]
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+OnLost = Callable[["AsyncLock", LockState], object]
+
+_ETIMEDOUT: int = lib.REDMUTEX_ETIMEDOUT
+_ENOTOWNER: int = lib.REDMUTEX_ENOTOWNER
+_DONE_BATCH = 64
+
+# ---- task owners -------------------------------------------------------------
+
+_task_numbers: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
+_task_counter = itertools.count(1)
+
+
+def _task_number() -> int:
+    """A process-unique number for the running task (never reused)."""
+    task = asyncio.current_task()
+    if task is None:
+        raise RuntimeError("redmutex.asyncio locks are used from a task of a running event loop")
+    number = _task_numbers.get(task)
+    if number is None:
+        number = _task_numbers[task] = next(_task_counter)
+    return number
+
+
+def _raise_job_error(job: Any) -> None:
+    if job.rc < 0:
+        raise error_for(job.rc, ffi.string(job.msg).decode("utf-8", "replace"))
+
+
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(False)
+
+
+class _Readiness:
+    """What the client's wait fd said about one wait, for its task."""
+
+    __slots__ = ("future", "ready")
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.future: asyncio.Future[bool] | None = None
+
+    async def wait(self, loop: asyncio.AbstractEventLoop, timeout: float | None) -> bool:
+        """True once the wait is ready (at once if it became ready meanwhile), False on timeout."""
+        if not self.ready:
+            fut = self.future = loop.create_future()
+            timer = None if timeout is None else loop.call_later(timeout, _expire, fut)
+            try:
+                if not await fut:
+                    return False
+            finally:
+                self.future = None
+                if timer is not None:
+                    timer.cancel()
+        self.ready = False
+        return True
+
+
+# Clients whose close is under way stay referenced until it has finished.
+_closing: set[AsyncClient] = set()
+
+
+class AsyncClient:
+    """A redmutex client for asyncio: ``await lock.acquire()``, ``async with lock:``.
+
+    ``url_or_list`` and the keyword options are those of redmutex.Client
+    (one URL, or N for Redlock; ``watchdog_lease``, ``command_timeout``,
+    ``wait_backoff_cap``...). ``pool_threads`` is the number of worker
+    threads that make round trips for all tasks of the client (default 4):
+    a round trip never blocks the event loop, and a waiting task holds no
+    thread at all.
+
+    A client is bound to the event loop it is first used on. Close it with
+    ``await client.close()`` or ``async with AsyncClient(...) as client:``;
+    a client that is dropped without closing is closed in the background
+    once its loop has let go of it, and at interpreter exit.
+    """
+
+    def __init__(self, url_or_list: Name | Sequence[Name], *, pool_threads: int = 4, **options: Any) -> None:
+        if isinstance(pool_threads, bool) or not isinstance(pool_threads, int) or not 1 <= pool_threads <= 64:
+            raise InvalidArgument(f"pool_threads must be an int from 1 to 64, not {pool_threads!r}")
+        self._client = Client(url_or_list, **options)
+        self._ptr = self._client._ptr
+        pool = lib.rmpy_pool_new(pool_threads)
+        if pool == ffi.NULL:
+            raise OSError(
+                ffi.errno, f"cannot start the worker threads of redmutex.asyncio (errno {ffi.errno})"
+            )
+        self._pool = ffi.gc(pool, lib.rmpy_pool_stop)
+        self._pool_fd: int = lib.rmpy_pool_fd(pool)
+        self._wait_fd: int = check(lib.redmutex_client_wait_fd(self._ptr))
+        self._event_fd: int = check(lib.redmutex_client_event_fd(self._ptr))
+        self._pool_threads = pool_threads
+        self._pid = os.getpid()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Jobs the pool has, by address: the job (keeps it alive) and its future (None: nobody awaits it).
+        self._pending: dict[int, tuple[Any, asyncio.Future[None] | None]] = {}
+        self._idle: asyncio.Future[None] | None = None  # set when _pending empties (close)
+        self._waits: dict[int, _Readiness] = {}  # by redmutex_wait_id
+        self._listeners: dict[int, weakref.ReferenceType[AsyncLock]] = {}  # locks with on_lost, by lock id
+        self._done_buf = ffi.new("rmpy_job *[]", _DONE_BATCH)
+        self._id_buf = ffi.new("uint64_t *")
+        self._state_buf = ffi.new("redmutex_state *")
+        self._closed = False
+        self._close_task: asyncio.Task[None] | None = None
+        self._pool_gone = False
+
+    @classmethod
+    async def create(cls, url_or_list: Name | Sequence[Name], **kwargs: Any) -> AsyncClient:
+        """Makes a client without blocking the running loop. The constructor
+        itself does no I/O with one URL; with several (Redlock) it connects to
+        every server to refuse duplicates, for up to ``connect_timeout``, so
+        from a coroutine prefer ``await AsyncClient.create(urls)``."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, functools.partial(cls, url_or_list, **kwargs))
+
+    # -- properties ---------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The client's id (a random UUID): the first part of every task owner."""
+        return self._client.id
+
+    @property
+    def server_count(self) -> int:
+        """How many servers (N) the client uses; N > 1 means Redlock."""
+        return self._client.server_count
+
+    @property
+    def pool_threads(self) -> int:
+        """The number of worker threads making round trips."""
+        return self._pool_threads
+
+    @property
+    def closed(self) -> bool:
+        """True once close() has begun."""
+        return self._closed
+
+    def task_owner(self) -> str:
+        """The running task's default owner id of reentrant locks, ``"<client id>:task-<n>"``."""
+        return f"{self.id}:task-{_task_number()}"
+
+    # -- locks ----------------------------------------------------------------
+
+    def lock(self, name: Name, **kwargs: Any) -> AsyncLock:
+        """A plain, non-reentrant lock named ``name`` (redis-py wire format).
+
+        Keyword arguments as for redmutex.Client.lock(): ``lease``,
+        ``timeout`` (of ``async with``), ``fencing``, ``owner``, ``on_lost``,
+        ``max_hold``, ``max_extensions``. Sends nothing.
+        """
+        return AsyncLock(self, name, **kwargs)
+
+    def rlock(self, name: Name, **kwargs: Any) -> AsyncRLock:
+        """A reentrant lock named ``name`` (Redisson RLock wire format), owned by
+        the running task unless ``owner=`` is given. Arguments as for lock()."""
+        return AsyncRLock(self, name, **kwargs)
+
+    def synchronized(self, name: Name, *, reentrant: bool = False, **lock_kwargs: Any) -> Callable[[F], F]:
+        """Decorator for coroutine functions: every call runs under the lock ``name``.
+
+        ``lock_kwargs`` are those of lock(); with ``timeout`` a call raises
+        LockTimeout when the lock cannot be had in time. ``reentrant=True``
+        uses rlock(), owned by the calling task, so the function may await
+        itself. Each call uses a fresh lock object. Plain functions are
+        refused (TypeError): use redmutex.Client.synchronized for them.
+        """
+        make = self.rlock if reentrant else self.lock
+        make(name, **lock_kwargs)  # validate the arguments now, not at the first call
+
+        def decorator(fn: F) -> F:
+            if not inspect.iscoroutinefunction(fn):
+                raise TypeError("AsyncClient.synchronized() wraps coroutine functions (async def)")
+
+            @functools.wraps(fn)
+            async def wrapper(*args: Any, **kwargs: Any) -> Any:
+                async with make(name, **lock_kwargs):
+                    return await fn(*args, **kwargs)
+
+            return cast(F, wrapper)
+
+        return decorator
+
+    # -- lifetime -------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Closes the client: releases the locks still held through it (unless
+        ``leave_locks_on_close``), ends every wait (those tasks raise
+        ClosedError), and stops the worker threads once the calls in
+        progress have finished. Bounded by ``shutdown_timeout``. Idempotent;
+        cancelling the caller does not stop the close."""
+        if self._pool_gone:
+            return
+        if self._close_task is None:
+            loop = self._bind()
+            self._closed = True
+            _closing.add(self)
+            self._close_task = loop.create_task(self._close())
+        await asyncio.shield(self._close_task)
+
+    async def _close(self) -> None:
+        try:
+            job = self._new_job(lib.RMPY_OP_CLOSE)
+            job.client = self._ptr
+            await self._submit(job)
+            self._client._closed_by_other()
+            _raise_job_error(job)
+        finally:
+            if self._pending:
+                # Calls in progress end soon: the core answers them with ClosedError.
+                self._idle = cast(asyncio.AbstractEventLoop, self._loop).create_future()
+                await self._idle
+            self._unbind()
+            self._pool_gone = True
+            ffi.release(self._pool)  # the workers exit; nothing is pending
+            _closing.discard(self)
+
+    async def __aenter__(self) -> AsyncClient:
+        """Returns the client itself."""
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Closes the client (see close())."""
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<redmutex.asyncio.AsyncClient id={self.id} servers={self.server_count} {state}>"
+
+    # -- the loop ---------------------------------------------------------------
+
+    def _bind(self) -> asyncio.AbstractEventLoop:
+        """The running loop, with the client's descriptors registered on it."""
+        loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return loop
+        if self._pool_gone or (self._closed and self._close_task is None):
+            raise ClosedError("the client was closed", ClosedError.code)
+        if os.getpid() != self._pid:
+            # The worker threads stayed in the parent (and may have held the pool's mutex at fork).
+            raise RuntimeError("this AsyncClient was made in the parent process; make a new one after fork()")
+        if self._loop is not None and not self._loop.is_closed():
+            raise RuntimeError("this AsyncClient is bound to another event loop; make one client per loop")
+        self._loop = loop
+        loop.add_reader(self._pool_fd, self._on_jobs_done)
+        loop.add_reader(self._wait_fd, self._on_waits_ready)
+        loop.add_reader(self._event_fd, self._on_events)
+        self._on_jobs_done()  # results that came while no loop listened
+        return loop
+
+    def _unbind(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed():
+            for fd in (self._pool_fd, self._wait_fd, self._event_fd):
+                loop.remove_reader(fd)
+
+    def _on_jobs_done(self) -> None:
+        buf = self._done_buf
+        while True:
+            n = lib.rmpy_pool_done(self._pool, buf, _DONE_BATCH)
+            for i in range(n):
+                ptr = buf[i]
+                entry = self._pending.pop(int(ffi.cast("uintptr_t", ptr)), None)
+                lib.rmpy_job_unref(ptr)  # the pool's reference; the entry holds ours
+                fut = entry[1] if entry is not None else None
+                if fut is not None and not fut.done() and not fut.get_loop().is_closed():
+                    fut.set_result(None)
+            if n < _DONE_BATCH:
+                break
+        if not self._pending and self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
+
+    def _on_waits_ready(self) -> None:
+        idp = self._id_buf
+        while lib.redmutex_client_next_ready(self._ptr, idp) == 1:
+            readiness = self._waits.get(int(idp[0]))
+            if readiness is not None:
+                readiness.ready = True
+                fut = readiness.future
+                if fut is not None and not fut.done():
+                    fut.set_result(True)
+
+    def _on_events(self) -> None:
+        idp, statep = self._id_buf, self._state_buf
+        while lib.redmutex_client_next_event(self._ptr, idp, statep, ffi.NULL, 0) == 1:
+            ref = self._listeners.get(int(idp[0]))
+            lock = ref() if ref is not None else None
+            if lock is not None:
+                lock._deliver_lost(LockState(statep[0]))
+
+    def _listen(self, lock: AsyncLock) -> None:
+        lock_id = int(lib.redmutex_lock_id(lock._ptr))
+        self._listeners[lock_id] = weakref.ref(lock, lambda _r, key=lock_id: self._listeners.pop(key, None))
+
+    # -- jobs -------------------------------------------------------------------
+
+    def _new_job(
+        self, op: int, lock: AsyncLock | None = None, owner: bytes | None = None, wait: Any = None
+    ) -> Any:
+        ptr = lib.rmpy_job_new()
+        if ptr == ffi.NULL:
+            raise OutOfMemory("out of memory", OutOfMemory.code)
+        job = ffi.gc(ptr, lib.rmpy_job_unref)
+        job.op = op
+        if lock is not None:
+            lib.rmpy_job_set_lock(job, lock._ref)
+        if owner is not None:
+            job.has_owner = 1
+            job.owner = owner
+        if wait is not None:
+            job.wait = wait
+        return job
+
+    def _queue(self, job: Any, fut: asyncio.Future[None] | None) -> bool:
+        """Hands a job to the pool; False when the pool is gone (client closed)."""
+        key = int(ffi.cast("uintptr_t", job))
+        self._pending[key] = (job, fut)
+        if self._pool_gone or lib.rmpy_pool_submit(self._pool, job) != 0:
+            del self._pending[key]
+            return False
+        return True
+
+    async def _submit(self, job: Any) -> None:
+        """Runs a job on the pool and waits for it. CancelledError leaves the
+        job running: the caller abandons it (see _abandon)."""
+        loop = self._bind()
+        fut: asyncio.Future[None] = loop.create_future()
+        if not self._queue(job, fut):
+            raise ClosedError("the client was closed", ClosedError.code)
+        await fut
+
+    def _abandon(self, job: Any) -> bool:
+        """Gives up on a job whose task was cancelled. True: the pool undoes
+        what it does for nobody; False: it had finished (its results stand)."""
+        return not self._pool_gone and bool(lib.rmpy_job_abandon(self._pool, job))
+
+    def _run_detached(self, job: Any, lock: AsyncLock, owner: bytes | None) -> None:
+        """Runs a clean-up job (a release, a wait's free) without waiting for it;
+        inline once the pool is gone: the client is closed then, and those
+        calls return at once."""
+        if self._queue(job, None):
+            return
+        owner_c = ffi.NULL if owner is None else owner
+        if job.op == lib.RMPY_OP_RELEASE or job.release_first:
+            lib.redmutex_lock_release(lock._ptr, owner_c)
+        if job.op == lib.RMPY_OP_WAIT_FREE:
+            lib.redmutex_wait_free(job.wait)
+
+    def _free_wait(self, wait: Any, lock: AsyncLock, owner: bytes | None, release_first: bool) -> None:
+        job = self._new_job(lib.RMPY_OP_WAIT_FREE, lock, owner, wait)
+        job.release_first = int(release_first)
+        self._run_detached(job, lock, owner)
+
+    async def _call(self, op: int, lock: AsyncLock, owner: bytes | None = None) -> Any:
+        """A job that needs no undoing if its task is cancelled (release, extend, queries)."""
+        job = self._new_job(op, lock, owner)
+        try:
+            await self._submit(job)
+        except asyncio.CancelledError:
+            self._abandon(job)
+            raise
+        return job
+
+    async def _acquire_now(self, lock: AsyncLock, owner: bytes | None) -> bool:
+        job = self._new_job(lib.RMPY_OP_ACQUIRE_NOW, lock, owner)
+        try:
+            await self._submit(job)
+        except asyncio.CancelledError:
+            if not self._abandon(job) and job.rc == 0:
+                self._run_detached(self._new_job(lib.RMPY_OP_RELEASE, lock, owner), lock, owner)
+            raise
+        if job.rc == _ETIMEDOUT:
+            return False
+        _raise_job_error(job)
+        return True
+
+    async def _acquire_waiting(self, lock: AsyncLock, owner: bytes | None, wait_ms: int) -> bool:
+        """Acquires within wait_ms (or forever) through a pollable wait of the core."""
+        loop = self._bind()
+        out = ffi.new("redmutex_wait **")
+        check(lib.redmutex_wait_new(out, lock._ptr, ffi.NULL if owner is None else owner))
+        wait = out[0]
+        wait_id = int(lib.redmutex_wait_id(wait))
+        readiness = self._waits[wait_id] = _Readiness()
+        deadline = None if wait_ms == _WAIT_FOREVER else loop.time() + wait_ms / 1000
+        retry_count = self._client._retry_count
+        ours = True  # the wait is still ours to free
+        try:
+            tries, last = 0, False
+            while True:
+                job = self._new_job(lib.RMPY_OP_WAIT_TRY, lock, owner, wait)
+                try:
+                    await self._submit(job)
+                except asyncio.CancelledError:
+                    ours = False
+                    if not self._abandon(job):  # it had finished: undo it here
+                        self._free_wait(wait, lock, owner, release_first=job.rc == 0)
+                    raise
+                if job.rc == 0:
+                    ours = False
+                    lib.redmutex_wait_free(wait)  # never blocks after a try that acquired
+                    return True
+                if job.rc != _ETIMEDOUT:
+                    _raise_job_error(job)
+                tries += 1
+                if last or (retry_count and tries >= retry_count):
+                    return False
+                timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                # At the deadline, one last attempt (as the blocking acquire makes).
+                last = not await readiness.wait(loop, timeout)
+        finally:
+            del self._waits[wait_id]
+            if ours:
+                self._free_wait(wait, lock, owner, release_first=False)
+
+
+# ---- locks ----------------------------------------------------------------------
+
+
+class AsyncLock:
+    """A plain, non-reentrant distributed lock for asyncio (redis-py wire format).
+
+    Made by AsyncClient.lock(); arguments as for redmutex.Client.lock(). Like
+    asyncio.Lock it is owned by the lock object: any task may release what
+    another acquired, and a task that acquires it twice waits for itself.
+    ``on_lost`` runs on the event loop; if it returns an awaitable, that is
+    run as a task.
+    """
+
+    _kind: int = lib.REDMUTEX_KIND_LOCK
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        name: Name,
+        *,
+        lease: float | None = None,
+        timeout: float | None = None,
+        fencing: bool = False,
+        owner: Name | None = None,
+        on_lost: OnLost | None = None,
+        max_hold: float | None = None,
+        max_extensions: int | None = None,
+    ) -> None:
+        if not isinstance(client, AsyncClient):
+            raise InvalidArgument("client must be a redmutex.asyncio.AsyncClient")
+        if client._closed:
+            raise ClosedError("the client was closed", ClosedError.code)
+        self._name = name
+        c_name = _to_bytes(name, "lock name", lib.REDMUTEX_NAME_MAX)
+        self._owner: bytes | None = (
+            None if owner is None else _to_bytes(owner, "owner", lib.REDMUTEX_OWNER_MAX)
+        )
+        self._timeout_ms = _WAIT_FOREVER if timeout is None else _to_ms(timeout, "timeout")
+        self.timeout = timeout
+        if on_lost is not None and not callable(on_lost):
+            raise InvalidArgument("on_lost must be callable")
+        self._on_lost = on_lost
+        self._pending: collections.deque[BaseException] = collections.deque(maxlen=1)
+        self._tasks: set[asyncio.Task[Any]] = set()  # on_lost coroutines running
+        opts = _lock_options(lease, fencing, max_hold, max_extensions)
+        self._fencing = bool(fencing)
+        self.client = client
+        out = ffi.new("redmutex_lock **")
+        check(lib.redmutex_lock_new(out, client._ptr, c_name, self._kind, opts))
+        ref = lib.rmpy_lockref_new(out[0])
+        if ref == ffi.NULL:
+            lib.redmutex_lock_free(out[0])
+            raise OutOfMemory("out of memory", OutOfMemory.code)
+        # Jobs in flight hold references of their own: the C handle outlives
+        # this object until they are done.
+        self._ref = ffi.gc(ref, lib.rmpy_lockref_unref)
+        self._ptr = out[0]
+        if on_lost is not None:
+            client._listen(self)
+
+    # -- helpers ------------------------------------------------------------
+
+    def _owner_key(self) -> bytes | None:
+        """The owner of this call: explicit, else the lock object (plain) or the task (rlock)."""
+        return self._owner
+
+    def _owner_c(self) -> Any:
+        owner = self._owner_key()
+        return ffi.NULL if owner is None else owner
+
+    def _deliver_lost(self, state: LockState) -> None:
+        callback = self._on_lost
+        if callback is None:
+            return
+        try:
+            result = callback(self, state)
+            if inspect.isawaitable(result):
+                task = asyncio.ensure_future(result)
+                self._tasks.add(task)
+                task.add_done_callback(self._on_lost_done)
+        except BaseException as exc:  # noqa: BLE001 - kept for the lock's owner
+            self._keep(exc)
+
+    def _on_lost_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._keep(cast(BaseException, task.exception()))
+
+    def _keep(self, exc: BaseException) -> None:
+        if not self._pending:
+            self._pending.append(exc)
+
+    def _take_pending(self) -> BaseException | None:
+        try:
+            return self._pending.popleft()
+        except IndexError:
+            return None
+
+    def _raise_pending(self) -> None:
+        exc = self._take_pending()
+        if exc is not None:
+            raise exc
+
+    async def _acquire_ms(self, wait_ms: int) -> bool:
+        owner = self._owner_key()
+        if wait_ms == 0:
+            return await self.client._acquire_now(self, owner)
+        return await self.client._acquire_waiting(self, owner, wait_ms)
+
+    # -- acquire and release ----------------------------------------------------
+
+    async def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Acquires the lock, with threading.Lock.acquire's contract, awaited.
+
+        ``blocking=False`` tries once. Otherwise waits up to ``timeout``
+        seconds (-1 or None: forever), holding no thread while it waits.
+        True when acquired, False when not in time. Cancelling the task ends
+        the wait at once with nothing held. Raises as redmutex.Lock.acquire().
+        """
+        wait_ms = _acquire_wait_ms(blocking, timeout)
+        self._raise_pending()
+        return await self._acquire_ms(wait_ms)
+
+    async def release(self) -> None:
+        """Releases one hold (deleting the lock and waking waiters when it was the
+        last). Raises NotOwnedError if not held by this owner and LockLostError
+        if the lease was lost before the release. A stored on_lost exception
+        is raised after the release."""
+        pending = self._take_pending()
+        try:
+            job = await self.client._call(lib.RMPY_OP_RELEASE, self, self._owner_key())
+            _raise_job_error(job)
+        except BaseException as err:
+            if pending is not None and isinstance(err, LockLostError):
+                raise pending from err
+            if pending is not None:
+                self._keep(pending)
+            raise
+        if pending is not None:
+            raise pending
+
+    async def __aenter__(self) -> AsyncLock:
+        """Acquires with the lock's ``timeout`` (None: forever); raises LockTimeout."""
+        self._raise_pending()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        if not await self._acquire_ms(self._timeout_ms):
+            waited = round((loop.time() - start) * 1000)
+            raise LockTimeout(
+                f"lock {self._name!r} is held by another owner; waited {waited} ms", LockTimeout.code
+            )
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        """Releases (also when the block was cancelled). Raises LockLostError if the
+        lease was lost while the block ran - unless the block raised, whose
+        exception is never masked (the release error is added to it as a note)."""
+        try:
+            await self.release()
+        except BaseException as err:
+            if exc is None:
+                raise
+            _add_note(
+                exc, f"redmutex: releasing lock {self._name!r} on leaving the block also failed: {err!r}"
+            )
+
+    async def extend(self, seconds: float, replace: bool = False) -> None:
+        """Adds ``seconds`` to the remaining lease (or sets it, with replace=True)
+        if this owner still holds the lock. Raises NotOwnedError, LockLostError,
+        LimitError."""
+        ms = _to_ms(seconds, "seconds", allow_zero=False)
+        self._raise_pending()
+        job = self.client._new_job(lib.RMPY_OP_EXTEND, self, self._owner_key())
+        job.ms = ms
+        job.mode = lib.REDMUTEX_EXTEND_REPLACE if replace else lib.REDMUTEX_EXTEND_ADD
+        try:
+            await self.client._submit(job)
+        except asyncio.CancelledError:
+            self.client._abandon(job)
+            raise
+        _raise_job_error(job)
+
+    # -- queries (one round trip each) -----------------------------------------
+
+    async def _query(self, op: int, with_owner: bool = False) -> int:
+        self._raise_pending()
+        job = await self.client._call(op, self, self._owner_key() if with_owner else None)
+        _raise_job_error(job)
+        return int(job.out)
+
+    async def locked(self) -> bool:
+        """True if anyone holds the lock, as the servers see it now."""
+        return bool(await self._query(lib.RMPY_OP_IS_LOCKED))
+
+    async def owned(self) -> bool:
+        """True if this owner holds the lock, as the servers see it now."""
+        return bool(await self._query(lib.RMPY_OP_IS_OWNED, with_owner=True))
+
+    async def ttl(self) -> float | None:
+        """Remaining time to live on the servers, in seconds; None when nobody
+        holds it, or it is held without a TTL (a redis-py lock with timeout=None)."""
+        ms = await self._query(lib.RMPY_OP_TTL)
+        return None if ms < 0 else ms / 1000
+
+    async def hold_count(self) -> int:
+        """This owner's hold count on the servers (reentrancy depth; 1 or 0 for a plain lock)."""
+        return await self._query(lib.RMPY_OP_HOLD_COUNT, with_owner=True)
+
+    async def force_release(self) -> bool:
+        """Deletes the lock whoever holds it and wakes waiters; True if one was deleted."""
+        return bool(await self._query(lib.RMPY_OP_FORCE_RELEASE))
+
+    # -- local state (no I/O) ------------------------------------------------------
+
+    @property
+    def name(self) -> Name:
+        """The lock's name, as given; it is the Redis key."""
+        return self._name
+
+    @property
+    def owner(self) -> Name | None:
+        """The explicit owner id given at creation, or None for the default owner."""
+        return self._owner
+
+    @property
+    def fencing(self) -> bool:
+        """True if the lock maintains fencing tokens."""
+        return self._fencing
+
+    @property
+    def state(self) -> LockState:
+        """This owner's hold as known locally (no I/O)."""
+        self._raise_pending()
+        out = ffi.new("redmutex_state *")
+        check(lib.redmutex_lock_state(out, self._ptr, self._owner_c()))
+        return LockState(out[0])
+
+    @property
+    def lost(self) -> bool:
+        """True when this owner's hold is known to be lost (release it to reset)."""
+        return self.state == LockState.LOST
+
+    @property
+    def validity(self) -> float:
+        """Seconds this owner's hold is still known to be valid; 0.0 when not held."""
+        self._raise_pending()
+        out = ffi.new("int64_t *")
+        check(lib.redmutex_lock_validity(out, self._ptr, self._owner_c()))
+        return max(0, out[0]) / 1000
+
+    @property
+    def fence(self) -> int | None:
+        """The fencing token of this owner's hold, or None (fencing off, or not held)."""
+        self._raise_pending()
+        if not self._fencing:
+            return None
+        out = ffi.new("int64_t *")
+        rc = lib.redmutex_lock_fence(out, self._ptr, self._owner_c())
+        if rc == _ENOTOWNER:
+            return None
+        check(rc)
+        return int(out[0])
+
+    def __repr__(self) -> str:
+        return f"<redmutex.asyncio.{type(self).__name__} {self._name!r}>"
+
+
+class AsyncRLock(AsyncLock):
+    """A reentrant distributed lock for asyncio (Redisson RLock wire format).
+
+    The default owner is the running task (``"<client id>:task-<n>"``): a
+    task may acquire it again (``hold_count`` deep) and must release it as
+    often; two tasks exclude each other, also on one thread. An explicit
+    ``owner`` is the hash field used verbatim.
+    """
+
+    _kind = lib.REDMUTEX_KIND_RLOCK
+
+    def _owner_key(self) -> bytes | None:
+        if self._owner is not None:
+            return self._owner
+        return f"{self.client.id}:task-{_task_number()}".encode("ascii")

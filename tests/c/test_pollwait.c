@@ -1,0 +1,524 @@
+/*
+ * Pollable waits (redmutex_wait_*, redmutex_client_wait_fd/next_ready): an
+ * event loop acquires without a thread per waiter. Each test drives the
+ * waits the way a loop does, polling the client's wait fd with a deadline,
+ * against a real redis-server: a release by another client (its message),
+ * a release by the same client (the hand-off), a holder whose lease runs out
+ * without a message, a holder that never publishes (the backoff cap), and
+ * hundreds of waits served in order on three descriptors.
+ */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <dirent.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+
+static rs_server srv;
+
+static redmutex_client *pw_client(int64_t backoff_cap_ms)
+{
+    redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.wait_backoff_cap_ms = backoff_cap_ms;
+    o.shutdown_timeout_ms = 1000;
+    const char *url = srv.url;
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &o));
+    return c;
+}
+
+static redmutex_lock *pw_lock(redmutex_client *c, const char *name, redmutex_kind kind)
+{
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, name, kind, NULL));
+    return l;
+}
+
+static bool readable(int fd, int ms)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+/* Polls the client's wait fd until `w` is reported ready; fails after ms. Returns the elapsed ms. */
+static int64_t await_ready(redmutex_client *c, redmutex_wait *w, int ms)
+{
+    int fd = redmutex_client_wait_fd(c);
+    CHECK(fd >= 0);
+    int64_t start = rt_now_ms(), deadline = start + ms;
+    for (;;) {
+        uint64_t id;
+        int rc;
+        while ((rc = redmutex_client_next_ready(c, &id)) == 1)
+            if (id == redmutex_wait_id(w))
+                return rt_now_ms() - start;
+        CHECK_RC(rc, 0);
+        int64_t left = deadline - rt_now_ms();
+        CHECKF(left > 0, "wait %llu not ready within %d ms", (unsigned long long)redmutex_wait_id(w), ms);
+        readable(fd, (int)left);
+    }
+}
+
+/* Pops whatever is ready now (the subscription's confirmation makes waits ready once). */
+static void drain_ready(redmutex_client *c)
+{
+    uint64_t id;
+    while (redmutex_client_next_ready(c, &id) == 1) {
+    }
+}
+
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    CHECK(d);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* A release by another client publishes; the wait becomes ready at once and its try wins. */
+static void test_release_message_makes_the_wait_ready(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *holder_c = pw_client(5000), *c = pw_client(5000);
+    redmutex_lock *holder = pw_lock(holder_c, "pw:msg", REDMUTEX_KIND_LOCK);
+    redmutex_lock *l = pw_lock(c, "pw:msg", REDMUTEX_KIND_LOCK);
+    CHECK_OK(redmutex_lock_acquire(holder, NULL, 0));
+
+    redmutex_wait *w;
+    CHECK_OK(redmutex_wait_new(&w, l, NULL));
+    CHECK(redmutex_wait_id(w) > 0);
+    CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+    CHECK(strstr(redmutex_last_error(), "pw:msg") != NULL);
+    /* The subscription's confirmation makes it ready once (a release may
+       have slipped in before it): a retry finds the lock still held. */
+    WAIT_FOR(rs_numsub(&srv, "redisson_lock__channel:{pw:msg}") == 1, 2000);
+    drain_ready(c);
+    CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+    /* While the holder holds, retries come at a doubling backoff (50 ms
+       first): after five of them the next is >= 1.2 s away. */
+    for (int i = 0; i < 5; i++) {
+        await_ready(c, w, 3000);
+        CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+    }
+    /* The release's message makes the wait ready long before that. */
+    CHECK_OK(redmutex_lock_release(holder, NULL));
+    int64_t ms = await_ready(c, w, 1000);
+    CHECKF(ms < 1000, "ready after %lld ms", (long long)ms);
+    CHECK_OK(redmutex_wait_try(w));
+    CHECK_RC(redmutex_wait_try(w), REDMUTEX_EINVAL); /* finished */
+    redmutex_wait_free(w);
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, l, NULL));
+    CHECK(st == REDMUTEX_STATE_HELD);
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    CHECK(!rs_exists(&srv, "pw:msg"));
+    redmutex_lock_free(l);
+    redmutex_lock_free(holder);
+    redmutex_client_free(c);
+    redmutex_client_free(holder_c);
+    rs_stop(&srv);
+}
+
+/* An uncontended wait acquires in one attempt and never subscribes; a wait
+   that joins a channel already subscribed is made ready once (a release may
+   have come between its attempt and its joining). */
+static void test_uncontended_wait_does_not_subscribe(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000), *other_c = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:free", REDMUTEX_KIND_LOCK);
+    redmutex_wait *w;
+    CHECK_OK(redmutex_wait_new(&w, l, NULL));
+    CHECK_OK(redmutex_wait_try(w));
+    redmutex_wait_free(w);
+    CHECK(rs_numsub(&srv, "redisson_lock__channel:{pw:free}") == 0);
+
+    redmutex_lock *l2 = pw_lock(other_c, "pw:free", REDMUTEX_KIND_LOCK);
+    redmutex_wait *w1, *w2;
+    CHECK_OK(redmutex_wait_new(&w1, l2, NULL));
+    CHECK_RC(redmutex_wait_try(w1), REDMUTEX_ETIMEDOUT);
+    WAIT_FOR(rs_numsub(&srv, "redisson_lock__channel:{pw:free}") == 1, 2000);
+    drain_ready(other_c);
+    CHECK_OK(redmutex_wait_new(&w2, l2, NULL));
+    CHECK_RC(redmutex_wait_try(w2), REDMUTEX_ETIMEDOUT); /* queued behind w1: no attempt */
+    uint64_t id;
+    bool w2_ready = false;
+    while (redmutex_client_next_ready(other_c, &id) == 1)
+        w2_ready |= id == redmutex_wait_id(w2); /* (w1's backoff may have come too) */
+    CHECK(w2_ready);
+    redmutex_wait_free(w1);
+    redmutex_wait_free(w2);
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_lock_free(l2);
+    redmutex_client_free(c);
+    redmutex_client_free(other_c);
+    rs_stop(&srv);
+}
+
+/* A release by the same client hands the lock over in its own round trip. */
+static void test_release_by_the_same_client_hands_the_lock_over(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:handoff", REDMUTEX_KIND_RLOCK);
+    char holder[] = "holder-task", waiter[] = "waiter-task";
+    /* Scripts loaded first: a hand-off that met NOSCRIPT is redone by the waiter. */
+    CHECK_OK(redmutex_lock_acquire(l, holder, 0));
+    CHECK_OK(redmutex_lock_release(l, holder));
+    CHECK_OK(redmutex_lock_acquire(l, holder, 0));
+    redmutex_wait *w;
+    CHECK_OK(redmutex_wait_new(&w, l, waiter));
+    CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+    WAIT_FOR(rs_numsub(&srv, "redisson_lock__channel:{pw:handoff}") == 1, 2000);
+    drain_ready(c); /* the subscription's confirmation */
+    CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+
+    CHECK_OK(redmutex_lock_release(l, holder));
+    await_ready(c, w, 1000);
+    /* The hold was recorded by the releasing call: the server has the
+       waiter's field already, before the try. */
+    CHECK(rs_int(&srv, "HEXISTS pw:handoff waiter-task") == 1);
+    CHECK_OK(redmutex_wait_try(w));
+    redmutex_wait_free(w);
+    int64_t count;
+    CHECK_OK(redmutex_lock_hold_count(&count, l, waiter));
+    CHECK(count == 1);
+    CHECK_OK(redmutex_lock_release(l, waiter));
+    CHECK(!rs_exists(&srv, "pw:handoff"));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
+/* A wait freed after a hand-off granted it the lock, but before it tried, gives the lock back. */
+static void test_free_gives_back_a_lock_handed_over_meanwhile(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:giveback", REDMUTEX_KIND_LOCK);
+    redmutex_lock *other = pw_lock(c, "pw:giveback", REDMUTEX_KIND_LOCK);
+    CHECK_OK(redmutex_lock_acquire(other, NULL, 0));
+    redmutex_wait *w;
+    CHECK_OK(redmutex_wait_new(&w, l, NULL));
+    CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+    CHECK_OK(redmutex_lock_release(other, NULL));
+    await_ready(c, w, 1000);
+    CHECK(rs_exists(&srv, "pw:giveback")); /* taken for the wait */
+    redmutex_wait_free(w);                 /* cancelled before it looked */
+    CHECK(!rs_exists(&srv, "pw:giveback"));
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, l, NULL));
+    CHECK(st == REDMUTEX_STATE_UNLOCKED);
+    /* The lock is usable by anyone at once. */
+    CHECK_OK(redmutex_lock_acquire(other, NULL, 0));
+    CHECK_OK(redmutex_lock_release(other, NULL));
+    redmutex_lock_free(l);
+    redmutex_lock_free(other);
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
+/* A holder whose lease runs out publishes nothing: the wait is due at the lease's end. */
+static void test_lease_end_makes_the_wait_ready(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(10000);
+    redmutex_lock *l = pw_lock(c, "pw:ttl", REDMUTEX_KIND_LOCK);
+    freeReplyObject(rs_cmd(&srv, "SET pw:ttl foreign PX 400"));
+    redmutex_wait *w;
+    CHECK_OK(redmutex_wait_new(&w, l, NULL));
+    int64_t start = rt_now_ms();
+    CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+    /* Ready at the subscription, then at the lease's end (not at the 10 s cap). */
+    for (;;) {
+        await_ready(c, w, 3000);
+        int rc = redmutex_wait_try(w);
+        if (rc == 0)
+            break;
+        CHECK_RC(rc, REDMUTEX_ETIMEDOUT);
+    }
+    int64_t ms = rt_now_ms() - start;
+    CHECKF(ms >= 350 && ms < 3000, "acquired after %lld ms; the lease ended after 400", (long long)ms);
+    redmutex_wait_free(w);
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
+/* A holder without a TTL that deletes its key without publishing (redis-py's
+   default lock): the wait retries at the backoff cap. */
+static void test_backoff_cap_bounds_a_silent_release(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(300);
+    redmutex_lock *l = pw_lock(c, "pw:silent", REDMUTEX_KIND_LOCK);
+    freeReplyObject(rs_cmd(&srv, "SET pw:silent foreign"));
+    redmutex_wait *w;
+    CHECK_OK(redmutex_wait_new(&w, l, NULL));
+    CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+    /* Retries come at a growing backoff, capped at 300 ms. */
+    int64_t start = rt_now_ms();
+    for (int tries = 0; tries < 4; tries++) {
+        await_ready(c, w, 2000);
+        CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+    }
+    CHECKF(rt_now_ms() - start >= 150, "4 retries within %lld ms: no backoff",
+           (long long)(rt_now_ms() - start));
+    CHECK(rs_int(&srv, "DEL pw:silent") == 1);
+    int64_t deleted_at = rt_now_ms();
+    for (;;) {
+        await_ready(c, w, 2000);
+        int rc = redmutex_wait_try(w);
+        if (rc == 0)
+            break;
+        CHECK_RC(rc, REDMUTEX_ETIMEDOUT);
+    }
+    int64_t after = rt_now_ms() - deleted_at;
+    CHECKF(after < 1500, "acquired %lld ms after the silent release (cap 300)", (long long)after);
+    redmutex_wait_free(w);
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
+/*
+ * 300 waits on one lock, served one after another by a single thread that
+ * polls the wait fd: each is served exactly once, in the order they queued,
+ * the process gains no descriptor per wait, and no key is left.
+ */
+static void test_many_waits_share_three_descriptors_and_are_served_in_order(void)
+{
+    enum { N = 300 };
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:many", REDMUTEX_KIND_RLOCK);
+    int fd = redmutex_client_wait_fd(c);
+    CHECK(fd >= 0);
+    char first[] = "first";
+    CHECK_OK(redmutex_lock_acquire(l, first, 0));
+    static redmutex_wait *w[N];
+    static char owners[N][16];
+    int fds_before = open_fds();
+    for (int i = 0; i < N; i++) {
+        snprintf(owners[i], sizeof owners[i], "task-%d", i);
+        CHECK_OK(redmutex_wait_new(&w[i], l, owners[i]));
+        CHECK_RC(redmutex_wait_try(w[i]), REDMUTEX_ETIMEDOUT);
+    }
+    int gained = open_fds() - fds_before;
+    CHECKF(gained <= 4, "%d waits took %d descriptors", N, gained); /* the subscriber's thread and socket */
+
+    CHECK_OK(redmutex_lock_release(l, first));
+    uint64_t base = redmutex_wait_id(w[0]);
+    int served = 0, next = 0;
+    int64_t deadline = rt_now_ms() + 60000;
+    while (served < N) {
+        CHECK(rt_now_ms() < deadline);
+        readable(fd, 1000);
+        uint64_t id;
+        while (redmutex_client_next_ready(c, &id) == 1) {
+            int i = (int)(id - base);
+            CHECK(i >= 0 && i < N && w[i] && redmutex_wait_id(w[i]) == id);
+            int rc = redmutex_wait_try(w[i]);
+            if (rc == REDMUTEX_ETIMEDOUT)
+                continue;
+            CHECK_OK(rc);
+            CHECKF(i == next, "wait %d was served when %d was next", i, next);
+            next++;
+            redmutex_wait_free(w[i]);
+            w[i] = NULL;
+            served++;
+            CHECK_OK(redmutex_lock_release(l, owners[i])); /* hands it to the next */
+        }
+    }
+    CHECK(!rs_exists(&srv, "pw:many"));
+    CHECK(open_fds() - fds_before <= 4);
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
+/* A new wait queues behind the client's waits instead of racing them, unless it re-enters. */
+static void test_new_wait_queues_behind_older_ones(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:queue", REDMUTEX_KIND_RLOCK);
+    char a[] = "a", b[] = "b", holder[] = "holder";
+    CHECK_OK(redmutex_lock_acquire(l, holder, 0));
+    redmutex_wait *wa, *wb, *wh;
+    CHECK_OK(redmutex_wait_new(&wa, l, a));
+    CHECK_RC(redmutex_wait_try(wa), REDMUTEX_ETIMEDOUT);
+    /* The holder re-enters at once, queue or not. */
+    CHECK_OK(redmutex_wait_new(&wh, l, holder));
+    CHECK_OK(redmutex_wait_try(wh));
+    redmutex_wait_free(wh);
+    CHECK(rs_int(&srv, "HINCRBY pw:queue holder 0") == 2);
+    CHECK_OK(redmutex_lock_release(l, holder));
+    CHECK_OK(redmutex_lock_release(l, holder)); /* hands it to a */
+    await_ready(c, wa, 1000);
+    /* b arrives while a is about to take it: b waits its turn. */
+    CHECK_OK(redmutex_wait_new(&wb, l, b));
+    CHECK_RC(redmutex_wait_try(wb), REDMUTEX_ETIMEDOUT);
+    CHECK_OK(redmutex_wait_try(wa));
+    redmutex_wait_free(wa);
+    CHECK_OK(redmutex_lock_release(l, a));
+    for (;;) {
+        await_ready(c, wb, 2000);
+        int rc = redmutex_wait_try(wb);
+        if (rc == 0)
+            break;
+        CHECK_RC(rc, REDMUTEX_ETIMEDOUT);
+    }
+    redmutex_wait_free(wb);
+    CHECK_OK(redmutex_lock_release(l, b));
+    CHECK(!rs_exists(&srv, "pw:queue"));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
+typedef struct releaser {
+    redmutex_lock *lock;
+    char *owner;
+    int rc;
+} releaser;
+
+static void *release_main(void *arg)
+{
+    releaser *r = arg;
+    r->rc = redmutex_lock_release(r->lock, r->owner);
+    return NULL;
+}
+
+/*
+ * A wait freed while a releasing thread hands it the lock: before the
+ * release claims it, during the hand-off's round trip, or after. Whatever
+ * the order, the freed wait leaves nothing held and no key behind.
+ */
+static void test_free_racing_a_hand_off_leaves_nothing(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:race", REDMUTEX_KIND_RLOCK);
+    char holder[] = "holder", waiter[] = "waiter";
+    CHECK_OK(redmutex_lock_acquire(l, holder, 0)); /* scripts loaded */
+    CHECK_OK(redmutex_lock_release(l, holder));
+    for (int i = 0; i < 200; i++) {
+        CHECK_OK(redmutex_lock_acquire(l, holder, 0));
+        redmutex_wait *w;
+        CHECK_OK(redmutex_wait_new(&w, l, waiter));
+        CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
+        releaser r = {l, holder, -1};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, release_main, &r) == 0);
+        if (i % 3 == 1)
+            sched_yield();
+        else if (i % 3 == 2)
+            rt_sleep_ms(0);
+        redmutex_wait_free(w);
+        pthread_join(t, NULL);
+        CHECK_OK(r.rc);
+        int64_t count;
+        CHECK_OK(redmutex_lock_hold_count(&count, l, waiter));
+        CHECK(count == 0);
+        CHECKF(!rs_exists(&srv, "pw:race"), "iteration %d left the lock held", i);
+        redmutex_state st;
+        CHECK_OK(redmutex_lock_state(&st, l, waiter));
+        CHECK(st == REDMUTEX_STATE_UNLOCKED);
+    }
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
+/* Closing the client makes every wait ready; tries fail with ECLOSED; frees work in any order. */
+static void test_close_makes_waits_ready_and_frees_work_in_any_order(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:close", REDMUTEX_KIND_LOCK);
+    freeReplyObject(rs_cmd(&srv, "SET pw:close foreign"));
+    redmutex_wait *w1, *w2;
+    CHECK_OK(redmutex_wait_new(&w1, l, NULL));
+    CHECK_OK(redmutex_wait_new(&w2, l, NULL));
+    CHECK_RC(redmutex_wait_try(w1), REDMUTEX_ETIMEDOUT);
+    CHECK_RC(redmutex_wait_try(w2), REDMUTEX_ETIMEDOUT);
+    WAIT_FOR(rs_numsub(&srv, "redisson_lock__channel:{pw:close}") == 1, 2000);
+    drain_ready(c);
+    CHECK_OK(redmutex_client_close(c));
+    await_ready(c, w1, 1000);
+    CHECK_RC(redmutex_wait_try(w1), REDMUTEX_ECLOSED);
+    redmutex_wait *w3;
+    CHECK_RC(redmutex_wait_new(&w3, l, NULL), REDMUTEX_ECLOSED);
+    /* The client and the handle go first; the waits keep their memory alive. */
+    int fd = redmutex_client_wait_fd(c);
+    CHECK(fd >= 0);
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    redmutex_wait_free(w1);
+    redmutex_wait_free(w2);
+    CHECK(rs_exists(&srv, "pw:close")); /* the foreign holder's key is untouched */
+    rs_stop(&srv);
+}
+
+static void test_bad_input_is_refused(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:bad", REDMUTEX_KIND_RLOCK);
+    redmutex_wait *w = NULL;
+    CHECK_RC(redmutex_wait_new(NULL, l, NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_wait_new(&w, NULL, NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_wait_new(&w, l, ""), REDMUTEX_EINVAL);
+    char big[REDMUTEX_OWNER_MAX + 2];
+    memset(big, 'o', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    CHECK_RC(redmutex_wait_new(&w, l, big), REDMUTEX_EINVAL);
+    CHECK(w == NULL);
+    CHECK_RC(redmutex_wait_try(NULL), REDMUTEX_EINVAL);
+    redmutex_wait_free(NULL);
+    CHECK(redmutex_wait_id(NULL) == 0);
+    uint64_t id;
+    CHECK_RC(redmutex_client_wait_fd(NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_client_next_ready(NULL, &id), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_client_next_ready(c, NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_client_next_ready(c, &id), 0);
+    /* A wait of a key of another type fails like an acquire and holds nothing. */
+    freeReplyObject(rs_cmd(&srv, "SET pw:bad a-string"));
+    CHECK_OK(redmutex_wait_new(&w, l, "someone"));
+    CHECK_RC(redmutex_wait_try(w), REDMUTEX_EWRONGTYPE);
+    redmutex_wait_free(w);
+    CHECK(rs_count_keys(&srv, "*") == 1);
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
+int main(int argc, char **argv)
+{
+    static const rt_test tests[] = {
+        {"release_message_makes_the_wait_ready", test_release_message_makes_the_wait_ready},
+        {"uncontended_wait_does_not_subscribe", test_uncontended_wait_does_not_subscribe},
+        {"release_by_the_same_client_hands_the_lock_over",
+         test_release_by_the_same_client_hands_the_lock_over},
+        {"free_gives_back_a_lock_handed_over_meanwhile", test_free_gives_back_a_lock_handed_over_meanwhile},
+        {"lease_end_makes_the_wait_ready", test_lease_end_makes_the_wait_ready},
+        {"backoff_cap_bounds_a_silent_release", test_backoff_cap_bounds_a_silent_release},
+        {"many_waits_share_three_descriptors_and_are_served_in_order",
+         test_many_waits_share_three_descriptors_and_are_served_in_order},
+        {"new_wait_queues_behind_older_ones", test_new_wait_queues_behind_older_ones},
+        {"free_racing_a_hand_off_leaves_nothing", test_free_racing_a_hand_off_leaves_nothing},
+        {"close_makes_waits_ready_and_frees_work_in_any_order",
+         test_close_makes_waits_ready_and_frees_work_in_any_order},
+        {"bad_input_is_refused", test_bad_input_is_refused},
+    };
+    return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
+}

@@ -1,0 +1,649 @@
+"""redmutex.asyncio against a real redis-server: waiting without a thread per
+waiter, per-task ownership, cancellation, Ctrl-C, lost locks on the loop,
+interop with redis-py's asyncio Lock and with the blocking API."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+import redis
+import redis.asyncio
+import redmutex
+from redmutex.asyncio import AsyncClient
+
+from conftest import RedisServer
+from rmtest_util import channel, wait_until
+
+
+def threads_now() -> int:
+    """The OS threads of this process (C threads included)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def lock_keys(r: redis.Redis) -> list[bytes]:
+    """Keys left on the server, but for unlock latches (Redisson's idempotent-release
+    markers, deleted by a later command of the client or expiring on their own)."""
+    return sorted(k for k in r.keys("*") if not k.startswith(b"redisson_unlock_latch:"))
+
+
+def fds_now() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def until(predicate, timeout: float = 10.0, what: str = "condition"):
+    """Awaits a condition with a deadline (the loop keeps running meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+class Critical:
+    """A shared counter whose update spans an await: overlapping holders lose increments."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.inside = 0
+        self.overlaps = 0
+
+    async def enter(self) -> None:
+        self.inside += 1
+        if self.inside > 1:
+            self.overlaps += 1
+        value = self.count
+        await asyncio.sleep(0)
+        self.count = value + 1
+        self.inside -= 1
+
+
+# ---- many waiters, few threads ------------------------------------------------
+
+
+def test_1000_tasks_wait_on_one_lock_with_a_handful_of_threads(redis_url, r):
+    async def main():
+        before_threads, before_fds = threads_now(), fds_now()
+        async with AsyncClient(redis_url) as client:
+            holder = client.lock("many")
+            await holder.acquire()
+            shared = Critical()
+
+            async def task():
+                async with client.lock("many"):
+                    await shared.enter()
+
+            tasks = [asyncio.create_task(task()) for _ in range(1000)]
+            await until(lambda: len(client._waits) == 1000, what="1000 waiting tasks")
+            waiting_threads = threads_now() - before_threads
+            waiting_fds = fds_now() - before_fds
+            await holder.release()
+            await asyncio.wait_for(asyncio.gather(*tasks), 60)
+            assert shared.count == 1000 and shared.overlaps == 0
+            assert not client._waits and not client._pending
+        return waiting_threads, waiting_fds
+
+    threads, fds = asyncio.run(main())
+    # The pool (4), the core's subscriber and watchdog: no thread per waiter.
+    assert threads <= 6, threads
+    # The client's own descriptors (wait, event, pool fds, sockets): none per waiter.
+    assert fds <= 16, fds
+    assert lock_keys(r) == []
+
+
+def test_cancelling_half_of_1000_waiters_leaves_the_rest_served_and_no_key(redis_url, r):
+    async def main():
+        async with AsyncClient(redis_url) as client:
+            holder = client.rlock("half")
+            await holder.acquire()
+            shared = Critical()
+
+            async def task():
+                async with client.rlock("half"):
+                    await shared.enter()
+
+            tasks = [asyncio.create_task(task()) for _ in range(1000)]
+            await until(lambda: len(client._waits) == 1000, what="1000 waiting tasks")
+            cancelled = tasks[::2]
+            for t in cancelled:
+                t.cancel()
+            start = time.monotonic()
+            await asyncio.wait(cancelled)
+            cancel_time = time.monotonic() - start
+            assert all(t.cancelled() for t in cancelled)
+            await until(lambda: len(client._waits) == 500, what="the cancelled waits to go")
+            await holder.release()
+            await asyncio.wait_for(asyncio.gather(*tasks[1::2]), 60)
+            assert shared.count == 500 and shared.overlaps == 0
+            await until(lambda: not client._pending, what="clean-ups to finish")
+        return cancel_time
+
+    cancel_time = asyncio.run(main())
+    assert cancel_time < 2.0, cancel_time  # at once: no round trip per cancelled waiter on the loop
+    assert lock_keys(r) == []
+
+
+# ---- ownership ---------------------------------------------------------------------
+
+
+def test_reentrancy_is_per_task_and_two_tasks_on_one_thread_exclude_each_other(redis_url, r):
+    async def main():
+        async with AsyncClient(redis_url) as client:
+            lock = client.rlock("per-task")
+            a_holds = asyncio.Event()
+            a_may_release = asyncio.Event()
+            order = []
+
+            async def a():
+                async with lock:
+                    async with lock:  # the same task re-enters
+                        assert await lock.hold_count() == 2
+                        order.append("a in")
+                        a_holds.set()
+                        await a_may_release.wait()
+                    order.append("a out once")
+                order.append("a out")
+
+            async def b():
+                await a_holds.wait()
+                assert not await lock.acquire(timeout=0.3)  # another task: excluded
+                assert await lock.hold_count() == 0
+                a_may_release.set()
+                async with lock:
+                    order.append("b in")
+                    assert await lock.hold_count() == 1
+
+            await asyncio.gather(a(), b())
+            assert order == ["a in", "a out once", "a out", "b in"]
+            owners = {client.task_owner()}
+            assert len(owners) == 1 and owners.pop().startswith(client.id + ":task-")
+
+    asyncio.run(main())
+    assert lock_keys(r) == []
+
+
+def test_plain_lock_is_owned_by_the_lock_object_and_explicit_owners_work(redis_url, r):
+    async def main():
+        async with AsyncClient(redis_url) as client:
+            lock = client.lock("plain")
+            await lock.acquire()
+            # Like asyncio.Lock: any task may release it.
+            await asyncio.create_task(lock.release())
+            assert not await lock.locked()
+            mine = client.rlock("explicit", owner="job-7")
+            await mine.acquire()
+            assert r.hkeys("explicit") == [b"job-7"]
+            assert await client.rlock("explicit", owner="job-7").hold_count() == 1
+            assert not await client.rlock("explicit", owner="job-8").acquire(blocking=False)
+            await mine.release()
+
+    asyncio.run(main())
+    assert lock_keys(r) == []
+
+
+# ---- cancellation -----------------------------------------------------------------
+
+
+def test_cancel_inside_async_with_releases(redis_url, r):
+    async def main():
+        async with AsyncClient(redis_url) as client:
+            inside = asyncio.Event()
+
+            async def holder():
+                async with client.lock("cancel-inside"):
+                    inside.set()
+                    await asyncio.sleep(3600)
+
+            t = asyncio.create_task(holder())
+            await inside.wait()
+            assert r.exists("cancel-inside")
+            t.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await t
+            assert not r.exists("cancel-inside")
+
+    asyncio.run(main())
+
+
+def test_cancel_during_an_attempt_in_flight_ends_at_once_and_releases_what_it_won(redis_url, r):
+    """CLIENT PAUSE holds the attempt's SET on the server: the task is cancelled
+    while its acquisition is in flight; the acquisition, when it lands, is
+    released by the worker for nobody, and the loop never blocked meanwhile."""
+
+    async def main():
+        async with AsyncClient(redis_url) as client:
+            lock = client.lock("in-flight")
+            await lock.acquire()  # connections and scripts ready
+            await lock.release()
+            r.execute_command("CLIENT", "PAUSE", 800, "WRITE")
+            t = asyncio.create_task(lock.acquire())
+            # The loop runs while the attempt waits on the server.
+            ticks = 0
+            for _ in range(20):
+                await asyncio.sleep(0.01)
+                ticks += 1
+            assert not t.done()
+            start = time.monotonic()
+            t.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await t
+            ended = time.monotonic() - start
+            # After the pause the SET lands and the worker releases it.
+            await until(lambda: not client._pending, what="the abandoned attempt to end")
+            assert r.get("in-flight") is None
+            assert lock.state == redmutex.LockState.UNLOCKED
+            assert await lock.acquire(blocking=False)  # free for anyone
+            await lock.release()
+            return ticks, ended
+
+    ticks, ended = asyncio.run(main())
+    assert ticks == 20
+    assert ended < 0.2, ended  # at once, not after the paused round trip
+    assert lock_keys(r) == []
+
+
+def test_timeouts_and_non_blocking(redis_url, r):
+    async def main():
+        async with AsyncClient(redis_url) as client:
+            holder = client.lock("busy")
+            await holder.acquire()
+            other = client.lock("busy", timeout=0.2)
+            assert not await other.acquire(blocking=False)
+            start = time.monotonic()
+            assert not await other.acquire(timeout=0.3)
+            assert 0.25 <= time.monotonic() - start < 2.0
+            with pytest.raises(redmutex.LockTimeout, match="busy"):
+                async with other:
+                    pass
+            with pytest.raises(redmutex.InvalidArgument):
+                await other.acquire(blocking=False, timeout=1)
+            with pytest.raises(redmutex.InvalidArgument):
+                await other.acquire(timeout=-3)
+            await holder.release()
+            assert not client._waits
+
+    asyncio.run(main())
+    assert lock_keys(r) == []
+
+
+# ---- lost locks ---------------------------------------------------------------------
+
+
+def test_lost_lock_runs_on_lost_on_the_loop_and_async_with_raises_at_exit(redis_url, r):
+    async def main():
+        async with AsyncClient(redis_url, watchdog_lease=0.3) as client:
+            seen = []
+            loop_thread = threading.get_ident()
+
+            async def on_lost(lock, state):
+                seen.append((state, threading.get_ident()))
+
+            lock = client.lock("lost", on_lost=on_lost)
+            with pytest.raises(redmutex.LockLostError):
+                async with lock:
+                    r.delete("lost")  # behind the holder's back
+                    await until(lambda: seen, what="on_lost")
+            assert seen[0] == (redmutex.LockState.LOST, loop_thread)
+            assert lock.state == redmutex.LockState.UNLOCKED
+
+    asyncio.run(main())
+
+
+def test_on_lost_exception_is_raised_by_the_next_call(redis_url, r):
+    async def main():
+        async with AsyncClient(redis_url) as client:
+
+            def on_lost(lock, state):
+                raise ValueError("callback failed")
+
+            lock = client.lock("lost-exc", lease=0.2, on_lost=on_lost)
+            await lock.acquire()
+            await until(lambda: lock._pending, what="the lease to run out")
+            with pytest.raises(ValueError, match="callback failed"):
+                await lock.release()
+
+    asyncio.run(main())
+
+
+# ---- interop --------------------------------------------------------------------------
+
+
+def test_interop_with_redis_py_asyncio_lock(redis_url, redis_server, r):
+    async def main():
+        peer = redis.asyncio.Redis(port=redis_server.port)
+        async with AsyncClient(redis_url, wait_backoff_cap=0.2) as client:
+            theirs = peer.lock("shared", timeout=30)
+            ours = client.lock("shared")
+            assert await theirs.acquire()
+            assert not await ours.acquire(timeout=0.2)
+            waiter = asyncio.create_task(ours.acquire())
+            await asyncio.sleep(0.1)
+            await theirs.release()  # publishes nothing: the backoff cap bounds the wait
+            assert await asyncio.wait_for(waiter, 3)
+            assert not await theirs.acquire(blocking_timeout=0.2)
+            await ours.release()
+            assert await theirs.acquire(blocking_timeout=1)
+            await theirs.release()
+
+            # Both kinds of contender on one counter.
+            shared = Critical()
+
+            async def ours_task():
+                async with client.lock("mixed"):
+                    await shared.enter()
+
+            async def theirs_task():
+                lock = peer.lock("mixed", timeout=30, sleep=0.005)
+                async with lock:
+                    await shared.enter()
+
+            await asyncio.wait_for(
+                asyncio.gather(*[ours_task() for _ in range(50)], *[theirs_task() for _ in range(50)]), 60
+            )
+            assert shared.count == 100 and shared.overlaps == 0
+        await peer.aclose()
+
+    asyncio.run(main())
+    assert lock_keys(r) == []
+
+
+def test_sync_and_async_apis_of_one_process_exclude_each_other(redis_url, r):
+    sync_client = redmutex.Client(redis_url)
+    count = {"n": 0, "inside": 0, "overlaps": 0}
+    mu = threading.Lock()
+
+    def critical_sync():
+        with mu:
+            count["inside"] += 1
+            count["overlaps"] += count["inside"] > 1
+            value = count["n"]
+        time.sleep(0.001)
+        with mu:
+            count["n"] = value + 1
+            count["inside"] -= 1
+
+    def sync_worker():
+        for _ in range(25):
+            with sync_client.lock("both"):
+                critical_sync()
+
+    async def main():
+        async with AsyncClient(redis_url) as client:
+            threads = [threading.Thread(target=sync_worker) for _ in range(2)]
+            for t in threads:
+                t.start()
+
+            async def task():
+                for _ in range(10):
+                    async with client.lock("both"):
+                        await asyncio.to_thread(critical_sync)
+
+            await asyncio.wait_for(asyncio.gather(*[task() for _ in range(5)]), 60)
+            for t in threads:
+                await asyncio.to_thread(t.join)
+
+    try:
+        asyncio.run(main())
+    finally:
+        sync_client.close()
+    assert count["n"] == 100 and count["overlaps"] == 0
+    assert lock_keys(r) == []
+
+
+# ---- Ctrl-C ---------------------------------------------------------------------------
+
+CTRL_C = textwrap.dedent(
+    """
+    import asyncio, sys, time
+    from redmutex.asyncio import AsyncClient
+
+    async def main(url, mode):
+        async with AsyncClient(url) as client:
+            lock = client.lock("ctrl-c")
+            if mode == "holding":
+                await lock.acquire()
+                print("holding", flush=True)
+                await asyncio.sleep(3600)
+            print("waiting", flush=True)
+            await lock.acquire()
+
+    start = time.monotonic()
+    try:
+        asyncio.run(main(sys.argv[1], sys.argv[2]))
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt", flush=True)
+        sys.exit(42)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["waiting", "holding"])
+def test_ctrl_c_ends_a_waiting_or_holding_task_and_leaves_nothing(redis_url, r, tmp_path, mode):
+    holder = redmutex.Client(redis_url)
+    lock = holder.lock("ctrl-c")
+    if mode == "waiting":
+        lock.acquire()
+        before = r.get("ctrl-c")
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C)
+    p = subprocess.Popen(
+        [sys.executable, str(script), redis_url, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout.readline().strip() == mode, p.stderr.read()
+        if mode == "waiting":
+            wait_until(
+                lambda: r.pubsub_numsub(channel("ctrl-c"))[0][1] >= 1, timeout=10, what="the child to wait"
+            )
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+        elapsed = time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        try:
+            if mode == "waiting":
+                assert r.get("ctrl-c") == before  # the holder's key, untouched
+                lock.release()
+        finally:
+            holder.close()
+    assert p.returncode == 42, (out, err)
+    assert "KeyboardInterrupt" in out
+    assert elapsed < 3.0, elapsed
+    assert lock_keys(r) == []
+
+
+# ---- the client -------------------------------------------------------------------------
+
+
+def test_queries_extend_and_synchronized(redis_url, r):
+    async def main():
+        async with AsyncClient(redis_url) as client:
+            lock = client.lock("q", lease=5.0, fencing=True)
+            assert not await lock.locked() and await lock.ttl() is None
+            await lock.acquire()
+            assert await lock.locked() and await lock.owned()
+            assert 4.0 < await lock.ttl() <= 5.0
+            assert lock.fence is not None and lock.validity > 4.0
+            await lock.extend(10.0, replace=True)
+            assert 9.0 < await lock.ttl() <= 10.0
+            assert await lock.hold_count() == 1
+            await lock.release()
+            with pytest.raises(redmutex.NotOwnedError):
+                await lock.release()
+            with pytest.raises(redmutex.NotOwnedError):
+                await lock.extend(1.0)
+            await client.lock("q").acquire()
+            assert await client.lock("q").force_release()
+
+            shared = Critical()
+
+            @client.synchronized("deco")
+            async def work():
+                await shared.enter()
+
+            @client.synchronized("deco-r", reentrant=True)
+            async def recurse(n):
+                if n:
+                    return await recurse(n - 1)
+                return await client.rlock("deco-r").hold_count()  # at the innermost call
+
+            await asyncio.gather(*[work() for _ in range(30)])
+            assert shared.count == 30 and shared.overlaps == 0
+            assert await recurse(3) == 4
+            with pytest.raises(TypeError):
+                client.synchronized("x")(lambda: None)
+            with pytest.raises(redmutex.InvalidArgument):
+                client.synchronized("x", lease=-1)
+
+    asyncio.run(main())
+    assert lock_keys(r) == [b"redisson_lock_token:{q}"]  # the fencing counter stays
+
+
+def test_close_ends_waits_and_stops_the_workers(redis_url, r):
+    async def main():
+        base = threads_now()
+        client = AsyncClient(redis_url, pool_threads=2)
+        holder = client.lock("closing")
+        await holder.acquire()
+        waiter = asyncio.create_task(client.lock("closing").acquire())
+        await until(lambda: client._waits, what="a waiting task")
+        await client.close()
+        with pytest.raises(redmutex.ClosedError):
+            await waiter
+        assert not r.exists("closing")  # close released the held lock
+        with pytest.raises(redmutex.ClosedError):
+            client.lock("x")
+        with pytest.raises(redmutex.ClosedError):
+            await holder.acquire()
+        await client.close()  # idempotent
+        await until(lambda: threads_now() <= base, what="the workers to exit")
+
+    asyncio.run(main())
+
+
+def test_bad_input_and_a_second_loop(redis_url, r):
+    with pytest.raises(redmutex.InvalidArgument):
+        AsyncClient(redis_url, pool_threads=0)
+    with pytest.raises(redmutex.InvalidArgument):
+        AsyncClient(redis_url, pool_threads=True)
+    with pytest.raises(redmutex.InvalidArgument):
+        AsyncClient("http://nope")
+    with pytest.raises(TypeError):
+        AsyncClient(redis_url, no_such_option=1)
+    client = AsyncClient(redis_url)
+    with pytest.raises(redmutex.InvalidArgument):
+        client.lock("")
+    with pytest.raises(redmutex.InvalidArgument):
+        client.rlock("x", owner="o" * 300)
+    with pytest.raises(redmutex.InvalidArgument):
+        client.lock("x", on_lost=3)
+
+    async def use():
+        lock = client.rlock("loop")
+        await lock.acquire()
+        await lock.release()
+
+    asyncio.run(use())  # binds the client to this loop, which then closes
+    asyncio.run(use())  # a closed loop's client moves on to the next one
+
+    async def other_loop_while_running():
+        thread_result = []
+
+        def in_thread():
+            try:
+                asyncio.run(use())
+            except RuntimeError as e:
+                thread_result.append(e)
+
+        await use()
+        t = threading.Thread(target=in_thread)
+        t.start()
+        await asyncio.to_thread(t.join)
+        return thread_result
+
+    errors = asyncio.run(other_loop_while_running())
+    assert errors and "another event loop" in str(errors[0])
+
+    async def close():
+        await client.close()
+
+    asyncio.run(close())
+    assert lock_keys(r) == []
+
+
+def test_redlock_over_three_servers(tmp_path):
+    servers = []
+    try:
+        for i in range(3):
+            s = RedisServer(str(tmp_path / f"r{i}"))
+            os.mkdir(s.workdir)
+            s.start()
+            servers.append(s)
+        conns = [redis.Redis(port=s.port) for s in servers]
+
+        async def main():
+            # With several URLs the constructor connects to each: create() keeps that off the loop.
+            async with await AsyncClient.create([s.url for s in servers], wait_backoff_cap=0.2) as client:
+                assert client.server_count == 3
+                shared = Critical()
+
+                async def task():
+                    async with client.lock("quorum", fencing=True) as lock:
+                        assert lock.fence is not None
+                        assert sum(r.exists("quorum") for r in conns) >= 2  # decided at a majority
+                        await shared.enter()
+
+                await asyncio.wait_for(asyncio.gather(*[task() for _ in range(100)]), 60)
+                assert shared.count == 100 and shared.overlaps == 0
+                # A majority is enough; a minority is not.
+                conns[0].set("split", "someone-else")
+                async with client.lock("split", timeout=1.0):
+                    assert conns[1].exists("split") and conns[2].exists("split")
+                conns[1].set("split", "someone-else")
+                assert not await client.lock("split").acquire(timeout=0.3)
+                assert not conns[2].exists("split")
+
+        asyncio.run(main())
+        assert all(r.exists("quorum") == 0 for r in conns)
+    finally:
+        for s in servers:
+            s.stop()
+
+
+def test_a_client_made_before_fork_is_refused_in_the_child(redis_url, r):
+    client = AsyncClient(redis_url)
+
+    async def use():
+        await client.lock("forked").acquire(blocking=False)
+
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit status only
+        try:
+            asyncio.run(use())
+            code = 1
+        except RuntimeError as e:
+            code = 42 if "after fork()" in str(e) else 2
+        except BaseException:  # noqa: BLE001 - any other outcome fails the test
+            code = 3
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 42
+    assert not r.exists("forked")
+
+    async def close():
+        await client.close()
+
+    asyncio.run(close())
