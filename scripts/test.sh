@@ -12,7 +12,9 @@
 #      (including interop with the real redis-py and Redisson);
 #   7. the SWIG bindings for Ruby, Perl, Tcl and Lua: each language's own suite (minitest,
 #      prove, tcltest, busted), the cross-language test (with the Python package of 6) and
-#      the install check.
+#      the install check;
+#   8. the fault-injection harness (tests/chaos): its own tests, then the quick profile of
+#      scenarios (about 5 minutes), which fails when a scenario's expectation fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -50,9 +52,13 @@ if [ -d tests/python ]; then
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
   build-venv/bin/python -m pip install -q . pytest redis ruff
-  build-venv/bin/ruff check python tests/python tests/cli bench
-  build-venv/bin/ruff format --check python tests/python tests/cli bench
+  build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench
+  build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)
+
+  echo "== Fault injection (tests/chaos): harness tests, then the quick profile"
+  build-venv/bin/python -m pytest -q tests/chaos
+  build-venv/bin/python tests/chaos/run --quick --python build-venv/bin/python
 fi
 echo "== SWIG bindings: Ruby, Perl, Tcl, Lua"
 build build-bindings RelWithDebInfo -DREDMUTEX_BINDINGS="ruby;perl;tcl;lua" -DREDMUTEX_BUILD_TESTS=OFF \
