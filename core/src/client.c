@@ -365,6 +365,19 @@ static void owing_remove(rm_server *srv, rm_conn *conn)
         }
 }
 
+/* Sends a connection's deferred release without blocking; a send error
+   leaves the connection to fail at its next use. The caller's error message
+   is kept. */
+static void flush_quietly(rm_conn *conn)
+{
+    int code = redmutex_last_error_code();
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", redmutex_last_error());
+    if (rm_conn_flush_later(conn) != 0)
+        conn->flush_later = false;
+    rm_fail(code, "%s", msg);
+}
+
 /* Owing connections nobody asks for are read without blocking; those that
    are paid up rejoin the pool. Caller holds c->mu. */
 static void owing_settle(redmutex_client *c, rm_server *srv)
@@ -375,7 +388,9 @@ static void owing_settle(redmutex_client *c, rm_server *srv)
             k++;
             continue;
         }
-        if (rm_conn_drain(conn) != 0 || conn->owed == 0 || conn->pid != rm_pid()) {
+        if (conn->later.len > 0 && conn->pid == rm_pid())
+            flush_quietly(conn);
+        if (rm_conn_drain(conn) != 0 || (conn->owed == 0 && conn->later_count == 0) || conn->pid != rm_pid()) {
             srv->owing[k] = srv->owing[--srv->n_owing];
             conn->n_order_keys = 0;
             if (!(conn->owed == 0 && conn->pid == rm_pid() && !c->closed && pool_push(srv, conn)))
@@ -482,6 +497,29 @@ int rm_client_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key)
     return rc;
 }
 
+int rm_client_defer(redmutex_client *c, size_t i, uint64_t order_key, const void *bytes, size_t len, size_t count)
+{
+    rm_server *srv = &c->servers[i];
+    int rc = 1;
+    rm_client_lock(c);
+    for (size_t k = 0; k < srv->n_owing; k++) {
+        rm_conn *conn = srv->owing[k];
+        if (!rm_conn_owes_for(conn, order_key) || conn->pid != rm_pid())
+            continue;
+        if (rm_buf_append(&conn->later, bytes, len) != 0) {
+            rc = REDMUTEX_ENOMEM;
+            break;
+        }
+        conn->later_count += count;
+        conn->flush_later = true;
+        if (!conn->lent)
+            flush_quietly(conn);
+        rc = 0;
+    }
+    rm_client_unlock(c);
+    return rc == REDMUTEX_ENOMEM ? rm_fail(rc, "out of memory") : rc;
+}
+
 void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t order_key)
 {
     if (!conn)
@@ -490,7 +528,9 @@ void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64
     bool usable = healthy && conn->pid == rm_pid() && !conn->connecting && conn->fd >= 0;
     bool kept = false;
     rm_client_lock(c);
-    if (usable && !c->closed && conn->owed > 0) {
+    if (usable && conn->flush_later)
+        flush_quietly(conn); /* a release queued behind this connection's call */
+    if (usable && !c->closed && (conn->owed > 0 || conn->flush_later)) {
         /* Without its key the order could not be kept: then it is closed. */
         kept = (!order_key || rm_conn_add_order_key(conn, order_key) == 0) && owing_push(srv, conn);
     }

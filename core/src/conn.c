@@ -166,6 +166,22 @@ int rm_conn_drain(rm_conn *c)
     return c->owed == 0 && rm_reader_pending(c->reader) > 0 ? -1 : 0;
 }
 
+int rm_conn_flush_later(rm_conn *c)
+{
+    while (c->later.len > 0) {
+        ssize_t n = rm_conn_send(c, c->later.data, c->later.len);
+        if (n < 0)
+            return (int)n;
+        if (n == 0)
+            return 0; /* the rest goes out before the next request, or at the next flush */
+        rm_buf_consume(&c->later, (size_t)n);
+    }
+    c->owed += c->later_count;
+    c->later_count = 0;
+    c->flush_later = false;
+    return 0;
+}
+
 uint64_t rm_order_key(const char *name)
 {
     uint64_t h = UINT64_C(14695981039346656037); /* FNV-1a */

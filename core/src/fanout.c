@@ -160,6 +160,7 @@ static int build_request(rm_slot *s, const rm_req *req, bool eval)
         s->skip += conn->later_count;
         conn->later.len = 0;
         conn->later_count = 0;
+        conn->flush_later = false;
     }
     for (size_t k = 0; k < req->ncmds; k++)
         if (format_cmd(&conn->out, &req->cmds[k], eval))
@@ -346,6 +347,34 @@ static bool slot_start(rm_call *call, rm_slot *s, size_t i, const rm_req *req, i
     return true;
 }
 
+/*
+ * A request that must reach every server (a release, an undo) and is still
+ * waiting at its deadline for the connection it must follow, lent to
+ * another call: dropping it would leave the key to its lease, so it is
+ * queued behind that connection and goes out when the connection is free.
+ * Its outcome there is unknown to the caller.
+ */
+static void slot_defer(rm_call *call, rm_slot *s, size_t i, const rm_req *req, int64_t connect_deadline)
+{
+    if (call->must_send && call->order_key) {
+        rm_buf b = {0};
+        int rc = 0;
+        for (size_t k = 0; rc == 0 && k < req->ncmds; k++)
+            rc = format_cmd(&b, &req->cmds[k], true); /* EVAL: the script cache may be gone by then */
+        if (rc == 0)
+            rc = rm_client_defer(call->c, i, call->order_key, b.data, b.len, req->ncmds);
+        rm_buf_free(&b);
+        if (rc == 0) {
+            slot_fail(s, REDMUTEX_ECONN, "queued behind an earlier request for this lock that is still unanswered");
+            s->sent = true; /* it will run there: its outcome is unknown */
+            return;
+        }
+        if (rc == 1 && slot_start(call, s, i, req, connect_deadline))
+            return; /* the earlier request was answered meanwhile: sent now, abandoned at the next turn */
+    }
+    slot_fail(s, REDMUTEX_ECONN, "an earlier request for this lock is still unanswered there");
+}
+
 static void slot_reset(rm_slot *s, int64_t deadline_ns)
 {
     s->status = RM_SLOT_RUNNING;
@@ -436,9 +465,10 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
             if (s->status != RM_SLOT_RUNNING)
                 continue;
             if (now >= s->deadline_ns) {
-                if (pending[i])
-                    slot_fail(s, REDMUTEX_ECONN, "an earlier request for this lock is still unanswered there");
-                else
+                if (pending[i]) {
+                    pending[i] = false;
+                    slot_defer(call, s, i, req, connect_deadline);
+                } else
                     slot_abandon(call, s, "did not answer in time");
                 continue;
             }

@@ -167,6 +167,7 @@ typedef struct rm_conn {
     rm_buf out;       /* bytes of the current request not yet sent (kept allocated) */
     rm_buf later;     /* fire-and-forget commands sent before the next request */
     size_t later_count;
+    bool flush_later; /* `later` holds a deferred release: sent as soon as the connection is free */
     uint64_t generation; /* server generation (run_id epoch) when connected */
     /* Per-server order (see client.c, the pool): hashes of the lock names
        whose requests on this connection still owe replies. A later request
@@ -335,6 +336,19 @@ void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64
  * recorded (no memory): then the connection must be closed.
  */
 int rm_client_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key);
+/**
+ * Queues `len` bytes holding `count` commands (a release that could not be
+ * sent by its deadline because the connection it must follow was lent to
+ * another call) behind every connection to server i that owes replies for
+ * order_key. Each is sent as soon as its connection is free: at once if it
+ * is, else when the call that has it gives it back. 0 when queued, 1 when no
+ * connection owes for order_key (the request may take a connection itself),
+ * REDMUTEX_ENOMEM. Never blocks beyond one non-blocking send.
+ */
+int rm_client_defer(redmutex_client *c, size_t i, uint64_t order_key, const void *bytes, size_t len, size_t count);
+/** Sends what it can of c's queued `later` bytes without blocking; once all
+    are out, their replies are owed. 0, or an error code (message set). */
+int rm_conn_flush_later(rm_conn *c);
 /** Called with the run_id a fresh connection reported; detects restarts and duplicates. */
 int rm_client_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id);
 

@@ -131,6 +131,69 @@ static void test_late_acquire_leaves_no_orphan_key(void)
     stop_all(3);
 }
 
+/*
+ * Two threads of one client try the same name at once; both SET NX are held
+ * back 800 ms on the way to s3, so two connections there owe replies for
+ * the name. The release (or the undo) that follows cannot follow both by
+ * its 200 ms deadline: it must be queued behind them, not dropped, or s3
+ * keeps a key for the whole lease once the late SET NX lands.
+ */
+typedef struct racer {
+    redmutex_lock *l;
+    pthread_barrier_t *go;
+    int rc;
+} racer;
+
+static void *race_acquire(void *p)
+{
+    racer *r = p;
+    pthread_barrier_wait(r->go);
+    r->rc = redmutex_lock_acquire(r->l, NULL, 0);
+    if (r->rc == 0)
+        CHECK_OK(redmutex_lock_release(r->l, NULL));
+    return NULL;
+}
+
+static void test_release_behind_a_busy_order_is_queued_not_dropped(void)
+{
+    for (int i = 0; i < 3; i++)
+        rs_start(&srv[i], NULL);
+    rs_proxy *p = rs_proxy_start(&srv[2], "$2\r\nNX\r\n", 800);
+    /* s1 and s2 answer 100 ms late: neither call is decided before both sent to s3. */
+    rs_proxy *slow[2] = {rs_proxy_start(&srv[0], "$2\r\nNX\r\n", 100), rs_proxy_start(&srv[1], "$2\r\nNX\r\n", 100)};
+    const char *urls[3] = {slow[0]->url, slow[1]->url, p->url};
+    for (int round = 0; round < 5; round++) {
+        /* A new client each round: the connections start clean. */
+        redmutex_client *c = client_for(urls, 3, 200, 10000);
+        redmutex_lock *l[2] = {lock_for(c, "order:busy", REDMUTEX_KIND_LOCK, 10000, NULL, NULL),
+                               lock_for(c, "order:busy", REDMUTEX_KIND_LOCK, 10000, NULL, NULL)};
+        int delayed = atomic_load(&p->delayed);
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 2);
+        racer r[2] = {{l[0], &go, 0}, {l[1], &go, 0}};
+        pthread_t t[2];
+        for (int k = 0; k < 2; k++)
+            pthread_create(&t[k], NULL, race_acquire, &r[k]);
+        for (int k = 0; k < 2; k++)
+            pthread_join(t[k], NULL);
+        pthread_barrier_destroy(&go);
+        /* Both held back, the late SET NX landed and what followed it ran. */
+        WAIT_FOR(atomic_load(&p->delayed) >= delayed + 2, 2000);
+        WAIT_FOR(!rs_exists(&srv[2], "order:busy"), 1500);
+        for (int i = 0; i < 3; i++)
+            CHECKF(!rs_exists(&srv[i], "order:busy"), "round %d: a key was left on s%d (results %d %d)", round,
+                   i + 1, r[0].rc, r[1].rc);
+        redmutex_lock_free(l[0]);
+        redmutex_lock_free(l[1]);
+        redmutex_client_close(c);
+        redmutex_client_free(c);
+    }
+    rs_proxy_stop(p);
+    rs_proxy_stop(slow[0]);
+    rs_proxy_stop(slow[1]);
+    stop_all(3);
+}
+
 /* ---- straggler stress (point 1, 11) ---------------------------------------- */
 
 typedef struct stress_shared {
@@ -722,6 +785,7 @@ int main(int argc, char **argv)
     static const rt_test tests[] = {
         {"late_release_never_deletes_the_next_hold", test_late_release_never_deletes_the_next_hold},
         {"late_acquire_leaves_no_orphan_key", test_late_acquire_leaves_no_orphan_key},
+        {"release_behind_a_busy_order_is_queued_not_dropped", test_release_behind_a_busy_order_is_queued_not_dropped},
         {"waiter_keeps_waiting_with_one_of_three_down", test_waiter_keeps_waiting_with_one_of_three_down},
         {"waiter_keeps_waiting_with_one_of_five_down", test_waiter_keeps_waiting_with_one_of_five_down},
         {"majority_down_counts_only_real_failures", test_majority_down_counts_only_real_failures},
