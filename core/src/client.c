@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "unsettled.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -174,6 +175,7 @@ static void client_destroy(redmutex_client *c)
         rm_endpoint_clear(&srv->ep);
     }
     free(c->servers);
+    rm_unsettled_free(c);
     while (c->events) {
         rm_event *e = c->events;
         c->events = e->next;

@@ -301,6 +301,8 @@ struct redmutex_client {
     uint64_t events_dropped;
     int event_fd; /* -1 until redmutex_client_event_fd() makes it */
     struct rm_pollwaits *pw; /* pollwait.c: NULL until the first pollable wait or wait fd (c->mu) */
+    struct rm_unsettled_list *unsettled; /* unsettled.c: releases of unknown outcome (c->mu) */
+    _Atomic int n_unsettled;             /* ... how many: 0 keeps acquisitions off c->mu */
 };
 
 /** Locks client->mu (and, in a forked child, resets what the child must not use). */
@@ -362,7 +364,7 @@ typedef struct rm_cmd {
     size_t *lens;
 } rm_cmd;
 
-#define RM_REQ_MAX_CMDS 4
+#define RM_REQ_MAX_CMDS 8
 
 /** The same request is sent to every server of the client. */
 typedef struct rm_req {

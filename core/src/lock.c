@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "kind.h" /* the kinds of the operations table: fair, read, write */
+#include "unsettled.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -501,6 +502,19 @@ static void make_latch_key(const redmutex_lock *l, const char *id, char *out)
     derived_key(l, "redisson_unlock_latch", suffix, out);
 }
 
+/* A final release that may still run where its outcome is unknown is
+   sent again by the next acquisition (see unsettled.h); `among` limits it to
+   the servers it was sent to. True when recorded: its latches must stay. */
+static bool note_unsettled(redmutex_lock *l, const rm_call *call, const bool *among, const char *value,
+                           const rm_cmd *release, const char *latch_key)
+{
+    bool unknown[REDMUTEX_SERVERS_MAX] = {false};
+    for (size_t i = 0; call->slots && i < call->n; i++)
+        unknown[i] = (!among || among[i]) && rm_slot_unknown(&call->slots[i]);
+    return rm_unsettled_note(l->c, l->name, value, release, latch_key, call->started_ns, l->c->opts.command_timeout_ms * 10,
+                             unknown);
+}
+
 /* After a release was answered, its latch is deleted with the next request on each connection. */
 static void forget_latch(rm_call *call, const char *latch_key)
 {
@@ -768,7 +782,8 @@ static void undo_attempt(redmutex_lock *l, rm_call *call, const char *value, con
     call->must_send = true;
     rm_call_run(call, &rel, deadline, NULL, NULL);
     call->only = NULL;
-    forget_latch(call, latch_key);
+    if (!note_unsettled(l, call, dirty, value, &rel.cmds[0], latch_key))
+        forget_latch(call, latch_key);
     if (saved)
         rm_fail(saved, "%s", saved_msg);
 }
@@ -824,6 +839,17 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     acquire_ctx a = {l, ACQ_SCRIPT, c->opts.min_replicas > 0, 0, -1, -1, lease, {0}};
     rm_req req = {0};
     req.order_name = l->name;
+    /* Releases of this name whose outcome is unknown somewhere go first,
+       again, in the same request (see unsettled.h). */
+    rm_unsettled_cmds unsettled = {0};
+    if (!nested)
+        rm_unsettled_take(c, l->name, value, &unsettled);
+    for (size_t k = 0; k < unsettled.n; k++) {
+        rm_unsettled_copy *u = &unsettled.copy[k];
+        req.cmds[req.ncmds++] = (rm_cmd){u->script, u->argc, u->argv, u->lens};
+        req.cmds[req.ncmds++] = (rm_cmd){-1, 6, u->set_argv, NULL};
+    }
+    a.reply_index = (int)req.ncmds;
     const char *wait_argv[3];
     char nbuf[24], tbuf[24];
     int mode = !info->waiting ? RM_ACQ_TRY : retry ? RM_ACQ_RETRY : RM_ACQ_FIRST;
@@ -840,10 +866,16 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     }
 
     rm_call call;
-    if (rm_call_begin(&call, c) != 0)
+    if (rm_call_begin(&call, c) != 0) {
+        rm_unsettled_cmds_free(&unsettled);
         return REDMUTEX_ENOMEM;
+    }
     int64_t deadline = command_deadline(c, a.wait_replicas);
-    if ((rc = rm_call_run(&call, &req, deadline, c->n > 1 ? acquire_decided : NULL, &a))) {
+    rc = rm_call_run(&call, &req, deadline, c->n > 1 ? acquire_decided : NULL, &a);
+    if (rc == 0)
+        rm_unsettled_done(c, &unsettled, &call, 0);
+    rm_unsettled_cmds_free(&unsettled);
+    if (rc) {
         rm_call_end(&call);
         return rc;
     }
@@ -1370,7 +1402,8 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
             deleted_at[i] = true;
     if (local_waiters)
         rm_waiter_released(c, ab.channel, armed, deleted_at, heir == NULL);
-    if (rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER)
+    /* Final: the request id is never used again. */
+    if ((rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER) && !note_unsettled(l, &call, NULL, value, &req.cmds[0], latch_key))
         forget_latch(&call, latch_key);
     if (call.slots)
         rm_call_end(&call);

@@ -194,6 +194,53 @@ static void test_release_behind_a_busy_order_is_queued_not_dropped(void)
     stop_all(3);
 }
 
+/*
+ * The release of hold 1 is held back on the way to s3 and s3's connection
+ * ends meanwhile, so its outcome there is unknown and no connection orders
+ * it any more. Hold 1's copy on s3 is gone meanwhile (expired, say), and
+ * hold 2 of the same owner is granted by s1 and s3 (s2 is taken by someone
+ * else). When the late release reaches s3 it must not delete hold 2: the
+ * acquisition of hold 2 sent that release again first and wrote its unlock
+ * latch, so the late copy changes nothing.
+ */
+static void test_late_release_on_a_lost_connection_changes_nothing(void)
+{
+    for (int i = 0; i < 3; i++)
+        rs_start(&srv[i], NULL);
+    rs_proxy *p = rs_proxy_start(&srv[2], rm_script_sha(RM_SCRIPT_RLOCK_RELEASE), 400);
+    atomic_store(&p->cut_client, true);
+    const char *urls[3] = {srv[0].url, srv[1].url, p->url};
+    redmutex_client *c = client_for(urls, 3, 1000, 5000);
+    redmutex_lock *l = lock_for(c, "order:cut", REDMUTEX_KIND_RLOCK, 5000, NULL, NULL);
+    for (int round = 0; round < 3; round++) {
+        int forwarded = atomic_load(&p->forwarded);
+        CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0));
+        atomic_store(&p->hold_until, atomic_load(&p->delayed) + 1); /* this release only */
+        CHECK_OK(redmutex_lock_release(l, "owner-1")); /* s1 and s2: a majority */
+        CHECK(rs_int(&srv[2], "DEL order:cut") == 1);
+        CHECK(rs_int(&srv[1], "EVAL %s 1 %s", "redis.call('hset', KEYS[1], 'foreign', 1) "
+                                               "return redis.call('pexpire', KEYS[1], 5000)",
+                     "order:cut") == 1);
+        CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0)); /* s1 and s3 */
+        CHECK(atomic_load(&p->forwarded) == forwarded);   /* ... before the late release landed */
+        WAIT_FOR(atomic_load(&p->forwarded) > forwarded, 2000); /* the late release has reached s3 */
+        CHECKF(rs_num(&srv[2], "HGET order:cut owner-1") == 1, "round %d: the late release changed hold 2 on s3",
+               round);
+        redmutex_state st;
+        CHECK_OK(redmutex_lock_state(&st, l, "owner-1"));
+        CHECK(st == REDMUTEX_STATE_HELD);
+        CHECK_OK(redmutex_lock_release(l, "owner-1"));
+        CHECK(rs_int(&srv[1], "DEL order:cut") == 1);
+        for (int i = 0; i < 3; i++)
+            WAIT_FOR(!rs_exists(&srv[i], "order:cut"), 2000);
+    }
+    redmutex_lock_free(l);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    rs_proxy_stop(p);
+    stop_all(3);
+}
+
 /* ---- straggler stress (point 1, 11) ---------------------------------------- */
 
 typedef struct stress_shared {
@@ -786,6 +833,7 @@ int main(int argc, char **argv)
         {"late_release_never_deletes_the_next_hold", test_late_release_never_deletes_the_next_hold},
         {"late_acquire_leaves_no_orphan_key", test_late_acquire_leaves_no_orphan_key},
         {"release_behind_a_busy_order_is_queued_not_dropped", test_release_behind_a_busy_order_is_queued_not_dropped},
+        {"late_release_on_a_lost_connection_changes_nothing", test_late_release_on_a_lost_connection_changes_nothing},
         {"waiter_keeps_waiting_with_one_of_three_down", test_waiter_keeps_waiting_with_one_of_three_down},
         {"waiter_keeps_waiting_with_one_of_five_down", test_waiter_keeps_waiting_with_one_of_five_down},
         {"majority_down_counts_only_real_failures", test_majority_down_counts_only_real_failures},
