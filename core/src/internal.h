@@ -199,6 +199,10 @@ typedef struct rm_server {
     /* The server's run_id as last seen, and a counter bumped whenever it changes. */
     char run_id[48];
     uint64_t generation;
+    /* When this client saw the server come back with a new run_id (0:
+       never). Until the longest lease has passed since then, its grants are
+       no votes: a holder of its previous life may still hold elsewhere. */
+    _Atomic int64_t restart_seen_ns;
     _Atomic bool duplicate; /* read by callers without the client mutex */
     struct rm_tls *tls; /* rediss:// servers: the TLS settings (tls.c), else NULL */
 } rm_server;

@@ -295,6 +295,7 @@ typedef struct votes {
     size_t yes, no, failed;   /* granted / refused by a live server / no usable answer */
     size_t errors;            /* error or malformed replies (among failed) */
     size_t gone;              /* nested acquisitions that found the owner's field gone (among no) */
+    size_t young;             /* grants of servers restarted less than a lease ago (among no) */
     int64_t count, fence;     /* max over yes votes */
     int64_t ttl;              /* min positive pttl over no votes, -1 when unknown */
     /* A hold handed over by a releasing script (fair) lives shorter than the
@@ -333,6 +334,26 @@ typedef struct acquire_ctx {
     int64_t lease_ms;
     votes v;
 } acquire_ctx;
+
+/*
+ * Whether server i came back with a new run_id (a restart, perhaps without
+ * its data) less than the longest lease ago. Its grant then counts as no
+ * vote (Redlock's "delayed restart", done by the client): a holder that was
+ * granted the lock by it before the restart may still hold a majority with
+ * it, and can learn of the restart only at its next request there. The
+ * longest lease is taken to be the larger of the client's watchdog lease and
+ * this lock's lease. Only with several servers: one server has no majority
+ * to protect. A client sees a restart only if it talked to the server before.
+ */
+static bool restarted_recently(const redmutex_lock *l, size_t i)
+{
+    redmutex_client *c = l->c;
+    int64_t seen = atomic_load(&c->servers[i].restart_seen_ns);
+    if (c->n == 1 || seen == 0)
+        return false;
+    int64_t longest = c->opts.watchdog_lease_ms > lease_of(l) ? c->opts.watchdog_lease_ms : lease_of(l);
+    return rm_now_ns() - seen < longest * RM_NS_PER_MS + rm_drift_ns(longest);
+}
 
 /* Classifies server i's answer to an acquire request. */
 static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
@@ -419,8 +440,13 @@ static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
         }
     }
     if (granted) {
-        v->yes++;
-        v->yes_at[i] = true;
+        v->yes_at[i] = true; /* part of the hold, renewed and released with it, in any case */
+        if (restarted_recently(a->l, i)) {
+            v->no++;
+            v->young++;
+        } else {
+            v->yes++;
+        }
     }
 }
 
