@@ -751,6 +751,47 @@ static void test_nonblocking_redlock_with_three_of_five_stopped_is_bounded(void)
     stop_all(5);
 }
 
+/*
+ * Release's worst case (header): T = max(connect, command timeout) for its
+ * own request, after a renewal of the same hold that is in flight: 2 x T.
+ * Two of three servers stop while a watchdog hold renews every 100 ms, and
+ * releases are called at several points of the renewal cycle.
+ */
+static void test_release_with_a_majority_stopped_is_bounded(void)
+{
+    const char *urls[3];
+    for (int i = 0; i < 3; i++) {
+        rs_start(&srv[i], NULL);
+        urls[i] = srv[i].url;
+    }
+    redmutex_client *c = client_for(urls, 3, 300, 300); /* T = 300 ms; renewals every 100 ms */
+    redmutex_lock *l = lock_for(c, "release-bound", REDMUTEX_KIND_LOCK, 0, NULL, NULL);
+    for (int round = 0; round < 4; round++) {
+        CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+        rs_pause(&srv[0]);
+        rs_pause(&srv[1]);
+        rt_sleep_ms(30 * round); /* a different point of the renewal cycle each round */
+        int64_t t0 = rt_now_ms();
+        int rc = redmutex_lock_release(l, NULL);
+        int64_t took = rt_now_ms() - t0;
+        CHECKF(rc == REDMUTEX_ECONN || rc == REDMUTEX_ELOST, "release: %s", redmutex_last_error());
+        CHECKF(took <= 2 * 300 + rt_scaled_ms(150), "round %d: release took %lld ms with T = 300 ms", round,
+               (long long)took);
+        rs_resume(&srv[0]);
+        rs_resume(&srv[1]);
+        /* The hold stays for a retry after ECONN (then done), or was lost. */
+        int again = redmutex_lock_release(l, NULL);
+        CHECKF(again == 0 || again == REDMUTEX_ELOST || again == REDMUTEX_ENOTOWNER, "retry: %s",
+               redmutex_last_error());
+        for (int i = 0; i < 3; i++)
+            WAIT_FOR(!rs_exists(&srv[i], "release-bound"), 2000);
+    }
+    redmutex_lock_free(l);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    stop_all(3);
+}
+
 /* ---- smaller points (14, 16) ------------------------------------------------ */
 
 static void test_extend_never_passes_the_longest_ttl(void)
@@ -851,6 +892,7 @@ int main(int argc, char **argv)
         {"acquire_against_a_silent_server_is_bounded", test_acquire_against_a_silent_server_is_bounded},
         {"nonblocking_redlock_with_three_of_five_stopped_is_bounded",
          test_nonblocking_redlock_with_three_of_five_stopped_is_bounded},
+        {"release_with_a_majority_stopped_is_bounded", test_release_with_a_majority_stopped_is_bounded},
         {"extend_never_passes_the_longest_ttl", test_extend_never_passes_the_longest_ttl},
         {"no_randomness_fails_closed", test_no_randomness_fails_closed},
         {"passwords_never_appear_in_url_errors", test_passwords_never_appear_in_url_errors},
