@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-test}
 export REDMUTEX_TEST_TIME_SCALE=${REDMUTEX_TEST_TIME_SCALE:-4}
-tests=(test_api test_lock test_rlock test_hostile test_concurrency test_watchdog test_redlock test_races test_safety
+tests=(test_api test_quorum test_lock test_rlock test_hostile test_concurrency test_watchdog test_redlock test_races test_safety
        test_tls test_acl test_interrupt test_events test_lifetimes test_options test_pollwait test_fair test_rwlock)
 for t in "${tests[@]}"; do
   start=$(date +%s)

@@ -726,7 +726,4 @@ void rm_lock_unref_locked(redmutex_client *c, redmutex_lock *l);
 /** Destroys orphaned holds nobody works on. Caller holds c->mu and a client reference. */
 void rm_orphans_drop_locked(redmutex_client *c);
 
-/** Clock drift allowance for a lease (DESIGN: lease * 1% + 2 ms), in ns. */
-static inline int64_t rm_drift_ns(int64_t lease_ms) { return lease_ms * RM_NS_PER_MS / 100 + 2 * RM_NS_PER_MS; }
-
 #endif

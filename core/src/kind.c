@@ -7,19 +7,23 @@
 #include <stdio.h>
 #include <string.h>
 
-extern const rm_kind_ops rm_fair_ops; /* kind_fair.c */
-extern const rm_kind_ops rm_rw_ops;   /* kind_rw.c: both sides of a read-write lock */
+extern const rm_kind_ops rm_plain_ops; /* kind_plain.c */
+extern const rm_kind_ops rm_rlock_ops; /* kind_rlock.c */
+extern const rm_kind_ops rm_fair_ops;  /* kind_fair.c */
+extern const rm_kind_ops rm_rw_ops;    /* kind_rw.c: both sides of a read-write lock */
 
 const rm_kind_ops *rm_kind_ops_of(redmutex_kind kind)
 {
     switch (kind) {
+    case REDMUTEX_KIND_RLOCK:
+        return &rm_rlock_ops;
     case REDMUTEX_KIND_FAIR:
         return &rm_fair_ops;
     case REDMUTEX_KIND_READ:
     case REDMUTEX_KIND_WRITE:
         return &rm_rw_ops;
     default:
-        return NULL;
+        return &rm_plain_ops;
     }
 }
 
@@ -64,4 +68,14 @@ const char *rm_derived_key(const redmutex_lock *l, const char *prefix, const cha
         out[n++] = '}';
     memcpy(out + n, suffix, slen + 1);
     return out;
+}
+
+const char *rm_lock_channel_key(const redmutex_lock *l, char *out, size_t size)
+{
+    return rm_derived_key(l, "redisson_lock__channel", "", out, size);
+}
+
+const char *rm_lock_token_key(const redmutex_lock *l, char *out, size_t size)
+{
+    return rm_derived_key(l, "redisson_lock_token", "", out, size);
 }

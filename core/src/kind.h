@@ -1,18 +1,20 @@
 /*
  * Per-kind wire formats. Each kind in this table keeps, in its own file,
  * everything the servers see of it: its keys and how they derive from the
- * lock name, its Lua scripts and the order of their arguments. lock.c asks
- * the table instead of branching on the kind.
+ * lock name, its Lua scripts and the order of their arguments. The lock
+ * operations ask the table instead of branching on the kind.
  *
+ *   kind_plain.c  REDMUTEX_KIND_LOCK   redis-py Lock
+ *   kind_rlock.c  REDMUTEX_KIND_RLOCK  Redisson RLock
  *   kind_fair.c   REDMUTEX_KIND_FAIR   Redisson RFairLock
  *   kind_rw.c     REDMUTEX_KIND_READ   Redisson RReadWriteLock, read side
  *                 REDMUTEX_KIND_WRITE  Redisson RReadWriteLock, write side
  *
- * (The plain and reentrant kinds still live in lock.c and scripts.c; they
- * join this table when the core is reshaped.)
+ * (scripts.c keeps the scripts several kinds share: INSPECT, FORCE_RELEASE,
+ * the watchdog's RENEW and the Redlock fencing ratchet.)
  *
- * Layering: this header sits beside lock.c. The kind files call only
- * downward (fan-out, scripts, utilities); lock.c calls them.
+ * Layering: the kinds sit above the fan-out, the scripts and the utilities,
+ * and call only those; the lock operations call them.
  */
 #ifndef REDMUTEX_KIND_H
 #define REDMUTEX_KIND_H
@@ -63,12 +65,26 @@ typedef struct rm_kind_ops {
     rm_cmd (*inspect)(const redmutex_lock *l, const char *value, rm_kargs *st);
     /* Deletes the lock whoever holds it: replies 1 deleted, 0 not there. */
     rm_cmd (*force)(const redmutex_lock *l, rm_kargs *st);
+    /* Behind a bare acquisition command (script -1: SET NX), the command that
+       tells the holder's TTL in the same round trip; NULL when the kind's
+       acquire script answers it. */
+    rm_cmd (*ttl_probe)(const rm_cmd *acquire);
     /* The servers keep the waiters in order (fair): no local queue, no politeness, no local hand-off. */
     bool server_queue;
+    /* Waiters of this process are woken, and may be handed the lock, by this
+       process's releases (plain, reentrant): see waiter.c. */
+    bool local_waiters;
+    /* An owner may hold it several times (a count); else once. */
+    bool reentrant;
+    /* A holder named by no owner is anonymous: a fresh token per acquisition,
+       released through the same handle. Else it is the calling thread. */
+    bool anonymous;
 } rm_kind_ops;
 
-/** The operations of a kind of this table; NULL for the plain and reentrant kinds. */
+/** The operations of a kind redmutex knows (rm_kind_valid). */
 const rm_kind_ops *rm_kind_ops_of(redmutex_kind kind);
+/** The operations of l's kind. */
+static inline const rm_kind_ops *rm_kind_of(const redmutex_lock *l) { return rm_kind_ops_of(l->kind); }
 
 /** Whether kind is one redmutex knows. */
 bool rm_kind_valid(int kind);
@@ -86,6 +102,11 @@ char rm_kind_renew_tag(redmutex_kind kind);
  */
 const char *rm_derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *out,
                            size_t size);
+
+/** redisson_lock__channel:{NAME}: the release channel of the plain and reentrant kinds. */
+const char *rm_lock_channel_key(const redmutex_lock *l, char *out, size_t size);
+/** redisson_lock_token:{NAME}: the fencing counter of every kind. */
+const char *rm_lock_token_key(const redmutex_lock *l, char *out, size_t size);
 
 /* ---- fair locks (kind_fair.c) -------------------------------------------- */
 
@@ -111,7 +132,14 @@ bool rm_fair_grant_parse(const char *msg, const char *nonce, int64_t *fence);
  */
 void rm_fair_leave(redmutex_lock *l, const char *value, const bool *only);
 
-/* ---- Lua (kind_fair.c, kind_rw.c), referenced by scripts.c's table --------- */
+/* ---- Lua (kind_*.c), referenced by scripts.c's table ----------------------- */
+
+extern const char rm_lua_lock_acquire[];
+extern const char rm_lua_lock_release[];
+extern const char rm_lua_lock_extend[];
+extern const char rm_lua_rlock_acquire[];
+extern const char rm_lua_rlock_release[];
+extern const char rm_lua_rlock_extend[];
 
 extern const char rm_lua_fair_acquire[];
 extern const char rm_lua_fair_release[];

@@ -383,6 +383,9 @@ const rm_kind_ops rm_fair_ops = {
     .inspect = fair_inspect,
     .force = fair_force,
     .server_queue = true,
+    .local_waiters = false,
+    .reentrant = true,
+    .anonymous = false,
 };
 
 /* ---- waiting ------------------------------------------------------------------- */

@@ -352,4 +352,7 @@ const rm_kind_ops rm_rw_ops = {
     .inspect = rw_inspect,
     .force = rw_force,
     .server_queue = false,
+    .local_waiters = false,
+    .reentrant = true,
+    .anonymous = false,
 };

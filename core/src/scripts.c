@@ -22,109 +22,10 @@
 
 /* The checks every script shares are in lua.h (why they exist is said there). */
 #define WRONGTYPE_REPLY RM_LUA_WRONGTYPE
-#define FENCE_CHECK RM_LUA_FENCE_CHECK("KEYS[2]")
 #define MAY_DEF RM_LUA_MAY_DEF
 #define NOPERM(what) RM_LUA_NOPERM(what)
 
 static const char *const script_text[RM_SCRIPT_COUNT] = {
-    /* RM_SCRIPT_LOCK_ACQUIRE: KEYS name, token key; ARGV token, lease ms, fencing 0/1.
-       (Without fencing the plain lock is taken by a bare SET NX PX instead.) */
-    [RM_SCRIPT_LOCK_ACQUIRE] =
-        "if ARGV[3] == '1' then\n" FENCE_CHECK MAY_DEF
-        "  if not may('incr', KEYS[2]) then " NOPERM("INCR the fencing counter") " end\n"
-        "end\n"
-        "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-        "  local f = 0\n"
-        "  if ARGV[3] == '1' then f = redis.call('incr', KEYS[2]) end\n"
-        "  return {1, 1, f}\n"
-        "end\n"
-        "local t = redis.call('type', KEYS[1])['ok']\n"
-        "if t ~= 'string' and t ~= 'none' then return " WRONGTYPE_REPLY " end\n"
-        "return {0, redis.call('pttl', KEYS[1])}\n",
-
-    /* RM_SCRIPT_LOCK_RELEASE: KEYS name, channel, latch; ARGV token, latch ms.
-       Returns 1 when deleted, nil when the token does not match. A latch left
-       by an earlier attempt with the same request id answers a retry. */
-    [RM_SCRIPT_LOCK_RELEASE] =
-        "local l = redis.call('get', KEYS[3])\n"
-        "if l ~= false then return tonumber(l) end\n"
-        "if redis.call('get', KEYS[1]) ~= ARGV[1] then return nil end\n" MAY_DEF
-        "if not may('publish', KEYS[2], '0') then " NOPERM("PUBLISH the release") " end\n"
-        "if not may('set', KEYS[3], '1', 'px', ARGV[2]) then " NOPERM("SET the unlock latch") " end\n"
-        "redis.call('del', KEYS[1])\n"
-        "redis.call('publish', KEYS[2], '0')\n"
-        "redis.call('set', KEYS[3], 1, 'px', ARGV[2])\n"
-        "return 1\n",
-
-    /* RM_SCRIPT_LOCK_EXTEND: KEYS name; ARGV token, ms, mode (0 add, 1 replace),
-       longest TTL. Returns the new TTL, or 0 when the token does not match. */
-    [RM_SCRIPT_LOCK_EXTEND] =
-        "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-        "local ttl = redis.call('pttl', KEYS[1])\n"
-        "if ttl < 0 then ttl = 0 end\n"
-        "local new = tonumber(ARGV[2])\n"
-        "if ARGV[3] == '0' then new = new + ttl end\n"
-        "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"
-        "redis.call('pexpire', KEYS[1], new)\n"
-        "return new\n",
-
-    /* RM_SCRIPT_RLOCK_ACQUIRE: KEYS name, token key; ARGV lease ms, field,
-       fencing 0/1, nested 0/1. Redisson's tryLockInner, plus the count and the
-       fencing token in the reply. A nested acquisition (the owner believes it
-       holds the lock already) only increments an existing field: when the
-       field is gone it returns {2, pttl} and writes nothing, so a lost lock is
-       never re-created behind its owner's back. A reentrant acquisition
-       reports the token of the outer one. */
-    [RM_SCRIPT_RLOCK_ACQUIRE] =
-        "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
-        "if ARGV[4] == '1' and not mine then return {2, redis.call('pttl', KEYS[1])} end\n"
-        "if ARGV[3] == '1' and not mine then\n" FENCE_CHECK MAY_DEF
-        "  if not may('incr', KEYS[2]) then " NOPERM("INCR the fencing counter") " end\n"
-        "end\n"
-        "if mine or (redis.call('exists', KEYS[1]) == 0) then\n"
-        "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-        "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-        "  local f = 0\n"
-        "  if ARGV[3] == '1' then\n"
-        "    if n == 1 then f = redis.call('incr', KEYS[2])\n"
-        "    else f = tonumber(redis.call('get', KEYS[2]) or '0') end\n"
-        "  end\n"
-        "  return {1, n, f}\n"
-        "end\n"
-        "return {0, redis.call('pttl', KEYS[1])}\n",
-
-    /* RM_SCRIPT_RLOCK_RELEASE: Redisson's unlockInner, unchanged.
-       KEYS name, channel, latch; ARGV "0", lease ms, field, "publish", latch ms.
-       Returns 1 when deleted, 0 when decremented, nil when not the owner. */
-    [RM_SCRIPT_RLOCK_RELEASE] =
-        "local val = redis.call('get', KEYS[3])\n"
-        "if val ~= false then return tonumber(val) end\n"
-        "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil end\n" MAY_DEF
-        "if not may(ARGV[4], KEYS[2], ARGV[1]) then " NOPERM("PUBLISH the release") " end\n"
-        "if not may('set', KEYS[3], '1', 'px', ARGV[5]) then " NOPERM("SET the unlock latch") " end\n"
-        "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)\n"
-        "if (counter > 0) then\n"
-        "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
-        "  redis.call('set', KEYS[3], 0, 'px', ARGV[5])\n"
-        "  return 0\n"
-        "else\n"
-        "  redis.call('del', KEYS[1])\n"
-        "  redis.call(ARGV[4], KEYS[2], ARGV[1])\n"
-        "  redis.call('set', KEYS[3], 1, 'px', ARGV[5])\n"
-        "  return 1\n"
-        "end\n",
-
-    /* RM_SCRIPT_RLOCK_EXTEND: KEYS name; ARGV field, ms, mode, longest TTL. As LOCK_EXTEND. */
-    [RM_SCRIPT_RLOCK_EXTEND] =
-        "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
-        "local ttl = redis.call('pttl', KEYS[1])\n"
-        "if ttl < 0 then ttl = 0 end\n"
-        "local new = tonumber(ARGV[2])\n"
-        "if ARGV[3] == '0' then new = new + ttl end\n"
-        "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"
-        "redis.call('pexpire', KEYS[1], new)\n"
-        "return new\n",
-
     /* RM_SCRIPT_FORCE_RELEASE: KEYS name, channel; ARGV expected type (string|hash). */
     [RM_SCRIPT_FORCE_RELEASE] =
         "local t = redis.call('type', KEYS[1])['ok']\n"
@@ -182,7 +83,13 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "end\n"
         "return 1\n",
 
-    /* Kinds of the operations table (kind.h): their scripts live with them. */
+    /* Every kind's own scripts live with it (kind.h). */
+    [RM_SCRIPT_LOCK_ACQUIRE] = rm_lua_lock_acquire,
+    [RM_SCRIPT_LOCK_RELEASE] = rm_lua_lock_release,
+    [RM_SCRIPT_LOCK_EXTEND] = rm_lua_lock_extend,
+    [RM_SCRIPT_RLOCK_ACQUIRE] = rm_lua_rlock_acquire,
+    [RM_SCRIPT_RLOCK_RELEASE] = rm_lua_rlock_release,
+    [RM_SCRIPT_RLOCK_EXTEND] = rm_lua_rlock_extend,
     [RM_SCRIPT_FAIR_ACQUIRE] = rm_lua_fair_acquire,
     [RM_SCRIPT_FAIR_RELEASE] = rm_lua_fair_release,
     [RM_SCRIPT_FAIR_LEAVE] = rm_lua_fair_leave,

@@ -2,6 +2,7 @@
    acquisition of the name (see unsettled.h). */
 #define _GNU_SOURCE
 #include "unsettled.h"
+#include "quorum.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

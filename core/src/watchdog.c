@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "quorum.h"
 #include "kind.h" /* each kind's tag in the RENEW script */
 
 #include <signal.h>

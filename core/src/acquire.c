@@ -1,0 +1,309 @@
+/*
+ * redmutex_lock_acquire: attempts (attempt.c) and the waits between them.
+ * A waiter listens on the lock's channel for release messages, takes a
+ * hand-off from a releasing thread of its client or (fair locks) a releasing
+ * script, backs off with jitter, and ends on time, on interrupt or on close.
+ */
+#define _GNU_SOURCE
+#include "holds.h"
+#include "lockops.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+/* Politeness (see acquire_begin): how soon after a release it applies, and
+   how long the releasing handle lets the woken waiters try first. */
+#define RM_POLITE_WINDOW_NS (10 * RM_NS_PER_MS)
+#define RM_POLITE_PAUSE_MS 1
+
+/* One call of redmutex_lock_acquire, from its checks to its end. */
+typedef struct acquisition {
+    redmutex_lock *l;
+    redmutex_client *c;
+    const char *owner; /* as the caller named it (NULL: the default owner) */
+    char owner_key[RM_VALUE_MAX + 1], value[RM_VALUE_MAX + 1];
+    const rm_kind_ops *ops;
+    bool fair;         /* the servers keep the queue (kind_fair.c) */
+    bool queue;        /* threads of this process wait already: this one goes behind them */
+    bool polite;       /* lets the waiters its own release woke try first */
+    bool early;        /* a fair waiter listening before its first attempt */
+    char nonce[17];    /* a fair wait's id */
+    char channel[RM_LONG_KEY_MAX];
+    int64_t wait_ms, start, deadline, sent_ns, attempts, backoff_ms;
+    rm_wait wait;      /* redmutex_client_interrupt() ends it */
+    rm_waiter *w;
+    rm_claim claim;    /* offered to releasing threads (kept alive here) */
+    rm_attempt_info info;
+} acquisition;
+
+/*
+ * A fair waiter woken by a message on its channel: if a releasing script
+ * handed the lock to this wait (kind_fair.c), records the hold and returns 0,
+ * without a round trip. The hand-off's TTL runs to the end of the waiter's
+ * record, which its last attempt (sent at sent_ns) refreshed: it is valid
+ * that long from then, and the watchdog extends it to the full lease a third
+ * of that later. RM_ATTEMPT_BUSY when the message was no hand-off (or one
+ * too old to trust: the next attempt then finds the hold on the server), or
+ * an error (the caller then leaves the queue, which gives the lock back).
+ */
+static int take_grant(acquisition *q)
+{
+    char msg[64];
+    int64_t fence = 0;
+    int64_t ttl = RM_FAIR_WAITER_LEASE_MS;
+    if (!rm_waiter_message(q->c, q->w, msg, sizeof msg) || !rm_fair_grant_parse(msg, q->nonce, &fence))
+        return RM_ATTEMPT_BUSY;
+    if (rm_now_ns() >= rm_validity_end_ns(q->sent_ns, ttl))
+        return RM_ATTEMPT_BUSY;
+    rm_votes v;
+    rm_votes_init(&v);
+    rm_votes_grant_figures(&v, 1, fence, ttl);
+    rm_votes_granted(&v, 0, false); /* hand-offs happen on one server only */
+    rm_client_lock(q->c);
+    int rc = rm_hold_record(q->l, q->owner_key, q->value, q->sent_ns, &v);
+    rm_client_unlock(q->c);
+    return rc;
+}
+
+/* A wait ended early: by redmutex_client_interrupt (or the interrupt callback), or by a close. */
+static int interrupted_wait(const redmutex_lock *l)
+{
+    if (!rm_client_open(l->c))
+        return rm_fail(REDMUTEX_ECLOSED, "the client was closed while waiting for lock '%s'", l->name);
+    return rm_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
+}
+
+int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns)
+{
+    return rm_wait_poll(c, wait, -1, until_ns) == RM_POLL_INTERRUPTED ? REDMUTEX_EINTR : 0;
+}
+
+/* The owner key of the local hold, and the value the servers will store:
+   a fresh token for a plain lock's anonymous holder, else the owner's field. */
+static int owner_and_value(redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
+                           char value[RM_VALUE_MAX + 1])
+{
+    int rc = rm_lock_resolve_owner(l, owner, owner_key);
+    if (rc)
+        return rc;
+    if (rm_kind_of(l)->anonymous && !owner)
+        return rm_new_token(value);
+    rm_lock_owner_field(l, owner_key, value);
+    return 0;
+}
+
+int rm_acquire_prepare(redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
+                       char value[RM_VALUE_MAX + 1])
+{
+    int rc = rm_lock_check_handle(l, "redmutex_wait_new");
+    return rc ? rc : owner_and_value(l, owner, owner_key, value);
+}
+
+bool rm_lock_holds(redmutex_lock *l, const char *owner_key) { return rm_hold_exists(l, owner_key); }
+
+/* Checks the call, resolves its owner and value, and decides how it starts. 0 or an error code. */
+static int acquire_begin(acquisition *q, redmutex_lock *l, const char *owner, int64_t wait_ms)
+{
+    int rc = rm_lock_check_handle(l, "redmutex_lock_acquire");
+    if (rc == 0)
+        rc = rm_lock_check_wait(l, wait_ms);
+    if (rc == 0)
+        rc = owner_and_value(l, owner, q->owner_key, q->value);
+    if (rc)
+        return rc;
+    redmutex_client *c = q->c = l->c;
+    q->l = l;
+    q->owner = owner;
+    q->wait_ms = wait_ms;
+    /* A fair lock's waiters queue on the servers (kind_fair.c): each waits on
+       its own channel, with an id that a hand-off message names. */
+    q->ops = rm_kind_of(l);
+    q->fair = q->ops->server_queue;
+    q->nonce[0] = '\0';
+    if (q->fair && wait_ms != 0 && (rc = rm_fair_new_nonce(q->nonce)))
+        return rc;
+    /* From here on, redmutex_client_interrupt() ends this call's wait. */
+    memset(&q->wait, 0, sizeof q->wait);
+    if (wait_ms != 0 && (rc = rm_wait_begin(c, &q->wait)) != 0)
+        return rc;
+    q->start = rm_now_ns();
+    q->deadline = rm_deadline_after_ms(wait_ms);
+    q->info = (rm_attempt_info){-1, false, wait_ms != 0, q->nonce};
+    q->sent_ns = q->start; /* when the last attempt was sent */
+    rm_lock_channel(l, q->value, q->channel);
+    /* Threads of this process already waiting for the lock go first: a
+       thread that just released it does not barge ahead of them. (A
+       reentrant acquisition by a holder never waits.) */
+    q->queue = !q->fair && wait_ms != 0 && rm_waiters_queued(c, q->channel) > 0 && !rm_hold_exists(l, q->owner_key);
+    /* Politeness towards other processes: a handle whose last acquisition
+       had to wait, asking again right after its own release, would win every
+       race against the waiters its release just woke (they need a message,
+       a wake-up and a round trip). It gives them a moment first. */
+    rm_client_lock(c);
+    q->polite = !q->fair && !q->queue && wait_ms != 0 && l->contended &&
+                q->start - l->released_ns < RM_POLITE_WINDOW_NS;
+    rm_client_unlock(c);
+    /* A fair waiter whose channel is still subscribed from its last wait
+       starts waiting before its first attempt: nothing published after that
+       attempt can be missed, so it needs no second attempt. */
+    q->w = NULL;
+    q->early = q->fair && wait_ms != 0 && rm_waiter_subscribed(c, q->channel);
+    if (q->early)
+        rm_waiter_begin(c, q->channel, rm_deadline_after_ms(c->opts.command_timeout_ms), &q->wait, &q->w);
+    return 0;
+}
+
+/* The first attempt: true when it settled the call (*rc its result). */
+static bool first_attempt(acquisition *q, int *rc)
+{
+    *rc = rm_attempt(q->l, q->owner_key, q->value, false, &q->info);
+    if (*rc == RM_ATTEMPT_BUSY)
+        return false;
+    if (q->w)
+        rm_waiter_end(q->c, q->w);
+    if (*rc == 0) {
+        rm_client_lock(q->c);
+        q->l->contended = false;
+        rm_client_unlock(q->c);
+    } else if (q->fair && q->wait_ms != 0) {
+        rm_fair_leave(q->l, q->value, NULL); /* it may have joined the queue */
+    }
+    rm_wait_end(q->c, &q->wait);
+    return true;
+}
+
+/* Waiting: subscribe first, then try again, so a release published between
+   the failed attempt and the subscription is not missed. */
+static void start_waiting(acquisition *q)
+{
+    redmutex_client *c = q->c;
+    if (q->wait_ms != 0 && !q->w) {
+        int64_t sub_deadline = rm_deadline_after_ms(c->opts.command_timeout_ms);
+        rm_waiter_begin(c, q->channel, sub_deadline < q->deadline ? sub_deadline : q->deadline, &q->wait, &q->w);
+    }
+    /* A releasing thread of this client may acquire for us in its release's
+       round trip (one server, no replica wait: see release.c). */
+    q->claim = (rm_claim){q->l, q->owner_key, q->value};
+    if (q->w && q->ops->local_waiters && c->n == 1 && c->opts.min_replicas == 0)
+        rm_waiter_offer(c, q->w, &q->claim);
+    q->backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
+    q->attempts = q->queue || q->polite ? 0 : 1;
+    if (q->polite)
+        q->info.ttl_ms = RM_POLITE_PAUSE_MS; /* the first pause */
+}
+
+/* Before a pause: RM_ATTEMPT_BUSY to go on, or the call's end (closed,
+   interrupted, out of time or of tries). *now is set. */
+static int may_pause(acquisition *q, int64_t *now)
+{
+    redmutex_client *c = q->c;
+    if (!rm_client_open(c))
+        return rm_fail(REDMUTEX_ECLOSED, "the client was closed while waiting for lock '%s'", q->l->name);
+    /* Asked before every pause, not only when poll() reports EINTR: a
+       signal may have landed while a request was in flight, where EINTR
+       is retried. */
+    if (rm_wait_interrupted(c, &q->wait) || (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload)))
+        return interrupted_wait(q->l);
+    *now = rm_now_ns();
+    if (*now >= q->deadline || (c->opts.retry_count > 0 && q->attempts >= c->opts.retry_count))
+        return rm_fail(REDMUTEX_ETIMEDOUT, "lock '%s' is held by another owner; waited %" PRId64 " ms", q->l->name,
+                       (*now - q->start) / RM_NS_PER_MS);
+    return RM_ATTEMPT_BUSY;
+}
+
+/* Next attempt: on a release message, when the holder's lease ends, or after
+   a capped, jittered backoff, whichever comes first. */
+static int64_t pause_until(const acquisition *q, int64_t now)
+{
+    const redmutex_client *c = q->c;
+    int64_t pause_ms = q->backoff_ms - (int64_t)rm_random_below((uint64_t)q->backoff_ms / 4 + 1);
+    if (q->info.ttl_ms >= 0 && q->info.ttl_ms < pause_ms - 1) /* hostile TTLs cannot overflow */
+        pause_ms = q->info.ttl_ms + 1;
+    if (q->info.split && c->opts.retry_delay_ms > 0) {
+        int64_t d = (int64_t)rm_random_below((uint64_t)c->opts.retry_delay_ms) + 1;
+        if (d < pause_ms)
+            pause_ms = d;
+    }
+    if (q->fair && pause_ms > RM_FAIR_REFRESH_MS)
+        pause_ms = RM_FAIR_REFRESH_MS; /* each attempt refreshes this waiter's place */
+    int64_t until = now + pause_ms * RM_NS_PER_MS;
+    return until > q->deadline ? q->deadline : until;
+}
+
+/* After a pause that ended with r (rm_waiter_wait's result): RM_ATTEMPT_BUSY
+   to try again, or the call's end. */
+static int after_pause(acquisition *q, int r, bool interrupted)
+{
+    redmutex_client *c = q->c;
+    if (q->fair && q->w && r == 1) {
+        int g = take_grant(q);
+        if (g == 0)
+            r = RM_WAIT_GRANTED;
+        else if (g != RM_ATTEMPT_BUSY)
+            return g;
+    }
+    if (r == RM_WAIT_GRANTED && !interrupted)
+        return 0;
+    if (r == RM_WAIT_GRANTED && rm_release_owner(q->l, q->owner_key, q->owner != NULL, INT64_MAX) != 0)
+        /* Interrupted, but the lock came with the hand-off and could not
+           be given back: report it held rather than fail holding it. */
+        return 0;
+    else if (r == RM_WAIT_UNKNOWN)
+        rm_release_value(q->l, q->value); /* the acquisition made for us may have happened */
+    if (interrupted || r == REDMUTEX_EINTR)
+        return interrupted_wait(q->l);
+    if (r == 0 && q->backoff_ms < c->opts.wait_backoff_cap_ms)
+        q->backoff_ms = q->backoff_ms * 2 > c->opts.wait_backoff_cap_ms ? c->opts.wait_backoff_cap_ms
+                                                                         : q->backoff_ms * 2;
+    return RM_ATTEMPT_BUSY;
+}
+
+/* Attempts and pauses until the lock is won or the wait ends. */
+static int wait_loop(acquisition *q, bool try_now)
+{
+    for (;;) {
+        int rc;
+        if (try_now && rm_wait_interrupted(q->c, &q->wait))
+            return interrupted_wait(q->l);
+        if (try_now) {
+            q->sent_ns = rm_now_ns();
+            rc = rm_attempt(q->l, q->owner_key, q->value, true, &q->info);
+            q->attempts++;
+            if (rc != RM_ATTEMPT_BUSY)
+                return rc;
+        }
+        try_now = true;
+        int64_t now = 0;
+        if ((rc = may_pause(q, &now)) != RM_ATTEMPT_BUSY)
+            return rc;
+        int64_t until = pause_until(q, now);
+        bool interrupted = false;
+        int r = q->w ? rm_waiter_wait(q->c, q->w, until, &interrupted) : rm_sleep_until(q->c, &q->wait, until);
+        if ((rc = after_pause(q, r, interrupted)) != RM_ATTEMPT_BUSY)
+            return rc;
+    }
+}
+
+int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
+{
+    acquisition q;
+    int rc = acquire_begin(&q, l, owner, wait_ms);
+    if (rc)
+        return rc;
+    if (!q.queue && !q.polite && first_attempt(&q, &rc))
+        return rc;
+    start_waiting(&q);
+    /* Try again right after subscribing, unless there is no wait at all or
+       this thread queues behind others (it waits for its turn first). */
+    rc = wait_loop(&q, !q.queue && !q.polite && wait_ms != 0 && !q.early);
+    redmutex_client *c = q.c;
+    if (q.w)
+        rm_waiter_end(c, q.w);
+    if (q.fair && rc != 0 && wait_ms != 0)
+        rm_fair_leave(l, q.value, NULL); /* a waiter that gives up leaves the queue (and gives back a late hand-off) */
+    rm_wait_end(c, &q.wait);
+    rm_client_lock(c);
+    l->contended = q.attempts > 1 || q.queue || q.polite;
+    rm_client_unlock(c);
+    return rc;
+}

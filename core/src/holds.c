@@ -1,0 +1,186 @@
+/*
+ * The hold registry and the rules for changing a hold (holds.h).
+ */
+#define _GNU_SOURCE
+#include "holds.h"
+#include "lockops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void rm_hold_destroy(redmutex_client *c, rm_hold *h)
+{
+    redmutex_lock *l = h->lock;
+    for (rm_hold **p = &l->holds; *p; p = &(*p)->next_in_lock)
+        if (*p == h) {
+            *p = h->next_in_lock;
+            break;
+        }
+    if (h->prev_in_client)
+        h->prev_in_client->next_in_client = h->next_in_client;
+    else if (c->holds == h)
+        c->holds = h->next_in_client;
+    if (h->next_in_client)
+        h->next_in_client->prev_in_client = h->prev_in_client;
+    free(h);
+    rm_lock_unref_locked(c, l); /* the hold's reference */
+}
+
+void rm_hold_unbusy(redmutex_client *c, rm_hold *h)
+{
+    h->busy = false;
+    pthread_cond_broadcast(&c->renew_done);
+}
+
+void rm_hold_forget(redmutex_client *c, rm_hold *h)
+{
+    h->busy = true;
+    h->forgetting = true;
+    rm_watchdog_cancel(c, h); /* may wait for a renewal in flight */
+    rm_hold_destroy(c, h);
+    pthread_cond_broadcast(&c->renew_done);
+}
+
+rm_hold *rm_hold_find(redmutex_lock *l, const char *owner, pid_t pid)
+{
+    for (rm_hold *h = l->holds; h; h = h->next_in_lock)
+        if (h->pid == pid && !h->forgetting && strcmp(h->owner, owner) == 0)
+            return h;
+    return NULL;
+}
+
+rm_hold *rm_hold_find_by_id(redmutex_lock *l, uint64_t id)
+{
+    for (rm_hold *h = l->holds; h; h = h->next_in_lock)
+        if (h->id == id && !h->forgetting)
+            return h;
+    return NULL;
+}
+
+rm_hold *rm_hold_claim(redmutex_client *c, redmutex_lock *l, rm_hold *h)
+{
+    uint64_t id = h->id;
+    while (h && h->busy) {
+        pthread_cond_wait(&c->renew_done, &c->mu);
+        h = rm_hold_find_by_id(l, id);
+    }
+    if (h)
+        h->busy = true;
+    return h;
+}
+
+rm_hold *rm_hold_find_foreign(redmutex_lock *l, const char *owner, pid_t pid)
+{
+    for (rm_hold *h = l->holds; h; h = h->next_in_lock)
+        if (h->pid != pid && strcmp(h->owner, owner) == 0)
+            return h;
+    return NULL;
+}
+
+redmutex_state rm_hold_state(redmutex_client *c, rm_hold *h, int64_t now_ns)
+{
+    /* The lost-lock callback fires either way: the watchdog's expiry notice
+       or this check, whichever sees the end of validity first. */
+    if ((h->state == REDMUTEX_STATE_HELD || h->state == REDMUTEX_STATE_RENEWAL_FAILING) &&
+        now_ns >= h->validity_end_ns)
+        rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
+    return h->state;
+}
+
+bool rm_hold_exists(redmutex_lock *l, const char *owner)
+{
+    rm_client_lock(l->c);
+    bool held = rm_hold_find(l, owner, rm_pid()) != NULL;
+    rm_client_unlock(l->c);
+    return held;
+}
+
+/* A new hold of owner (value on the servers), linked into the handle and the client. NULL: no memory. */
+static rm_hold *hold_new(redmutex_lock *l, const char *owner, const char *value, pid_t pid, int64_t started_ns)
+{
+    redmutex_client *c = l->c;
+    size_t olen = strlen(owner) + 1, vlen = strlen(value) + 1;
+    /* One allocation: the hold, then per-server generations, owner and value. */
+    rm_hold *h = calloc(1, sizeof *h + c->n * sizeof(uint64_t) + olen + vlen);
+    if (!h)
+        return NULL;
+    h->lock = l;
+    l->refs++;
+    h->id = ++c->next_hold_id;
+    h->heap_index = SIZE_MAX;
+    h->pid = pid;
+    h->generations = (uint64_t *)(h + 1);
+    h->owner = (char *)(h->generations + c->n);
+    h->value = h->owner + olen;
+    memcpy(h->owner, owner, olen);
+    memcpy(h->value, value, vlen);
+    h->next_in_lock = l->holds;
+    l->holds = h;
+    h->next_in_client = c->holds;
+    if (c->holds)
+        c->holds->prev_in_client = h;
+    c->holds = h;
+    h->acquired_ns = started_ns;
+    h->hold_deadline_ns = l->opts.max_hold_ms ? started_ns + l->opts.max_hold_ms * RM_NS_PER_MS : INT64_MAX;
+    return h;
+}
+
+/*
+ * The hold owner has through l already, if any. A plain lock shared by
+ * threads: another thread's release of the previous hold deleted the key (or
+ * this SET NX could not have succeeded) and is about to forget it. Wait for
+ * that, not ELOST.
+ */
+static rm_hold *hold_settled(redmutex_lock *l, const char *owner, pid_t pid)
+{
+    rm_hold *h = rm_hold_find(l, owner, pid);
+    while (h && h->busy && !rm_kind_of(l)->reentrant) {
+        uint64_t id = h->id;
+        pthread_cond_wait(&l->c->renew_done, &l->c->mu);
+        h = rm_hold_find_by_id(l, id);
+        if (!h || h->forgetting)
+            h = rm_hold_find(l, owner, pid);
+    }
+    return h;
+}
+
+int rm_hold_record(redmutex_lock *l, const char *owner, const char *value, int64_t started_ns, const rm_votes *v)
+{
+    redmutex_client *c = l->c;
+    int64_t lease = rm_lock_lease_ms(l);
+    pid_t pid = rm_pid();
+    if (c->closed)
+        return rm_fail(REDMUTEX_ECLOSED, "the client was closed while lock '%s' was being acquired", l->name);
+    rm_hold *h = hold_settled(l, owner, pid);
+    if (h && (!rm_kind_of(l)->reentrant || rm_hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST))
+        /* A plain lock is held once per owner, and a lost hold is not
+           continued: the caller must release the old one first. */
+        return rm_fail(REDMUTEX_ELOST, "lock '%s': this owner's earlier hold was lost; release it first", l->name);
+    bool created = !h;
+    if (!h) {
+        if (!(h = hold_new(l, owner, value, pid, started_ns)))
+            return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        h->fence = v->fence;
+    }
+    /* The life of each server that may hold it now (granted, or its answer
+       unknown); 0 for servers that refused. A server that restarts later
+       stops counting for this hold, and a release goes only where it may
+       hold. A nested acquisition adds the servers that granted it. */
+    for (size_t i = 0; i < c->n; i++)
+        if (v->yes_at[i] || v->unknown_at[i])
+            h->generations[i] = c->servers[i].generation + 1;
+    h->count = v->count;
+    h->lease_ms = lease;
+    h->watchdog = l->opts.lease_ms == 0;
+    h->validity_end_ns = rm_validity_end_ns(started_ns, lease);
+    if (v->granted_ttl >= 0) /* handed over with a short TTL (kind.h, fair): valid that long */
+        h->validity_end_ns = rm_validity_end_ns(started_ns, v->granted_ttl);
+    h->state = REDMUTEX_STATE_HELD;
+    h->release_id[0] = '\0'; /* a latch from an earlier, unfinished release must not answer the next one */
+    int rc = rm_watchdog_schedule(c, h);
+    if (rc == 0 && v->granted_ttl >= 0) /* ... and extended to the full lease a third of that later */
+        rm_watchdog_renew_by(c, h, rm_renew_due_ns(started_ns, v->granted_ttl));
+    if (rc != 0 && created)
+        rm_hold_destroy(c, h); /* the caller undoes the acquisition on the servers */
+    return rc;
+}

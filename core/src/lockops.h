@@ -1,0 +1,109 @@
+/*
+ * What the lock operations share: the handle's figures and checks
+ * (handle.c, owner.c), the requests they send (request.c) and one
+ * acquisition attempt (attempt.c), used by acquire.c, release.c, extend.c,
+ * query.c and the pollable waits.
+ *
+ * Layering: the lock operations sit above the hold registry (holds.h), the
+ * watchdog and the waiters, the kinds (kind.h), quorum (quorum.h) and the
+ * fan-out; only the client lifecycle is above them.
+ */
+#ifndef REDMUTEX_LOCKOPS_H
+#define REDMUTEX_LOCKOPS_H
+
+#include "internal.h"
+#include "kind.h"
+#include "quorum.h"
+
+/* ---- the handle (handle.c, owner.c) ------------------------------------- */
+
+/** The lease of a hold made through l: its own, or the client's watchdog lease. */
+int64_t rm_lock_lease_ms(const redmutex_lock *l);
+/** l is not NULL and its client usable: 0, or an error code (message set). */
+int rm_lock_check_handle(redmutex_lock *l, const char *fn);
+/** A wait of ms is valid (0..REDMUTEX_TIME_MAX_MS or REDMUTEX_WAIT_FOREVER): 0 or REDMUTEX_EINVAL. */
+int rm_lock_check_wait(const redmutex_lock *l, int64_t ms);
+/** The owner key of the local hold: explicit owner, thread owner (reentrant kinds) or "" (plain default). */
+int rm_lock_resolve_owner(redmutex_lock *l, const char *owner, char out[RM_VALUE_MAX + 1]);
+/** What an owner is stored as on the servers, for the kinds whose value is not a fresh token. */
+void rm_lock_owner_field(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1]);
+/** A fresh 128-bit random token in hex (lock value, latch id). 0 or REDMUTEX_ESYSTEM: fails closed. */
+int rm_new_token(char out[33]);
+/** A server's name for messages (its URL, password masked). */
+static inline const char *rm_lock_server(const redmutex_lock *l, size_t i) { return l->c->servers[i].ep.display; }
+
+/* ---- requests (request.c) ----------------------------------------------- */
+
+/** How an acquisition's reply reads: SET's OK/nil, or an acquire script's array. */
+typedef enum { RM_ACQ_SET, RM_ACQ_SCRIPT } rm_acq_form;
+
+/** Appends WAIT min_replicas replica_timeout (argument storage in nbuf, tbuf, argv[3]). */
+void rm_req_add_wait(rm_req *req, redmutex_client *c, char *nbuf, char *tbuf, const char **argv);
+/** The deadline of one command (plus the replica wait when a WAIT follows it). */
+int64_t rm_command_deadline(redmutex_client *c, bool with_wait);
+/** Builds the release request of `value` into req (the kind's command; argument storage in st). */
+void rm_release_request(redmutex_lock *l, const char *value, const char *latch_key, int64_t lease_ms, rm_req *req,
+                        rm_kargs *st);
+/** redisson_unlock_latch:{NAME}:<id>, RM_KEY_MAX bytes. */
+void rm_latch_key(const redmutex_lock *l, const char *id, char *out);
+/**
+ * A final release that may still run where its outcome is unknown is sent
+ * again by the next acquisition (see unsettled.h); `among` limits it to the
+ * servers it was sent to. True when recorded: its latches must stay.
+ */
+bool rm_release_note_unsettled(redmutex_lock *l, const rm_call *call, const bool *among, const char *value,
+                               const rm_cmd *release, const char *latch_key);
+/** After a release was answered, its latch is deleted with the next request on each connection. */
+void rm_release_forget_latch(rm_call *call, const char *latch_key);
+/**
+ * The kind's acquisition command for `value` (mode: enum rm_acq_mode; nonce:
+ * a fair wait's id or NULL); *form says how its reply reads. Argument
+ * storage lives in *st.
+ */
+rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, bool nested, int mode, const char *nonce,
+                          rm_kargs *st, rm_acq_form *form);
+
+/* ---- one acquisition attempt (attempt.c) -------------------------------- */
+
+enum { RM_ATTEMPT_WON = 0, RM_ATTEMPT_BUSY = 1 };
+
+typedef struct rm_attempt_info {
+    int64_t ttl_ms;   /* the holder's remaining lease, -1 when unknown */
+    bool split;       /* some servers granted, but not a majority */
+    /* Set by the caller: the attempt is part of a wait (a fair lock then
+       queues), and that wait's id (kind.h). */
+    bool waiting;
+    const char *nonce;
+} rm_attempt_info;
+
+/**
+ * One acquisition attempt on all servers. Returns RM_ATTEMPT_WON (hold
+ * recorded), RM_ATTEMPT_BUSY (held elsewhere, or undecided while a majority
+ * can still answer; *info says when to retry) or an error code. The whole
+ * attempt, cleanup included, ends by one deadline.
+ */
+int rm_attempt(redmutex_lock *l, const char *owner, const char *value, bool retry, rm_attempt_info *info);
+
+/** Where an acquisition's replies are in a request and how they read. */
+typedef struct rm_acq_replies {
+    redmutex_lock *l;
+    rm_acq_form form;
+    bool wait_replicas;
+    int reply_index; /* reply index of the acquisition (0, or further behind releases) */
+    int pttl_index;  /* reply index of a pipelined PTTL, or -1 */
+    int wait_index;  /* reply index of WAIT, or -1 */
+    int64_t lease_ms;
+    rm_votes v;
+} rm_acq_replies;
+
+/** Counts the votes of every server that answered the acquisition into a->v. */
+void rm_acquire_count(rm_acq_replies *a, rm_call *call);
+
+/* ---- releases (release.c) ------------------------------------------------ */
+
+/** Releases owner_key's hold (the caller's deadline: INT64_MAX, or shutdown's). */
+int rm_release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns);
+/** Releases whatever `value` holds on the servers, with no local record (cleanup). */
+void rm_release_value(redmutex_lock *l, const char *value);
+
+#endif

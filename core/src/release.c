@@ -1,0 +1,379 @@
+/*
+ * Releases: redmutex_lock_release, the release of every hold at close, and
+ * the cleanup of acquisitions whose outcome is unknown. A release carries an
+ * unlock latch (see unsettled.h), goes only to the servers that may hold the
+ * lock, and, on one server, may carry a waiting thread's acquisition in the
+ * same round trip (the hand-off).
+ */
+#define _GNU_SOURCE
+#include "holds.h"
+#include "lockops.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* One release, from the claim of the local hold to the last latch. */
+typedef struct release {
+    redmutex_lock *l;
+    redmutex_client *c;
+    const char *owner_key;
+    bool explicit_owner;
+    int64_t deadline_ns;     /* the caller's (shutdown), or INT64_MAX */
+    char value[RM_VALUE_MAX + 1];
+    char latch_key[RM_KEY_MAX];
+    uint64_t hold_id;        /* the local hold, 0 when there is none */
+    bool was_lost, final;
+    int64_t lease;
+    /* Where the hold may be: a release is not sent to servers that refused
+       it (per-server order keeps the others safe, see client.c). */
+    bool only[REDMUTEX_SERVERS_MAX];
+    rm_req req;
+    rm_kargs args;
+    char channel[RM_LONG_KEY_MAX]; /* where this kind's local waiters listen */
+    bool local_waiters;      /* this kind's waiters are woken by this process (no server queue) */
+    bool armed[REDMUTEX_SERVERS_MAX];
+    rm_waiter *heir;         /* a waiting thread whose acquisition rides along */
+    rm_claim claim;
+    rm_kargs heir_cmd;
+    rm_acq_form heir_form;
+} release;
+
+/* The servers' answers to a release. */
+typedef struct release_tally {
+    size_t ok, deleted, notowner, failed;
+    bool deleted_at[REDMUTEX_SERVERS_MAX];
+    int err;
+    char saved[512]; /* the server's error message, when err */
+} release_tally;
+
+/* A release's outcome is decided once a majority said "released" or "not owner". */
+static bool release_decided(rm_call *call, void *ud)
+{
+    (void)ud;
+    size_t ok = 0, notowner = 0;
+    for (size_t i = 0; i < call->n; i++) {
+        rm_slot *s = &call->slots[i];
+        rm_reply *r = s->status == RM_SLOT_DONE && !s->err ? s->replies[0] : NULL;
+        ok += r && r->type == RM_REPLY_INTEGER;
+        notowner += r && r->type == RM_REPLY_NIL;
+    }
+    return rm_quorum_decided(ok, notowner, call->n, call->c->quorum);
+}
+
+void rm_release_value(redmutex_lock *l, const char *value)
+{
+    char latch_id[33], latch_key[RM_KEY_MAX];
+    if (rm_new_token(latch_id) != 0)
+        return;
+    rm_latch_key(l, latch_id, latch_key);
+    rm_req req;
+    rm_kargs k;
+    rm_release_request(l, value, latch_key, rm_lock_lease_ms(l), &req, &k);
+    rm_call call;
+    if (rm_call_begin(&call, l->c) != 0)
+        return;
+    call.must_send = true;
+    rm_call_run(&call, &req, rm_command_deadline(l->c, false), NULL, NULL);
+    rm_release_forget_latch(&call, latch_key);
+    rm_call_end(&call);
+}
+
+void rm_lock_release_value(redmutex_lock *l, const char *value) { rm_release_value(l, value); }
+
+/*
+ * The hand-off. When the last hold of a lock is released on a single server
+ * and a thread of this client is asleep waiting for the same lock, the
+ * waiter's acquisition command travels right behind the release in the same
+ * request. The releasing thread records the waiter's hold and wakes it: the
+ * lock changes hands in one round trip instead of release, notification and
+ * a second round trip. The acquisition cannot succeed while the release has
+ * not run (the key is still the releaser's), so a release that fails or meets
+ * NOSCRIPT leaves the waiter to try on its own.
+ */
+static int handoff_result(rm_call *call, const rm_claim *claim, rm_acq_form form)
+{
+    rm_slot *s = &call->slots[0];
+    if (s->err)
+        return s->err == REDMUTEX_ECONN ? RM_WAIT_UNKNOWN : 1;
+    if (s->used_eval)
+        return RM_WAIT_UNKNOWN; /* sent twice after NOSCRIPT: the first acquisition's reply is gone */
+    int64_t lease = rm_lock_lease_ms(claim->lock);
+    rm_acq_replies a = {claim->lock, form, false, 1, -1, -1, lease, {0}};
+    rm_acquire_count(&a, call);
+    if (a.v.yes == 0)
+        return 1; /* someone else was quicker: the waiter tries again now */
+    if (rm_validity_left_ns(lease, rm_now_ns() - call->started_ns) <= 0)
+        return RM_WAIT_UNKNOWN; /* too slow to count: the waiter undoes it */
+    redmutex_client *c = claim->lock->c;
+    rm_client_lock(c);
+    int rc = rm_hold_record(claim->lock, claim->owner, claim->value, call->started_ns, &a.v);
+    rm_client_unlock(c);
+    return rc == 0 ? RM_WAIT_GRANTED : RM_WAIT_UNKNOWN;
+}
+
+/* Takes the local hold (waiting for another thread's release or extend of it)
+   and decides what is released where. 0 or an error code. */
+static int release_claim(release *p)
+{
+    redmutex_client *c = p->c;
+    redmutex_lock *l = p->l;
+    pid_t pid = rm_pid();
+    char fresh_id[33], latch_id[33];
+    int rc = rm_new_token(fresh_id);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < c->n; i++)
+        p->only[i] = true;
+    rm_client_lock(c);
+    rm_hold *h = rm_hold_find(l, p->owner_key, pid);
+    if (!h && rm_hold_find_foreign(l, p->owner_key, pid)) {
+        rm_client_unlock(c);
+        return rm_fail(REDMUTEX_EFORKED,
+                       "lock '%s' was acquired by the parent process; a forked child cannot release it", l->name);
+    }
+    if (h)
+        h = rm_hold_claim(c, l, h); /* another thread's release or extend of it finishes first */
+    if (!h && !p->explicit_owner && rm_kind_of(l)->anonymous) {
+        rm_client_unlock(c);
+        return rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held through this handle", l->name);
+    }
+    if (h) {
+        p->hold_id = h->id;
+        p->was_lost = rm_hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST;
+        /* The last release stops renewal first, so none can run after it. */
+        p->final = h->count <= 1 && !p->was_lost;
+        if (h->count <= 1)
+            rm_watchdog_cancel(c, h);
+        if (!h->release_id[0])
+            memcpy(h->release_id, fresh_id, sizeof fresh_id);
+        memcpy(latch_id, h->release_id, sizeof latch_id);
+        memcpy(p->value, h->value, strlen(h->value) + 1); /* at most RM_VALUE_MAX + 1 bytes */
+        p->lease = h->lease_ms;
+        for (size_t i = 0; i < c->n; i++)
+            p->only[i] = h->generations[i] != 0;
+    } else {
+        memcpy(latch_id, fresh_id, sizeof latch_id);
+        rm_lock_owner_field(l, p->owner_key, p->value);
+    }
+    rm_client_unlock(c);
+    rm_latch_key(l, latch_id, p->latch_key);
+    return 0;
+}
+
+/* Builds the request (with a sleeping waiter's acquisition behind it when it
+   can ride along) and runs it. 0 or REDMUTEX_ENOMEM. */
+static int release_send(release *p, rm_call *call)
+{
+    redmutex_client *c = p->c;
+    rm_release_request(p->l, p->value, p->latch_key, p->lease, &p->req, &p->args);
+    /* The other kinds hand over by themselves (fair) or not at all
+       (read-write), and their channels wake waiters directly. */
+    p->local_waiters = rm_kind_of(p->l)->local_waiters;
+    if (p->local_waiters)
+        rm_lock_channel(p->l, p->value, p->channel);
+    if (p->final && p->local_waiters && c->n == 1 && c->opts.min_replicas == 0 && p->deadline_ns == INT64_MAX &&
+        (p->heir = rm_waiter_claim(c, p->channel, p->l->kind, &p->claim)) != NULL)
+        p->req.cmds[p->req.ncmds++] = rm_acquire_command(p->claim.lock, p->claim.value, false, RM_ACQ_TRY, NULL,
+                                                         &p->heir_cmd, &p->heir_form);
+    if (p->local_waiters)
+        rm_waiter_expect_release(c, p->channel, p->armed);
+    int rc = rm_call_begin(call, c);
+    if (rc)
+        return rc;
+    int64_t dl = rm_command_deadline(c, false);
+    /* A caller's deadline (shutdown) is a hard one, even for a new connection. */
+    call->strict_deadline = p->deadline_ns != INT64_MAX;
+    call->only = p->only;
+    call->must_send = true;
+    /* With several servers the answer is known at a majority; the others
+       still get the release (their replies are skipped later). A hand-off
+       needs its one server's reply. */
+    rm_call_run(call, &p->req, dl < p->deadline_ns ? dl : p->deadline_ns, c->n > 1 ? release_decided : NULL, NULL);
+    return 0;
+}
+
+static void release_count(const release *p, const rm_call *call, release_tally *t)
+{
+    for (size_t i = 0; i < call->n; i++) {
+        const rm_slot *s = &call->slots[i];
+        const rm_reply *r = s->err ? NULL : s->replies[0];
+        if (s->excluded) {
+            t->notowner++; /* it refused the acquisition: it never held it */
+        } else if (!r) {
+            t->failed++;
+        } else if (r->type == RM_REPLY_INTEGER) {
+            t->ok++;
+            t->deleted += r->integer == 1;
+            t->deleted_at[i] = r->integer == 1;
+        } else if (r->type == RM_REPLY_NIL) {
+            t->notowner++;
+        } else if (r->type == RM_REPLY_ERROR) {
+            t->failed++;
+            int code = rm_reply_error(r, "release", p->l->name, rm_lock_server(p->l, i));
+            if (!t->err || code == REDMUTEX_EWRONGTYPE)
+                t->err = code;
+        } else {
+            t->failed++;
+            int code = rm_fail(REDMUTEX_EPROTOCOL, "release lock '%s': %s sent a reply of the wrong type",
+                               p->l->name, rm_lock_server(p->l, i));
+            if (!t->err)
+                t->err = code;
+        }
+    }
+    if (t->err) /* the server's error message, used only then */
+        snprintf(t->saved, sizeof t->saved, "%s", redmutex_last_error());
+}
+
+/* Outcome unknown: keep the hold and its request id so that a retry reports
+   what this attempt did. Renewal stays off (the release was meant to end
+   it); the owner is told when validity runs out. Caller holds c->mu. */
+static int release_unknown(release *p, rm_call *call, const release_tally *t, rm_hold *h, int rc)
+{
+    if (h) {
+        if (h->count <= 1) {
+            h->watchdog = false;
+            rm_watchdog_schedule(p->c, h);
+        }
+        rm_hold_unbusy(p->c, h);
+    }
+    if (rc == 0)
+        rc = t->err && (t->err == REDMUTEX_EWRONGTYPE || t->ok + t->notowner == 0)
+                 ? rm_fail(t->err, "%s", t->saved)
+                 : rm_call_fail(call, "release", p->l->name);
+    return rc;
+}
+
+/* Updates the local hold by the answers: the result of the release. rc: rm_call_begin's. */
+static int release_settle(release *p, rm_call *call, const release_tally *t, int rc)
+{
+    redmutex_client *c = p->c;
+    redmutex_lock *l = p->l;
+    size_t q = c->quorum;
+    rm_client_lock(c);
+    rm_hold *h = p->hold_id ? rm_hold_find_by_id(l, p->hold_id) : NULL;
+    if (rc == 0 && t->ok >= q) {
+        l->released_ns = rm_now_ns();
+        if (h) {
+            h->release_id[0] = '\0';
+            h->count = t->deleted >= q ? 0 : h->count - 1;
+            if (h->count <= 0)
+                rm_hold_forget(c, h);
+            else
+                rm_hold_unbusy(c, h);
+        }
+        rc = p->was_lost ? rm_fail(REDMUTEX_ELOST,
+                                   "lock '%s' was lost before it was released (its lease ran out); the work done "
+                                   "under it was not protected to the end",
+                                   l->name)
+                         : 0;
+    } else if (rc == 0 && t->notowner > c->n - q) {
+        if (h) {
+            rm_hold_forget(c, h);
+            rc = rm_fail(REDMUTEX_ELOST,
+                         "lock '%s' was lost before it was released: its lease ran out or another owner took it",
+                         l->name);
+        } else {
+            rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held by owner '%s'", l->name, p->value);
+        }
+    } else if (h && p->was_lost) {
+        /* It was lost before the release; removing what may be left of it
+           was best effort. There is nothing to retry. */
+        rm_hold_forget(c, h);
+        rc = rm_fail(REDMUTEX_ELOST,
+                     "lock '%s' was lost before it was released (its lease ran out or renewal failed)", l->name);
+    } else {
+        rc = release_unknown(p, call, t, h, rc);
+    }
+    rm_client_unlock(c);
+    return rc;
+}
+
+int rm_release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns)
+{
+    release p;
+    memset(&p, 0, offsetof(release, req));
+    p.l = l;
+    p.c = l->c;
+    p.owner_key = owner_key;
+    p.explicit_owner = explicit_owner;
+    p.deadline_ns = deadline_ns;
+    p.lease = rm_lock_lease_ms(l);
+    p.heir = NULL;
+    memset(p.armed, 0, sizeof p.armed);
+    int rc = release_claim(&p);
+    if (rc)
+        return rc;
+    rm_call call;
+    release_tally t;
+    memset(&t, 0, sizeof t);
+    rc = release_send(&p, &call);
+    if (rc == 0)
+        release_count(&p, &call, &t);
+    rc = release_settle(&p, &call, &t, rc);
+    if (p.heir)
+        rm_waiter_claim_done(p.c, p.heir, call.slots ? handoff_result(&call, &p.claim, p.heir_form) : 1);
+    /* Servers the early decision did not wait for count as deleting: their
+       message is likely on its way. */
+    for (size_t i = 0; call.slots && i < call.n; i++)
+        if (call.slots[i].err && call.slots[i].conn && !call.slots[i].broken)
+            t.deleted_at[i] = true;
+    if (p.local_waiters)
+        rm_waiter_released(p.c, p.channel, p.armed, t.deleted_at, p.heir == NULL);
+    /* Final: the request id is never used again. */
+    if ((rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER) &&
+        !rm_release_note_unsettled(l, &call, NULL, p.value, &p.req.cmds[0], p.latch_key))
+        rm_release_forget_latch(&call, p.latch_key);
+    if (call.slots)
+        rm_call_end(&call);
+    return rc;
+}
+
+int rm_lock_release_key(redmutex_lock *l, const char *owner_key, bool explicit_owner)
+{
+    return rm_release_owner(l, owner_key, explicit_owner, INT64_MAX);
+}
+
+int redmutex_lock_release(redmutex_lock *l, const char *owner)
+{
+    int rc = rm_lock_check_handle(l, "redmutex_lock_release");
+    if (rc)
+        return rc;
+    char owner_key[RM_VALUE_MAX + 1];
+    if ((rc = rm_lock_resolve_owner(l, owner, owner_key)))
+        return rc;
+    return rm_release_owner(l, owner_key, owner != NULL, INT64_MAX);
+}
+
+void rm_release_all(redmutex_client *c, int64_t deadline_ns)
+{
+    pid_t pid = rm_pid();
+    for (;;) {
+        if (rm_now_ns() >= deadline_ns)
+            return;
+        /* Take one hold at a time: releasing changes the list. */
+        rm_client_lock(c);
+        rm_hold *h = c->holds;
+        while (h && (h->pid != pid || h->busy || rm_hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST))
+            h = h->next_in_client;
+        redmutex_lock *l = h ? h->lock : NULL;
+        char owner[RM_VALUE_MAX + 1];
+        uint64_t id = h ? h->id : 0;
+        if (h) {
+            snprintf(owner, sizeof owner, "%s", h->owner);
+            l->refs++; /* a handle freed meanwhile stays valid for this release */
+        }
+        rm_client_unlock(c);
+        if (!l)
+            return;
+        int rc = rm_release_owner(l, owner, owner[0] != '\0', deadline_ns);
+        rm_client_lock(c);
+        if (rc != 0) {
+            /* Could not release it: leave it to expire and stop renewing it. */
+            rm_hold *again = rm_hold_find_by_id(l, id);
+            if (again && !again->busy)
+                rm_hold_forget(c, again);
+        }
+        rm_lock_unref_locked(c, l);
+        rm_client_unlock(c);
+    }
+}
