@@ -19,7 +19,8 @@
  *                                   the next step, as redmutex does.
  */
 #define _GNU_SOURCE
-#include "internal.h" /* the scripts redmutex sends (rm_script_text) */
+#include "handle.h"  /* RM_KEY_MAX */
+#include "scripts.h" /* the scripts redmutex sends (rm_script_text) */
 
 #include <hiredis/hiredis.h>
 

@@ -5,8 +5,15 @@
  * script, backs off with jitter, and ends on time, on interrupt or on close.
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "handle.h"
 #include "holds.h"
+#include "internal.h"
+#include "interrupt.h"
+#include "kind.h"
 #include "lockops.h"
+#include "quorum.h"
+#include "waiter.h"
 
 #include <inttypes.h>
 #include <string.h>

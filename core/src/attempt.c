@@ -5,9 +5,18 @@
  * the hold, and the undoing of whatever a failed attempt left behind.
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "fanout.h"
+#include "handle.h"
 #include "holds.h"
+#include "internal.h"
+#include "kind.h"
 #include "lockops.h"
+#include "quorum.h"
+#include "resp.h"
+#include "scripts.h"
 #include "unsettled.h"
+#include "watchdog.h"
 
 #include <inttypes.h>
 #include <stdio.h>

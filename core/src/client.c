@@ -3,8 +3,21 @@
  * run_id bookkeeping (duplicate endpoints, restarts) and fork handling.
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "conn.h"
+#include "events.h"
+#include "fanout.h"
+#include "holds.h"
 #include "internal.h"
+#include "interrupt.h"
+#include "options.h"
+#include "pollwait.h"
+#include "pool.h"
+#include "tls.h"
 #include "unsettled.h"
+#include "url.h"
+#include "waiter.h"
+#include "watchdog.h"
 
 #include <errno.h>
 #include <stdio.h>

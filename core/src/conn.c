@@ -7,7 +7,14 @@
  * raises SIGPIPE in the host.
  */
 #define _GNU_SOURCE
+#include "conn.h"
+#include "fanout.h"
 #include "internal.h"
+#include "pool.h"
+#include "resp.h"
+#include "scripts.h"
+#include "tls.h"
+#include "url.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -12,6 +12,8 @@
  * fd's readability and the queue in step.
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "events.h"
 #include "internal.h"
 
 #include <errno.h>

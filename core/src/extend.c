@@ -3,8 +3,16 @@
  * the hold is valid as long as a majority holds it (the q-th largest TTL).
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "fanout.h"
+#include "handle.h"
 #include "holds.h"
+#include "internal.h"
+#include "kind.h"
 #include "lockops.h"
+#include "quorum.h"
+#include "resp.h"
+#include "watchdog.h"
 
 #include <inttypes.h>
 #include <stdio.h>

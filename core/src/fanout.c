@@ -11,7 +11,13 @@
  * same connection), and a slow server costs no reconnect.
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "conn.h"
+#include "fanout.h"
 #include "internal.h"
+#include "pool.h"
+#include "resp.h"
+#include "scripts.h"
 
 #include <errno.h>
 #include <stdatomic.h>

@@ -4,7 +4,13 @@
  * lifetime.c.)
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "handle.h"
+#include "internal.h"
+#include "kind.h"
+#include "lifetime.h"
 #include "lockops.h"
+#include "options.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

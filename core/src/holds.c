@@ -2,8 +2,15 @@
  * The hold registry and the rules for changing a hold (holds.h).
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "handle.h"
 #include "holds.h"
+#include "internal.h"
+#include "kind.h"
+#include "lifetime.h"
 #include "lockops.h"
+#include "quorum.h"
+#include "watchdog.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -18,7 +18,9 @@
  * fd when the generation moved while it read.
  */
 #define _GNU_SOURCE
+#include "client.h"
 #include "internal.h"
+#include "interrupt.h"
 
 #include <errno.h>
 #include <fcntl.h>

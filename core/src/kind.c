@@ -2,6 +2,7 @@
  * The per-kind operations table (kind.h) and the key naming every kind shares.
  */
 #define _GNU_SOURCE
+#include "handle.h"
 #include "kind.h"
 
 #include <stdio.h>

@@ -19,7 +19,9 @@
 #ifndef REDMUTEX_KIND_H
 #define REDMUTEX_KIND_H
 
-#include "internal.h"
+#include "fanout.h"
+#include "handle.h"
+#include "scripts.h"
 
 /* Room for a key derived from a lock name and an owner's hash field (a fair
    waiter's channel, a reader's timeout keys). */

@@ -41,8 +41,13 @@
  *    frees the lock or drops dead waiters passes the lock on to the new head.
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "fanout.h"
+#include "handle.h"
+#include "internal.h"
 #include "kind.h"
 #include "lua.h"
+#include "scripts.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -15,8 +15,12 @@
  * anonymous, known by its token only, and releases through the same handle.
  */
 #define _GNU_SOURCE
+#include "fanout.h"
+#include "handle.h"
+#include "internal.h"
 #include "kind.h"
 #include "lua.h"
+#include "scripts.h"
 
 #include <inttypes.h>
 #include <string.h>

@@ -14,8 +14,12 @@
  * owner is the calling thread (redmutex_client_thread_owner()).
  */
 #define _GNU_SOURCE
+#include "fanout.h"
+#include "handle.h"
+#include "internal.h"
 #include "kind.h"
 #include "lua.h"
+#include "scripts.h"
 
 #include <inttypes.h>
 #include <string.h>

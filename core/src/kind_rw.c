@@ -28,8 +28,11 @@
  * also renews other readers', keeping a dead reader's hold alive).
  */
 #define _GNU_SOURCE
+#include "fanout.h"
+#include "handle.h"
 #include "kind.h"
 #include "lua.h"
+#include "scripts.h"
 
 #include <inttypes.h>
 #include <stdio.h>

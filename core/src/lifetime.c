@@ -20,7 +20,16 @@
  *    orphan is dropped by the watchdog.
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "conn.h"
+#include "handle.h"
+#include "holds.h"
 #include "internal.h"
+#include "interrupt.h"
+#include "lifetime.h"
+#include "lockops.h"
+#include "waiter.h"
+#include "watchdog.h"
 
 #include <signal.h>
 #include <stdatomic.h>

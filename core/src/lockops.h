@@ -11,7 +11,9 @@
 #ifndef REDMUTEX_LOCKOPS_H
 #define REDMUTEX_LOCKOPS_H
 
-#include "internal.h"
+#include "fanout.h"
+#include "handle.h"
+#include "interrupt.h"
 #include "kind.h"
 #include "quorum.h"
 
@@ -105,5 +107,43 @@ void rm_acquire_count(rm_acq_replies *a, rm_call *call);
 int rm_release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns);
 /** Releases whatever `value` holds on the servers, with no local record (cleanup). */
 void rm_release_value(redmutex_lock *l, const char *value);
+
+/* ---- for the watchdog, shutdown and pollable waits ------------------------ */
+
+/** Releases every hold of the client (shutdown). */
+void rm_release_all(redmutex_client *c, int64_t deadline_ns);
+/** Sleeps until `until_ns` without a waiter; 0, or REDMUTEX_EINTR when `wait` was interrupted. */
+int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns);
+
+/**
+ * Checks the handle and owner and fills owner_key (the key of the local hold)
+ * and value (the token or hash field to store) as redmutex_lock_acquire does.
+ * 0 or an error code with message.
+ */
+int rm_acquire_prepare(redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
+                       char value[RM_VALUE_MAX + 1]);
+/* (For a fair lock, `nonce` below names the wait (kind.h), and an attempt
+   with a nonce joins or refreshes the lock's queue; NULL: a try that never
+   queues.) */
+/**
+ * One acquisition attempt (see attempt() in lock.c): 0 when won (hold
+ * recorded), 1 when busy (*ttl_ms: the holder's remaining lease or -1,
+ * *split: some but not a majority granted), or an error code. `retry` is
+ * false for the first attempt of an acquisition. Blocks one round trip.
+ */
+int rm_acquire_attempt(redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
+                       int64_t *ttl_ms, bool *split);
+/**
+ * The channel a waiter for `value` listens on, written into buf (RM_KEY_MAX +
+ * RM_VALUE_MAX + 48 bytes: a fair lock's waiter has a channel of its own).
+ */
+void rm_lock_channel(const redmutex_lock *l, const char *value, char *buf);
+/** Whether this process holds the lock for owner_key through this handle. */
+bool rm_lock_holds(redmutex_lock *l, const char *owner_key);
+/** redmutex_lock_release for an owner key already resolved. */
+int rm_lock_release_key(redmutex_lock *l, const char *owner_key, bool explicit_owner);
+/** Releases whatever `value` holds, with no local record (cleanup of an unknown outcome). */
+void rm_lock_release_value(redmutex_lock *l, const char *value);
+
 
 #endif

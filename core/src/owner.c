@@ -4,6 +4,10 @@
  * on the servers (a fresh token, or the owner id in the kind's form).
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "handle.h"
+#include "internal.h"
+#include "kind.h"
 #include "lockops.h"
 
 #include <inttypes.h>

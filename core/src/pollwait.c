@@ -19,8 +19,14 @@
  * list and the eventfd's readability in step.
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "handle.h"
 #include "internal.h"
 #include "kind.h" /* fair locks: a wait of its own on the server's queue */
+#include "lifetime.h"
+#include "lockops.h"
+#include "pollwait.h"
+#include "waiter.h"
 
 #include <errno.h>
 #include <fcntl.h>

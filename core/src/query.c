@@ -4,8 +4,15 @@
  * own holds (state, validity, fencing token).
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "fanout.h"
+#include "handle.h"
 #include "holds.h"
+#include "internal.h"
+#include "kind.h"
 #include "lockops.h"
+#include "quorum.h"
+#include "resp.h"
 
 #include <stdio.h>
 #include <string.h>

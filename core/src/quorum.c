@@ -1,6 +1,7 @@
 /*
  * Quorum arithmetic (quorum.h): vote counting and lease validity, pure.
  */
+#include "internal.h"
 #include "quorum.h"
 
 #include <stdio.h>

@@ -6,8 +6,18 @@
  * same round trip (the hand-off).
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "fanout.h"
+#include "handle.h"
 #include "holds.h"
+#include "internal.h"
+#include "kind.h"
+#include "lifetime.h"
 #include "lockops.h"
+#include "quorum.h"
+#include "resp.h"
+#include "waiter.h"
+#include "watchdog.h"
 
 #include <stdio.h>
 #include <string.h>

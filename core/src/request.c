@@ -4,7 +4,14 @@
  * its afterlife (kept for an unsettled release, else deleted later).
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "conn.h"
+#include "fanout.h"
+#include "handle.h"
+#include "internal.h"
+#include "kind.h"
 #include "lockops.h"
+#include "resp.h"
 #include "unsettled.h"
 
 #include <inttypes.h>

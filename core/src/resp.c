@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "resp.h"
 
 #include <hiredis/read.h>
 #include <stdio.h>

@@ -17,6 +17,7 @@
 #include "internal.h"
 #include "kind.h" /* kinds of the operations table: their scripts, and the RENEW branch for readers */
 #include "lua.h"
+#include "scripts.h"
 
 #include <pthread.h>
 

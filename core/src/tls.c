@@ -14,7 +14,10 @@
  * the host when a server closes the connection.
  */
 #define _GNU_SOURCE
+#include "conn.h"
 #include "internal.h"
+#include "tls.h"
+#include "url.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,8 +1,13 @@
 /* Releases whose outcome is unknown on some server, sent again by the next
    acquisition of the name (see unsettled.h). */
 #define _GNU_SOURCE
-#include "unsettled.h"
+#include "client.h"
+#include "conn.h"
+#include "fanout.h"
+#include "internal.h"
 #include "quorum.h"
+#include "resp.h"
+#include "unsettled.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

@@ -18,7 +18,8 @@
 #ifndef REDMUTEX_UNSETTLED_H
 #define REDMUTEX_UNSETTLED_H
 
-#include "internal.h"
+#include "client.h"
+#include "fanout.h"
 
 /* Most unsettled releases one acquisition sends again (each is one command). */
 #define RM_UNSETTLED_PER_REQ 2

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "url.h"
 
 #include <ctype.h>
 #include <stdio.h>

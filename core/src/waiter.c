@@ -12,7 +12,12 @@
  * at most the backoff cap.
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "conn.h"
 #include "internal.h"
+#include "interrupt.h"
+#include "resp.h"
+#include "waiter.h"
 
 #include <errno.h>
 #include <poll.h>

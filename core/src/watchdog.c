@@ -17,9 +17,18 @@
  * failed renewal and then. Lost holds are never renewed again.
  */
 #define _GNU_SOURCE
+#include "client.h"
+#include "events.h"
+#include "fanout.h"
+#include "handle.h"
+#include "holds.h"
 #include "internal.h"
-#include "quorum.h"
 #include "kind.h" /* each kind's tag in the RENEW script */
+#include "lifetime.h"
+#include "quorum.h"
+#include "resp.h"
+#include "scripts.h"
+#include "watchdog.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* The API's contracts that need no lock server: options, errors, versions, bad input. */
 #define _GNU_SOURCE
 #include "harness.h"
-#include "internal.h"
+#include "client.h" /* the client struct: a test reads its state */
 
 #include <math.h>
 #include <stddef.h>

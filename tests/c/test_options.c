@@ -6,7 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "harness.h"
-#include "internal.h" /* RM_OPTIONS_END and the generic loader, tested with a made-up two-version struct */
+#include "options.h" /* RM_OPTIONS_END and the generic loader, tested with a made-up two-version struct */
 
 #include <stddef.h>
 #include <string.h>

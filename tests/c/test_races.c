@@ -6,7 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "harness.h"
-#include "internal.h" /* rm_script_sha(), to delay one script by its SHA */
+#include "scripts.h" /* rm_script_sha(), to delay one script by its SHA */
 
 #include <pthread.h>
 #include <stdatomic.h>

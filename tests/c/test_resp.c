@@ -6,7 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "harness.h"
-#include "internal.h"
+#include "resp.h"
 
 #include <inttypes.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "harness.h"
-#include "internal.h"
+#include "scripts.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

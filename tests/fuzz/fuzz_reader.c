@@ -4,7 +4,7 @@
  * it in fragments must give exactly the replies (and the same error, at the
  * same place) as reading it whole, and every reply tree must be well formed.
  */
-#include "internal.h"
+#include "resp.h"
 
 #include <stdio.h>
 #include <stdlib.h>

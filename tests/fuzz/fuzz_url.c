@@ -3,7 +3,7 @@
  * included. Any input must parse or be refused with REDMUTEX_EINVAL, without
  * a memory error, and a password must never reach the URL shown in messages.
  */
-#include "internal.h"
+#include "url.h"
 
 #include <stdio.h>
 #include <stdlib.h>

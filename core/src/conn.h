@@ -1,0 +1,116 @@
+/*
+ * One connection to one server (conn.c), and the server it belongs to.
+ *
+ * Layering: above url, resp and scripts; below the pool (client.c), the
+ * fan-out and the subscriber.
+ */
+#ifndef REDMUTEX_CONN_H
+#define REDMUTEX_CONN_H
+
+#include "internal.h"
+#include "resp.h"
+#include "url.h"
+
+/* ---- connections (conn.c) ------------------------------------------- */
+
+struct rm_server;
+
+typedef struct rm_conn {
+    int fd;
+    bool connecting;  /* not yet usable: connect() or the TLS handshake in progress */
+    bool fresh;       /* handshake not yet sent */
+    pid_t pid;        /* process that made it */
+    rm_reader *reader;
+    struct rm_server *srv;
+    size_t owed;      /* replies to requests abandoned at a deadline, to be skipped */
+    rm_buf out;       /* bytes of the current request not yet sent (kept allocated) */
+    rm_buf later;     /* fire-and-forget commands sent before the next request */
+    size_t later_count;
+    bool flush_later; /* `later` holds a deferred release: sent as soon as the connection is free */
+    uint64_t generation; /* server generation (run_id epoch) when connected */
+    /* Per-server order (see client.c, the pool): hashes of the lock names
+       whose requests on this connection still owe replies. A later request
+       for one of them must travel on this connection, behind them. */
+    uint64_t *order_keys;
+    size_t n_order_keys, cap_order_keys;
+    bool lent;        /* an owing connection taken out by a call */
+    /* Transport state kept by conn.c and tls.c only. */
+    void *tls;           /* OpenSSL SSL*, NULL for a plain connection */
+    bool tls_handshaking; /* connect() is done, the TLS handshake is not */
+    short tls_want;      /* poll events the pending handshake step waits for */
+    bool write_wants_read; /* TLS: the last write waits for the socket to be readable */
+    bool read_wants_write; /* TLS: the last read waits for the socket to be writable */
+    bool received;       /* a byte has arrived (tells "refused TLS" from "closed") */
+} rm_conn;
+
+typedef struct rm_server {
+    struct redmutex_client *client;
+    int index;
+    rm_endpoint ep;
+    /* Idle connection pool; guarded by client->mu. */
+    rm_conn **idle;
+    size_t n_idle;
+    size_t cap_idle;
+    /* Connections that still owe replies, lent or not (guarded by client->mu). */
+    rm_conn **owing;
+    size_t n_owing;
+    size_t cap_owing;
+    /* The server's run_id as last seen, and a counter bumped whenever it changes. */
+    char run_id[48];
+    uint64_t generation;
+    /* When this client saw the server come back with a new run_id (0:
+       never). Until the longest lease has passed since then, its grants are
+       no votes: a holder of its previous life may still hold elsewhere. */
+    _Atomic int64_t restart_seen_ns;
+    _Atomic bool duplicate; /* read by callers without the client mutex */
+    struct rm_tls *tls; /* rediss:// servers: the TLS settings (tls.c), else NULL */
+} rm_server;
+
+/** Reads, without blocking, what a connection owes and drops it. -1 if the connection is broken. */
+int rm_conn_drain(rm_conn *c);
+/** Whether the connection owes replies to requests for the lock name hashed to key. */
+bool rm_conn_owes_for(const rm_conn *c, uint64_t key);
+/** Records that the connection owes replies to a request for key. 0 or -1 (no memory). */
+int rm_conn_add_order_key(rm_conn *c, uint64_t key);
+/** The hash that orders requests of one lock name on a server (never 0). */
+uint64_t rm_order_key(const char *name);
+/** Starts a non-blocking connection. 0 or an error code (message set). */
+int rm_conn_open(rm_conn **out, struct rm_server *srv);
+void rm_conn_close(rm_conn *c);
+/** Connected, ready to use and nothing unexpected waiting on the socket. */
+bool rm_conn_looks_healthy(rm_conn *c);
+/** Appends the AUTH/SELECT handshake (and INFO server when asked) to b; returns the count. */
+size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info);
+/** Interprets handshake reply i of n. 0 or an error code with message. */
+int rm_conn_check_handshake(rm_conn *c, size_t i, size_t n, bool want_info, rm_reply *r);
+/** Waits for fd events until deadline; EINTR is retried. Returns poll()'s result. */
+int rm_poll_fd(int fd, short events, int64_t deadline_ns);
+
+/*
+ * Transport I/O. Every byte to and from a server goes through these, so a
+ * connection is plain or TLS in one place only. They never block and never
+ * raise SIGPIPE. Poll a connection for rm_conn_events() before calling them
+ * again after they reported "not ready".
+ */
+/** Drives connect() and the TLS handshake on: 0 usable, 1 not ready yet, or an error code (message set). */
+int rm_conn_establish(rm_conn *c);
+/** Sends up to len bytes: the count sent, 0 when not ready, or an error code (message set). */
+ssize_t rm_conn_send(rm_conn *c, const void *data, size_t len);
+/**
+ * Receives up to len bytes: the count, 0 when nothing is ready, or an error
+ * code (message set; a closed connection is REDMUTEX_ECONN). A count below
+ * len means nothing more is buffered inside the connection: poll before
+ * reading again.
+ */
+ssize_t rm_conn_recv(rm_conn *c, void *buf, size_t len);
+/** The poll events to wait for; have_output when bytes wait to be sent. */
+short rm_conn_events(const rm_conn *c, bool have_output);
+/** While not usable: the pending step, for messages ("while connecting", ...); NULL once usable. */
+const char *rm_conn_pending_step(const rm_conn *c);
+
+
+/** Sends what it can of c's queued `later` bytes without blocking; once all
+    are out, their replies are owed. 0, or an error code (message set). */
+int rm_conn_flush_later(rm_conn *c);
+
+#endif

@@ -1,0 +1,105 @@
+/*
+ * The fan-out (fanout.c): one request to every server, replies collected
+ * until decided.
+ *
+ * Layering: above the pool; below quorum, the kinds and everything that
+ * talks to the servers.
+ */
+#ifndef REDMUTEX_FANOUT_H
+#define REDMUTEX_FANOUT_H
+
+#include "client.h"
+#include "conn.h"
+#include "resp.h"
+
+/* ---- fan-out (fanout.c) ------------------------------------------- */
+
+/** One command of a request. Script commands go out as EVALSHA, EVAL on NOSCRIPT. */
+typedef struct rm_cmd {
+    int script; /* an rm_script id, or -1 for a plain command */
+    int argc;
+    const char **argv;
+    size_t *lens;
+} rm_cmd;
+
+#define RM_REQ_MAX_CMDS 8
+
+/** The same request is sent to every server of the client. */
+typedef struct rm_req {
+    size_t ncmds;
+    rm_cmd cmds[RM_REQ_MAX_CMDS];
+    /* The lock name whose commands must run in issue order on each server
+       (acquire, release, extend: anything that writes it); NULL for requests
+       whose order does not matter (renewals, queries). */
+    const char *order_name;
+} rm_req;
+
+enum rm_slot_status { RM_SLOT_IDLE, RM_SLOT_RUNNING, RM_SLOT_DONE };
+
+typedef struct rm_slot {
+    rm_conn *conn;
+    int status;
+    int err;              /* 0, or the error code for this server */
+    char msg[256];        /* this server's error message */
+    bool want_info;       /* handshake asks INFO server (N > 1) */
+    size_t handshake_n;   /* handshake replies expected */
+    size_t skip;          /* replies to skip before the handshake (owed + later) */
+    size_t got;           /* replies read in this run */
+    size_t total;         /* replies expected in this run */
+    bool noscript;        /* a script reply said NOSCRIPT: resend with EVAL */
+    bool used_eval;
+    bool broken;          /* transport failed: the connection was closed */
+    bool handshaking;     /* a fresh connection's handshake is out; the request follows its replies */
+    bool sent;            /* bytes of the request went out: it may have run */
+    bool not_waited;      /* the outcome was decided before this server answered */
+    bool excluded;        /* not part of this run (rm_call.only) */
+    int64_t deadline_ns;  /* this slot's deadline (longer while connecting) */
+    rm_reply *replies[RM_REQ_MAX_CMDS];
+} rm_slot;
+
+typedef struct rm_call rm_call;
+/** Early completion: return true when the outcome no longer depends on the servers still running. */
+typedef bool (*rm_decided_fn)(rm_call *call, void *ud);
+
+#define RM_INLINE_SLOTS 5
+
+struct rm_call {
+    redmutex_client *c;
+    size_t n;
+    rm_slot *slots;
+    rm_slot inline_slots[RM_INLINE_SLOTS];
+    int64_t started_ns; /* when the last run's requests started going out */
+    bool strict_deadline; /* new connections get no connect_timeout beyond the deadline */
+    const bool *only;     /* when set, servers i with only[i] false are left out of the run */
+    /* Releases: even once decided, a run goes on (to the deadline at most)
+       until the request has been sent to every server it is for, so that a
+       server whose ordering connection is busy still gets it, in order. */
+    bool must_send;
+    uint64_t order_key;   /* the last run's rm_order_key(req->order_name), 0 if none */
+};
+
+int rm_call_begin(rm_call *call, redmutex_client *c);
+/**
+ * Sends req to every server and collects replies until all answered, the
+ * deadline passed, or decided() says the result is known. Per-server
+ * outcome in call->slots[i].err / replies[]. Returns 0, or an error code
+ * only for failures that are not per server (ENOMEM).
+ */
+int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decided_fn decided,
+                void *ud);
+/** Frees the replies of the last run (done before each run and at end). */
+void rm_call_clear(rm_call *call);
+void rm_call_end(rm_call *call);
+/** How many slots finished without a transport error. */
+size_t rm_call_answered(const rm_call *call);
+/** Slots that failed for real (not excluded, not merely left unwaited-for). */
+size_t rm_call_failed(const rm_call *call);
+/** Whether server i's request went out but its reply did not arrive: it may have run. */
+static inline bool rm_slot_unknown(const rm_slot *s) { return s->err != 0 && s->sent && !s->excluded; }
+/** Fails with the most telling per-server error (used when no quorum answered). */
+int rm_call_fail(const rm_call *call, const char *what, const char *name);
+
+/** Classifies an error reply into a code and sets the message. */
+int rm_reply_error(const rm_reply *r, const char *what, const char *name, const char *server);
+
+#endif

@@ -1,0 +1,18 @@
+/*
+ * Lifetimes of clients and lock handles (lifetime.c).
+ */
+#ifndef REDMUTEX_LIFETIME_H
+#define REDMUTEX_LIFETIME_H
+
+#include "handle.h"
+
+/* ---- lifetimes (lifetime.c) ----------------------------------------------- */
+
+/** A new process-unique lock id (> 0). */
+uint64_t rm_lock_next_id(void);
+/** Drops a reference to l, freeing it at zero. Caller holds c->mu and a client reference of its own. */
+void rm_lock_unref_locked(redmutex_client *c, redmutex_lock *l);
+/** Destroys orphaned holds nobody works on. Caller holds c->mu and a client reference. */
+void rm_orphans_drop_locked(redmutex_client *c);
+
+#endif

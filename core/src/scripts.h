@@ -1,0 +1,40 @@
+/*
+ * Every Lua script by id (scripts.c; each kind keeps its own text, kind.h).
+ */
+#ifndef REDMUTEX_SCRIPTS_H
+#define REDMUTEX_SCRIPTS_H
+
+#include "internal.h"
+
+/* ---- scripts (scripts.c) ------------------------------------------- */
+
+enum rm_script_id {
+    RM_SCRIPT_LOCK_ACQUIRE,      /* plain lock acquire with fencing / ttl */
+    RM_SCRIPT_LOCK_RELEASE,
+    RM_SCRIPT_LOCK_EXTEND,
+    RM_SCRIPT_RLOCK_ACQUIRE,
+    RM_SCRIPT_RLOCK_RELEASE,
+    RM_SCRIPT_RLOCK_EXTEND,
+    RM_SCRIPT_FORCE_RELEASE,
+    RM_SCRIPT_INSPECT,
+    RM_SCRIPT_RENEW,
+    RM_SCRIPT_FENCE_RATCHET,
+    /* kinds of the operations table (kind.h) */
+    RM_SCRIPT_FAIR_ACQUIRE,
+    RM_SCRIPT_FAIR_RELEASE,
+    RM_SCRIPT_FAIR_LEAVE,
+    RM_SCRIPT_FAIR_FORCE,
+    RM_SCRIPT_READ_ACQUIRE,
+    RM_SCRIPT_READ_RELEASE,
+    RM_SCRIPT_READ_EXTEND,
+    RM_SCRIPT_WRITE_ACQUIRE,
+    RM_SCRIPT_WRITE_RELEASE,
+    RM_SCRIPT_RW_FORCE,
+    RM_SCRIPT_RW_INSPECT,
+    RM_SCRIPT_COUNT
+};
+
+const char *rm_script_text(int id);
+const char *rm_script_sha(int id);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * Server URLs (url.c): parsed endpoints.
+ */
+#ifndef REDMUTEX_URL_H
+#define REDMUTEX_URL_H
+
+#include "internal.h"
+
+/* ---- URLs and servers (url.c) ---------------------------------------- */
+
+typedef struct rm_endpoint {
+    bool is_unix;
+    char *host; /* TCP host (no brackets) */
+    int port;
+    char *path; /* Unix socket path */
+    char *user;     /* NULL when absent */
+    char *password; /* NULL when absent */
+    int db;
+    char *display; /* the URL with the password masked, for messages */
+    /* rediss:// only: the URL's query options (NULL / -1 when absent, so
+       client options can supply the default). */
+    bool tls;
+    char *tls_ca_file;     /* ssl_ca_certs */
+    char *tls_cert_file;   /* ssl_certfile */
+    char *tls_key_file;    /* ssl_keyfile */
+    char *tls_server_name; /* ssl_server_hostname */
+    int tls_verify;        /* ssl_cert_reqs: 1 required, 0 none, -1 absent */
+    int tls_check_hostname; /* ssl_check_hostname: 1, 0, -1 absent */
+} rm_endpoint;
+
+/** Parses url into ep (zeroed first). REDMUTEX_EINVAL with a message on bad input. */
+int rm_endpoint_parse(rm_endpoint *ep, const char *url);
+void rm_endpoint_clear(rm_endpoint *ep);
+
+#endif

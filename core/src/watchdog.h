@@ -1,0 +1,35 @@
+/*
+ * The watchdog (watchdog.c): renewal and expiry schedule, lost-lock
+ * callbacks.
+ *
+ * Layering: above the hold registry and the fan-out; below the lock
+ * operations and the client.
+ */
+#ifndef REDMUTEX_WATCHDOG_H
+#define REDMUTEX_WATCHDOG_H
+
+#include "holds.h"
+
+/* ---- watchdog (watchdog.c) --------------------------------------------- */
+
+/** Schedules h (renewal for watchdog holds, expiry notice otherwise). Caller holds c->mu. */
+int rm_watchdog_schedule(redmutex_client *c, rm_hold *h);
+/** Moves h's next renewal forward to due_ns if it is later. Caller holds c->mu. */
+void rm_watchdog_renew_by(redmutex_client *c, rm_hold *h, int64_t due_ns);
+/** Removes h from the schedule and waits out an in-flight renewal. Caller holds c->mu. */
+void rm_watchdog_cancel(redmutex_client *c, rm_hold *h);
+/** Stops and joins the watchdog thread (shutdown or fork). */
+void rm_watchdog_stop(redmutex_client *c, int64_t deadline_ns);
+/** Forgets the watchdog in a forked child without touching its thread. */
+void rm_watchdog_forget(redmutex_client *c);
+typedef struct rm_event {
+    struct rm_event *next;
+    redmutex_lock *lock;
+    redmutex_state state;
+    char owner[RM_VALUE_MAX + 1];
+} rm_event;
+
+/** Marks h lost / failing and queues the callback; caller holds c->mu. */
+void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st);
+
+#endif
