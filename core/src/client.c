@@ -1,6 +1,7 @@
 /*
- * Clients: options, creation and destruction, the per-server connection pool,
- * run_id bookkeeping (duplicate endpoints, restarts) and fork handling.
+ * Clients: options, creation and destruction, and fork handling: the top
+ * of the layers (docs/architecture.md). The connection pools and the
+ * servers' run_ids are pool.c's.
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -13,6 +14,7 @@
 #include "options.h"
 #include "pollwait.h"
 #include "pool.h"
+#include "quorum.h"
 #include "tls.h"
 #include "unsettled.h"
 #include "url.h"
@@ -25,8 +27,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Idle connections kept per server; more concurrent callers open more. */
-#define RM_POOL_MAX 32
 
 static const redmutex_client_options default_client_options = REDMUTEX_CLIENT_OPTIONS_INIT;
 
@@ -125,21 +125,9 @@ static void init_cond(pthread_cond_t *cond)
 static void atfork_child(void)
 {
     for (redmutex_client *c = registry; c; c = c->next_all) {
-        for (size_t i = 0; i < c->n; i++) {
-            rm_server *srv = &c->servers[i];
-            for (size_t k = 0; k < srv->n_idle; k++)
-                rm_conn_close(srv->idle[k]);
-            srv->n_idle = 0;
-            for (size_t k = 0; k < srv->n_owing; k++)
-                rm_conn_close(srv->owing[k]);
-            srv->n_owing = 0;
-        }
+        rm_pool_after_fork(c);
         rm_watchdog_forget(c);
         rm_subscriber_forget(c);
-        for (rm_hold *h = c->holds; h; h = h->next_in_client) {
-            h->heap_index = SIZE_MAX;
-            h->renewing = false;
-        }
         init_cond(&c->renew_done);
         rm_interrupt_after_fork(c);
         rm_events_after_fork(c);
@@ -178,12 +166,7 @@ static void client_destroy(redmutex_client *c)
 {
     for (size_t i = 0; i < c->n; i++) {
         rm_server *srv = &c->servers[i];
-        for (size_t k = 0; k < srv->n_idle; k++)
-            rm_conn_close(srv->idle[k]);
-        free(srv->idle);
-        for (size_t k = 0; k < srv->n_owing; k++)
-            rm_conn_close(srv->owing[k]);
-        free(srv->owing);
+        rm_pool_clear(srv);
         rm_tls_server_clear(srv);
         rm_endpoint_clear(&srv->ep);
     }
@@ -257,7 +240,8 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
     c->pid = getpid();
     c->opts = o;
     c->n = n_urls;
-    c->quorum = n_urls / 2 + 1;
+    c->quorum = rm_quorum_of(n_urls);
+    c->on_server_restart = rm_holds_server_restarted;
     if ((rc = make_uuid(c->id)) != 0) {
         client_destroy(c);
         return rc;
@@ -298,25 +282,6 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
     return 0;
 }
 
-void rm_client_lock(redmutex_client *c) { pthread_mutex_lock(&c->mu); }
-
-void rm_client_unlock(redmutex_client *c) { pthread_mutex_unlock(&c->mu); }
-
-bool rm_client_open(redmutex_client *c)
-{
-    rm_client_lock(c);
-    bool closed = c->closed;
-    rm_client_unlock(c);
-    return !closed;
-}
-
-int rm_client_usable(redmutex_client *c)
-{
-    if (!rm_client_open(c))
-        return rm_fail(REDMUTEX_ECLOSED, "the client was closed");
-    return 0;
-}
-
 void rm_client_unref(redmutex_client *c)
 {
     rm_client_lock(c);
@@ -353,268 +318,3 @@ int redmutex_client_thread_owner(char *out, size_t size, const redmutex_client *
     return 0;
 }
 
-/* ---- pool -------------------------------------------------------------- */
-
-/*
- * Per-server order. A call may return before a slow server answered (a
- * deadline, or a majority already decided the outcome); its connection then
- * still owes replies and carries requests that may not have run yet. Redis
- * runs the commands of one connection in order but gives no order between
- * connections, so a later request for the same lock name on another
- * connection could run first: a late release deleting the owner's next hold,
- * or a late acquisition leaving a key nobody owns. Such a connection
- * therefore goes to the server's owing list, marked with the lock names it
- * owes for, and the next request for one of those names travels on it,
- * behind the replies still owed. Requests that do not write a lock
- * (renewals, queries) take any clean connection.
- */
-static bool pool_push(rm_server *srv, rm_conn *conn);
-static bool owing_push(rm_server *srv, rm_conn *conn);
-
-static void owing_remove(rm_server *srv, rm_conn *conn)
-{
-    for (size_t k = 0; k < srv->n_owing; k++)
-        if (srv->owing[k] == conn) {
-            srv->owing[k] = srv->owing[--srv->n_owing];
-            return;
-        }
-}
-
-/* Sends a connection's deferred release without blocking; a send error
-   leaves the connection to fail at its next use. The caller's error message
-   is kept. */
-static void flush_quietly(rm_conn *conn)
-{
-    int code = redmutex_last_error_code();
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", redmutex_last_error());
-    if (rm_conn_flush_later(conn) != 0)
-        conn->flush_later = false;
-    rm_fail(code, "%s", msg);
-}
-
-/* Owing connections nobody asks for are read without blocking; those that
-   are paid up rejoin the pool. Caller holds c->mu. */
-static void owing_settle(redmutex_client *c, rm_server *srv)
-{
-    for (size_t k = 0; k < srv->n_owing;) {
-        rm_conn *conn = srv->owing[k];
-        if (conn->lent) {
-            k++;
-            continue;
-        }
-        if (conn->later.len > 0 && conn->pid == rm_pid())
-            flush_quietly(conn);
-        if (rm_conn_drain(conn) != 0 || (conn->owed == 0 && conn->later_count == 0) || conn->pid != rm_pid()) {
-            srv->owing[k] = srv->owing[--srv->n_owing];
-            conn->n_order_keys = 0;
-            if (!(conn->owed == 0 && conn->pid == rm_pid() && !c->closed && pool_push(srv, conn)))
-                rm_conn_close(conn);
-            continue;
-        }
-        k++;
-    }
-}
-
-int rm_client_take_conn(redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out)
-{
-    rm_server *srv = &c->servers[i];
-    rm_client_lock(c);
-    if (srv->n_owing > 0) {
-        owing_settle(c, srv);
-        /* Two connections may owe for one name (two threads' requests that
-           were both left unanswered); a new request cannot follow both, so
-           it waits until one is paid up. */
-        rm_conn *owing = NULL;
-        size_t owing_n = 0;
-        for (size_t k = 0; order_key && k < srv->n_owing; k++)
-            if (rm_conn_owes_for(srv->owing[k], order_key)) {
-                owing = srv->owing[k];
-                owing_n++;
-            }
-        if (owing_n > 1 || (owing && owing->lent)) {
-            rm_client_unlock(c);
-            return RM_CONN_BUSY;
-        }
-        if (owing) {
-            owing->lent = true;
-            rm_client_unlock(c);
-            *out = owing;
-            return 0;
-        }
-    }
-    rm_client_unlock(c);
-    for (;;) {
-        rm_conn *conn = NULL;
-        rm_client_lock(c);
-        if (srv->n_idle > 0)
-            conn = srv->idle[--srv->n_idle];
-        rm_client_unlock(c);
-        if (!conn)
-            break;
-        /* A server that closed an idle connection (timeout, restart) is found
-           here, before a command is sent on it, so nothing is retried blindly. */
-        if (conn->pid == rm_pid() && rm_conn_looks_healthy(conn)) {
-            *out = conn;
-            return 0;
-        }
-        rm_conn_close(conn);
-    }
-    return rm_conn_open(out, srv);
-}
-
-static bool pool_push(rm_server *srv, rm_conn *conn)
-{
-    if (srv->n_idle >= RM_POOL_MAX)
-        return false;
-    if (srv->n_idle == srv->cap_idle) {
-        size_t cap = srv->cap_idle ? srv->cap_idle * 2 : 4;
-        rm_conn **idle = realloc(srv->idle, cap * sizeof *idle);
-        if (!idle)
-            return false;
-        srv->idle = idle;
-        srv->cap_idle = cap;
-    }
-    srv->idle[srv->n_idle++] = conn;
-    return true;
-}
-
-static bool owing_push(rm_server *srv, rm_conn *conn)
-{
-    if (conn->lent) {
-        conn->lent = false; /* it is on the list already */
-        return true;
-    }
-    if (srv->n_owing == srv->cap_owing) {
-        size_t cap = srv->cap_owing ? srv->cap_owing * 2 : 4;
-        rm_conn **owing = realloc(srv->owing, cap * sizeof *owing);
-        if (!owing)
-            return false;
-        srv->owing = owing;
-        srv->cap_owing = cap;
-    }
-    srv->owing[srv->n_owing++] = conn;
-    return true;
-}
-
-int rm_client_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key)
-{
-    int rc = 0;
-    rm_client_lock(c);
-    if (!conn->lent) {
-        /* Listed and lent at once: visible to everyone from now on. */
-        rc = rm_conn_add_order_key(conn, order_key) == 0 && owing_push(conn->srv, conn) ? 0 : -1;
-        conn->lent = rc == 0;
-    } else {
-        rc = rm_conn_add_order_key(conn, order_key);
-    }
-    rm_client_unlock(c);
-    return rc;
-}
-
-int rm_client_defer(redmutex_client *c, size_t i, uint64_t order_key, const void *bytes, size_t len, size_t count)
-{
-    rm_server *srv = &c->servers[i];
-    int rc = 1;
-    rm_client_lock(c);
-    for (size_t k = 0; k < srv->n_owing; k++) {
-        rm_conn *conn = srv->owing[k];
-        if (!rm_conn_owes_for(conn, order_key) || conn->pid != rm_pid())
-            continue;
-        if (rm_buf_append(&conn->later, bytes, len) != 0) {
-            rc = REDMUTEX_ENOMEM;
-            break;
-        }
-        conn->later_count += count;
-        conn->flush_later = true;
-        if (!conn->lent)
-            flush_quietly(conn);
-        rc = 0;
-    }
-    rm_client_unlock(c);
-    return rc == REDMUTEX_ENOMEM ? rm_fail(rc, "out of memory") : rc;
-}
-
-void rm_client_give_conn(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t order_key)
-{
-    if (!conn)
-        return;
-    rm_server *srv = conn->srv;
-    bool usable = healthy && conn->pid == rm_pid() && !conn->connecting && conn->fd >= 0;
-    bool kept = false;
-    rm_client_lock(c);
-    if (usable && conn->flush_later)
-        flush_quietly(conn); /* a release queued behind this connection's call */
-    if (usable && !c->closed && (conn->owed > 0 || conn->flush_later)) {
-        /* Without its key the order could not be kept: then it is closed. */
-        kept = (!order_key || rm_conn_add_order_key(conn, order_key) == 0) && owing_push(srv, conn);
-    }
-    if (!kept) {
-        if (conn->lent)
-            owing_remove(srv, conn);
-        conn->lent = false;
-        conn->n_order_keys = 0;
-        kept = usable && !c->closed && conn->owed == 0 && pool_push(srv, conn);
-    }
-    rm_client_unlock(c);
-    if (!kept)
-        rm_conn_close(conn);
-}
-
-/*
- * Server i restarted. A restart without persistence loses every lock it
- * held, and a server that may have lost a lock cannot vouch for it: holds
- * that now have fewer than a majority of servers in the life that granted
- * them are lost at once, at the first request that reaches the restarted
- * server, instead of at the next renewal or the end of the lease. Caller
- * holds c->mu.
- */
-static void forget_server_life(redmutex_client *c, size_t i)
-{
-    pid_t pid = rm_pid();
-    for (rm_hold *h = c->holds; h; h = h->next_in_client) {
-        if (h->pid != pid || h->forgetting || h->state == REDMUTEX_STATE_LOST || h->generations[i] == 0)
-            continue;
-        size_t alive = 0;
-        for (size_t j = 0; j < c->n; j++)
-            alive += h->generations[j] == c->servers[j].generation + 1;
-        if (alive < c->quorum)
-            rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
-    }
-}
-
-int rm_client_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id)
-{
-    int rc = 0;
-    const rm_server *dup = NULL;
-    rm_client_lock(c);
-    if (strcmp(srv->run_id, run_id) != 0) {
-        /* A new run_id means the server restarted: locks granted by its
-           previous life no longer count towards a quorum. */
-        bool restarted = srv->run_id[0] != '\0';
-        snprintf(srv->run_id, sizeof srv->run_id, "%s", run_id);
-        srv->generation++;
-        if (restarted) {
-            forget_server_life(c, (size_t)srv->index);
-            atomic_store(&srv->restart_seen_ns, rm_now_ns());
-        }
-    }
-    for (size_t i = 0; i < c->n; i++) {
-        rm_server *other = &c->servers[i];
-        if (other != srv && strcmp(other->run_id, run_id) == 0) {
-            dup = other;
-            srv->duplicate = true;
-            rc = REDMUTEX_EDUPLICATE;
-            break;
-        }
-    }
-    if (!dup)
-        srv->duplicate = false;
-    rm_client_unlock(c);
-    if (dup)
-        rm_fail(REDMUTEX_EDUPLICATE,
-                "%s and %s are the same Redis server (run_id %s); a Redlock majority needs "
-                "independent servers",
-                dup->ep.display, srv->ep.display, run_id);
-    return rc;
-}

@@ -45,18 +45,35 @@ struct redmutex_client {
     uint64_t events_dropped;
     int event_fd; /* -1 until redmutex_client_event_fd() makes it */
     struct rm_pollwaits *pw; /* pollwait.c: NULL until the first pollable wait or wait fd (c->mu) */
+    /* Called by the pool (pool.c) when a server comes back with a new
+       run_id, with c->mu held: the hold registry's answer to a restart
+       (holds.c), installed by the client so the pool need not know holds. */
+    void (*on_server_restart)(struct redmutex_client *c, size_t i);
     struct rm_unsettled_list *unsettled; /* unsettled.c: releases of unknown outcome (c->mu) */
     _Atomic int n_unsettled;             /* ... how many: 0 keeps acquisitions off c->mu */
 };
 
-/** Locks client->mu (and, in a forked child, resets what the child must not use). */
-void rm_client_lock(redmutex_client *c);
-void rm_client_unlock(redmutex_client *c);
-/** False once redmutex_client_free() has begun. */
-bool rm_client_open(redmutex_client *c);
-/** Checks closed / forked-away state: 0 or REDMUTEX_ECLOSED (message set). */
-int rm_client_usable(redmutex_client *c);
-/** Drops one reference; frees the client when none is left. */
+/** Locks client->mu. */
+static inline void rm_client_lock(redmutex_client *c) { pthread_mutex_lock(&c->mu); }
+static inline void rm_client_unlock(redmutex_client *c) { pthread_mutex_unlock(&c->mu); }
+/** False once the client was closed (redmutex_client_close, or free). */
+static inline bool rm_client_open(redmutex_client *c)
+{
+    rm_client_lock(c);
+    bool closed = c->closed;
+    rm_client_unlock(c);
+    return !closed;
+}
+/** Checks closed state: 0 or REDMUTEX_ECLOSED (message set). */
+static inline int rm_client_usable(redmutex_client *c)
+{
+    return rm_client_open(c) ? 0 : rm_fail(REDMUTEX_ECLOSED, "the client was closed");
+}
+/**
+ * Drops one reference; frees the client when none is left. The one call that
+ * runs up the layers (client.c): whoever drops the last reference, a
+ * background thread or a lock handle, destroys the client.
+ */
 void rm_client_unref(redmutex_client *c);
 
 #endif

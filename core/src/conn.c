@@ -8,9 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "conn.h"
-#include "fanout.h"
 #include "internal.h"
-#include "pool.h"
 #include "resp.h"
 #include "scripts.h"
 #include "tls.h"
@@ -173,6 +171,14 @@ int rm_conn_drain(rm_conn *c)
     return c->owed == 0 && rm_reader_pending(c->reader) > 0 ? -1 : 0;
 }
 
+bool rm_conn_queue_later(rm_conn *c, int argc, const char *const *argv)
+{
+    if (c->later_count >= RM_LATER_MAX || rm_format_command(&c->later, argc, argv, NULL) != 0)
+        return false;
+    c->later_count++;
+    return true;
+}
+
 int rm_conn_flush_later(rm_conn *c)
 {
     while (c->later.len > 0) {
@@ -287,7 +293,8 @@ int rm_conn_check_handshake(rm_conn *c, size_t i, size_t n, bool want_info, rm_r
             return rm_fail(REDMUTEX_EPROTOCOL, "%s: INFO server has a malformed run_id", ep->display);
         memcpy(run_id, id, len);
         run_id[len] = '\0';
-        return rm_client_note_run_id(c->srv->client, c->srv, run_id) == 0 ? 0 : rm_keep(REDMUTEX_EDUPLICATE);
+        memcpy(c->run_id, run_id, len + 1); /* recorded by the caller's pool (rm_server_note_run_id) */
+        return 0;
     }
     /* SCRIPT LOAD: an error (an ACL without @scripting, say) shows up again,
        and clearly, when a script is called. */

@@ -41,6 +41,7 @@ typedef struct rm_conn {
     bool write_wants_read; /* TLS: the last write waits for the socket to be readable */
     bool read_wants_write; /* TLS: the last read waits for the socket to be writable */
     bool received;       /* a byte has arrived (tells "refused TLS" from "closed") */
+    char run_id[48];     /* what the handshake's INFO reported, for the pool to record ("" once taken) */
 } rm_conn;
 
 typedef struct rm_server {
@@ -81,7 +82,12 @@ void rm_conn_close(rm_conn *c);
 bool rm_conn_looks_healthy(rm_conn *c);
 /** Appends the AUTH/SELECT handshake (and INFO server when asked) to b; returns the count. */
 size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info);
-/** Interprets handshake reply i of n. 0 or an error code with message. */
+/**
+ * Interprets handshake reply i of n. 0 or an error code with message. The
+ * run_id of INFO server (want_info) is left in c->run_id for the caller to
+ * record with its pool (rm_server_note_run_id): a connection knows nothing
+ * of the client above it.
+ */
 int rm_conn_check_handshake(rm_conn *c, size_t i, size_t n, bool want_info, rm_reply *r);
 /** Waits for fd events until deadline; EINTR is retried. Returns poll()'s result. */
 int rm_poll_fd(int fd, short events, int64_t deadline_ns);
@@ -109,6 +115,14 @@ short rm_conn_events(const rm_conn *c, bool have_output);
 const char *rm_conn_pending_step(const rm_conn *c);
 
 
+/* Most fire-and-forget commands a connection keeps for its next request. */
+#define RM_LATER_MAX 64
+/**
+ * Queues a fire-and-forget command (a latch's DEL) that goes out in front
+ * of the connection's next request; its reply is skipped. False when the
+ * queue is full or memory ran out: the command is dropped.
+ */
+bool rm_conn_queue_later(rm_conn *c, int argc, const char *const *argv);
 /** Sends what it can of c's queued `later` bytes without blocking; once all
     are out, their replies are owed. 0, or an error code (message set). */
 int rm_conn_flush_later(rm_conn *c);

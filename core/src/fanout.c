@@ -65,7 +65,7 @@ void rm_call_end(rm_call *call)
     for (size_t i = 0; i < call->n; i++) {
         rm_slot *s = &call->slots[i];
         if (s->conn)
-            rm_client_give_conn(call->c, s->conn, !s->broken, call->order_key);
+            rm_pool_give(call->c, s->conn, !s->broken, call->order_key);
         s->conn = NULL;
     }
     if (call->slots != call->inline_slots)
@@ -92,43 +92,9 @@ static void slot_break(rm_slot *s, int code, const char *fmt, ...)
     s->status = RM_SLOT_DONE;
     s->broken = true;
     if (s->conn) {
-        rm_client_give_conn(s->conn->srv->client, s->conn, false, 0); /* closes it, off every list */
+        rm_pool_give(s->conn->srv->client, s->conn, false, 0); /* closes it, off every list */
         s->conn = NULL;
     }
-}
-
-static int format_cmd(rm_buf *b, const rm_cmd *cmd, bool eval)
-{
-    if (cmd->script < 0)
-        return rm_format_command(b, cmd->argc, cmd->argv, cmd->lens);
-    const char *small_argv[16];
-    size_t small_lens[16];
-    const char **argv = small_argv;
-    size_t *lens = small_lens;
-    int argc = cmd->argc + 2;
-    if (argc > 16) {
-        argv = malloc((size_t)argc * sizeof *argv);
-        lens = malloc((size_t)argc * sizeof *lens);
-        if (!argv || !lens) {
-            free(argv);
-            free(lens);
-            return REDMUTEX_ENOMEM;
-        }
-    }
-    argv[0] = eval ? "EVAL" : "EVALSHA";
-    lens[0] = eval ? 4 : 7;
-    argv[1] = eval ? rm_script_text(cmd->script) : rm_script_sha(cmd->script);
-    lens[1] = strlen(argv[1]);
-    for (int k = 0; k < cmd->argc; k++) {
-        argv[k + 2] = cmd->argv[k];
-        lens[k + 2] = cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
-    }
-    int rc = rm_format_command(b, argc, argv, lens);
-    if (argv != small_argv) {
-        free(argv);
-        free(lens);
-    }
-    return rc;
 }
 
 /*
@@ -169,7 +135,7 @@ static int build_request(rm_slot *s, const rm_req *req, bool eval)
         conn->flush_later = false;
     }
     for (size_t k = 0; k < req->ncmds; k++)
-        if (format_cmd(&conn->out, &req->cmds[k], eval))
+        if (rm_cmd_format(&conn->out, &req->cmds[k], eval))
             return REDMUTEX_ENOMEM;
     s->got = 0;
     s->total = s->skip + req->ncmds;
@@ -247,6 +213,11 @@ static void slot_read(rm_slot *s, const rm_req *req)
         }
         if (s->handshaking) {
             int rc = rm_conn_check_handshake(conn, idx, s->handshake_n, s->want_info, r);
+            if (rc == 0 && conn->run_id[0]) {
+                /* INFO's run_id: the server's life, recorded by its pool. */
+                rc = rm_server_note_run_id(conn->srv->client, conn->srv, conn->run_id) == 0 ? 0 : rm_keep(REDMUTEX_EDUPLICATE);
+                conn->run_id[0] = '\0';
+            }
             rm_reply_free(r);
             if (rc != 0) {
                 slot_break(s, rc, "%s", redmutex_last_error());
@@ -308,7 +279,7 @@ static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
        handshake has sent no request: closing it changes nothing). */
     bool keep = conn && !conn->connecting && conn->out.len == 0 && !s->handshaking &&
                 s->total - s->got <= RM_OWED_MAX;
-    if (keep && call->order_key && rm_client_mark_owing(call->c, conn, call->order_key) != 0)
+    if (keep && call->order_key && rm_pool_mark_owing(call->c, conn, call->order_key) != 0)
         keep = false;
     if (keep) {
         conn->owed = s->total - s->got;
@@ -328,7 +299,7 @@ static bool slot_start(rm_call *call, rm_slot *s, size_t i, const rm_req *req, i
 {
     redmutex_client *c = call->c;
     if (!s->conn) {
-        int rc = rm_client_take_conn(c, i, call->order_key, &s->conn);
+        int rc = rm_pool_take(c, i, call->order_key, &s->conn);
         if (rc == RM_CONN_BUSY)
             return false;
         if (rc != 0) {
@@ -366,9 +337,9 @@ static void slot_defer(rm_call *call, rm_slot *s, size_t i, const rm_req *req, i
         rm_buf b = {0};
         int rc = 0;
         for (size_t k = 0; rc == 0 && k < req->ncmds; k++)
-            rc = format_cmd(&b, &req->cmds[k], true); /* EVAL: the script cache may be gone by then */
+            rc = rm_cmd_format(&b, &req->cmds[k], true); /* EVAL: the script cache may be gone by then */
         if (rc == 0)
-            rc = rm_client_defer(call->c, i, call->order_key, b.data, b.len, req->ncmds);
+            rc = rm_pool_defer(call->c, i, call->order_key, b.data, b.len, req->ncmds);
         rm_buf_free(&b);
         if (rc == 0) {
             slot_fail(s, REDMUTEX_ECONN, "queued behind an earlier request for this lock that is still unanswered");
@@ -411,15 +382,12 @@ static bool any_unsent(const rm_call *call, const bool *pending)
     return false;
 }
 
-int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decided_fn decided, void *ud)
+/* Starts every slot of the run (or fails it at once: left out, duplicate);
+   pending[i]: waiting for a connection lent to another call. */
+static void start_slots(rm_call *call, const rm_req *req, int64_t deadline_ns, int64_t connect_deadline,
+                        bool *pending)
 {
     redmutex_client *c = call->c;
-    rm_call_clear(call);
-    call->started_ns = rm_now_ns();
-    call->order_key = req->order_name ? rm_order_key(req->order_name) : 0;
-    int64_t connect_deadline = call->started_ns + c->opts.connect_timeout_ms * RM_NS_PER_MS;
-    bool pending[REDMUTEX_SERVERS_MAX] = {false}; /* waiting for a lent connection */
-
     for (size_t i = 0; i < call->n; i++) {
         rm_slot *s = &call->slots[i];
         slot_reset(s, deadline_ns);
@@ -434,89 +402,74 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
         }
         pending[i] = !slot_start(call, s, i, req, connect_deadline);
     }
+}
 
-    struct pollfd small_pfds[RM_INLINE_SLOTS];
-    size_t small_map[RM_INLINE_SLOTS];
-    struct pollfd *pfds = small_pfds;
-    size_t *map = small_map;
-    if (call->n > RM_INLINE_SLOTS) {
-        pfds = malloc(call->n * sizeof *pfds);
-        map = malloc(call->n * sizeof *map);
-        if (!pfds || !map) {
-            free(pfds);
-            free(map);
-            for (size_t k = 0; k < call->n; k++)
-                if (call->slots[k].status == RM_SLOT_RUNNING)
-                    slot_break(&call->slots[k], REDMUTEX_ENOMEM, "out of memory");
-            return rm_fail(REDMUTEX_ENOMEM, "out of memory");
-        }
-    }
+/* The descriptors of one poll() round, and when it must end. */
+typedef struct poll_set {
+    struct pollfd *pfds;
+    size_t *map; /* pfds[k] is slot map[k] */
+    size_t np;
+    int64_t next_deadline;
+    bool retrying; /* a slot waits for a lent connection: poll briefly and try again */
+} poll_set;
 
-    bool decided_now = false;
-    for (;;) {
-        if (!decided_now && decided && decided(call, ud))
-            decided_now = true;
-        if (decided_now && !(call->must_send && any_unsent(call, pending)))
-            break;
-        int64_t now = rm_now_ns();
-        int64_t next_deadline = INT64_MAX;
-        size_t np = 0;
-        bool retrying = false;
-        for (size_t i = 0; i < call->n; i++) {
-            rm_slot *s = &call->slots[i];
-            if (s->status != RM_SLOT_RUNNING)
-                continue;
-            if (pending[i] && now < s->deadline_ns)
-                pending[i] = !slot_start(call, s, i, req, connect_deadline);
-            if (s->status != RM_SLOT_RUNNING)
-                continue;
-            if (now >= s->deadline_ns) {
-                if (pending[i]) {
-                    pending[i] = false;
-                    slot_defer(call, s, i, req, connect_deadline);
-                } else
-                    slot_abandon(call, s, "did not answer in time");
-                continue;
-            }
-            if (s->deadline_ns < next_deadline)
-                next_deadline = s->deadline_ns;
+/* Retries pending slots, ends those past their deadline, and lists the rest for poll(). */
+static void poll_prepare(rm_call *call, const rm_req *req, int64_t connect_deadline, bool *pending, poll_set *ps)
+{
+    int64_t now = rm_now_ns();
+    ps->next_deadline = INT64_MAX;
+    ps->np = 0;
+    ps->retrying = false;
+    for (size_t i = 0; i < call->n; i++) {
+        rm_slot *s = &call->slots[i];
+        if (s->status != RM_SLOT_RUNNING)
+            continue;
+        if (pending[i] && now < s->deadline_ns)
+            pending[i] = !slot_start(call, s, i, req, connect_deadline);
+        if (s->status != RM_SLOT_RUNNING)
+            continue;
+        if (now >= s->deadline_ns) {
             if (pending[i]) {
-                retrying = true;
-                continue;
-            }
-            pfds[np].fd = s->conn->fd;
-            pfds[np].events = rm_conn_events(s->conn, s->conn->out.len > 0);
-            pfds[np].revents = 0;
-            map[np++] = i;
+                pending[i] = false;
+                slot_defer(call, s, i, req, connect_deadline);
+            } else
+                slot_abandon(call, s, "did not answer in time");
+            continue;
         }
-        if (np == 0 && !retrying)
-            break;
-        int64_t ms = rm_ms_until(next_deadline);
-        if (retrying && ms > RM_CONN_RETRY_MS)
-            ms = RM_CONN_RETRY_MS;
-        int r = poll(pfds, np, ms > 60000 ? 60000 : (int)ms);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            for (size_t k = 0; k < np; k++)
-                slot_break(&call->slots[map[k]], REDMUTEX_ECONN, "poll: %s", strerror(errno));
-            break;
+        if (s->deadline_ns < ps->next_deadline)
+            ps->next_deadline = s->deadline_ns;
+        if (pending[i]) {
+            ps->retrying = true;
+            continue;
         }
-        for (size_t k = 0; k < np; k++) {
-            rm_slot *s = &call->slots[map[k]];
-            short ev = pfds[k].revents;
-            if (!ev || s->status != RM_SLOT_RUNNING)
-                continue;
-            if (ev & POLLOUT || s->conn->connecting)
-                slot_write(s);
-            /* Any event may let TLS read on (it can wait for writability too). */
-            if (s->status == RM_SLOT_RUNNING && !s->conn->connecting)
-                slot_read(s, req);
-            if (s->status == RM_SLOT_RUNNING && s->conn->out.len > 0 && !s->conn->connecting)
-                slot_write(s);
-        }
+        ps->pfds[ps->np].fd = s->conn->fd;
+        ps->pfds[ps->np].events = rm_conn_events(s->conn, s->conn->out.len > 0);
+        ps->pfds[ps->np].revents = 0;
+        ps->map[ps->np++] = i;
     }
-    /* decided() ended the run early: the rest are not waited for. */
+}
+
+/* Writes and reads what poll() reported ready. */
+static void poll_dispatch(rm_call *call, const rm_req *req, const poll_set *ps)
+{
+    for (size_t k = 0; k < ps->np; k++) {
+        rm_slot *s = &call->slots[ps->map[k]];
+        short ev = ps->pfds[k].revents;
+        if (!ev || s->status != RM_SLOT_RUNNING)
+            continue;
+        if (ev & POLLOUT || s->conn->connecting)
+            slot_write(s);
+        /* Any event may let TLS read on (it can wait for writability too). */
+        if (s->status == RM_SLOT_RUNNING && !s->conn->connecting)
+            slot_read(s, req);
+        if (s->status == RM_SLOT_RUNNING && s->conn->out.len > 0 && !s->conn->connecting)
+            slot_write(s);
+    }
+}
+
+/* decided() ended the run early: the rest are not waited for. */
+static void end_unwaited(rm_call *call, const bool *pending)
+{
     for (size_t i = 0; i < call->n; i++) {
         rm_slot *s = &call->slots[i];
         if (s->status != RM_SLOT_RUNNING)
@@ -528,9 +481,67 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
         }
         s->not_waited = true;
     }
-    if (pfds != small_pfds) {
-        free(pfds);
-        free(map);
+}
+
+/* Polls and serves the slots until the outcome is decided (and, for a
+   release, sent everywhere), every slot is done, or poll() fails. */
+static void run_loop(rm_call *call, const rm_req *req, int64_t connect_deadline, bool *pending,
+                     rm_decided_fn decided, void *ud, poll_set *ps)
+{
+    bool decided_now = false;
+    for (;;) {
+        if (!decided_now && decided && decided(call, ud))
+            decided_now = true;
+        if (decided_now && !(call->must_send && any_unsent(call, pending)))
+            break;
+        poll_prepare(call, req, connect_deadline, pending, ps);
+        if (ps->np == 0 && !ps->retrying)
+            break;
+        int64_t ms = rm_ms_until(ps->next_deadline);
+        if (ps->retrying && ms > RM_CONN_RETRY_MS)
+            ms = RM_CONN_RETRY_MS;
+        int r = poll(ps->pfds, ps->np, ms > 60000 ? 60000 : (int)ms);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            for (size_t k = 0; k < ps->np; k++)
+                slot_break(&call->slots[ps->map[k]], REDMUTEX_ECONN, "poll: %s", strerror(errno));
+            break;
+        }
+        poll_dispatch(call, req, ps);
+    }
+}
+
+int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decided_fn decided, void *ud)
+{
+    redmutex_client *c = call->c;
+    rm_call_clear(call);
+    call->started_ns = rm_now_ns();
+    call->order_key = req->order_name ? rm_order_key(req->order_name) : 0;
+    int64_t connect_deadline = call->started_ns + c->opts.connect_timeout_ms * RM_NS_PER_MS;
+    bool pending[REDMUTEX_SERVERS_MAX] = {false}; /* waiting for a lent connection */
+    start_slots(call, req, deadline_ns, connect_deadline, pending);
+
+    struct pollfd small_pfds[RM_INLINE_SLOTS];
+    size_t small_map[RM_INLINE_SLOTS];
+    poll_set ps = {small_pfds, small_map, 0, INT64_MAX, false};
+    if (call->n > RM_INLINE_SLOTS) {
+        ps.pfds = malloc(call->n * sizeof *ps.pfds);
+        ps.map = malloc(call->n * sizeof *ps.map);
+        if (!ps.pfds || !ps.map) {
+            free(ps.pfds);
+            free(ps.map);
+            for (size_t k = 0; k < call->n; k++)
+                if (call->slots[k].status == RM_SLOT_RUNNING)
+                    slot_break(&call->slots[k], REDMUTEX_ENOMEM, "out of memory");
+            return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        }
+    }
+    run_loop(call, req, connect_deadline, pending, decided, ud, &ps);
+    end_unwaited(call, pending);
+    if (ps.pfds != small_pfds) {
+        free(ps.pfds);
+        free(ps.map);
     }
     return 0;
 }
@@ -585,26 +596,4 @@ int rm_call_fail(const rm_call *call, const char *what, const char *name)
         return rm_fail(worst->err, "%s '%s': %s", what, name, worst->msg);
     return rm_fail(worst->err, "%s '%s': %zu of %zu servers failed, need %zu answers; %s", what, name,
                    failed, call->n, call->c->quorum, worst->msg);
-}
-
-int rm_reply_error(const rm_reply *r, const char *what, const char *name, const char *server)
-{
-    const char *e = r->str ? r->str : "";
-    int code = REDMUTEX_ESERVER;
-    const char *hint = "";
-    if (strstr(e, "WRONGTYPE")) {
-        code = REDMUTEX_EWRONGTYPE;
-        hint = " (the key exists but is not a lock of this kind; nothing was changed)";
-    } else if (strncmp(e, "NOAUTH", 6) == 0 || strncmp(e, "WRONGPASS", 9) == 0 || strstr(e, "NOPERM") ||
-               strstr(e, "The user executing the script can't")) { /* an ACL refusal inside a script */
-        code = REDMUTEX_EAUTH;
-        hint = " (check the user, password and ACL permissions in the URL)";
-    } else if (strncmp(e, "READONLY", 8) == 0) {
-        hint = " (this server is a read-only replica; use the master)";
-    } else if (strncmp(e, "LOADING", 7) == 0) {
-        hint = " (the server is loading its data; retry shortly)";
-    }
-    if (name)
-        return rm_fail(code, "%s '%s' on %s: %.300s%s", what, name, server, e, hint);
-    return rm_fail(code, "%s on %s: %.300s%s", what, server, e, hint);
 }

@@ -11,16 +11,9 @@
 #include "client.h"
 #include "conn.h"
 #include "resp.h"
+#include "scripts.h"
 
 /* ---- fan-out (fanout.c) ------------------------------------------- */
-
-/** One command of a request. Script commands go out as EVALSHA, EVAL on NOSCRIPT. */
-typedef struct rm_cmd {
-    int script; /* an rm_script id, or -1 for a plain command */
-    int argc;
-    const char **argv;
-    size_t *lens;
-} rm_cmd;
 
 #define RM_REQ_MAX_CMDS 8
 
@@ -99,7 +92,5 @@ static inline bool rm_slot_unknown(const rm_slot *s) { return s->err != 0 && s->
 /** Fails with the most telling per-server error (used when no quorum answered). */
 int rm_call_fail(const rm_call *call, const char *what, const char *name);
 
-/** Classifies an error reply into a code and sets the message. */
-int rm_reply_error(const rm_reply *r, const char *what, const char *name, const char *server);
 
 #endif

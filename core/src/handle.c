@@ -50,6 +50,11 @@ static int check_lock_options(const redmutex_lock_options *o)
     return 0;
 }
 
+static _Atomic uint64_t last_lock_id;
+
+/* A new process-unique lock id (> 0). */
+static uint64_t next_lock_id(void) { return atomic_fetch_add(&last_lock_id, 1) + 1; }
+
 int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name, redmutex_kind kind,
                       const redmutex_lock_options *opts)
 {
@@ -72,7 +77,7 @@ int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name,
     if (!l)
         return rm_fail(REDMUTEX_ENOMEM, "out of memory");
     l->c = c;
-    l->id = rm_lock_next_id();
+    l->id = next_lock_id();
     l->refs = 1; /* the user's */
     l->kind = kind;
     l->opts = o;
@@ -93,6 +98,8 @@ int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name,
 const char *redmutex_lock_name(const redmutex_lock *l) { return l ? l->name : ""; }
 
 redmutex_kind redmutex_lock_kind(const redmutex_lock *l) { return l ? l->kind : REDMUTEX_KIND_LOCK; }
+
+uint64_t redmutex_lock_id(const redmutex_lock *l) { return l ? l->id : 0; }
 
 int64_t rm_lock_lease_ms(const redmutex_lock *l)
 {

@@ -191,3 +191,26 @@ int rm_hold_record(redmutex_lock *l, const char *owner, const char *value, int64
         rm_hold_destroy(c, h); /* the caller undoes the acquisition on the servers */
     return rc;
 }
+
+/*
+ * Server i restarted (pool.c saw a new run_id, through c->on_server_restart). A restart without persistence loses every lock it
+ * held, and a server that may have lost a lock cannot vouch for it: holds
+ * that now have fewer than a majority of servers in the life that granted
+ * them are lost at once, at the first request that reaches the restarted
+ * server, instead of at the next renewal or the end of the lease. Caller
+ * holds c->mu.
+ */
+void rm_holds_server_restarted(redmutex_client *c, size_t i)
+{
+    pid_t pid = rm_pid();
+    for (rm_hold *h = c->holds; h; h = h->next_in_client) {
+        if (h->pid != pid || h->forgetting || h->state == REDMUTEX_STATE_LOST || h->generations[i] == 0)
+            continue;
+        size_t alive = 0;
+        for (size_t j = 0; j < c->n; j++)
+            alive += h->generations[j] == c->servers[j].generation + 1;
+        if (alive < c->quorum)
+            rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
+    }
+}
+

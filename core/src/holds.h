@@ -51,6 +51,12 @@ typedef struct rm_hold {
     struct rm_hold *next_in_client, *prev_in_client;
 } rm_hold;
 
+/**
+ * Server i restarted: holds that now have fewer than a majority of servers
+ * in the life that granted them are lost at once. The client installs it as
+ * c->on_server_restart for the pool. Caller holds c->mu.
+ */
+void rm_holds_server_restarted(redmutex_client *c, size_t i);
 /** Unlinks and frees h; caller holds c->mu and h is not scheduled. */
 void rm_hold_destroy(redmutex_client *c, rm_hold *h);
 

@@ -80,3 +80,15 @@ const char *rm_lock_token_key(const redmutex_lock *l, char *out, size_t size)
 {
     return rm_derived_key(l, "redisson_lock_token", "", out, size);
 }
+
+void rm_kind_field_is_owner(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1])
+{
+    (void)l;
+    memcpy(out, owner_key, RM_VALUE_MAX + 1);
+}
+
+void rm_kind_lock_channel(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX])
+{
+    (void)value;
+    rm_lock_channel_key(l, out, RM_LONG_KEY_MAX);
+}

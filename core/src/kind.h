@@ -105,6 +105,10 @@ char rm_kind_renew_tag(redmutex_kind kind);
 const char *rm_derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *out,
                            size_t size);
 
+/** rm_kind_ops.field of the kinds that store the owner id as it is (plain, reentrant). */
+void rm_kind_field_is_owner(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1]);
+/** rm_kind_ops.wait_channel of the kinds whose waiters share the lock's channel (plain, reentrant). */
+void rm_kind_lock_channel(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX]);
 /** redisson_lock__channel:{NAME}: the release channel of the plain and reentrant kinds. */
 const char *rm_lock_channel_key(const redmutex_lock *l, char *out, size_t size);
 /** redisson_lock_token:{NAME}: the fencing counter of every kind. */

@@ -62,30 +62,11 @@ const char rm_lua_lock_release[] =
    longest TTL. Returns the new TTL, or 0 when the token does not match. */
 const char rm_lua_lock_extend[] =
         "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-        "local ttl = redis.call('pttl', KEYS[1])\n"
-        "if ttl < 0 then ttl = 0 end\n"
-        "local new = tonumber(ARGV[2])\n"
-        "if ARGV[3] == '0' then new = new + ttl end\n"
-        "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"
-        "redis.call('pexpire', KEYS[1], new)\n"
-        "return new\n";
+        RM_LUA_EXTEND_TTL;
 
 /* clang-format on */
 
 /* ---- commands ------------------------------------------------------------------ */
-
-/* The owner is stored as given (only an explicit owner reaches the servers this way). */
-static void plain_field(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1])
-{
-    (void)l;
-    memcpy(out, owner_key, RM_VALUE_MAX + 1);
-}
-
-static void plain_wait_channel(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX])
-{
-    (void)value;
-    rm_lock_channel_key(l, out, RM_LONG_KEY_MAX);
-}
 
 /* The bare SET NX PX (argv[6..7] hold "PTTL NAME" for plain_ttl_probe), or the fencing script. */
 static rm_cmd plain_acquire(const redmutex_lock *l, const rm_acq_in *in, rm_kargs *st)
@@ -145,8 +126,8 @@ static rm_cmd plain_force(const redmutex_lock *l, rm_kargs *st)
 }
 
 const rm_kind_ops rm_plain_ops = {
-    .field = plain_field,
-    .wait_channel = plain_wait_channel,
+    .field = rm_kind_field_is_owner, /* only an explicit owner reaches the servers this way */
+    .wait_channel = rm_kind_lock_channel,
     .acquire = plain_acquire,
     .ttl_probe = plain_ttl_probe,
     .release = plain_release,

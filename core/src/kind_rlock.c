@@ -77,30 +77,11 @@ const char rm_lua_rlock_release[] =
 /* RM_SCRIPT_RLOCK_EXTEND: KEYS name; ARGV field, ms, mode, longest TTL. As LOCK_EXTEND. */
 const char rm_lua_rlock_extend[] =
         "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
-        "local ttl = redis.call('pttl', KEYS[1])\n"
-        "if ttl < 0 then ttl = 0 end\n"
-        "local new = tonumber(ARGV[2])\n"
-        "if ARGV[3] == '0' then new = new + ttl end\n"
-        "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"
-        "redis.call('pexpire', KEYS[1], new)\n"
-        "return new\n";
+        RM_LUA_EXTEND_TTL;
 
 /* clang-format on */
 
 /* ---- commands ------------------------------------------------------------------ */
-
-/* The owner's field is its owner id, as Redisson's "<client id>:<thread id>". */
-static void rlock_field(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1])
-{
-    (void)l;
-    memcpy(out, owner_key, RM_VALUE_MAX + 1);
-}
-
-static void rlock_wait_channel(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX])
-{
-    (void)value;
-    rm_lock_channel_key(l, out, RM_LONG_KEY_MAX);
-}
 
 static rm_cmd rlock_acquire(const redmutex_lock *l, const rm_acq_in *in, rm_kargs *st)
 {
@@ -147,8 +128,8 @@ static rm_cmd rlock_force(const redmutex_lock *l, rm_kargs *st)
 }
 
 const rm_kind_ops rm_rlock_ops = {
-    .field = rlock_field,
-    .wait_channel = rlock_wait_channel,
+    .field = rm_kind_field_is_owner, /* Redisson's "<client id>:<thread id>", or the explicit owner */
+    .wait_channel = rm_kind_lock_channel,
     .acquire = rlock_acquire,
     .ttl_probe = NULL,
     .release = rlock_release,

@@ -36,12 +36,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static _Atomic uint64_t last_lock_id;
-
-uint64_t rm_lock_next_id(void) { return atomic_fetch_add(&last_lock_id, 1) + 1; }
-
-uint64_t redmutex_lock_id(const redmutex_lock *l) { return l ? l->id : 0; }
-
 void rm_lock_unref_locked(redmutex_client *c, redmutex_lock *l)
 {
     if (--l->refs > 0)

@@ -8,8 +8,6 @@
 
 /* ---- lifetimes (lifetime.c) ----------------------------------------------- */
 
-/** A new process-unique lock id (> 0). */
-uint64_t rm_lock_next_id(void);
 /** Drops a reference to l, freeing it at zero. Caller holds c->mu and a client reference of its own. */
 void rm_lock_unref_locked(redmutex_client *c, redmutex_lock *l);
 /** Destroys orphaned holds nobody works on. Caller holds c->mu and a client reference. */

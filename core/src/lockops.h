@@ -126,7 +126,7 @@ int rm_acquire_prepare(redmutex_lock *l, const char *owner, char owner_key[RM_VA
    with a nonce joins or refreshes the lock's queue; NULL: a try that never
    queues.) */
 /**
- * One acquisition attempt (see attempt() in lock.c): 0 when won (hold
+ * One acquisition attempt (rm_attempt, attempt.c): 0 when won (hold
  * recorded), 1 when busy (*ttl_ms: the holder's remaining lease or -1,
  * *split: some but not a majority granted), or an error code. `retry` is
  * false for the first attempt of an acquisition. Blocks one round trip.

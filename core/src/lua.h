@@ -1,6 +1,6 @@
 /*
  * Lua fragments shared by the scripts of every lock kind (scripts.c,
- * kind_fair.c, kind_rw.c).
+ * kind_*.c).
  *
  * "An error means nothing changed": a script checks everything that could
  * make a later write fail before its first write. The shared checks:
@@ -43,6 +43,17 @@
     "  if redis.acl_check_cmd == nil or redis.acl_check_cmd(...) then return true end\n"                     \
     "  return false\n"                                                                                       \
     "end\n"
+
+/* The rest of an extend script once the owner is found: KEYS[1]'s new TTL
+   from ARGV ms, mode (0 add, 1 replace), longest TTL; returns it. */
+#define RM_LUA_EXTEND_TTL                                                                                    \
+    "local ttl = redis.call('pttl', KEYS[1])\n"                                                              \
+    "if ttl < 0 then ttl = 0 end\n"                                                                          \
+    "local new = tonumber(ARGV[2])\n"                                                                        \
+    "if ARGV[3] == '0' then new = new + ttl end\n"                                                           \
+    "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"                                          \
+    "redis.call('pexpire', KEYS[1], new)\n"                                                                  \
+    "return new\n"
 
 #define RM_LUA_NOPERM(what)                                                                                  \
     "return redis.error_reply('NOPERM redmutex: this user may not " what "; nothing was changed')"

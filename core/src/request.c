@@ -65,12 +65,9 @@ bool rm_release_note_unsettled(redmutex_lock *l, const rm_call *call, const bool
 void rm_release_forget_latch(rm_call *call, const char *latch_key)
 {
     const char *argv[2] = {"DEL", latch_key};
-    for (size_t i = 0; call->slots && i < call->n; i++) {
-        rm_conn *conn = call->slots[i].conn;
-        if (conn && call->slots[i].err == 0 && conn->later_count < 64 &&
-            rm_format_command(&conn->later, 2, argv, NULL) == 0)
-            conn->later_count++;
-    }
+    for (size_t i = 0; call->slots && i < call->n; i++)
+        if (call->slots[i].conn && call->slots[i].err == 0)
+            rm_conn_queue_later(call->slots[i].conn, 2, argv);
 }
 
 rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, bool nested, int mode, const char *nonce,

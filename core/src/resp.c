@@ -220,3 +220,25 @@ int rm_format_command(rm_buf *b, int argc, const char *const *argv, const size_t
     }
     return 0;
 }
+
+int rm_reply_error(const rm_reply *r, const char *what, const char *name, const char *server)
+{
+    const char *e = r->str ? r->str : "";
+    int code = REDMUTEX_ESERVER;
+    const char *hint = "";
+    if (strstr(e, "WRONGTYPE")) {
+        code = REDMUTEX_EWRONGTYPE;
+        hint = " (the key exists but is not a lock of this kind; nothing was changed)";
+    } else if (strncmp(e, "NOAUTH", 6) == 0 || strncmp(e, "WRONGPASS", 9) == 0 || strstr(e, "NOPERM") ||
+               strstr(e, "The user executing the script can't")) { /* an ACL refusal inside a script */
+        code = REDMUTEX_EAUTH;
+        hint = " (check the user, password and ACL permissions in the URL)";
+    } else if (strncmp(e, "READONLY", 8) == 0) {
+        hint = " (this server is a read-only replica; use the master)";
+    } else if (strncmp(e, "LOADING", 7) == 0) {
+        hint = " (the server is loading its data; retry shortly)";
+    }
+    if (name)
+        return rm_fail(code, "%s '%s' on %s: %.300s%s", what, name, server, e, hint);
+    return rm_fail(code, "%s on %s: %.300s%s", what, server, e, hint);
+}

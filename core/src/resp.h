@@ -43,4 +43,10 @@ size_t rm_reader_pending(const rm_reader *r);
 /** Appends one command in RESP (array of bulk strings). */
 int rm_format_command(rm_buf *b, int argc, const char *const *argv, const size_t *lens);
 
+/**
+ * Classifies a server's error reply into a code (WRONGTYPE, an ACL refusal,
+ * ...) and sets the message: "<what> '<name>' on <server>: ..." with a hint.
+ */
+int rm_reply_error(const rm_reply *r, const char *what, const char *name, const char *server);
+
 #endif

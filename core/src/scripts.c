@@ -20,6 +20,8 @@
 #include "scripts.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* The checks every script shares are in lua.h (why they exist is said there). */
 #define WRONGTYPE_REPLY RM_LUA_WRONGTYPE
@@ -77,7 +79,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "return res\n",
 
     /* RM_SCRIPT_FENCE_RATCHET: KEYS token key; ARGV token. Raises the counter
-       to the token if it is lower (Redlock: see lock.c, fenced_quorum). */
+       to the token if it is lower (Redlock: see attempt.c, fenced_quorum). */
     [RM_SCRIPT_FENCE_RATCHET] =
         "if tonumber(redis.call('get', KEYS[1]) or '0') < tonumber(ARGV[1]) then\n"
         "  redis.call('set', KEYS[1], ARGV[1])\n"
@@ -124,4 +126,38 @@ const char *rm_script_sha(int id)
 {
     pthread_once(&sha_once, compute_shas);
     return script_sha[id];
+}
+
+int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval)
+{
+    if (cmd->script < 0)
+        return rm_format_command(b, cmd->argc, cmd->argv, cmd->lens);
+    const char *small_argv[16];
+    size_t small_lens[16];
+    const char **argv = small_argv;
+    size_t *lens = small_lens;
+    int argc = cmd->argc + 2;
+    if (argc > 16) {
+        argv = malloc((size_t)argc * sizeof *argv);
+        lens = malloc((size_t)argc * sizeof *lens);
+        if (!argv || !lens) {
+            free(argv);
+            free(lens);
+            return REDMUTEX_ENOMEM;
+        }
+    }
+    argv[0] = eval ? "EVAL" : "EVALSHA";
+    lens[0] = eval ? 4 : 7;
+    argv[1] = eval ? rm_script_text(cmd->script) : rm_script_sha(cmd->script);
+    lens[1] = strlen(argv[1]);
+    for (int k = 0; k < cmd->argc; k++) {
+        argv[k + 2] = cmd->argv[k];
+        lens[k + 2] = cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
+    }
+    int rc = rm_format_command(b, argc, argv, lens);
+    if (argv != small_argv) {
+        free(argv);
+        free(lens);
+    }
+    return rc;
 }

@@ -5,6 +5,7 @@
 #define REDMUTEX_SCRIPTS_H
 
 #include "internal.h"
+#include "resp.h"
 
 /* ---- scripts (scripts.c) ------------------------------------------- */
 
@@ -36,5 +37,20 @@ enum rm_script_id {
 
 const char *rm_script_text(int id);
 const char *rm_script_sha(int id);
+
+/** One command of a request. Script commands go out as EVALSHA, EVAL on NOSCRIPT. */
+typedef struct rm_cmd {
+    int script; /* an rm_script id, or -1 for a plain command */
+    int argc;
+    const char **argv;
+    size_t *lens;
+} rm_cmd;
+
+/**
+ * Appends cmd in RESP to b: a plain command as it is, a script command as
+ * EVALSHA <sha> ..., or EVAL <text> ... when eval (after NOSCRIPT). 0 or
+ * REDMUTEX_ENOMEM.
+ */
+int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval);
 
 #endif

@@ -212,90 +212,64 @@ static int parse_tls_query(rm_endpoint *ep, const char *q, const char *end, cons
     return 0;
 }
 
-int rm_endpoint_parse(rm_endpoint *ep, const char *url)
+/* unix:///path[?db=N] */
+static int parse_unix(rm_endpoint *ep, const char *url, const char *shown)
 {
-    memset(ep, 0, sizeof *ep);
-    if (!url)
-        return rm_fail(REDMUTEX_EINVAL, "server URL is NULL");
-    size_t url_len = strlen(url);
-    char shown[256];
-    masked_copy(shown, sizeof shown, url);
-    if (url_len == 0)
-        return bad(ep, shown, "empty");
-    if (url_len > URL_MAX)
-        return bad(ep, "(too long)", "longer than 4096 bytes");
-    for (size_t i = 0; i < url_len; i++)
-        if ((unsigned char)url[i] <= ' ' || url[i] == 0x7f)
-            return bad(ep, shown, "contains a space or control character (percent-encode it)");
-
-    if (strncmp(url, "unix://", 7) == 0) {
-        const char *p = url + 7;
-        const char *q = strchr(p, '?');
-        size_t plen = q ? (size_t)(q - p) : strlen(p);
-        if (plen == 0 || p[0] != '/')
-            return bad(ep, shown, "expected unix:///absolute/path");
-        ep->is_unix = true;
-        ep->path = percent_decode(p, plen);
-        if (!ep->path)
-            return bad(ep, shown, "bad percent-escape in the path");
-        if (q) {
-            long db;
-            if (strncmp(q, "?db=", 4) != 0 || parse_uint(q + 4, strlen(q + 4), 1000000, &db))
-                return bad(ep, shown, "the only query parameter is db=N");
-            ep->db = (int)db;
-        }
-        if (make_display(ep))
-            return bad(ep, shown, "out of memory");
-        return 0;
+    const char *p = url + 7;
+    const char *q = strchr(p, '?');
+    size_t plen = q ? (size_t)(q - p) : strlen(p);
+    if (plen == 0 || p[0] != '/')
+        return bad(ep, shown, "expected unix:///absolute/path");
+    ep->is_unix = true;
+    ep->path = percent_decode(p, plen);
+    if (!ep->path)
+        return bad(ep, shown, "bad percent-escape in the path");
+    if (q) {
+        long db;
+        if (strncmp(q, "?db=", 4) != 0 || parse_uint(q + 4, strlen(q + 4), 1000000, &db))
+            return bad(ep, shown, "the only query parameter is db=N");
+        ep->db = (int)db;
     }
-    ep->tls = strncmp(url, "rediss://", 9) == 0;
-    ep->tls_verify = ep->tls_check_hostname = -1;
-    if (!ep->tls && strncmp(url, "redis://", 8) != 0)
-        return bad(ep, shown, "expected redis://host[:port][/db], rediss://... (TLS) or unix:///path");
+    if (make_display(ep))
+        return bad(ep, shown, "out of memory");
+    return 0;
+}
 
-    const char *p = url + (ep->tls ? 9 : 8);
-    const char *end = url + url_len;
-    if (memchr(p, '#', (size_t)(end - p)))
-        return bad(ep, shown, "fragments are not supported");
-    const char *query = memchr(p, '?', (size_t)(end - p));
-    if (query) {
-        if (!ep->tls)
-            return bad(ep, shown, "query options (ssl_*) need a rediss:// URL");
-        int rc = parse_tls_query(ep, query + 1, end, shown);
-        if (rc != 0)
-            return rc;
-        end = query;
-    }
-    const char *slash = memchr(p, '/', (size_t)(end - p));
-    const char *authority_end = slash ? slash : end;
-
-    /* userinfo: the last '@' before the path separates it from the host. */
+/* user:password@ in front of the host, if any: *p moves past it. The last
+   '@' before the path separates it from the host. */
+static int parse_userinfo(rm_endpoint *ep, const char **p, const char *authority_end, const char *shown)
+{
     const char *at = NULL;
-    for (const char *s = p; s < authority_end; s++)
+    for (const char *s = *p; s < authority_end; s++)
         if (*s == '@')
             at = s;
-    if (at) {
-        const char *colon = memchr(p, ':', (size_t)(at - p));
-        const char *user_end = colon ? colon : at;
-        if (user_end > p) {
-            ep->user = percent_decode(p, (size_t)(user_end - p));
-            if (!ep->user)
-                return bad(ep, shown, "bad percent-escape in the user name");
-        }
-        if (colon) {
-            ep->password = percent_decode(colon + 1, (size_t)(at - colon - 1));
-            if (!ep->password)
-                return bad(ep, shown, "bad percent-escape in the password");
-            if (!ep->password[0]) {
-                free(ep->password);
-                ep->password = NULL;
-            }
-        }
-        if (ep->user && !ep->password)
-            return bad(ep, shown, "a user name needs a password (redis://user:password@host)");
-        p = at + 1;
+    if (!at)
+        return 0;
+    const char *colon = memchr(*p, ':', (size_t)(at - *p));
+    const char *user_end = colon ? colon : at;
+    if (user_end > *p) {
+        ep->user = percent_decode(*p, (size_t)(user_end - *p));
+        if (!ep->user)
+            return bad(ep, shown, "bad percent-escape in the user name");
     }
+    if (colon) {
+        ep->password = percent_decode(colon + 1, (size_t)(at - colon - 1));
+        if (!ep->password)
+            return bad(ep, shown, "bad percent-escape in the password");
+        if (!ep->password[0]) {
+            free(ep->password);
+            ep->password = NULL;
+        }
+    }
+    if (ep->user && !ep->password)
+        return bad(ep, shown, "a user name needs a password (redis://user:password@host)");
+    *p = at + 1;
+    return 0;
+}
 
+/* host[:port] or [IPv6][:port], up to authority_end. */
+static int parse_host_port(rm_endpoint *ep, const char *p, const char *authority_end, const char *shown)
+{
     const char *host_start = p, *host_end;
     const char *port_start = NULL;
     if (*p == '[') {
@@ -333,6 +307,51 @@ int rm_endpoint_parse(rm_endpoint *ep, const char *url)
             return bad(ep, shown, "port must be a number from 1 to 65535");
         ep->port = (int)port;
     }
+    return 0;
+}
+
+int rm_endpoint_parse(rm_endpoint *ep, const char *url)
+{
+    memset(ep, 0, sizeof *ep);
+    if (!url)
+        return rm_fail(REDMUTEX_EINVAL, "server URL is NULL");
+    size_t url_len = strlen(url);
+    char shown[256];
+    masked_copy(shown, sizeof shown, url);
+    if (url_len == 0)
+        return bad(ep, shown, "empty");
+    if (url_len > URL_MAX)
+        return bad(ep, "(too long)", "longer than 4096 bytes");
+    for (size_t i = 0; i < url_len; i++)
+        if ((unsigned char)url[i] <= ' ' || url[i] == 0x7f)
+            return bad(ep, shown, "contains a space or control character (percent-encode it)");
+    if (strncmp(url, "unix://", 7) == 0)
+        return parse_unix(ep, url, shown);
+    ep->tls = strncmp(url, "rediss://", 9) == 0;
+    ep->tls_verify = ep->tls_check_hostname = -1;
+    if (!ep->tls && strncmp(url, "redis://", 8) != 0)
+        return bad(ep, shown, "expected redis://host[:port][/db], rediss://... (TLS) or unix:///path");
+
+    const char *p = url + (ep->tls ? 9 : 8);
+    const char *end = url + url_len;
+    if (memchr(p, '#', (size_t)(end - p)))
+        return bad(ep, shown, "fragments are not supported");
+    const char *query = memchr(p, '?', (size_t)(end - p));
+    if (query) {
+        if (!ep->tls)
+            return bad(ep, shown, "query options (ssl_*) need a rediss:// URL");
+        int rc = parse_tls_query(ep, query + 1, end, shown);
+        if (rc != 0)
+            return rc;
+        end = query;
+    }
+    const char *slash = memchr(p, '/', (size_t)(end - p));
+    const char *authority_end = slash ? slash : end;
+    int rc = parse_userinfo(ep, &p, authority_end, shown);
+    if (rc == 0)
+        rc = parse_host_port(ep, p, authority_end, shown);
+    if (rc != 0)
+        return rc;
     if (slash && slash + 1 < end) {
         long db;
         if (parse_uint(slash + 1, (size_t)(end - slash - 1), 1000000, &db))

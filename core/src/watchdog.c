@@ -174,102 +174,118 @@ static void run_callbacks_locked(redmutex_client *c)
 
 /* ---- renewal --------------------------------------------------------- */
 
+/* Builds the RENEW request for batch[0..k) into argv and vals and runs it
+   on every server; false when memory ran out (nothing was sent). */
+static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char **argv, char *vals, rm_call *call)
+{
+    char lease_s[24], nkeys[24], nbuf[24], tbuf[24];
+    snprintf(lease_s, sizeof lease_s, "%lld", (long long)c->opts.watchdog_lease_ms);
+    snprintf(nkeys, sizeof nkeys, "%zu", k);
+    size_t argc = 1 + k + 1 + k;
+    if (!argv || !vals || rm_call_begin(call, c) != 0)
+        return false;
+    /* A renewal must end within its timeout even on a fresh connection:
+       the lock's validity does not wait for a slow connect. */
+    call->strict_deadline = true;
+    argv[0] = nkeys;
+    char *p = vals;
+    for (size_t j = 0; j < k; j++) {
+        argv[1 + j] = batch[j]->lock->name;
+        size_t len = strlen(batch[j]->value);
+        p[0] = rm_kind_renew_tag(batch[j]->lock->kind);
+        memcpy(p + 1, batch[j]->value, len + 1);
+        argv[2 + k + j] = p;
+        p += len + 2;
+    }
+    argv[1 + k] = lease_s;
+    rm_req req = {0};
+    req.cmds[req.ncmds++] = (rm_cmd){RM_SCRIPT_RENEW, (int)argc, argv, NULL};
+    const char *wait_argv[3] = {"WAIT", nbuf, tbuf};
+    int64_t ms = c->opts.command_timeout_ms;
+    if (c->opts.min_replicas > 0) {
+        snprintf(nbuf, sizeof nbuf, "%lld", (long long)c->opts.min_replicas);
+        snprintf(tbuf, sizeof tbuf, "%lld", (long long)c->opts.replica_timeout_ms);
+        req.cmds[req.ncmds++] = (rm_cmd){-1, 3, wait_argv, NULL};
+        ms += c->opts.replica_timeout_ms;
+    }
+    /* A renewal that has not answered when a hold's validity ends cannot
+       save it: stop waiting then, so LOST is reported at validity end and
+       not a command timeout later. */
+    int64_t deadline = rm_deadline_after_ms(ms);
+    for (size_t j = 0; j < k; j++)
+        if (batch[j]->validity_end_ns < deadline)
+            deadline = batch[j]->validity_end_ns;
+    rm_call_run(call, &req, deadline, NULL, NULL);
+    return true;
+}
+
+/* The servers' votes for hold j of a batch of k: renewed in the life that
+   granted it (yes), or answered otherwise (no). Caller holds c->mu. */
+static void renew_votes(redmutex_client *c, const rm_call *call, const rm_hold *h, size_t j, size_t k, size_t *yes,
+                        size_t *no)
+{
+    *yes = *no = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const rm_slot *s = &call->slots[i];
+        const rm_reply *r = s->err ? NULL : s->replies[0];
+        if (!r || r->type != RM_REPLY_ARRAY || r->elements != k || r->element[j]->type != RM_REPLY_INTEGER)
+            continue;
+        if (c->opts.min_replicas > 0) {
+            const rm_reply *w = s->replies[1];
+            if (!w || w->type != RM_REPLY_INTEGER || w->integer < c->opts.min_replicas)
+                continue;
+        }
+        /* A server restarted since it granted the lock no longer counts. */
+        bool same_life = h->generations[i] == c->servers[i].generation + 1;
+        if (r->element[j]->integer == 1 && same_life)
+            (*yes)++;
+        else
+            (*no)++;
+    }
+}
+
+/* Records a renewal's outcome in h and schedules its next one. Caller holds c->mu. */
+static void renew_settle(redmutex_client *c, rm_hold *h, size_t yes, size_t no, int64_t started, int64_t now)
+{
+    int64_t lease = c->opts.watchdog_lease_ms;
+    h->renewing = false;
+    if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
+        return; /* a hold being released or freed gets no news (and no callback) */
+    if (yes >= c->quorum) {
+        h->validity_end_ns = rm_validity_end_ns(started, lease);
+        h->extensions++;
+        rm_hold_set_state(c, h, REDMUTEX_STATE_HELD);
+        h->due_ns = started + renew_interval_ns(lease);
+    } else if (no > c->n - c->quorum || now >= h->validity_end_ns) {
+        rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
+        return;
+    } else {
+        rm_hold_set_state(c, h, REDMUTEX_STATE_RENEWAL_FAILING);
+        int64_t retry = now + (lease / 10 < 50 ? 50 : lease / 10) * RM_NS_PER_MS;
+        h->due_ns = retry < h->validity_end_ns ? retry : h->validity_end_ns;
+    }
+    if (c->wd && h->heap_index == SIZE_MAX && heap_push(c->wd, h) != 0)
+        rm_hold_set_state(c, h, REDMUTEX_STATE_RENEWAL_FAILING);
+}
+
 /* Renews batch[0..k) on all servers and records the outcome. Called without c->mu. */
 static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
 {
-    int64_t lease = c->opts.watchdog_lease_ms;
-    char lease_s[24], nkeys[24], nbuf[24], tbuf[24];
-    snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
-    snprintf(nkeys, sizeof nkeys, "%zu", k);
-    size_t argc = 1 + k + 1 + k;
-    const char **argv = malloc(argc * sizeof *argv);
+    const char **argv = malloc((1 + k + 1 + k) * sizeof *argv);
     size_t total = 0;
     for (size_t j = 0; j < k; j++)
         total += strlen(batch[j]->value) + 2;
     char *vals = malloc(total ? total : 1);
     rm_call call;
-    bool ran = false;
-    if (argv && vals && rm_call_begin(&call, c) == 0) {
-        /* A renewal must end within its timeout even on a fresh connection:
-           the lock's validity does not wait for a slow connect. */
-        call.strict_deadline = true;
-        argv[0] = nkeys;
-        char *p = vals;
-        for (size_t j = 0; j < k; j++) {
-            argv[1 + j] = batch[j]->lock->name;
-            size_t len = strlen(batch[j]->value);
-            p[0] = rm_kind_renew_tag(batch[j]->lock->kind);
-            memcpy(p + 1, batch[j]->value, len + 1);
-            argv[2 + k + j] = p;
-            p += len + 2;
-        }
-        argv[1 + k] = lease_s;
-        rm_req req = {0};
-        req.cmds[req.ncmds++] = (rm_cmd){RM_SCRIPT_RENEW, (int)argc, argv, NULL};
-        const char *wait_argv[3] = {"WAIT", nbuf, tbuf};
-        bool wait_replicas = c->opts.min_replicas > 0;
-        int64_t ms = c->opts.command_timeout_ms;
-        if (wait_replicas) {
-            snprintf(nbuf, sizeof nbuf, "%lld", (long long)c->opts.min_replicas);
-            snprintf(tbuf, sizeof tbuf, "%lld", (long long)c->opts.replica_timeout_ms);
-            req.cmds[req.ncmds++] = (rm_cmd){-1, 3, wait_argv, NULL};
-            ms += c->opts.replica_timeout_ms;
-        }
-        /* A renewal that has not answered when a hold's validity ends cannot
-           save it: stop waiting then, so LOST is reported at validity end
-           and not a command timeout later. */
-        int64_t deadline = rm_deadline_after_ms(ms);
-        for (size_t j = 0; j < k; j++)
-            if (batch[j]->validity_end_ns < deadline)
-                deadline = batch[j]->validity_end_ns;
-        rm_call_run(&call, &req, deadline, NULL, NULL);
-        ran = true;
-    }
-
+    bool ran = renew_send(c, batch, k, argv, vals, &call);
     int64_t now = rm_now_ns();
     int64_t started = ran ? call.started_ns : now;
     rm_client_lock(c);
     for (size_t j = 0; j < k; j++) {
-        rm_hold *h = batch[j];
         size_t yes = 0, no = 0;
-        for (size_t i = 0; ran && i < c->n; i++) {
-            rm_slot *s = &call.slots[i];
-            rm_reply *r = s->err ? NULL : s->replies[0];
-            if (!r || r->type != RM_REPLY_ARRAY || r->elements != k || r->element[j]->type != RM_REPLY_INTEGER)
-                continue;
-            if (c->opts.min_replicas > 0) {
-                rm_reply *w = s->replies[1];
-                if (!w || w->type != RM_REPLY_INTEGER || w->integer < c->opts.min_replicas)
-                    continue;
-            }
-            /* A server restarted since it granted the lock no longer counts. */
-            bool same_life = h->generations[i] == c->servers[i].generation + 1;
-            if (r->element[j]->integer == 1 && same_life)
-                yes++;
-            else
-                no++;
-        }
-        h->renewing = false;
-        if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
-            continue; /* a hold being released or freed gets no news (and no callback) */
-        if (yes >= c->quorum) {
-            h->validity_end_ns = started + lease * RM_NS_PER_MS - rm_drift_ns(lease);
-            h->extensions++;
-            rm_hold_set_state(c, h, REDMUTEX_STATE_HELD);
-            h->due_ns = started + renew_interval_ns(lease);
-        } else if (no > c->n - c->quorum) {
-            rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
-            continue;
-        } else if (now >= h->validity_end_ns) {
-            rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
-            continue;
-        } else {
-            rm_hold_set_state(c, h, REDMUTEX_STATE_RENEWAL_FAILING);
-            int64_t retry = now + (lease / 10 < 50 ? 50 : lease / 10) * RM_NS_PER_MS;
-            h->due_ns = retry < h->validity_end_ns ? retry : h->validity_end_ns;
-        }
-        if (c->wd && h->heap_index == SIZE_MAX && heap_push(c->wd, h) != 0)
-            rm_hold_set_state(c, h, REDMUTEX_STATE_RENEWAL_FAILING);
+        if (ran)
+            renew_votes(c, &call, batch[j], j, k, &yes, &no);
+        renew_settle(c, batch[j], yes, no, started, now);
     }
     pthread_cond_broadcast(&c->renew_done);
     rm_client_unlock(c);
@@ -277,6 +293,75 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
         rm_call_end(&call);
     free(argv);
     free(vals);
+}
+
+/*
+ * Takes the holds due now (and watchdog renewals due within `window`) off
+ * the heap into batch: returns how many need a renewal. Expiry notices,
+ * caps and orphans are dealt with on the way. Caller holds c->mu.
+ */
+static size_t take_due(redmutex_client *c, rm_watchdog *wd, rm_hold **batch, int64_t now, int64_t window)
+{
+    size_t k = 0;
+    while (wd->n > 0 && k < RM_RENEW_BATCH) {
+        rm_hold *h = wd->heap[0];
+        bool due = h->due_ns <= now;
+        if (!due && !(h->watchdog && !h->renew_stopped && h->due_ns <= now + window))
+            break;
+        heap_remove(wd, h);
+        if (h->orphan && !h->busy && (h->state == REDMUTEX_STATE_LOST || now >= h->validity_end_ns)) {
+            rm_hold_destroy(c, h); /* a freed handle's hold ran out: nothing is left to release */
+            continue;
+        }
+        redmutex_state st = h->state;
+        if (st == REDMUTEX_STATE_LOST)
+            continue;
+        if (now >= h->validity_end_ns) {
+            /* Validity is over: whatever the servers say now, the lock
+               was not known to be held for a while. */
+            rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
+            continue;
+        }
+        if (!h->watchdog || h->renew_stopped) {
+            /* An expiry notice that came early (extended since). */
+            h->due_ns = h->validity_end_ns;
+            heap_push(wd, h);
+            continue;
+        }
+        if (now >= h->hold_deadline_ns ||
+            (h->lock->opts.max_extensions && h->extensions >= h->lock->opts.max_extensions)) {
+            /* The cap is reached: let the lease run out, then report it. */
+            h->renew_stopped = true;
+            h->due_ns = h->validity_end_ns;
+            heap_push(wd, h);
+            continue;
+        }
+        h->renewing = true;
+        batch[k++] = h;
+    }
+    return k;
+}
+
+/* The thread's end: a detached watchdog (shutdown gave up waiting for it)
+   frees itself. Caller holds c->mu; it is released. */
+static void watchdog_exit(redmutex_client *c, rm_watchdog *wd)
+{
+    free(wd->batch);
+    wd->batch = NULL;
+    bool detached = wd->detached;
+    if (detached) {
+        /* Orphans it was renewing are its to drop. */
+        rm_orphans_drop_locked(c);
+        c->wd = NULL;
+        for (size_t i = 0; i < wd->n; i++)
+            wd->heap[i]->heap_index = SIZE_MAX;
+    }
+    rm_client_unlock(c);
+    if (detached) {
+        pthread_cond_destroy(&wd->cond);
+        free(wd->heap);
+        free(wd);
+    }
 }
 
 static void *watchdog_main(void *arg)
@@ -290,10 +375,9 @@ static void *watchdog_main(void *arg)
     rm_watchdog *wd = c->wd;
     rm_hold **batch = malloc(RM_RENEW_BATCH * sizeof *batch);
     wd->batch = batch;
-    int64_t lease = c->opts.watchdog_lease_ms;
     /* Renewals due within this window join the current batch: renewing a
        little early costs nothing and saves round trips. */
-    int64_t window = lease * RM_NS_PER_MS / 10;
+    int64_t window = c->opts.watchdog_lease_ms * RM_NS_PER_MS / 10;
     while (!wd->stop && batch) {
         run_callbacks_locked(c);
         if (wd->stop)
@@ -312,65 +396,14 @@ static void *watchdog_main(void *arg)
             continue;
         }
         wd->sleeping_until = 0; /* working: it looks at the heap again before sleeping */
-        size_t k = 0;
-        while (wd->n > 0 && k < RM_RENEW_BATCH) {
-            rm_hold *h = wd->heap[0];
-            bool due = h->due_ns <= now;
-            if (!due && !(h->watchdog && !h->renew_stopped && h->due_ns <= now + window))
-                break;
-            heap_remove(wd, h);
-            if (h->orphan && !h->busy && (h->state == REDMUTEX_STATE_LOST || now >= h->validity_end_ns)) {
-                rm_hold_destroy(c, h); /* a freed handle's hold ran out: nothing is left to release */
-                continue;
-            }
-            redmutex_state st = h->state;
-            if (st == REDMUTEX_STATE_LOST)
-                continue;
-            if (now >= h->validity_end_ns) {
-                /* Validity is over: whatever the servers say now, the lock
-                   was not known to be held for a while. */
-                rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
-                continue;
-            }
-            if (!h->watchdog || h->renew_stopped) {
-                /* An expiry notice that came early (extended since). */
-                h->due_ns = h->validity_end_ns;
-                heap_push(wd, h);
-                continue;
-            }
-            if (now >= h->hold_deadline_ns ||
-                (h->lock->opts.max_extensions && h->extensions >= h->lock->opts.max_extensions)) {
-                /* The cap is reached: let the lease run out, then report it. */
-                h->renew_stopped = true;
-                h->due_ns = h->validity_end_ns;
-                heap_push(wd, h);
-                continue;
-            }
-            h->renewing = true;
-            batch[k++] = h;
-        }
+        size_t k = take_due(c, wd, batch, now, window);
         if (k == 0)
             continue;
         rm_client_unlock(c);
         renew_batch(c, batch, k);
         rm_client_lock(c);
     }
-    free(batch);
-    wd->batch = NULL;
-    bool detached = wd->detached;
-    if (detached) {
-        /* Shutdown gave up waiting for this thread; orphans it was renewing are its to drop. */
-        rm_orphans_drop_locked(c);
-        c->wd = NULL;
-        for (size_t i = 0; i < wd->n; i++)
-            wd->heap[i]->heap_index = SIZE_MAX;
-    }
-    rm_client_unlock(c);
-    if (detached) {
-        pthread_cond_destroy(&wd->cond);
-        free(wd->heap);
-        free(wd);
-    }
+    watchdog_exit(c, wd);
     rm_client_unref(c);
     return NULL;
 }
@@ -480,6 +513,12 @@ void rm_watchdog_stop(redmutex_client *c, int64_t deadline_ns)
 
 void rm_watchdog_forget(redmutex_client *c)
 {
+    /* The parent's schedule is gone with its thread: no hold is scheduled or
+       being renewed in the child. */
+    for (rm_hold *h = c->holds; h; h = h->next_in_client) {
+        h->heap_index = SIZE_MAX;
+        h->renewing = false;
+    }
     rm_watchdog *wd = c->wd;
     if (!wd)
         return;

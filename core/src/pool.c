@@ -1,0 +1,289 @@
+/*
+ * Servers: one connection pool per server, per-server order of requests
+ * (the owing connections), and what is known of each server's life (its
+ * run_id: restarts and duplicate endpoints).
+ *
+ * Layering: above conn; below the fan-out and the subscriber, which take and
+ * give back connections here. The state lives in the client's rm_server
+ * array, guarded by the client mutex.
+ */
+#define _GNU_SOURCE
+#include "client.h"
+#include "conn.h"
+#include "internal.h"
+#include "pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Idle connections kept per server; more concurrent callers open more. */
+#define RM_POOL_MAX 32
+
+/*
+ * Per-server order. A call may return before a slow server answered (a
+ * deadline, or a majority already decided the outcome); its connection then
+ * still owes replies and carries requests that may not have run yet. Redis
+ * runs the commands of one connection in order but gives no order between
+ * connections, so a later request for the same lock name on another
+ * connection could run first: a late release deleting the owner's next hold,
+ * or a late acquisition leaving a key nobody owns. Such a connection
+ * therefore goes to the server's owing list, marked with the lock names it
+ * owes for, and the next request for one of those names travels on it,
+ * behind the replies still owed. Requests that do not write a lock
+ * (renewals, queries) take any clean connection.
+ */
+static bool pool_push(rm_server *srv, rm_conn *conn);
+static bool owing_push(rm_server *srv, rm_conn *conn);
+
+static void owing_remove(rm_server *srv, rm_conn *conn)
+{
+    for (size_t k = 0; k < srv->n_owing; k++)
+        if (srv->owing[k] == conn) {
+            srv->owing[k] = srv->owing[--srv->n_owing];
+            return;
+        }
+}
+
+/* Sends a connection's deferred release without blocking; a send error
+   leaves the connection to fail at its next use. The caller's error message
+   is kept. */
+static void flush_quietly(rm_conn *conn)
+{
+    int code = redmutex_last_error_code();
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", redmutex_last_error());
+    if (rm_conn_flush_later(conn) != 0)
+        conn->flush_later = false;
+    rm_fail(code, "%s", msg);
+}
+
+/* Owing connections nobody asks for are read without blocking; those that
+   are paid up rejoin the pool. Caller holds c->mu. */
+static void owing_settle(redmutex_client *c, rm_server *srv)
+{
+    for (size_t k = 0; k < srv->n_owing;) {
+        rm_conn *conn = srv->owing[k];
+        if (conn->lent) {
+            k++;
+            continue;
+        }
+        if (conn->later.len > 0 && conn->pid == rm_pid())
+            flush_quietly(conn);
+        if (rm_conn_drain(conn) != 0 || (conn->owed == 0 && conn->later_count == 0) || conn->pid != rm_pid()) {
+            srv->owing[k] = srv->owing[--srv->n_owing];
+            conn->n_order_keys = 0;
+            if (!(conn->owed == 0 && conn->pid == rm_pid() && !c->closed && pool_push(srv, conn)))
+                rm_conn_close(conn);
+            continue;
+        }
+        k++;
+    }
+}
+
+int rm_pool_take(redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out)
+{
+    rm_server *srv = &c->servers[i];
+    rm_client_lock(c);
+    if (srv->n_owing > 0) {
+        owing_settle(c, srv);
+        /* Two connections may owe for one name (two threads' requests that
+           were both left unanswered); a new request cannot follow both, so
+           it waits until one is paid up. */
+        rm_conn *owing = NULL;
+        size_t owing_n = 0;
+        for (size_t k = 0; order_key && k < srv->n_owing; k++)
+            if (rm_conn_owes_for(srv->owing[k], order_key)) {
+                owing = srv->owing[k];
+                owing_n++;
+            }
+        if (owing_n > 1 || (owing && owing->lent)) {
+            rm_client_unlock(c);
+            return RM_CONN_BUSY;
+        }
+        if (owing) {
+            owing->lent = true;
+            rm_client_unlock(c);
+            *out = owing;
+            return 0;
+        }
+    }
+    rm_client_unlock(c);
+    for (;;) {
+        rm_conn *conn = NULL;
+        rm_client_lock(c);
+        if (srv->n_idle > 0)
+            conn = srv->idle[--srv->n_idle];
+        rm_client_unlock(c);
+        if (!conn)
+            break;
+        /* A server that closed an idle connection (timeout, restart) is found
+           here, before a command is sent on it, so nothing is retried blindly. */
+        if (conn->pid == rm_pid() && rm_conn_looks_healthy(conn)) {
+            *out = conn;
+            return 0;
+        }
+        rm_conn_close(conn);
+    }
+    return rm_conn_open(out, srv);
+}
+
+static bool pool_push(rm_server *srv, rm_conn *conn)
+{
+    if (srv->n_idle >= RM_POOL_MAX)
+        return false;
+    if (srv->n_idle == srv->cap_idle) {
+        size_t cap = srv->cap_idle ? srv->cap_idle * 2 : 4;
+        rm_conn **idle = realloc(srv->idle, cap * sizeof *idle);
+        if (!idle)
+            return false;
+        srv->idle = idle;
+        srv->cap_idle = cap;
+    }
+    srv->idle[srv->n_idle++] = conn;
+    return true;
+}
+
+static bool owing_push(rm_server *srv, rm_conn *conn)
+{
+    if (conn->lent) {
+        conn->lent = false; /* it is on the list already */
+        return true;
+    }
+    if (srv->n_owing == srv->cap_owing) {
+        size_t cap = srv->cap_owing ? srv->cap_owing * 2 : 4;
+        rm_conn **owing = realloc(srv->owing, cap * sizeof *owing);
+        if (!owing)
+            return false;
+        srv->owing = owing;
+        srv->cap_owing = cap;
+    }
+    srv->owing[srv->n_owing++] = conn;
+    return true;
+}
+
+int rm_pool_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key)
+{
+    int rc = 0;
+    rm_client_lock(c);
+    if (!conn->lent) {
+        /* Listed and lent at once: visible to everyone from now on. */
+        rc = rm_conn_add_order_key(conn, order_key) == 0 && owing_push(conn->srv, conn) ? 0 : -1;
+        conn->lent = rc == 0;
+    } else {
+        rc = rm_conn_add_order_key(conn, order_key);
+    }
+    rm_client_unlock(c);
+    return rc;
+}
+
+int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, const void *bytes, size_t len, size_t count)
+{
+    rm_server *srv = &c->servers[i];
+    int rc = 1;
+    rm_client_lock(c);
+    for (size_t k = 0; k < srv->n_owing; k++) {
+        rm_conn *conn = srv->owing[k];
+        if (!rm_conn_owes_for(conn, order_key) || conn->pid != rm_pid())
+            continue;
+        if (rm_buf_append(&conn->later, bytes, len) != 0) {
+            rc = REDMUTEX_ENOMEM;
+            break;
+        }
+        conn->later_count += count;
+        conn->flush_later = true;
+        if (!conn->lent)
+            flush_quietly(conn);
+        rc = 0;
+    }
+    rm_client_unlock(c);
+    return rc == REDMUTEX_ENOMEM ? rm_fail(rc, "out of memory") : rc;
+}
+
+void rm_pool_give(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t order_key)
+{
+    if (!conn)
+        return;
+    rm_server *srv = conn->srv;
+    bool usable = healthy && conn->pid == rm_pid() && !conn->connecting && conn->fd >= 0;
+    bool kept = false;
+    rm_client_lock(c);
+    if (usable && conn->flush_later)
+        flush_quietly(conn); /* a release queued behind this connection's call */
+    if (usable && !c->closed && (conn->owed > 0 || conn->flush_later)) {
+        /* Without its key the order could not be kept: then it is closed. */
+        kept = (!order_key || rm_conn_add_order_key(conn, order_key) == 0) && owing_push(srv, conn);
+    }
+    if (!kept) {
+        if (conn->lent)
+            owing_remove(srv, conn);
+        conn->lent = false;
+        conn->n_order_keys = 0;
+        kept = usable && !c->closed && conn->owed == 0 && pool_push(srv, conn);
+    }
+    rm_client_unlock(c);
+    if (!kept)
+        rm_conn_close(conn);
+}
+
+int rm_server_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id)
+{
+    int rc = 0;
+    const rm_server *dup = NULL;
+    rm_client_lock(c);
+    if (strcmp(srv->run_id, run_id) != 0) {
+        /* A new run_id means the server restarted: locks granted by its
+           previous life no longer count towards a quorum. */
+        bool restarted = srv->run_id[0] != '\0';
+        snprintf(srv->run_id, sizeof srv->run_id, "%s", run_id);
+        srv->generation++;
+        if (restarted) {
+            if (c->on_server_restart)
+                c->on_server_restart(c, (size_t)srv->index);
+            atomic_store(&srv->restart_seen_ns, rm_now_ns());
+        }
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        rm_server *other = &c->servers[i];
+        if (other != srv && strcmp(other->run_id, run_id) == 0) {
+            dup = other;
+            srv->duplicate = true;
+            rc = REDMUTEX_EDUPLICATE;
+            break;
+        }
+    }
+    if (!dup)
+        srv->duplicate = false;
+    rm_client_unlock(c);
+    if (dup)
+        rm_fail(REDMUTEX_EDUPLICATE,
+                "%s and %s are the same Redis server (run_id %s); a Redlock majority needs "
+                "independent servers",
+                dup->ep.display, srv->ep.display, run_id);
+    return rc;
+}
+
+void rm_pool_after_fork(redmutex_client *c)
+{
+    /* The parent's connections are not ours: closing our copies of the
+       sockets does not affect the parent. */
+    for (size_t i = 0; i < c->n; i++) {
+        rm_server *srv = &c->servers[i];
+        for (size_t k = 0; k < srv->n_idle; k++)
+            rm_conn_close(srv->idle[k]);
+        srv->n_idle = 0;
+        for (size_t k = 0; k < srv->n_owing; k++)
+            rm_conn_close(srv->owing[k]);
+        srv->n_owing = 0;
+    }
+}
+
+void rm_pool_clear(rm_server *srv)
+{
+    for (size_t k = 0; k < srv->n_idle; k++)
+        rm_conn_close(srv->idle[k]);
+    free(srv->idle);
+    for (size_t k = 0; k < srv->n_owing; k++)
+        rm_conn_close(srv->owing[k]);
+    free(srv->owing);
+}
