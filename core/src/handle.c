@@ -9,7 +9,6 @@
 #include "internal.h"
 #include "kind.h"
 #include "lifetime.h"
-#include "lockops.h"
 #include "options.h"
 
 #include <inttypes.h>

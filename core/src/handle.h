@@ -1,6 +1,6 @@
 /*
- * Lock handles (handle.c): the struct, and the room a lock's keys and
- * values take.
+ * Lock handles (handle.c): the struct, the room a lock's keys and values
+ * take, and whom an operation acts for (owner.c).
  */
 #ifndef REDMUTEX_HANDLE_H
 #define REDMUTEX_HANDLE_H
@@ -27,5 +27,28 @@ struct redmutex_lock {
 
 /* An owner's value on the servers: token, owner id, or owner id + ":write" (kind.h). */
 #define RM_VALUE_MAX (REDMUTEX_CLIENT_ID_LEN + 24 > REDMUTEX_OWNER_MAX ? REDMUTEX_CLIENT_ID_LEN + 24 : REDMUTEX_OWNER_MAX + 8)
+
+/* ---- the handle (handle.c, owner.c) ------------------------------------- */
+
+/** The lease of a hold made through l: its own, or the client's watchdog lease. */
+int64_t rm_lock_lease_ms(const redmutex_lock *l);
+/** l is not NULL and its client usable: 0, or an error code (message set). */
+int rm_lock_check_handle(redmutex_lock *l, const char *fn);
+/** A wait of ms is valid (0..REDMUTEX_TIME_MAX_MS or REDMUTEX_WAIT_FOREVER): 0 or REDMUTEX_EINVAL. */
+int rm_lock_check_wait(const redmutex_lock *l, int64_t ms);
+/** The owner key of the local hold: explicit owner, thread owner (reentrant kinds) or "" (plain default). */
+int rm_lock_resolve_owner(redmutex_lock *l, const char *owner, char out[RM_VALUE_MAX + 1]);
+/** What an owner is stored as on the servers, for the kinds whose value is not a fresh token. */
+void rm_lock_owner_field(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1]);
+/** A fresh 128-bit random token in hex (lock value, latch id). 0 or REDMUTEX_ESYSTEM: fails closed. */
+int rm_new_token(char out[33]);
+/** A server's name for messages (its URL, password masked). */
+static inline const char *rm_lock_server(const redmutex_lock *l, size_t i) { return l->c->servers[i].ep.display; }
+
+/**
+ * The channel a waiter for `value` listens on, written into buf (RM_KEY_MAX +
+ * RM_VALUE_MAX + 48 bytes: a fair lock's waiter has a channel of its own).
+ */
+void rm_lock_channel(const redmutex_lock *l, const char *value, char *buf);
 
 #endif

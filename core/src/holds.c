@@ -8,7 +8,6 @@
 #include "internal.h"
 #include "kind.h"
 #include "lifetime.h"
-#include "lockops.h"
 #include "quorum.h"
 #include "watchdog.h"
 

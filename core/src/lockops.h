@@ -1,8 +1,7 @@
 /*
- * What the lock operations share: the handle's figures and checks
- * (handle.c, owner.c), the requests they send (request.c) and one
- * acquisition attempt (attempt.c), used by acquire.c, release.c, extend.c,
- * query.c and the pollable waits.
+ * What the lock operations share: the requests they send (request.c) and
+ * one acquisition attempt (attempt.c), used by acquire.c, release.c,
+ * extend.c, query.c and the pollable waits.
  *
  * Layering: the lock operations sit above the hold registry (holds.h), the
  * watchdog and the waiters, the kinds (kind.h), quorum (quorum.h) and the
@@ -16,23 +15,6 @@
 #include "interrupt.h"
 #include "kind.h"
 #include "quorum.h"
-
-/* ---- the handle (handle.c, owner.c) ------------------------------------- */
-
-/** The lease of a hold made through l: its own, or the client's watchdog lease. */
-int64_t rm_lock_lease_ms(const redmutex_lock *l);
-/** l is not NULL and its client usable: 0, or an error code (message set). */
-int rm_lock_check_handle(redmutex_lock *l, const char *fn);
-/** A wait of ms is valid (0..REDMUTEX_TIME_MAX_MS or REDMUTEX_WAIT_FOREVER): 0 or REDMUTEX_EINVAL. */
-int rm_lock_check_wait(const redmutex_lock *l, int64_t ms);
-/** The owner key of the local hold: explicit owner, thread owner (reentrant kinds) or "" (plain default). */
-int rm_lock_resolve_owner(redmutex_lock *l, const char *owner, char out[RM_VALUE_MAX + 1]);
-/** What an owner is stored as on the servers, for the kinds whose value is not a fresh token. */
-void rm_lock_owner_field(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1]);
-/** A fresh 128-bit random token in hex (lock value, latch id). 0 or REDMUTEX_ESYSTEM: fails closed. */
-int rm_new_token(char out[33]);
-/** A server's name for messages (its URL, password masked). */
-static inline const char *rm_lock_server(const redmutex_lock *l, size_t i) { return l->c->servers[i].ep.display; }
 
 /* ---- requests (request.c) ----------------------------------------------- */
 
@@ -133,11 +115,6 @@ int rm_acquire_prepare(redmutex_lock *l, const char *owner, char owner_key[RM_VA
  */
 int rm_acquire_attempt(redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
                        int64_t *ttl_ms, bool *split);
-/**
- * The channel a waiter for `value` listens on, written into buf (RM_KEY_MAX +
- * RM_VALUE_MAX + 48 bytes: a fair lock's waiter has a channel of its own).
- */
-void rm_lock_channel(const redmutex_lock *l, const char *value, char *buf);
 /** Whether this process holds the lock for owner_key through this handle. */
 bool rm_lock_holds(redmutex_lock *l, const char *owner_key);
 /** redmutex_lock_release for an owner key already resolved. */

@@ -8,7 +8,6 @@
 #include "handle.h"
 #include "internal.h"
 #include "kind.h"
-#include "lockops.h"
 
 #include <inttypes.h>
 #include <string.h>
