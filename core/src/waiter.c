@@ -562,8 +562,113 @@ static bool join_channel(redmutex_client *c, const char *channel, rm_waiter *w)
     else
         ch->head = w;
     ch->tail = w;
-    signal_fd(sub->wake_fd);
+    /* The subscriber thread has work if the channel is not subscribed on
+       every connection, a connection is missing, or a pollable wait needs
+       a reader while nobody reads. (A blocking waiter takes the lead.) */
+    bool work = w->efd < 0 && !sub->polling_conns && !sub->leader;
+    for (size_t i = 0; i < c->n; i++)
+        work |= !sub->up[i] || !ch->sent[i];
+    if (work)
+        signal_fd(sub->wake_fd);
     return true;
+}
+
+/*
+ * Makes w (a blocking waiter) the reader of the subscription connections if
+ * nobody else reads them. True when w leads. Caller holds c->mu.
+ */
+static bool take_lead(redmutex_client *c, rm_waiter *w)
+{
+    rm_subscriber *sub = c->sub;
+    if (!sub || sub->stop || !w->ch || w->efd < 0 || c->n > LEAD_MAX_SERVERS || (sub->leader && sub->leader != w))
+        return false;
+    if (!sub->leader) {
+        sub->leader = w;
+        if (sub->polling_conns)
+            signal_fd(sub->wake_fd); /* it stops reading: two readers would wake two threads */
+    }
+    return true;
+}
+
+/*
+ * If w leads (or may take the lead), fills p with the subscription
+ * connections to poll (conns[] the connections, map[] their servers).
+ * Returns the number of entries. Caller holds c->mu.
+ */
+static size_t lead(redmutex_client *c, rm_waiter *w, struct pollfd *p, rm_conn **conns, size_t *map)
+{
+    if (!take_lead(c, w))
+        return 0;
+    rm_subscriber *sub = c->sub;
+    size_t np = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        rm_conn *conn = sub->conns[i];
+        if (!conn || sub->dead[i])
+            continue;
+        p[np] = (struct pollfd){conn->fd, rm_conn_events(conn, false), 0};
+        conns[np] = conn;
+        map[np++] = i;
+    }
+    return np;
+}
+
+/*
+ * The leader reads the connections poll() found ready. A broken one is
+ * left to the subscriber thread to close. Caller holds c->mu.
+ */
+static void read_as_leader(redmutex_client *c, rm_waiter *w, const struct pollfd *p, rm_conn *const *conns,
+                           const size_t *map, size_t np)
+{
+    rm_subscriber *sub = c->sub;
+    if (!sub || sub->leader != w)
+        return;
+    /* A failed read sets this thread's error message: keep the caller's. */
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", redmutex_last_error());
+    int saved_code = redmutex_last_error_code();
+    bool failed = false;
+    for (size_t k = 0; k < np; k++) {
+        size_t i = map[k];
+        if (!p[k].revents || sub->conns[i] != conns[k] || sub->dead[i] || read_server(sub, i))
+            continue;
+        sub->dead[i] = true;
+        failed = true;
+        signal_fd(sub->wake_fd);
+    }
+    if (failed) {
+        redmutex_clear_error();
+        if (saved_code || saved[0])
+            rm_fail(saved_code, "%s", saved);
+    }
+}
+
+/*
+ * One sleep of a blocking waiter, until its eventfd is signalled (1),
+ * until_ns (0) or an interrupt (RM_POLL_INTERRUPTED; `wait` may be NULL),
+ * reading the subscription connections meanwhile if it leads. Caller holds
+ * no mutex.
+ */
+static int sleep_once(redmutex_client *c, rm_waiter *w, rm_wait *wait, int64_t until_ns)
+{
+    /* p[0] is w's eventfd, then the connections it reads as the leader, then the interrupt fd's slot. */
+    struct pollfd p[LEAD_MAX_SERVERS + 2];
+    rm_conn *conns[LEAD_MAX_SERVERS];
+    size_t map[LEAD_MAX_SERVERS];
+    rm_client_lock(c);
+    size_t np = lead(c, w, p + 1, conns, map);
+    rm_client_unlock(c);
+    p[0] = (struct pollfd){w->efd, POLLIN, 0};
+    int r = rm_wait_poll_set(c, wait, p, np + 1, until_ns);
+    if (r > 0 && np > 0) {
+        rm_client_lock(c);
+        read_as_leader(c, w, p + 1, conns, map, np);
+        rm_client_unlock(c);
+    }
+    /* Every signal of the eventfd follows a change of state that the
+       caller looks at next, under the mutex. */
+    if (r > 0)
+        drain_fd(w->efd);
+    return r;
 }
 
 int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_wait *wait, rm_waiter **out)
@@ -582,12 +687,14 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
     if (join_channel(c, channel, w)) {
         rm_subscriber *sub = c->sub;
         rm_channel *ch = w->ch;
+        /* Leading from now on, the subscriber thread (which join_channel
+           woke) stops reading before the message this wait is for arrives. */
+        take_lead(c, w);
         /* Wait (briefly) until the server confirms, so that the retry
            after this cannot miss a release. */
         while (!subscribed_enough(c, sub, ch) && rm_now_ns() < deadline_ns) {
             rm_client_unlock(c);
-            int r = rm_wait_poll(c, wait, w->efd, deadline_ns);
-            drain_fd(w->efd);
+            int r = sleep_once(c, w, wait, deadline_ns);
             rm_client_lock(c);
             if (r == RM_POLL_INTERRUPTED || w->ch != ch || c->sub != sub)
                 break; /* interrupted, or the client is shutting down (channel and subscriber gone) */
@@ -645,71 +752,9 @@ void rm_waiter_sleep(redmutex_client *c, rm_waiter *w)
 
 bool rm_waiter_handoff_in_flight(const rm_waiter *w) { return w->handoff < 0; }
 
-/*
- * Makes w the reader of the subscription connections if nobody else reads
- * them, and fills p[1..] with them (conns[] the connections polled, map[]
- * their servers). Returns the number of entries filled (0: w does not
- * lead). Caller holds c->mu.
- */
-static size_t lead(redmutex_client *c, rm_waiter *w, struct pollfd *p, rm_conn **conns, size_t *map)
-{
-    rm_subscriber *sub = c->sub;
-    if (!sub || sub->stop || !w->ch || w->efd < 0 || c->n > LEAD_MAX_SERVERS || (sub->leader && sub->leader != w))
-        return 0;
-    if (!sub->leader) {
-        sub->leader = w;
-        if (sub->polling_conns)
-            signal_fd(sub->wake_fd); /* it stops reading: two readers would wake two threads */
-    }
-    size_t np = 0;
-    for (size_t i = 0; i < c->n; i++) {
-        rm_conn *conn = sub->conns[i];
-        if (!conn || sub->dead[i])
-            continue;
-        p[np] = (struct pollfd){conn->fd, rm_conn_events(conn, false), 0};
-        conns[np] = conn;
-        map[np++] = i;
-    }
-    return np;
-}
-
-/*
- * The leader reads the connections poll() found ready. A broken one is
- * left to the subscriber thread to close. Caller holds c->mu.
- */
-static void read_as_leader(redmutex_client *c, rm_waiter *w, const struct pollfd *p, rm_conn *const *conns,
-                           const size_t *map, size_t np)
-{
-    rm_subscriber *sub = c->sub;
-    if (!sub || sub->leader != w)
-        return;
-    /* A failed read sets this thread's error message: keep the caller's. */
-    char saved[512];
-    snprintf(saved, sizeof saved, "%s", redmutex_last_error());
-    int saved_code = redmutex_last_error_code();
-    bool failed = false;
-    for (size_t k = 0; k < np; k++) {
-        size_t i = map[k];
-        if (!p[k].revents || sub->conns[i] != conns[k] || sub->dead[i] || read_server(sub, i))
-            continue;
-        sub->dead[i] = true;
-        failed = true;
-        signal_fd(sub->wake_fd);
-    }
-    if (failed) {
-        redmutex_clear_error();
-        if (saved_code || saved[0])
-            rm_fail(saved_code, "%s", saved);
-    }
-}
-
 int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *interrupted)
 {
     *interrupted = false;
-    /* p[0] is w's eventfd, p[1..np] the connections it reads as the leader, then the interrupt fd's slot. */
-    struct pollfd p[LEAD_MAX_SERVERS + 2];
-    rm_conn *conns[LEAD_MAX_SERVERS];
-    size_t map[LEAD_MAX_SERVERS];
     for (;;) {
         rm_client_lock(c);
         int result = -1; /* keep waiting */
@@ -727,25 +772,13 @@ int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *int
            must be waited for, whatever the deadline or a signal say. */
         bool in_flight = w->handoff < 0;
         w->sleeping = result < 0 && !in_flight;
-        size_t np = result < 0 ? lead(c, w, p + 1, conns, map) : 0;
         rm_client_unlock(c);
         if (result >= 0)
             return result;
         /* Once interrupted (or while a hand-off is in flight) only the result is waited for. */
         rm_wait *wait = in_flight || *interrupted ? NULL : w->wait;
-        p[0] = (struct pollfd){w->efd, POLLIN, 0};
-        int r = rm_wait_poll_set(c, wait, p, np + 1, in_flight ? rm_deadline_after_ms(100) : until_ns);
-        if (r == RM_POLL_INTERRUPTED)
+        if (sleep_once(c, w, wait, in_flight ? rm_deadline_after_ms(100) : until_ns) == RM_POLL_INTERRUPTED)
             *interrupted = true;
-        if (r > 0 && np > 0) {
-            rm_client_lock(c);
-            read_as_leader(c, w, p + 1, conns, map, np);
-            rm_client_unlock(c);
-        }
-        /* Every signal of the eventfd follows a change of w's state, which
-           the loop looks at next, under the mutex. */
-        if (r > 0)
-            drain_fd(w->efd);
     }
 }
 
