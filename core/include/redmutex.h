@@ -692,7 +692,14 @@ REDMUTEX_API int redmutex_lock_acquire(redmutex_lock *lock, const char *owner, i
  * kept so a retry can finish it), REDMUTEX_EFORKED (a child process tried to
  * release its parent's lock; nothing changed), REDMUTEX_ECLOSED, others as
  * for acquire.
- * Blocking: up to one command timeout. Thread-safe.
+ * Blocking: first until a renewal or another call on the same hold that is
+ * in flight ends (each bounded as below), then at most T =
+ * max(connect_timeout_ms, command_timeout_ms) for the release itself (a new
+ * connection may take connect_timeout_ms): at most 2 x T while only the
+ * watchdog competes. A server whose connection for this lock is still busy
+ * with an earlier request at the deadline gets the release queued behind
+ * it, sent when that connection is free (not waited for). Tested with two
+ * of three servers stopped. Thread-safe.
  */
 REDMUTEX_API int redmutex_lock_release(redmutex_lock *lock, const char *owner);
 
@@ -710,7 +717,8 @@ typedef enum redmutex_extend_mode {
  * Errors: REDMUTEX_ENOTOWNER (not held by this owner), REDMUTEX_ELOST (this
  * handle held it but it is gone), REDMUTEX_ELIMIT (max_extensions reached),
  * REDMUTEX_EINVAL, REDMUTEX_EREPLICAS, connection and server errors as for
- * acquire. Blocking: up to one command timeout. Thread-safe.
+ * acquire. Blocking: as release (2 x T at most while only the watchdog
+ * competes), plus replica_timeout_ms when min_replicas > 0. Thread-safe.
  */
 REDMUTEX_API int redmutex_lock_extend(redmutex_lock *lock, const char *owner, int64_t ms,
                                       redmutex_extend_mode mode);

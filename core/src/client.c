@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "unsettled.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -174,6 +175,7 @@ static void client_destroy(redmutex_client *c)
         rm_endpoint_clear(&srv->ep);
     }
     free(c->servers);
+    rm_unsettled_free(c);
     while (c->events) {
         rm_event *e = c->events;
         c->events = e->next;
@@ -579,8 +581,10 @@ int rm_client_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id
         bool restarted = srv->run_id[0] != '\0';
         snprintf(srv->run_id, sizeof srv->run_id, "%s", run_id);
         srv->generation++;
-        if (restarted)
+        if (restarted) {
             forget_server_life(c, (size_t)srv->index);
+            atomic_store(&srv->restart_seen_ns, rm_now_ns());
+        }
     }
     for (size_t i = 0; i < c->n; i++) {
         rm_server *other = &c->servers[i];

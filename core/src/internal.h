@@ -199,6 +199,10 @@ typedef struct rm_server {
     /* The server's run_id as last seen, and a counter bumped whenever it changes. */
     char run_id[48];
     uint64_t generation;
+    /* When this client saw the server come back with a new run_id (0:
+       never). Until the longest lease has passed since then, its grants are
+       no votes: a holder of its previous life may still hold elsewhere. */
+    _Atomic int64_t restart_seen_ns;
     _Atomic bool duplicate; /* read by callers without the client mutex */
     struct rm_tls *tls; /* rediss:// servers: the TLS settings (tls.c), else NULL */
 } rm_server;
@@ -301,6 +305,8 @@ struct redmutex_client {
     uint64_t events_dropped;
     int event_fd; /* -1 until redmutex_client_event_fd() makes it */
     struct rm_pollwaits *pw; /* pollwait.c: NULL until the first pollable wait or wait fd (c->mu) */
+    struct rm_unsettled_list *unsettled; /* unsettled.c: releases of unknown outcome (c->mu) */
+    _Atomic int n_unsettled;             /* ... how many: 0 keeps acquisitions off c->mu */
 };
 
 /** Locks client->mu (and, in a forked child, resets what the child must not use). */
@@ -362,7 +368,7 @@ typedef struct rm_cmd {
     size_t *lens;
 } rm_cmd;
 
-#define RM_REQ_MAX_CMDS 4
+#define RM_REQ_MAX_CMDS 8
 
 /** The same request is sent to every server of the client. */
 typedef struct rm_req {

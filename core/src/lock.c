@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "kind.h" /* the kinds of the operations table: fair, read, write */
+#include "unsettled.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -294,6 +295,7 @@ typedef struct votes {
     size_t yes, no, failed;   /* granted / refused by a live server / no usable answer */
     size_t errors;            /* error or malformed replies (among failed) */
     size_t gone;              /* nested acquisitions that found the owner's field gone (among no) */
+    size_t young;             /* grants of servers restarted less than a lease ago (among no) */
     int64_t count, fence;     /* max over yes votes */
     int64_t ttl;              /* min positive pttl over no votes, -1 when unknown */
     /* A hold handed over by a releasing script (fair) lives shorter than the
@@ -332,6 +334,26 @@ typedef struct acquire_ctx {
     int64_t lease_ms;
     votes v;
 } acquire_ctx;
+
+/*
+ * Whether server i came back with a new run_id (a restart, perhaps without
+ * its data) less than the longest lease ago. Its grant then counts as no
+ * vote (Redlock's "delayed restart", done by the client): a holder that was
+ * granted the lock by it before the restart may still hold a majority with
+ * it, and can learn of the restart only at its next request there. The
+ * longest lease is taken to be the larger of the client's watchdog lease and
+ * this lock's lease. Only with several servers: one server has no majority
+ * to protect. A client sees a restart only if it talked to the server before.
+ */
+static bool restarted_recently(const redmutex_lock *l, size_t i)
+{
+    redmutex_client *c = l->c;
+    int64_t seen = atomic_load(&c->servers[i].restart_seen_ns);
+    if (c->n == 1 || seen == 0)
+        return false;
+    int64_t longest = c->opts.watchdog_lease_ms > lease_of(l) ? c->opts.watchdog_lease_ms : lease_of(l);
+    return rm_now_ns() - seen < longest * RM_NS_PER_MS + rm_drift_ns(longest);
+}
 
 /* Classifies server i's answer to an acquire request. */
 static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
@@ -418,8 +440,13 @@ static void acquire_vote(acquire_ctx *a, rm_call *call, size_t i)
         }
     }
     if (granted) {
-        v->yes++;
-        v->yes_at[i] = true;
+        v->yes_at[i] = true; /* part of the hold, renewed and released with it, in any case */
+        if (restarted_recently(a->l, i)) {
+            v->no++;
+            v->young++;
+        } else {
+            v->yes++;
+        }
     }
 }
 
@@ -499,6 +526,19 @@ static void make_latch_key(const redmutex_lock *l, const char *id, char *out)
     char suffix[40] = ":";
     strncat(suffix, id, sizeof suffix - 2);
     derived_key(l, "redisson_unlock_latch", suffix, out);
+}
+
+/* A final release that may still run where its outcome is unknown is
+   sent again by the next acquisition (see unsettled.h); `among` limits it to
+   the servers it was sent to. True when recorded: its latches must stay. */
+static bool note_unsettled(redmutex_lock *l, const rm_call *call, const bool *among, const char *value,
+                           const rm_cmd *release, const char *latch_key)
+{
+    bool unknown[REDMUTEX_SERVERS_MAX] = {false};
+    for (size_t i = 0; call->slots && i < call->n; i++)
+        unknown[i] = (!among || among[i]) && rm_slot_unknown(&call->slots[i]);
+    return rm_unsettled_note(l->c, l->name, value, release, latch_key, call->started_ns, l->c->opts.command_timeout_ms * 10,
+                             unknown);
 }
 
 /* After a release was answered, its latch is deleted with the next request on each connection. */
@@ -768,7 +808,8 @@ static void undo_attempt(redmutex_lock *l, rm_call *call, const char *value, con
     call->must_send = true;
     rm_call_run(call, &rel, deadline, NULL, NULL);
     call->only = NULL;
-    forget_latch(call, latch_key);
+    if (!note_unsettled(l, call, dirty, value, &rel.cmds[0], latch_key))
+        forget_latch(call, latch_key);
     if (saved)
         rm_fail(saved, "%s", saved_msg);
 }
@@ -824,6 +865,17 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     acquire_ctx a = {l, ACQ_SCRIPT, c->opts.min_replicas > 0, 0, -1, -1, lease, {0}};
     rm_req req = {0};
     req.order_name = l->name;
+    /* Releases of this name whose outcome is unknown somewhere go first,
+       again, in the same request (see unsettled.h). */
+    rm_unsettled_cmds unsettled = {0};
+    if (!nested)
+        rm_unsettled_take(c, l->name, value, &unsettled);
+    for (size_t k = 0; k < unsettled.n; k++) {
+        rm_unsettled_copy *u = &unsettled.copy[k];
+        req.cmds[req.ncmds++] = (rm_cmd){u->script, u->argc, u->argv, u->lens};
+        req.cmds[req.ncmds++] = (rm_cmd){-1, 6, u->set_argv, NULL};
+    }
+    a.reply_index = (int)req.ncmds;
     const char *wait_argv[3];
     char nbuf[24], tbuf[24];
     int mode = !info->waiting ? RM_ACQ_TRY : retry ? RM_ACQ_RETRY : RM_ACQ_FIRST;
@@ -840,10 +892,16 @@ static int attempt(redmutex_lock *l, const char *owner, const char *value, bool 
     }
 
     rm_call call;
-    if (rm_call_begin(&call, c) != 0)
+    if (rm_call_begin(&call, c) != 0) {
+        rm_unsettled_cmds_free(&unsettled);
         return REDMUTEX_ENOMEM;
+    }
     int64_t deadline = command_deadline(c, a.wait_replicas);
-    if ((rc = rm_call_run(&call, &req, deadline, c->n > 1 ? acquire_decided : NULL, &a))) {
+    rc = rm_call_run(&call, &req, deadline, c->n > 1 ? acquire_decided : NULL, &a);
+    if (rc == 0)
+        rm_unsettled_done(c, &unsettled, &call, 0);
+    rm_unsettled_cmds_free(&unsettled);
+    if (rc) {
         rm_call_end(&call);
         return rc;
     }
@@ -1370,7 +1428,8 @@ static int release_owner(redmutex_lock *l, const char *owner_key, bool explicit_
             deleted_at[i] = true;
     if (local_waiters)
         rm_waiter_released(c, ab.channel, armed, deleted_at, heir == NULL);
-    if (rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER)
+    /* Final: the request id is never used again. */
+    if ((rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER) && !note_unsettled(l, &call, NULL, value, &req.cmds[0], latch_key))
         forget_latch(&call, latch_key);
     if (call.slots)
         rm_call_end(&call);

@@ -371,9 +371,21 @@ static void *proxy_pump(void *arg)
             continue;
         if (n <= 0)
             break;
-        if (pp->to_server && pp->p->pattern[0] && memmem(buf, (size_t)n, pp->p->pattern, strlen(pp->p->pattern))) {
+        int until = atomic_load(&pp->p->hold_until);
+        if (pp->to_server && pp->p->pattern[0] && memmem(buf, (size_t)n, pp->p->pattern, strlen(pp->p->pattern)) &&
+            (until <= 0 || atomic_load(&pp->p->delayed) < until)) {
             atomic_fetch_add(&pp->p->delayed, 1);
+            if (atomic_load(&pp->p->cut_client))
+                shutdown(pp->from, SHUT_RDWR); /* the client sees its connection end */
             rt_sleep_ms(pp->p->delay_ms);
+            for (ssize_t off = 0; off < n;) {
+                ssize_t w = send(pp->to, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
+                if (w <= 0)
+                    goto out;
+                off += w;
+            }
+            atomic_fetch_add(&pp->p->forwarded, 1);
+            continue;
         }
         for (ssize_t off = 0; off < n;) {
             ssize_t w = send(pp->to, buf + off, (size_t)(n - off), MSG_NOSIGNAL);

@@ -151,6 +151,9 @@ typedef struct rs_proxy {
     _Atomic int flights;  /* client->server chunks that follow server->client traffic */
     _Atomic int last_dir; /* 1 client->server, 2 server->client */
     _Atomic int delayed;
+    _Atomic int forwarded;  /* held-back chunks passed on */
+    _Atomic int hold_until; /* > 0: hold chunks only while delayed < hold_until */
+    _Atomic bool cut_client; /* close the client's side when a chunk is held back (it is still passed on) */
     _Atomic int stop;
     char url[64];
 } rs_proxy;

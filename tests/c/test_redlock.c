@@ -226,6 +226,47 @@ static void test_restarted_server_vote_no_longer_counts(void)
     redmutex_client_free(c);
 }
 
+/*
+ * A holder was granted the lock by s1, s2 and s3; s3 restarts empty, and
+ * the holder's copy on s2 is gone (it expired there, say). A contender that
+ * had talked to s3 before its restart sees the new run_id: s3's grant is no
+ * vote until the longest lease has passed, so s2 + s3 is no majority while
+ * the holder may still count s1 + s3. After that s3 votes again.
+ */
+static void test_restarted_server_is_no_vote_for_a_lease(void)
+{
+    start_servers(3);
+    const char *urls[3] = {servers[0].url, servers[1].url, servers[2].url};
+    const int64_t lease = 1000;
+    redmutex_client *holder = quorum_client(3, urls, 300, lease);
+    redmutex_client *other = quorum_client(3, urls, 300, lease);
+    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+    o.lease_ms = lease;
+    redmutex_lock *h, *x, *warm;
+    CHECK_OK(redmutex_lock_new(&h, holder, "young", REDMUTEX_KIND_LOCK, &o));
+    CHECK_OK(redmutex_lock_new(&x, other, "young", REDMUTEX_KIND_LOCK, &o));
+    CHECK_OK(redmutex_lock_new(&warm, other, "warm", REDMUTEX_KIND_LOCK, &o));
+    CHECK_OK(redmutex_lock_acquire(warm, NULL, 0)); /* the contender knows every server's run_id */
+    CHECK_OK(redmutex_lock_release(warm, NULL));
+    CHECK_OK(redmutex_lock_acquire(h, NULL, 0));
+    int64_t held_at = rt_now_ms();
+    rs_restart(&servers[2]);
+    CHECK(rs_int(&servers[1], "DEL young") == 1);
+    CHECK_RC(redmutex_lock_acquire(x, NULL, 0), REDMUTEX_ETIMEDOUT);
+    CHECK(rt_now_ms() - held_at < lease); /* ... while the holder's validity could still be open */
+    CHECK(!rs_exists(&servers[2], "young")); /* its grant there was taken back */
+    /* Once the lease has passed since the restart was seen, s3 counts again. */
+    WAIT_FOR(redmutex_lock_acquire(x, NULL, 0) == 0, 4000);
+    CHECK_OK(redmutex_lock_release(x, NULL));
+    redmutex_lock_free(h);
+    redmutex_lock_free(x);
+    redmutex_lock_free(warm);
+    redmutex_client_close(holder);
+    redmutex_client_free(holder);
+    redmutex_client_close(other);
+    redmutex_client_free(other);
+}
+
 /* ---- parallel fan-out ---------------------------------------------------- */
 
 static void test_stalled_server_costs_one_timeout_not_n(void)
@@ -503,6 +544,7 @@ int main(int argc, char **argv)
         {"quorum_matrix_n5", test_quorum_matrix_n5},
         {"holder_survives_two_of_five_dead_loses_on_third", test_holder_survives_two_of_five_dead_loses_on_third},
         {"restarted_server_vote_no_longer_counts", test_restarted_server_vote_no_longer_counts},
+        {"restarted_server_is_no_vote_for_a_lease", test_restarted_server_is_no_vote_for_a_lease},
         {"stalled_server_costs_one_timeout_not_n", test_stalled_server_costs_one_timeout_not_n},
         {"duplicate_endpoints_refused", test_duplicate_endpoints_refused},
         {"wrong_key_type_on_a_majority_is_an_error", test_wrong_key_type_on_a_majority_is_an_error},

@@ -194,6 +194,53 @@ static void test_release_behind_a_busy_order_is_queued_not_dropped(void)
     stop_all(3);
 }
 
+/*
+ * The release of hold 1 is held back on the way to s3 and s3's connection
+ * ends meanwhile, so its outcome there is unknown and no connection orders
+ * it any more. Hold 1's copy on s3 is gone meanwhile (expired, say), and
+ * hold 2 of the same owner is granted by s1 and s3 (s2 is taken by someone
+ * else). When the late release reaches s3 it must not delete hold 2: the
+ * acquisition of hold 2 sent that release again first and wrote its unlock
+ * latch, so the late copy changes nothing.
+ */
+static void test_late_release_on_a_lost_connection_changes_nothing(void)
+{
+    for (int i = 0; i < 3; i++)
+        rs_start(&srv[i], NULL);
+    rs_proxy *p = rs_proxy_start(&srv[2], rm_script_sha(RM_SCRIPT_RLOCK_RELEASE), 400);
+    atomic_store(&p->cut_client, true);
+    const char *urls[3] = {srv[0].url, srv[1].url, p->url};
+    redmutex_client *c = client_for(urls, 3, 1000, 5000);
+    redmutex_lock *l = lock_for(c, "order:cut", REDMUTEX_KIND_RLOCK, 5000, NULL, NULL);
+    for (int round = 0; round < 3; round++) {
+        int forwarded = atomic_load(&p->forwarded);
+        CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0));
+        atomic_store(&p->hold_until, atomic_load(&p->delayed) + 1); /* this release only */
+        CHECK_OK(redmutex_lock_release(l, "owner-1")); /* s1 and s2: a majority */
+        CHECK(rs_int(&srv[2], "DEL order:cut") == 1);
+        CHECK(rs_int(&srv[1], "EVAL %s 1 %s", "redis.call('hset', KEYS[1], 'foreign', 1) "
+                                               "return redis.call('pexpire', KEYS[1], 5000)",
+                     "order:cut") == 1);
+        CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0)); /* s1 and s3 */
+        CHECK(atomic_load(&p->forwarded) == forwarded);   /* ... before the late release landed */
+        WAIT_FOR(atomic_load(&p->forwarded) > forwarded, 2000); /* the late release has reached s3 */
+        CHECKF(rs_num(&srv[2], "HGET order:cut owner-1") == 1, "round %d: the late release changed hold 2 on s3",
+               round);
+        redmutex_state st;
+        CHECK_OK(redmutex_lock_state(&st, l, "owner-1"));
+        CHECK(st == REDMUTEX_STATE_HELD);
+        CHECK_OK(redmutex_lock_release(l, "owner-1"));
+        CHECK(rs_int(&srv[1], "DEL order:cut") == 1);
+        for (int i = 0; i < 3; i++)
+            WAIT_FOR(!rs_exists(&srv[i], "order:cut"), 2000);
+    }
+    redmutex_lock_free(l);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    rs_proxy_stop(p);
+    stop_all(3);
+}
+
 /* ---- straggler stress (point 1, 11) ---------------------------------------- */
 
 typedef struct stress_shared {
@@ -704,6 +751,47 @@ static void test_nonblocking_redlock_with_three_of_five_stopped_is_bounded(void)
     stop_all(5);
 }
 
+/*
+ * Release's worst case (header): T = max(connect, command timeout) for its
+ * own request, after a renewal of the same hold that is in flight: 2 x T.
+ * Two of three servers stop while a watchdog hold renews every 100 ms, and
+ * releases are called at several points of the renewal cycle.
+ */
+static void test_release_with_a_majority_stopped_is_bounded(void)
+{
+    const char *urls[3];
+    for (int i = 0; i < 3; i++) {
+        rs_start(&srv[i], NULL);
+        urls[i] = srv[i].url;
+    }
+    redmutex_client *c = client_for(urls, 3, 300, 300); /* T = 300 ms; renewals every 100 ms */
+    redmutex_lock *l = lock_for(c, "release-bound", REDMUTEX_KIND_LOCK, 0, NULL, NULL);
+    for (int round = 0; round < 4; round++) {
+        CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+        rs_pause(&srv[0]);
+        rs_pause(&srv[1]);
+        rt_sleep_ms(30 * round); /* a different point of the renewal cycle each round */
+        int64_t t0 = rt_now_ms();
+        int rc = redmutex_lock_release(l, NULL);
+        int64_t took = rt_now_ms() - t0;
+        CHECKF(rc == REDMUTEX_ECONN || rc == REDMUTEX_ELOST, "release: %s", redmutex_last_error());
+        CHECKF(took <= 2 * 300 + rt_scaled_ms(150), "round %d: release took %lld ms with T = 300 ms", round,
+               (long long)took);
+        rs_resume(&srv[0]);
+        rs_resume(&srv[1]);
+        /* The hold stays for a retry after ECONN (then done), or was lost. */
+        int again = redmutex_lock_release(l, NULL);
+        CHECKF(again == 0 || again == REDMUTEX_ELOST || again == REDMUTEX_ENOTOWNER, "retry: %s",
+               redmutex_last_error());
+        for (int i = 0; i < 3; i++)
+            WAIT_FOR(!rs_exists(&srv[i], "release-bound"), 2000);
+    }
+    redmutex_lock_free(l);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    stop_all(3);
+}
+
 /* ---- smaller points (14, 16) ------------------------------------------------ */
 
 static void test_extend_never_passes_the_longest_ttl(void)
@@ -786,6 +874,7 @@ int main(int argc, char **argv)
         {"late_release_never_deletes_the_next_hold", test_late_release_never_deletes_the_next_hold},
         {"late_acquire_leaves_no_orphan_key", test_late_acquire_leaves_no_orphan_key},
         {"release_behind_a_busy_order_is_queued_not_dropped", test_release_behind_a_busy_order_is_queued_not_dropped},
+        {"late_release_on_a_lost_connection_changes_nothing", test_late_release_on_a_lost_connection_changes_nothing},
         {"waiter_keeps_waiting_with_one_of_three_down", test_waiter_keeps_waiting_with_one_of_three_down},
         {"waiter_keeps_waiting_with_one_of_five_down", test_waiter_keeps_waiting_with_one_of_five_down},
         {"majority_down_counts_only_real_failures", test_majority_down_counts_only_real_failures},
@@ -803,6 +892,7 @@ int main(int argc, char **argv)
         {"acquire_against_a_silent_server_is_bounded", test_acquire_against_a_silent_server_is_bounded},
         {"nonblocking_redlock_with_three_of_five_stopped_is_bounded",
          test_nonblocking_redlock_with_three_of_five_stopped_is_bounded},
+        {"release_with_a_majority_stopped_is_bounded", test_release_with_a_majority_stopped_is_bounded},
         {"extend_never_passes_the_longest_ttl", test_extend_never_passes_the_longest_ttl},
         {"no_randomness_fails_closed", test_no_randomness_fails_closed},
         {"passwords_never_appear_in_url_errors", test_passwords_never_appear_in_url_errors},

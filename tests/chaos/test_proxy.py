@@ -134,9 +134,13 @@ def test_straggler_slows_every_client_of_the_server(server):
     with server.conn() as r:
         base = min(timed(lambda: r.call("PING"))[1] for _ in range(5))
         st = Straggler(server, busy_ms=20, gap_ms=1).start()
+        slow = 0.0
         try:
-            time.sleep(0.1)
-            slow = max(timed(lambda: r.call("PING"))[1] for _ in range(10))
+            # A PING that lands in a busy script waits for its end; sample until one
+            # does (the straggler thread may need a moment on a loaded machine).
+            deadline = time.monotonic() + 5
+            while slow <= base + 5 and time.monotonic() < deadline:
+                slow = max(slow, timed(lambda: r.call("PING"))[1])
         finally:
             st.stop()
     assert st.scripts > 0

@@ -291,6 +291,11 @@ def check_lost_news(holds: list[Hold], events: list[Event], epsilon_ms: float, m
         v = h.failing_validity_end or h.validity_end
         if v is None:
             continue
+        if h.release_call is not None and h.release_call <= v:
+            # The owner released before validity ended: from then on it no longer
+            # believes it holds the lock, so news of a loss is not owed in time
+            # (a LOST that follows, once the release call returns, is informational).
+            continue
         if h.lost_cb_at is not None and h.lost_cb_at >= h.start:
             lat = (h.lost_cb_at - v) / MS
             latencies.append(lat)

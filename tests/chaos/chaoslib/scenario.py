@@ -79,35 +79,7 @@ class Env:
 # with one of the listed checker prefixes it reports XFAIL (the run does not fail), any
 # other failure is a FAIL, and a pass reports XPASS (time to remove the entry). Nothing
 # here quietens a checker: the table and the details show each violation.
-# Cross-cutting: while a release of a hold is running (and retried) against servers
-# that do not answer, the LOST news of that hold waits for it (seen 350-435 ms late).
-_LOST_BEHIND_RELEASE = "LOST news waits for a running release of the same hold (S13)"
-_S14_LIVE_ORPHANS = (
-    ("C5: ",),
-    "a release whose ordering connection to a slow server is still busy at the call's "
-    "deadline is never sent there: the key stays, owned by nobody, until its lease ends "
-    "(no connection dropped)",
-)
-_S14_DROPPED_RELEASE = (
-    ("C1: ", "C2: ", "C6: "),
-    "a release lost with a dropped connection can run on that server after the same owner's next "
-    "acquisition (docs/safety.md, 'What remains possible'); reentrant fields repeat, so it deletes "
-    "the new hold there, and a hold on a bare Redlock majority then loses its majority to another client; "
-    + _LOST_BEHIND_RELEASE,
-)
-KNOWN_GAPS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
-    ("S7", "run_id check"): (
-        ("C1: ", "C2: ", "C6: "),
-        "the run_id check makes the holder learn of r3's restart at its next request to r3 "
-        "(at most one renewal interval later), but a contender can win the restarted r3's vote "
-        "at once; only refusing the votes of a server restarted less than a lease ago closes this; "
-        + _LOST_BEHIND_RELEASE,
-    ),
-    ("S14", "N=5 proxy faults + straggler"): _S14_DROPPED_RELEASE,
-    ("S14", "N=3 proxy faults + straggler"): _S14_DROPPED_RELEASE,
-    ("S14", "N=3 late acquire/release + straggler"): _S14_LIVE_ORPHANS,
-    ("S14", "N=5 late acquire/release + straggler"): _S14_LIVE_ORPHANS,
-}
+KNOWN_GAPS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {}
 
 
 @dataclass
