@@ -118,9 +118,11 @@ static void held_three_leases_pttl_stays_above_two_thirds(redmutex_kind kind)
         samples++;
         rt_sleep_ms(5);
     }
-    /* Renewal is due at 0.3 x lease; a run with scaled time bounds (valgrind)
-       also allows the renewal to start up to 0.1 x lease late. */
-    int64_t floor_ms = lease * 2 / 3 - (rt_time_scale() > 1 ? lease / 10 : 0);
+    /* Renewal is due at 0.3 x lease (PTTL then 0.7 x lease); it may start up
+       to 0.1 x lease late on a loaded 2-core machine (a thread wake-up under
+       TSan can take tens of ms). A renewal due later than 0.4 x lease, or
+       none, falls below the floor. */
+    int64_t floor_ms = lease * 2 / 3 - lease / 10;
     CHECKF(min_pttl >= floor_ms, "PTTL fell to %lld ms with a %lld ms lease", min_pttl, (long long)lease);
     CHECK(state_of(l) == REDMUTEX_STATE_HELD);
     int64_t validity;
