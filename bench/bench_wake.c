@@ -104,7 +104,8 @@ static void raw_wait(redisContext *cmd, redisContext *sub)
     }
 }
 
-/* The waiting process: per request (0 raw, 1 plain) it says "started", waits, reports when it acquired, releases. */
+/* The waiting process: per request (0 raw, 1 plain) it says "started", waits, reports when it acquired,
+ * releases. */
 static void waiter_main(int in, int out)
 {
     redisContext *cmd = connect_or_die(), *sub = connect_or_die();
@@ -178,7 +179,7 @@ int main(int argc, char **argv)
             else if (redmutex_lock_acquire(l, NULL, 0) != 0)
                 return 1;
             put(to_child[1], k);
-            get(from_child[0]); /* started: about to block */
+            get(from_child[0]);                           /* started: about to block */
             usleep((useconds_t)(30000 + rand() % 50000)); /* it is blocked */
             int64_t t_call = now_ns();
             if (k == 0)
@@ -195,8 +196,9 @@ int main(int argc, char **argv)
     put(to_child[1], -1);
     waitpid(pid, NULL, 0);
     double rt = (double)median(rtt, (size_t)samples);
-    printf("wake-up: a waiter process blocked on a lock another process holds, %d samples each, interleaved\n",
-           samples);
+    printf(
+        "wake-up: a waiter process blocked on a lock another process holds, %d samples each, interleaved\n",
+        samples);
     printf("  round trip (PING back to back, median): %.1f us\n", rt / 1e3);
     const char *names[2] = {"raw hiredis, same protocol (floor)", "redmutex plain lock"};
     int64_t m[2][2];
@@ -207,8 +209,8 @@ int main(int argc, char **argv)
                "%6.1f us (%5.1f RT)\n",
                names[k], m[k][0] / 1e3, m[k][0] / rt, m[k][1] / 1e3, m[k][1] / rt);
     }
-    printf("  redmutex / floor: %.2fx from the release call, %.2fx from its return\n", (double)m[1][0] / m[0][0],
-           (double)m[1][1] / m[0][1]);
+    printf("  redmutex / floor: %.2fx from the release call, %.2fx from its return\n",
+           (double)m[1][0] / m[0][0], (double)m[1][1] / m[0][1]);
     redmutex_lock_free(l);
     redmutex_client_close(c);
     redmutex_client_free(c);

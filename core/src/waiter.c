@@ -75,9 +75,9 @@ typedef struct rm_subscriber {
     rm_buf *out;
     int64_t *retry_at;
     int64_t *backoff_ms;
-    bool *dead;           /* per server: the leader found the connection broken (the thread closes it) */
-    rm_waiter *leader;    /* the waiter reading the connections, or NULL (the thread reads) */
-    bool polling_conns;   /* the thread is in poll() on the connections */
+    bool *dead;         /* per server: the leader found the connection broken (the thread closes it) */
+    rm_waiter *leader;  /* the waiter reading the connections, or NULL (the thread reads) */
+    bool polling_conns; /* the thread is in poll() on the connections */
 } rm_subscriber;
 
 static void signal_fd(int fd)
@@ -505,8 +505,8 @@ static rm_subscriber *ensure_subscriber(redmutex_client *c)
     sub->backoff_ms = calloc(c->n, sizeof *sub->backoff_ms);
     sub->dead = calloc(c->n, sizeof *sub->dead);
     c->sub = sub;
-    if (sub->wake_fd < 0 || !sub->conns || !sub->up || !sub->out || !sub->retry_at || !sub->backoff_ms || !sub->dead ||
-        pthread_create(&sub->thread, NULL, subscriber_main, c) != 0) {
+    if (sub->wake_fd < 0 || !sub->conns || !sub->up || !sub->out || !sub->retry_at || !sub->backoff_ms ||
+        !sub->dead || pthread_create(&sub->thread, NULL, subscriber_main, c) != 0) {
         c->sub = NULL;
         free_subscriber(c, sub);
         return NULL;
@@ -580,7 +580,8 @@ static bool join_channel(redmutex_client *c, const char *channel, rm_waiter *w)
 static bool take_lead(redmutex_client *c, rm_waiter *w)
 {
     rm_subscriber *sub = c->sub;
-    if (!sub || sub->stop || !w->ch || w->efd < 0 || c->n > LEAD_MAX_SERVERS || (sub->leader && sub->leader != w))
+    if (!sub || sub->stop || !w->ch || w->efd < 0 || c->n > LEAD_MAX_SERVERS ||
+        (sub->leader && sub->leader != w))
         return false;
     if (!sub->leader) {
         sub->leader = w;
