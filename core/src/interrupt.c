@@ -131,7 +131,7 @@ void rm_wait_end(redmutex_client *c, rm_wait *w)
     rm_client_unlock(c);
 }
 
-int rm_wait_poll(redmutex_client *c, rm_wait *w, int fd, int64_t until_ns)
+int rm_wait_poll_set(redmutex_client *c, rm_wait *w, struct pollfd *p, size_t n, int64_t until_ns)
 {
     bool interruptible = w && w->registered;
     bool watch = interruptible; /* poll the interrupt fd too (false while it is stale) */
@@ -154,18 +154,27 @@ int rm_wait_poll(redmutex_client *c, rm_wait *w, int fd, int64_t until_ns)
             if (!watch && ms > RM_STALE_SLICE_MS)
                 ms = RM_STALE_SLICE_MS;
         }
-        struct pollfd p[2] = {{fd, POLLIN, 0}, {watch ? ifd : -1, POLLIN, 0}};
-        int r = poll(p, 2, (int)ms);
+        for (size_t i = 0; i < n; i++)
+            p[i].revents = 0;
+        p[n] = (struct pollfd){watch ? ifd : -1, POLLIN, 0};
+        int r = poll(p, (nfds_t)n + 1, (int)ms);
         if (r < 0 && errno == EINTR && interruptible && c->opts.interrupt &&
             c->opts.interrupt(c->opts.interrupt_payload))
             return RM_POLL_INTERRUPTED;
         if (r <= 0)
             continue;
-        if (p[0].revents)
-            return 1;
-        if (p[1].revents && !rm_wait_interrupted(c, w))
+        for (size_t i = 0; i < n; i++)
+            if (p[i].revents)
+                return 1;
+        if (p[n].revents && !rm_wait_interrupted(c, w))
             watch = false;
     }
+}
+
+int rm_wait_poll(redmutex_client *c, rm_wait *w, int fd, int64_t until_ns)
+{
+    struct pollfd p[2] = {{fd, POLLIN, 0}, {-1, 0, 0}};
+    return rm_wait_poll_set(c, w, p, 1, until_ns);
 }
 
 void rm_interrupt_after_fork(redmutex_client *c)

@@ -31,6 +31,13 @@ bool rm_wait_interrupted(redmutex_client *c, const rm_wait *w);
  * to stop for (RM_POLL_INTERRUPTED). Caller holds no mutex.
  */
 int rm_wait_poll(redmutex_client *c, rm_wait *w, int fd, int64_t until_ns);
+/**
+ * rm_wait_poll over the n descriptors of p (p has n + 1 slots: the last is
+ * the interrupt fd's). 1 when one of them has revents (the caller reads
+ * them), else as rm_wait_poll.
+ */
+struct pollfd;
+int rm_wait_poll_set(redmutex_client *c, rm_wait *w, struct pollfd *p, size_t n, int64_t until_ns);
 /** Close: marks the client closing and wakes every wait. */
 void rm_interrupt_wake_all(redmutex_client *c);
 void rm_interrupt_after_fork(redmutex_client *c);

@@ -6,6 +6,15 @@
  * retry per process rather than one per waiting thread. Waiters sleep in
  * poll() on their own eventfd, which lets a signal (Ctrl-C) interrupt them.
  *
+ * A thread blocked in rm_waiter_wait reads the pub/sub connections itself
+ * while nobody else does (leader/followers): the first such waiter becomes
+ * the leader, and the subscriber thread stops reading until the leader's
+ * wait ends. A release message for the leader's own lock then needs no
+ * hand-off between threads: on a busy machine every thread wake-up may wait
+ * for a CPU. Messages for other waiters are passed on as before. The
+ * subscriber thread still owns the connections (it connects, subscribes,
+ * closes); all reading and writing on them happens under the client mutex.
+ *
  * Notification is an optimisation, never a requirement: waiters also retry
  * when the holder's lease ends and after a capped backoff, so a missed
  * message, a lost pub/sub connection or a holder that never publishes costs
@@ -31,6 +40,8 @@
 
 /* An unused channel stays subscribed this long, so back-to-back waits do not churn. */
 #define LINGER_NS (2000 * RM_NS_PER_MS)
+/* A client with more servers than this leaves the reading to the subscriber thread. */
+#define LEAD_MAX_SERVERS 16
 
 typedef struct rm_channel {
     struct rm_channel *next;
@@ -69,6 +80,9 @@ typedef struct rm_subscriber {
     rm_buf *out;
     int64_t *retry_at;
     int64_t *backoff_ms;
+    bool *dead;         /* per server: the leader found the connection broken (the thread closes it) */
+    rm_waiter *leader;  /* the waiter reading the connections, or NULL (the thread reads) */
+    bool polling_conns; /* the thread is in poll() on the connections */
 } rm_subscriber;
 
 static void signal_fd(int fd)
@@ -146,6 +160,7 @@ static void free_subscriber(redmutex_client *c, rm_subscriber *sub)
     free(sub->out);
     free(sub->retry_at);
     free(sub->backoff_ms);
+    free(sub->dead);
     free(sub);
 }
 
@@ -291,6 +306,143 @@ static void lose_server(redmutex_client *c, rm_subscriber *sub, size_t i)
     (void)c;
 }
 
+/*
+ * Reads what server i sent and acts on it. False when the connection broke
+ * (or sent what no subscriber connection may). Caller holds c->mu.
+ */
+static bool read_server(rm_subscriber *sub, size_t i)
+{
+    rm_conn *conn = sub->conns[i];
+    bool broken = false;
+    char buf[4096], err[160];
+    for (;;) {
+        ssize_t got = rm_conn_recv(conn, buf, sizeof buf);
+        if (got < 0 || (got > 0 && rm_reader_feed(conn->reader, buf, (size_t)got, err, sizeof err) != 0))
+            broken = true;
+        if (got <= 0 || broken || (size_t)got < sizeof buf)
+            break;
+    }
+    rm_reply *rep;
+    int more;
+    while (!broken && (more = rm_reader_next(conn->reader, &rep, err, sizeof err)) != 0) {
+        if (more < 0 || rep->type == RM_REPLY_ERROR) {
+            /* NOAUTH, NOPERM on a channel, a hostile reply: start over later. */
+            if (more > 0)
+                rm_reply_free(rep);
+            broken = true;
+            break;
+        }
+        handle_push(sub, i, rep);
+        rm_reply_free(rep);
+    }
+    return !broken;
+}
+
+/* Closes server i's connection (the thread only). Caller holds c->mu. */
+static void drop_server(redmutex_client *c, rm_subscriber *sub, size_t i)
+{
+    rm_conn_close(sub->conns[i]);
+    sub->conns[i] = NULL;
+    sub->out[i].len = 0;
+    sub->dead[i] = false;
+    lose_server(c, sub, i);
+}
+
+/*
+ * Drops channels nobody has used for a while and connections the leader
+ * found broken, and queues the SUBSCRIBEs still owed. Returns a server to
+ * connect to now (SIZE_MAX: none); *next_ns is the next timer. Caller holds c->mu.
+ */
+static size_t plan(redmutex_client *c, rm_subscriber *sub, int64_t *next_ns)
+{
+    int64_t now = rm_now_ns();
+    bool any_wanted = false;
+    for (size_t i = 0; i < c->n; i++)
+        if (sub->dead[i] && sub->conns[i])
+            drop_server(c, sub, i);
+    for (rm_channel **p = &sub->channels; *p;) {
+        rm_channel *ch = *p;
+        if (ch->refs == 0 && now - ch->idle_since >= LINGER_NS) {
+            for (size_t i = 0; i < c->n; i++)
+                if (ch->sent[i] && sub->conns[i])
+                    append_cmd(&sub->out[i], "UNSUBSCRIBE", ch->name);
+            *p = ch->next;
+            free_channel(ch);
+            continue;
+        }
+        if (ch->refs == 0 && ch->idle_since + LINGER_NS < *next_ns)
+            *next_ns = ch->idle_since + LINGER_NS;
+        any_wanted |= ch->refs > 0;
+        p = &ch->next;
+    }
+    size_t connect_i = SIZE_MAX;
+    for (size_t i = 0; i < c->n; i++) {
+        if (!sub->conns[i]) {
+            if (any_wanted && now >= sub->retry_at[i] && connect_i == SIZE_MAX)
+                connect_i = i;
+            else if (any_wanted && sub->retry_at[i] < *next_ns)
+                *next_ns = sub->retry_at[i];
+            continue;
+        }
+        for (rm_channel *ch = sub->channels; ch; ch = ch->next)
+            if (!ch->sent[i]) {
+                append_cmd(&sub->out[i], "SUBSCRIBE", ch->name);
+                ch->sent[i] = true;
+            }
+    }
+    return connect_i;
+}
+
+/*
+ * Sends what is queued and fills the thread's poll set: its wake-up fd, and
+ * each connection, unless a leader reads them (then only those with output
+ * still to send). Returns the number of entries. Caller holds c->mu.
+ */
+static size_t poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pfds, size_t *map)
+{
+    size_t np = 0;
+    pfds[np] = (struct pollfd){sub->wake_fd, POLLIN, 0};
+    map[np++] = SIZE_MAX;
+    for (size_t i = 0; i < c->n; i++) {
+        rm_conn *conn = sub->conns[i];
+        if (!conn || sub->dead[i])
+            continue;
+        while (sub->out[i].len > 0) {
+            ssize_t w = rm_conn_send(conn, sub->out[i].data, sub->out[i].len);
+            if (w < 0)
+                shutdown(conn->fd, SHUT_RDWR); /* poll() reports it and the read drops it */
+            if (w <= 0)
+                break;
+            rm_buf_consume(&sub->out[i], (size_t)w);
+        }
+        if (sub->leader && sub->out[i].len == 0)
+            continue;
+        pfds[np] = (struct pollfd){conn->fd, rm_conn_events(conn, sub->out[i].len > 0), 0};
+        map[np++] = i;
+    }
+    return np;
+}
+
+/* A new connection to server i (or none: NULL). Caller holds c->mu. */
+static void connected(redmutex_client *c, rm_subscriber *sub, size_t i, rm_conn *conn)
+{
+    if (!conn) {
+        lose_server(c, sub, i);
+        return;
+    }
+    sub->conns[i] = conn;
+    sub->up[i] = true;
+    sub->dead[i] = false;
+    sub->backoff_ms[i] = 0;
+    sub->out[i].len = 0;
+    for (rm_channel *ch = sub->channels; ch; ch = ch->next) {
+        ch->sent[i] = ch->confirmed[i] = false;
+        ch->skip[i] = 0;
+    }
+    if (sub->leader)
+        signal_waiter(sub->leader); /* it reads this connection too from now on */
+}
+
 static void *subscriber_main(void *arg)
 {
     redmutex_client *c = arg;
@@ -301,122 +453,33 @@ static void *subscriber_main(void *arg)
 
     rm_client_lock(c);
     rm_subscriber *sub = c->sub;
-    size_t n = c->n;
-    struct pollfd *pfds = calloc(n + 1, sizeof *pfds);
-    size_t *map = calloc(n + 1, sizeof *map);
+    struct pollfd *pfds = calloc(c->n + 1, sizeof *pfds);
+    size_t *map = calloc(c->n + 1, sizeof *map);
     while (!sub->stop && pfds && map) {
-        int64_t now = rm_now_ns();
         int64_t next_ns = INT64_MAX;
-        bool any_wanted = false;
-        /* Drop channels nobody has used for a while. */
-        for (rm_channel **p = &sub->channels; *p;) {
-            rm_channel *ch = *p;
-            if (ch->refs == 0 && now - ch->idle_since >= LINGER_NS) {
-                for (size_t i = 0; i < n; i++)
-                    if (ch->sent[i] && sub->conns[i])
-                        append_cmd(&sub->out[i], "UNSUBSCRIBE", ch->name);
-                *p = ch->next;
-                free_channel(ch);
-                continue;
-            }
-            if (ch->refs == 0 && ch->idle_since + LINGER_NS < next_ns)
-                next_ns = ch->idle_since + LINGER_NS;
-            any_wanted |= ch->refs > 0;
-            p = &ch->next;
-        }
-        size_t connect_i = SIZE_MAX;
-        for (size_t i = 0; i < n; i++) {
-            if (!sub->conns[i]) {
-                if (any_wanted && now >= sub->retry_at[i] && connect_i == SIZE_MAX)
-                    connect_i = i;
-                else if (any_wanted && sub->retry_at[i] < next_ns)
-                    next_ns = sub->retry_at[i];
-                continue;
-            }
-            for (rm_channel *ch = sub->channels; ch; ch = ch->next)
-                if (!ch->sent[i]) {
-                    append_cmd(&sub->out[i], "SUBSCRIBE", ch->name);
-                    ch->sent[i] = true;
-                }
-        }
-        rm_client_unlock(c);
-
+        size_t connect_i = plan(c, sub, &next_ns);
         if (connect_i != SIZE_MAX) {
+            rm_client_unlock(c);
             rm_conn *conn = connect_pubsub(c, sub, connect_i);
             rm_client_lock(c);
-            if (conn) {
-                sub->conns[connect_i] = conn;
-                sub->up[connect_i] = true;
-                sub->backoff_ms[connect_i] = 0;
-                sub->out[connect_i].len = 0;
-                for (rm_channel *ch = sub->channels; ch; ch = ch->next) {
-                    ch->sent[connect_i] = ch->confirmed[connect_i] = false;
-                    ch->skip[connect_i] = 0;
-                }
-            } else {
-                lose_server(c, sub, connect_i);
-            }
+            connected(c, sub, connect_i, conn);
             continue;
         }
-
-        size_t np = 0;
-        pfds[np] = (struct pollfd){sub->wake_fd, POLLIN, 0};
-        map[np++] = SIZE_MAX;
-        for (size_t i = 0; i < n; i++) {
-            rm_conn *conn = sub->conns[i];
-            if (!conn)
-                continue;
-            while (sub->out[i].len > 0) {
-                ssize_t w = rm_conn_send(conn, sub->out[i].data, sub->out[i].len);
-                if (w < 0)
-                    shutdown(conn->fd, SHUT_RDWR); /* poll() reports it and the read below drops it */
-                if (w <= 0)
-                    break;
-                rm_buf_consume(&sub->out[i], (size_t)w);
-            }
-            pfds[np] = (struct pollfd){conn->fd, rm_conn_events(conn, sub->out[i].len > 0), 0};
-            map[np++] = i;
-        }
+        size_t np = poll_set(c, sub, pfds, map);
+        sub->polling_conns = sub->leader == NULL;
+        rm_client_unlock(c);
         int64_t ms = next_ns == INT64_MAX ? 60000 : rm_ms_until(next_ns);
         int r = poll(pfds, np, ms > 60000 ? 60000 : (int)ms);
         rm_client_lock(c);
+        sub->polling_conns = false;
         if (r <= 0)
             continue;
         if (pfds[0].revents)
             drain_fd(sub->wake_fd);
         for (size_t k = 1; k < np; k++) {
             size_t i = map[k];
-            rm_conn *conn = sub->conns[i];
-            if (!pfds[k].revents || !conn)
-                continue;
-            bool broken = false;
-            char buf[16384], err[160];
-            for (;;) {
-                ssize_t got = rm_conn_recv(conn, buf, sizeof buf);
-                if (got < 0 || (got > 0 && rm_reader_feed(conn->reader, buf, (size_t)got, err, sizeof err) != 0))
-                    broken = true;
-                if (got <= 0 || broken || (size_t)got < sizeof buf)
-                    break;
-            }
-            rm_reply *rep;
-            int more;
-            while (!broken && (more = rm_reader_next(conn->reader, &rep, err, sizeof err)) != 0) {
-                if (more < 0 || rep->type == RM_REPLY_ERROR) {
-                    /* NOAUTH, NOPERM on a channel, a hostile reply: start over later. */
-                    if (more > 0)
-                        rm_reply_free(rep);
-                    broken = true;
-                    break;
-                }
-                handle_push(sub, i, rep);
-                rm_reply_free(rep);
-            }
-            if (broken) {
-                rm_conn_close(conn);
-                sub->conns[i] = NULL;
-                sub->out[i].len = 0;
-                lose_server(c, sub, i);
-            }
+            if (pfds[k].revents && sub->conns[i] && !sub->dead[i] && !read_server(sub, i))
+                drop_server(c, sub, i);
         }
     }
     free(pfds);
@@ -445,9 +508,10 @@ static rm_subscriber *ensure_subscriber(redmutex_client *c)
     sub->out = calloc(c->n, sizeof *sub->out);
     sub->retry_at = calloc(c->n, sizeof *sub->retry_at);
     sub->backoff_ms = calloc(c->n, sizeof *sub->backoff_ms);
+    sub->dead = calloc(c->n, sizeof *sub->dead);
     c->sub = sub;
     if (sub->wake_fd < 0 || !sub->conns || !sub->up || !sub->out || !sub->retry_at || !sub->backoff_ms ||
-        pthread_create(&sub->thread, NULL, subscriber_main, c) != 0) {
+        !sub->dead || pthread_create(&sub->thread, NULL, subscriber_main, c) != 0) {
         c->sub = NULL;
         free_subscriber(c, sub);
         return NULL;
@@ -503,8 +567,114 @@ static bool join_channel(redmutex_client *c, const char *channel, rm_waiter *w)
     else
         ch->head = w;
     ch->tail = w;
-    signal_fd(sub->wake_fd);
+    /* The subscriber thread has work if the channel is not subscribed on
+       every connection, a connection is missing, or a pollable wait needs
+       a reader while nobody reads. (A blocking waiter takes the lead.) */
+    bool work = w->efd < 0 && !sub->polling_conns && !sub->leader;
+    for (size_t i = 0; i < c->n; i++)
+        work |= !sub->up[i] || !ch->sent[i];
+    if (work)
+        signal_fd(sub->wake_fd);
     return true;
+}
+
+/*
+ * Makes w (a blocking waiter) the reader of the subscription connections if
+ * nobody else reads them. True when w leads. Caller holds c->mu.
+ */
+static bool take_lead(redmutex_client *c, rm_waiter *w)
+{
+    rm_subscriber *sub = c->sub;
+    if (!sub || sub->stop || !w->ch || w->efd < 0 || c->n > LEAD_MAX_SERVERS ||
+        (sub->leader && sub->leader != w))
+        return false;
+    if (!sub->leader) {
+        sub->leader = w;
+        if (sub->polling_conns)
+            signal_fd(sub->wake_fd); /* it stops reading: two readers would wake two threads */
+    }
+    return true;
+}
+
+/*
+ * If w leads (or may take the lead), fills p with the subscription
+ * connections to poll (conns[] the connections, map[] their servers).
+ * Returns the number of entries. Caller holds c->mu.
+ */
+static size_t lead(redmutex_client *c, rm_waiter *w, struct pollfd *p, rm_conn **conns, size_t *map)
+{
+    if (!take_lead(c, w))
+        return 0;
+    rm_subscriber *sub = c->sub;
+    size_t np = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        rm_conn *conn = sub->conns[i];
+        if (!conn || sub->dead[i])
+            continue;
+        p[np] = (struct pollfd){conn->fd, rm_conn_events(conn, false), 0};
+        conns[np] = conn;
+        map[np++] = i;
+    }
+    return np;
+}
+
+/*
+ * The leader reads the connections poll() found ready. A broken one is
+ * left to the subscriber thread to close. Caller holds c->mu.
+ */
+static void read_as_leader(redmutex_client *c, rm_waiter *w, const struct pollfd *p, rm_conn *const *conns,
+                           const size_t *map, size_t np)
+{
+    rm_subscriber *sub = c->sub;
+    if (!sub || sub->leader != w)
+        return;
+    /* A failed read sets this thread's error message: keep the caller's. */
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", redmutex_last_error());
+    int saved_code = redmutex_last_error_code();
+    bool failed = false;
+    for (size_t k = 0; k < np; k++) {
+        size_t i = map[k];
+        if (!p[k].revents || sub->conns[i] != conns[k] || sub->dead[i] || read_server(sub, i))
+            continue;
+        sub->dead[i] = true;
+        failed = true;
+        signal_fd(sub->wake_fd);
+    }
+    if (failed) {
+        redmutex_clear_error();
+        if (saved_code || saved[0])
+            rm_fail(saved_code, "%s", saved);
+    }
+}
+
+/*
+ * One sleep of a blocking waiter, until its eventfd is signalled (1),
+ * until_ns (0) or an interrupt (RM_POLL_INTERRUPTED; `wait` may be NULL),
+ * reading the subscription connections meanwhile if it leads. Caller holds
+ * no mutex.
+ */
+static int sleep_once(redmutex_client *c, rm_waiter *w, rm_wait *wait, int64_t until_ns)
+{
+    /* p[0] is w's eventfd, then the connections it reads as the leader, then the interrupt fd's slot. */
+    struct pollfd p[LEAD_MAX_SERVERS + 2];
+    rm_conn *conns[LEAD_MAX_SERVERS];
+    size_t map[LEAD_MAX_SERVERS];
+    rm_client_lock(c);
+    size_t np = lead(c, w, p + 1, conns, map);
+    rm_client_unlock(c);
+    p[0] = (struct pollfd){w->efd, POLLIN, 0};
+    int r = rm_wait_poll_set(c, wait, p, np + 1, until_ns);
+    if (r > 0 && np > 0) {
+        rm_client_lock(c);
+        read_as_leader(c, w, p + 1, conns, map, np);
+        rm_client_unlock(c);
+    }
+    /* Every signal of the eventfd follows a change of state that the
+       caller looks at next, under the mutex. */
+    if (r > 0)
+        drain_fd(w->efd);
+    return r;
 }
 
 int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns, rm_wait *wait, rm_waiter **out)
@@ -523,12 +693,14 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
     if (join_channel(c, channel, w)) {
         rm_subscriber *sub = c->sub;
         rm_channel *ch = w->ch;
+        /* Leading from now on, the subscriber thread (which join_channel
+           woke) stops reading before the message this wait is for arrives. */
+        take_lead(c, w);
         /* Wait (briefly) until the server confirms, so that the retry
            after this cannot miss a release. */
         while (!subscribed_enough(c, sub, ch) && rm_now_ns() < deadline_ns) {
             rm_client_unlock(c);
-            int r = rm_wait_poll(c, wait, w->efd, deadline_ns);
-            drain_fd(w->efd);
+            int r = sleep_once(c, w, wait, deadline_ns);
             rm_client_lock(c);
             if (r == RM_POLL_INTERRUPTED || w->ch != ch || c->sub != sub)
                 break; /* interrupted, or the client is shutting down (channel and subscriber gone) */
@@ -611,11 +783,8 @@ int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *int
             return result;
         /* Once interrupted (or while a hand-off is in flight) only the result is waited for. */
         rm_wait *wait = in_flight || *interrupted ? NULL : w->wait;
-        int r = rm_wait_poll(c, wait, w->efd, in_flight ? rm_deadline_after_ms(100) : until_ns);
-        if (r == RM_POLL_INTERRUPTED)
+        if (sleep_once(c, w, wait, in_flight ? rm_deadline_after_ms(100) : until_ns) == RM_POLL_INTERRUPTED)
             *interrupted = true;
-        if (r > 0)
-            drain_fd(w->efd);
     }
 }
 
@@ -681,6 +850,8 @@ void rm_waiter_end(redmutex_client *c, rm_waiter *w)
         /* A wake-up this waiter did not use goes to the next one. */
         if (w->notified)
             wake_one(ch);
+        if (c->sub && c->sub->leader == w)
+            c->sub->leader = NULL; /* the subscriber thread reads again (woken below) */
         if (--ch->refs == 0)
             ch->idle_since = rm_now_ns();
         if (c->sub)
@@ -752,6 +923,7 @@ void rm_waiter_released(redmutex_client *c, const char *channel, const bool *arm
 /* Cuts every waiter loose from its channel and wakes it (shutdown). Caller holds c->mu. */
 static void detach_waiters(rm_subscriber *sub, bool wake)
 {
+    sub->leader = NULL;
     for (rm_channel *ch = sub->channels; ch; ch = ch->next) {
         for (rm_waiter *w = ch->head, *next; w; w = next) {
             next = w->next;

@@ -256,10 +256,14 @@ static void test_waits_that_begin_after_an_interrupt_are_not_affected(void)
     /* And it slept: a readable interrupt fd left over would make it spin. */
     CHECKF(thread_cpu_ms() - cpu0 < 200, "the 400 ms wait used %lld ms of CPU", (long long)(thread_cpu_ms() - cpu0));
 
-    /* After an interrupt that did end a wait. */
+    /* After an interrupt that did end a wait. (On a name of its own: the
+       channel of "later" is still subscribed from the wait above, so the
+       subscriber count could not tell that this wait has begun.) */
+    holder h2;
+    hold(&h2, "later-2");
     waiter w;
-    start_waiter(&w, c, "later", REDMUTEX_WAIT_FOREVER);
-    wait_until_waiting("later");
+    start_waiter(&w, c, "later-2", REDMUTEX_WAIT_FOREVER);
+    wait_until_waiting("later-2");
     int64_t t1 = rt_now_us();
     redmutex_client_interrupt(c);
     check_interrupted(&w, t1);
@@ -276,6 +280,7 @@ static void test_waits_that_begin_after_an_interrupt_are_not_affected(void)
     redmutex_lock_free(l);
     redmutex_client_free(c);
     unhold(&h);
+    unhold(&h2);
 }
 
 static int64_t during_the_subscription(void)

@@ -308,6 +308,135 @@ static void test_own_release_message_never_swallows_the_next(void)
     redmutex_client_free(theirs);
 }
 
+/* ---- waiters that read the pub/sub connection themselves ---------------- */
+
+typedef struct waiting {
+    redmutex_lock *l;
+    pthread_t t;
+    atomic_llong done_us; /* when acquire returned, 0 before */
+    atomic_int rc;
+} waiting;
+
+static void *wait_thread(void *p)
+{
+    waiting *a = p;
+    int rc = redmutex_lock_acquire(a->l, NULL, rt_scaled_ms(20000));
+    atomic_store(&a->rc, rc);
+    atomic_store(&a->done_us, rt_now_us());
+    return NULL;
+}
+
+/* A waiter that has waited this long retries on its own only 1.2 s or more
+   later (its backoff doubles from 50 ms, less up to a quarter of jitter: its
+   retries come at 1.16-1.55 s, then 2.36-3.15 s, then 4.76-6.35 s after it
+   began): a wake-up within 500 ms of a release was the release's message. */
+#define ASLEEP_MS 3500
+#define PROMPT_MS 500
+
+/* Starts a thread waiting for `name` (held by another client); returns once it is subscribed. */
+static void start_waiting(waiting *a, redmutex_client *c, const char *name)
+{
+    char channel[128];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    CHECK_OK(redmutex_lock_new(&a->l, c, name, REDMUTEX_KIND_LOCK, NULL));
+    atomic_store(&a->done_us, 0);
+    atomic_store(&a->rc, -1);
+    pthread_create(&a->t, NULL, wait_thread, a);
+    int64_t deadline = rt_now_ms() + rt_scaled_ms(5000);
+    while (rs_numsub(&srv, channel) != 1 && rt_now_ms() < deadline)
+        rt_sleep_ms(5);
+    CHECKF(rs_numsub(&srv, channel) == 1, "the waiter for %s never subscribed", name);
+}
+
+/* Releases `theirs` and checks that a (and only a) acquires promptly. */
+static void release_wakes(redmutex_lock *theirs, waiting *a, waiting *still)
+{
+    int64_t released = rt_now_us();
+    CHECK_OK(redmutex_lock_release(theirs, NULL));
+    pthread_join(a->t, NULL);
+    CHECK_OK(atomic_load(&a->rc));
+    int64_t late_ms = (atomic_load(&a->done_us) - released) / 1000;
+    CHECKF(late_ms < PROMPT_MS, "woke %lld ms after the release", (long long)late_ms);
+    CHECK(!still || atomic_load(&still->done_us) == 0);
+    CHECK_OK(redmutex_lock_release(a->l, NULL));
+    redmutex_lock_free(a->l);
+}
+
+static redmutex_client *patient_client(void)
+{
+    redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.wait_backoff_cap_ms = 30000; /* only a message explains a prompt wake-up */
+    const char *u = srv.url;
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &u, 1, &o));
+    return c;
+}
+
+static void close_all(redmutex_client *a, redmutex_client *b)
+{
+    redmutex_client_close(a);
+    redmutex_client_free(a);
+    redmutex_client_close(b);
+    redmutex_client_free(b);
+}
+
+/* Two threads of one client wait for two locks; the first to wait reads
+   the subscription and must pass the other's message on, and after it is
+   gone the other's message must still arrive. */
+static void leader_and_follower(bool leader_first)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *mine = patient_client(), *theirs = rt_client(&srv, 0);
+    redmutex_lock *x, *y;
+    CHECK_OK(redmutex_lock_new(&x, theirs, "lead:x", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_new(&y, theirs, "lead:y", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(x, NULL, 0));
+    CHECK_OK(redmutex_lock_acquire(y, NULL, 0));
+    waiting lead, follow;
+    start_waiting(&lead, mine, "lead:x");
+    start_waiting(&follow, mine, "lead:y");
+    rt_sleep_ms(ASLEEP_MS);
+    CHECK(atomic_load(&lead.done_us) == 0 && atomic_load(&follow.done_us) == 0);
+    if (leader_first) {
+        release_wakes(x, &lead, &follow);
+        release_wakes(y, &follow, NULL);
+    } else {
+        release_wakes(y, &follow, &lead);
+        release_wakes(x, &lead, NULL);
+    }
+    redmutex_lock_free(x);
+    redmutex_lock_free(y);
+    close_all(mine, theirs);
+}
+
+static void test_a_waiter_that_reads_passes_on_another_waiters_message(void) { leader_and_follower(false); }
+
+static void test_a_waiters_message_arrives_after_the_reading_waiter_left(void) { leader_and_follower(true); }
+
+/* The waiter reading the subscription sees it killed: the subscriber
+   thread reconnects and the next release still wakes it promptly. */
+static void test_a_reading_waiter_survives_a_killed_subscription(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *mine = patient_client(), *theirs = rt_client(&srv, 0);
+    redmutex_lock *x;
+    CHECK_OK(redmutex_lock_new(&x, theirs, "lead:kill", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(x, NULL, 0));
+    waiting w;
+    start_waiting(&w, mine, "lead:kill");
+    rt_sleep_ms(50); /* past its attempt after subscribing: asleep, reading the subscription */
+    CHECK(rs_int(&srv, "CLIENT KILL TYPE pubsub") == 1);
+    int64_t deadline = rt_now_ms() + rt_scaled_ms(5000);
+    while (rs_numsub(&srv, "redisson_lock__channel:{lead:kill}") != 1 && rt_now_ms() < deadline)
+        rt_sleep_ms(5);
+    CHECKF(rs_numsub(&srv, "redisson_lock__channel:{lead:kill}") == 1, "never subscribed again");
+    rt_sleep_ms(ASLEEP_MS); /* past the retry the lost connection caused */
+    CHECK(atomic_load(&w.done_us) == 0);
+    release_wakes(x, &w, NULL);
+    redmutex_lock_free(x);
+    close_all(mine, theirs);
+}
+
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
@@ -321,6 +450,11 @@ int main(int argc, char **argv)
         {"extend_replace_on_a_watchdog_hold_renews_sooner", test_extend_replace_on_a_watchdog_hold_renews_sooner},
         {"handoff_never_revives_a_lost_hold", test_handoff_never_revives_a_lost_hold},
         {"own_release_message_never_swallows_the_next", test_own_release_message_never_swallows_the_next},
+        {"a_waiter_that_reads_passes_on_another_waiters_message",
+         test_a_waiter_that_reads_passes_on_another_waiters_message},
+        {"a_waiters_message_arrives_after_the_reading_waiter_left",
+         test_a_waiters_message_arrives_after_the_reading_waiter_left},
+        {"a_reading_waiter_survives_a_killed_subscription", test_a_reading_waiter_survives_a_killed_subscription},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

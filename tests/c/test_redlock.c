@@ -237,7 +237,7 @@ static void test_restarted_server_is_no_vote_for_a_lease(void)
 {
     start_servers(3);
     const char *urls[3] = {servers[0].url, servers[1].url, servers[2].url};
-    const int64_t lease = 1000;
+    const int64_t lease = rt_scaled_ms(2000);
     redmutex_client *holder = quorum_client(3, urls, 300, lease);
     redmutex_client *other = quorum_client(3, urls, 300, lease);
     redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
@@ -256,7 +256,7 @@ static void test_restarted_server_is_no_vote_for_a_lease(void)
     CHECK(rt_now_ms() - held_at < lease); /* ... while the holder's validity could still be open */
     CHECK(!rs_exists(&servers[2], "young")); /* its grant there was taken back */
     /* Once the lease has passed since the restart was seen, s3 counts again. */
-    WAIT_FOR(redmutex_lock_acquire(x, NULL, 0) == 0, 4000);
+    WAIT_FOR(redmutex_lock_acquire(x, NULL, 0) == 0, 3 * lease);
     CHECK_OK(redmutex_lock_release(x, NULL));
     redmutex_lock_free(h);
     redmutex_lock_free(x);
