@@ -175,7 +175,10 @@ int rm_hold_record(redmutex_lock *l, const char *owner, const char *value, int64
     for (size_t i = 0; i < c->n; i++)
         if (v->yes_at[i] || v->unknown_at[i])
             h->generations[i] = c->servers[i].generation + 1;
-    h->count = v->count;
+    /* Levels taken through this handle: the server's count also holds the
+       levels of the same owner's other handles (one thread, one field), and
+       a release through this handle must only give back its own. */
+    h->count = created ? 1 : h->count + 1;
     h->lease_ms = lease;
     h->watchdog = l->opts.lease_ms == 0;
     h->validity_end_ns = rm_validity_end_ns(started_ns, lease);

@@ -232,6 +232,39 @@ static void test_reentrant_fence_is_outer_token(void)
     redmutex_client_free(c);
 }
 
+/*
+ * Two handles of one owner (one thread, one name) share the server's field,
+ * each counting its own levels: a balanced acquire/release on one never
+ * leaves it holding levels the other took, and never ends the other's hold.
+ */
+static void test_two_handles_of_one_owner_count_their_own_levels(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock *a = new_rlock(c, "shared-owner", 0); /* watchdog */
+    redmutex_lock *b = new_rlock(c, "shared-owner", 0);
+    char me[128];
+    CHECK_OK(redmutex_client_thread_owner(me, sizeof me, c));
+    CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
+    CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
+    CHECK_OK(redmutex_lock_acquire(b, NULL, 0));
+    CHECK(field_count("shared-owner", me) == 3);
+    CHECK_OK(redmutex_lock_release(b, NULL));
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, b, NULL));
+    CHECK(st != REDMUTEX_STATE_HELD); /* b's one level is released: b holds nothing */
+    CHECK(field_count("shared-owner", me) == 2); /* ... and a's two levels are intact */
+    CHECK_OK(redmutex_lock_state(&st, a, NULL));
+    CHECK(st == REDMUTEX_STATE_HELD);
+    CHECK_OK(redmutex_lock_release(a, NULL));
+    CHECK_OK(redmutex_lock_release(a, NULL));
+    CHECK(!rs_exists(&srv, "shared-owner"));
+    redmutex_lock_free(a);
+    redmutex_lock_free(b);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+}
+
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
@@ -242,6 +275,7 @@ int main(int argc, char **argv)
         {"unlock_latch_makes_retried_release_idempotent", test_unlock_latch_makes_retried_release_idempotent},
         {"force_release_and_plain_rlock_type_clash", test_force_release_and_plain_rlock_type_clash},
         {"reentrant_fence_is_outer_token", test_reentrant_fence_is_outer_token},
+        {"two_handles_of_one_owner_count_their_own_levels", test_two_handles_of_one_owner_count_their_own_levels},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }
