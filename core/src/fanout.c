@@ -271,6 +271,17 @@ static void slot_write(rm_slot *s)
     }
 }
 
+/* Lists conn as owing replies for every lock name the call orders. */
+static int mark_owing(rm_call *call, rm_conn *conn)
+{
+    if (call->order_key && rm_pool_mark_owing(call->c, conn, call->order_key) != 0)
+        return -1;
+    for (size_t k = 0; k < call->n_order_keys; k++)
+        if (rm_pool_mark_owing(call->c, conn, call->order_keys[k]) != 0)
+            return -1;
+    return 0;
+}
+
 /* What happens to a connection whose request is still unanswered at the end. */
 static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
 {
@@ -279,7 +290,7 @@ static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
        handshake has sent no request: closing it changes nothing). */
     bool keep = conn && !conn->connecting && conn->out.len == 0 && !s->handshaking &&
                 s->total - s->got <= RM_OWED_MAX;
-    if (keep && call->order_key && rm_pool_mark_owing(call->c, conn, call->order_key) != 0)
+    if (keep && mark_owing(call, conn) != 0)
         keep = false;
     if (keep) {
         conn->owed = s->total - s->got;

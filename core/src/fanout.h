@@ -69,6 +69,12 @@ struct rm_call {
        server whose ordering connection is busy still gets it, in order. */
     bool must_send;
     uint64_t order_key;   /* the last run's rm_order_key(req->order_name), 0 if none */
+    /* Set by the caller for a request that touches many locks without
+       writing them (a renewal batch): a connection left owing replies is
+       ordered for each of these keys too, so a later release of one of the
+       locks runs after the renewal on that server, never before it. */
+    const uint64_t *order_keys;
+    size_t n_order_keys;
 };
 
 int rm_call_begin(rm_call *call, redmutex_client *c);

@@ -215,7 +215,19 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
     for (size_t j = 0; j < k; j++)
         if (batch[j]->validity_end_ns < deadline)
             deadline = batch[j]->validity_end_ns;
+    /* A renewal left unanswered on a server must run there before a later
+       release of any of these locks (fanout.h, order_keys). Without memory
+       for the keys it is sent unordered: a late renewal of a released token
+       finds nothing to renew. */
+    uint64_t *keys = malloc(k * sizeof *keys);
+    for (size_t j = 0; keys && j < k; j++)
+        keys[j] = rm_order_key(batch[j]->lock->name);
+    call->order_keys = keys;
+    call->n_order_keys = keys ? k : 0;
     rm_call_run(call, &req, deadline, NULL, NULL);
+    call->order_keys = NULL;
+    call->n_order_keys = 0;
+    free(keys);
     return true;
 }
 

@@ -46,7 +46,6 @@ def call_bounds(run: Run, wait_ms: int, slack_ms: float = SLACK_MS) -> list[str]
     wait_ms + T, T = max(connect_timeout, command_timeout); release within 2 x T
     (its own request after a renewal of the same hold in flight), + slack for
     scheduling on a loaded 2-core machine."""
-    p = run.p
     acq_bound = wait_ms + attempt_budget(run) + slack_ms
     rel_bound = 2 * attempt_budget(run) + slack_ms
     worst = {"acq": 0.0, "rel": 0.0}
