@@ -319,7 +319,7 @@ static int join(redmutex_wait *w)
         return rm_fail(REDMUTEX_ENOMEM, "out of memory");
     /* As for a blocked acquire: with one server and no replica wait, a
        releasing thread of this client may acquire for this wait in its
-       release's round trip (see release_owner in lock.c). */
+       release's round trip (see release.c). */
     if (c->n == 1 && c->opts.min_replicas == 0 && rm_kind_ops_of(w->l->kind)->local_waiters) {
         w->claim = (rm_claim){w->l, w->owner_key, w->value};
         rm_waiter_offer(c, w->waiter, &w->claim);
