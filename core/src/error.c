@@ -7,6 +7,7 @@
 
 static _Thread_local char last_message[512];
 static _Thread_local int last_code;
+_Static_assert(sizeof(((rm_saved_error *)0)->msg) == sizeof last_message, "a saved error holds the whole message");
 
 const char *redmutex_strerror(int code)
 {
@@ -61,6 +62,18 @@ int rm_fail(int code, const char *fmt, ...)
     rm_vfail(code, fmt, ap);
     va_end(ap);
     return code;
+}
+
+void rm_error_save(rm_saved_error *e)
+{
+    e->code = last_code;
+    memcpy(e->msg, last_message, sizeof e->msg);
+}
+
+void rm_error_restore(const rm_saved_error *e)
+{
+    last_code = e->code;
+    memcpy(last_message, e->msg, sizeof last_message);
 }
 
 int rm_keep(int code)

@@ -56,6 +56,14 @@ int rm_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 int rm_vfail(int code, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /** Keeps the message already set and returns code (for propagation). */
 int rm_keep(int code);
+/** The thread's last error, kept across work whose own errors the caller
+    must not see (rm_error_save, then rm_error_restore puts it back exactly). */
+typedef struct rm_saved_error {
+    int code;
+    char msg[512];
+} rm_saved_error;
+void rm_error_save(rm_saved_error *e);
+void rm_error_restore(const rm_saved_error *e);
 
 /* ---- buffers ------------------------------------------------------- */
 

@@ -50,12 +50,11 @@ static void owing_remove(rm_server *srv, rm_conn *conn)
    is kept. */
 static void flush_quietly(rm_conn *conn)
 {
-    int code = redmutex_last_error_code();
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", redmutex_last_error());
+    rm_saved_error saved;
+    rm_error_save(&saved);
     if (rm_conn_flush_later(conn) != 0)
         conn->flush_later = false;
-    rm_fail(code, "%s", msg);
+    rm_error_restore(&saved);
 }
 
 /* Owing connections nobody asks for are read without blocking; those that

@@ -629,9 +629,8 @@ static void read_as_leader(redmutex_client *c, rm_waiter *w, const struct pollfd
     if (!sub || sub->leader != w)
         return;
     /* A failed read sets this thread's error message: keep the caller's. */
-    char saved[512];
-    snprintf(saved, sizeof saved, "%s", redmutex_last_error());
-    int saved_code = redmutex_last_error_code();
+    rm_saved_error saved;
+    rm_error_save(&saved);
     bool failed = false;
     for (size_t k = 0; k < np; k++) {
         size_t i = map[k];
@@ -641,11 +640,8 @@ static void read_as_leader(redmutex_client *c, rm_waiter *w, const struct pollfd
         failed = true;
         signal_fd(sub->wake_fd);
     }
-    if (failed) {
-        redmutex_clear_error();
-        if (saved_code || saved[0])
-            rm_fail(saved_code, "%s", saved);
-    }
+    if (failed)
+        rm_error_restore(&saved);
 }
 
 /*
