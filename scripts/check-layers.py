@@ -5,6 +5,9 @@
   layer or of the layers below it. The only calls up are the reference
   counts (whoever drops the last reference destroys).
 - Sizes: no file over 610 lines, no function over 80 lines.
+- Errors: internal functions fill the rm_err they are given; only a public
+  entry point (a function named redmutex_*) hands it to the caller's thread
+  (rm_publish), and nothing below reads the thread's last error back.
 
 Reads the C files as text (a function is a line that starts a definition at
 column 0 up to the closing brace at column 0), which is how core/src is
@@ -21,7 +24,7 @@ LAYERS = [
     ["conn.c", "tls.c"],
     ["pool.c"],
     ["fanout.c"],
-    ["quorum.c"],
+    ["quorum.c", "tally.c"],
     ["kind.c", "kind_plain.c", "kind_rlock.c", "kind_fair.c", "kind_rw.c"],
     ["handle.c", "owner.c", "holds.c", "watchdog.c", "events.c", "unsettled.c"],
     ["interrupt.c", "waiter.c"],
@@ -80,6 +83,13 @@ def main():
         for name, first, count in functions(body):
             if count > MAX_FUNCTION_LINES and (f, name) not in LONG_FUNCTIONS_ALLOWED:
                 problems.append(f"{f}:{first}: {name} is {count} lines (at most {MAX_FUNCTION_LINES})")
+        lines = body.split("\n")
+        for name, first, count in functions(body):
+            text = "\n".join(lines[first - 1 : first - 1 + count])
+            if re.search(r"\brm_publish\s*\(", text) and not name.startswith("redmutex_") and name != "rm_publish":
+                problems.append(f"{f}:{first}: {name} publishes an error but is no public entry point")
+            if f != "error.c" and re.search(r"\bredmutex_(last_error|last_error_code|clear_error)\s*\(", text):
+                problems.append(f"{f}:{first}: {name} reads or clears the thread's last error")
         for callee in sorted(set(re.findall(r"\b((?:rm|redmutex)_\w+)\s*\(", body))):
             home = defined.get(callee)
             if home and home != f and layer.get(home, 0) > layer.get(f, 0) and callee not in UP_CALLS_ALLOWED:
@@ -88,7 +98,7 @@ def main():
         print(p)
     if problems:
         return 1
-    print(f"core/src: {len(texts)} files in {len(LAYERS)} layers, calls only downward, sizes within bounds")
+    print(f"core/src: {len(texts)} files in {len(LAYERS)} layers, calls only downward, sizes within bounds, errors published at the API only")
     return 0
 
 

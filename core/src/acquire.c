@@ -25,6 +25,7 @@
 
 /* One call of redmutex_lock_acquire, from its checks to its end. */
 typedef struct acquisition {
+    rm_err *err;       /* the call's error */
     redmutex_lock *l;
     redmutex_client *c;
     const char *owner; /* as the caller named it (NULL: the default owner) */
@@ -65,19 +66,19 @@ static int take_grant(acquisition *q)
     rm_votes v;
     rm_votes_init(&v);
     rm_votes_grant_figures(&v, 1, fence, ttl);
-    rm_votes_granted(&v, 0, false); /* hand-offs happen on one server only */
+    rm_tally_yes(&v.t, 0); /* hand-offs happen on one server only */
     rm_client_lock(q->c);
-    int rc = rm_hold_record(q->l, q->owner_key, q->value, q->sent_ns, &v);
+    int rc = rm_hold_record(q->err, q->l, q->owner_key, q->value, q->sent_ns, &v);
     rm_client_unlock(q->c);
     return rc;
 }
 
 /* A wait ended early: by redmutex_client_interrupt (or the interrupt callback), or by a close. */
-static int interrupted_wait(const redmutex_lock *l)
+static int interrupted_wait(rm_err *err, const redmutex_lock *l)
 {
     if (!rm_client_open(l->c))
-        return rm_fail(REDMUTEX_ECLOSED, "the client was closed while waiting for lock '%s'", l->name);
-    return rm_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
+        return rm_fail(err, REDMUTEX_ECLOSED, "the client was closed while waiting for lock '%s'", l->name);
+    return rm_fail(err, REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
 }
 
 int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns)
@@ -87,35 +88,36 @@ int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns)
 
 /* The owner key of the local hold, and the value the servers will store:
    a fresh token for a plain lock's anonymous holder, else the owner's field. */
-static int owner_and_value(redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
+static int owner_and_value(rm_err *err, redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
                            char value[RM_VALUE_MAX + 1])
 {
-    int rc = rm_lock_resolve_owner(l, owner, owner_key);
+    int rc = rm_lock_resolve_owner(err, l, owner, owner_key);
     if (rc)
         return rc;
     if (rm_kind_of(l)->anonymous && !owner)
-        return rm_new_token(value);
+        return rm_new_token(err, value);
     rm_lock_owner_field(l, owner_key, value);
     return 0;
 }
 
-int rm_acquire_prepare(redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
+int rm_acquire_prepare(rm_err *err, redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
                        char value[RM_VALUE_MAX + 1])
 {
-    int rc = rm_lock_check_handle(l, "redmutex_wait_new");
-    return rc ? rc : owner_and_value(l, owner, owner_key, value);
+    int rc = rm_lock_check_handle(err, l, "redmutex_wait_new");
+    return rc ? rc : owner_and_value(err, l, owner, owner_key, value);
 }
 
 bool rm_lock_holds(redmutex_lock *l, const char *owner_key) { return rm_hold_exists(l, owner_key); }
 
 /* Checks the call, resolves its owner and value, and decides how it starts. 0 or an error code. */
-static int acquire_begin(acquisition *q, redmutex_lock *l, const char *owner, int64_t wait_ms)
+static int acquire_begin(rm_err *err, acquisition *q, redmutex_lock *l, const char *owner, int64_t wait_ms)
 {
-    int rc = rm_lock_check_handle(l, "redmutex_lock_acquire");
+    q->err = err;
+    int rc = rm_lock_check_handle(err, l, "redmutex_lock_acquire");
     if (rc == 0)
-        rc = rm_lock_check_wait(l, wait_ms);
+        rc = rm_lock_check_wait(err, l, wait_ms);
     if (rc == 0)
-        rc = owner_and_value(l, owner, q->owner_key, q->value);
+        rc = owner_and_value(err, l, owner, q->owner_key, q->value);
     if (rc)
         return rc;
     redmutex_client *c = q->c = l->c;
@@ -127,11 +129,11 @@ static int acquire_begin(acquisition *q, redmutex_lock *l, const char *owner, in
     q->ops = rm_kind_of(l);
     q->fair = q->ops->server_queue;
     q->nonce[0] = '\0';
-    if (q->fair && wait_ms != 0 && (rc = rm_fair_new_nonce(q->nonce)))
+    if (q->fair && wait_ms != 0 && (rc = rm_fair_new_nonce(err, q->nonce)))
         return rc;
     /* From here on, redmutex_client_interrupt() ends this call's wait. */
     memset(&q->wait, 0, sizeof q->wait);
-    if (wait_ms != 0 && (rc = rm_wait_begin(c, &q->wait)) != 0)
+    if (wait_ms != 0 && (rc = rm_wait_begin(err, c, &q->wait)) != 0)
         return rc;
     q->start = rm_now_ns();
     q->deadline = rm_deadline_after_ms(wait_ms);
@@ -163,7 +165,7 @@ static int acquire_begin(acquisition *q, redmutex_lock *l, const char *owner, in
 /* The first attempt: true when it settled the call (*rc its result). */
 static bool first_attempt(acquisition *q, int *rc)
 {
-    *rc = rm_attempt(q->l, q->owner_key, q->value, false, &q->info);
+    *rc = rm_attempt(q->err, q->l, q->owner_key, q->value, false, &q->info);
     if (*rc == RM_ATTEMPT_BUSY)
         return false;
     if (q->w)
@@ -205,15 +207,15 @@ static int may_pause(acquisition *q, int64_t *now)
 {
     redmutex_client *c = q->c;
     if (!rm_client_open(c))
-        return rm_fail(REDMUTEX_ECLOSED, "the client was closed while waiting for lock '%s'", q->l->name);
+        return rm_fail(q->err, REDMUTEX_ECLOSED, "the client was closed while waiting for lock '%s'", q->l->name);
     /* Asked before every pause, not only when poll() reports EINTR: a
        signal may have landed while a request was in flight, where EINTR
        is retried. */
     if (rm_wait_interrupted(c, &q->wait) || (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload)))
-        return interrupted_wait(q->l);
+        return interrupted_wait(q->err, q->l);
     *now = rm_now_ns();
     if (*now >= q->deadline || (c->opts.retry_count > 0 && q->attempts >= c->opts.retry_count))
-        return rm_fail(REDMUTEX_ETIMEDOUT, "lock '%s' is held by another owner; waited %" PRId64 " ms", q->l->name,
+        return rm_fail(q->err, REDMUTEX_ETIMEDOUT, "lock '%s' is held by another owner; waited %" PRId64 " ms", q->l->name,
                        (*now - q->start) / RM_NS_PER_MS);
     return RM_ATTEMPT_BUSY;
 }
@@ -251,14 +253,15 @@ static int after_pause(acquisition *q, int r, bool interrupted)
     }
     if (r == RM_WAIT_GRANTED && !interrupted)
         return 0;
-    if (r == RM_WAIT_GRANTED && rm_release_owner(q->l, q->owner_key, q->owner != NULL, INT64_MAX) != 0)
+    rm_err ignored;
+    if (r == RM_WAIT_GRANTED && rm_release_owner(&ignored, q->l, q->owner_key, q->owner != NULL, INT64_MAX) != 0)
         /* Interrupted, but the lock came with the hand-off and could not
            be given back: report it held rather than fail holding it. */
         return 0;
     else if (r == RM_WAIT_UNKNOWN)
         rm_release_value(q->l, q->value); /* the acquisition made for us may have happened */
     if (interrupted || r == REDMUTEX_EINTR)
-        return interrupted_wait(q->l);
+        return interrupted_wait(q->err, q->l);
     if (r == 0 && q->backoff_ms < c->opts.wait_backoff_cap_ms)
         q->backoff_ms = q->backoff_ms * 2 > c->opts.wait_backoff_cap_ms ? c->opts.wait_backoff_cap_ms
                                                                          : q->backoff_ms * 2;
@@ -271,10 +274,10 @@ static int wait_loop(acquisition *q, bool try_now)
     for (;;) {
         int rc;
         if (try_now && rm_wait_interrupted(q->c, &q->wait))
-            return interrupted_wait(q->l);
+            return interrupted_wait(q->err, q->l);
         if (try_now) {
             q->sent_ns = rm_now_ns();
-            rc = rm_attempt(q->l, q->owner_key, q->value, true, &q->info);
+            rc = rm_attempt(q->err, q->l, q->owner_key, q->value, true, &q->info);
             q->attempts++;
             if (rc != RM_ATTEMPT_BUSY)
                 return rc;
@@ -293,12 +296,13 @@ static int wait_loop(acquisition *q, bool try_now)
 
 int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
 {
+    rm_err err = {0};
     acquisition q;
-    int rc = acquire_begin(&q, l, owner, wait_ms);
+    int rc = acquire_begin(&err, &q, l, owner, wait_ms);
     if (rc)
-        return rc;
+        return rm_publish(&err, rc);
     if (!q.queue && !q.polite && first_attempt(&q, &rc))
-        return rc;
+        return rm_publish(&err, rc);
     start_waiting(&q);
     /* Try again right after subscribing, unless there is no wait at all or
        this thread queues behind others (it waits for its turn first). */
@@ -312,5 +316,5 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     rm_client_lock(c);
     l->contended = q.attempts > 1 || q.queue || q.polite;
     rm_client_unlock(c);
-    return rc;
+    return rm_publish(&err, rc);
 }

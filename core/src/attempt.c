@@ -15,6 +15,7 @@
 #include "quorum.h"
 #include "resp.h"
 #include "scripts.h"
+#include "tally.h"
 #include "unsettled.h"
 #include "watchdog.h"
 
@@ -41,34 +42,32 @@ static bool restarted_recently(const redmutex_lock *l, size_t i)
     return seen != 0 && rm_restart_too_young(rm_now_ns(), seen, c->n, longest);
 }
 
-/* SET NX's answer: 1 granted (OK), 0 refused (nil; the pipelined PTTL tells
-   how long), -1 malformed (counted as an error). */
-static int set_vote(rm_acq_replies *a, const rm_slot *s, size_t i, const rm_reply *r)
+/* SET NX's answer: a grant (OK), a refusal (nil; the pipelined PTTL tells
+   how long), or no vote. */
+static rm_vote set_vote(rm_acq_replies *a, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e)
 {
     if (r->type == RM_REPLY_STATUS && strcmp(r->str, "OK") == 0) {
         rm_votes_grant_figures(&a->v, 1, 0, -1);
-        return 1;
+        return RM_VOTE_YES;
     }
     if (r->type == RM_REPLY_NIL) {
         const rm_reply *t = a->pttl_index >= 0 ? s->replies[a->pttl_index] : NULL;
-        rm_votes_refused(&a->v, i, t && t->type == RM_REPLY_INTEGER && t->integer >= 0 ? t->integer : -1, false);
-        return 0;
+        rm_votes_refused(&a->v, t && t->type == RM_REPLY_INTEGER && t->integer >= 0 ? t->integer : -1, false);
+        return RM_VOTE_NO;
     }
-    int code = rm_fail(REDMUTEX_EPROTOCOL, "%s: unexpected reply to SET", rm_lock_server(a->l, i));
-    rm_votes_error(&a->v, i, false, code, redmutex_last_error());
-    return -1;
+    rm_fail(e, REDMUTEX_EPROTOCOL, "%s: unexpected reply to SET", rm_lock_server(a->l, i));
+    return RM_VOTE_ERROR;
 }
 
 /* An acquire script's answer {1 granted | 0 held | 2 owner's field gone,
-   count or ttl, fence[, ttl of a hand-off]}: 1 granted, 0 refused, -1 malformed. */
-static int script_vote(rm_acq_replies *a, size_t i, const rm_reply *r)
+   count or ttl, fence[, ttl of a hand-off]}. */
+static rm_vote script_vote(rm_acq_replies *a, size_t i, const rm_reply *r, rm_err *e)
 {
     if (r->type != RM_REPLY_ARRAY || r->elements < 2 || r->element[0]->type != RM_REPLY_INTEGER ||
         r->element[1]->type != RM_REPLY_INTEGER ||
         (r->element[0]->integer == 1 && (r->elements < 3 || r->element[2]->type != RM_REPLY_INTEGER))) {
-        int code = rm_fail(REDMUTEX_EPROTOCOL, "%s: unexpected reply to the acquire script", rm_lock_server(a->l, i));
-        rm_votes_error(&a->v, i, false, code, redmutex_last_error());
-        return -1;
+        rm_fail(e, REDMUTEX_EPROTOCOL, "%s: unexpected reply to the acquire script", rm_lock_server(a->l, i));
+        return RM_VOTE_ERROR;
     }
     if (r->element[0]->integer == 1) {
         int64_t short_ttl = -1;
@@ -76,81 +75,88 @@ static int script_vote(rm_acq_replies *a, size_t i, const rm_reply *r)
             r->element[3]->integer < a->lease_ms)
             short_ttl = r->element[3]->integer;
         rm_votes_grant_figures(&a->v, r->element[1]->integer, r->element[2]->integer, short_ttl);
-        return 1;
+        return RM_VOTE_YES;
     }
     long long ttl = r->element[1]->integer;
-    rm_votes_refused(&a->v, i, ttl > 0 ? ttl : -1, r->element[0]->integer == 2);
-    return 0;
+    rm_votes_refused(&a->v, ttl > 0 ? ttl : -1, r->element[0]->integer == 2);
+    return RM_VOTE_NO;
 }
 
 /* A grant the replicas did not confirm is no vote, and must be undone. True when confirmed. */
-static bool replicas_confirm(rm_acq_replies *a, const rm_slot *s, size_t i)
+static bool replicas_confirm(rm_acq_replies *a, const rm_slot *s, size_t i, rm_err *e)
 {
     const redmutex_client *c = a->l->c;
     const rm_reply *w = s->replies[a->wait_index];
-    int code;
     if (w && w->type == RM_REPLY_ERROR) /* WAIT refused (an ACL without it, say): say so, and undo the hold */
-        code = rm_reply_error(w, "WAIT after acquiring", a->l->name, rm_lock_server(a->l, i));
+        rm_reply_error(e, w, "WAIT after acquiring", a->l->name, rm_lock_server(a->l, i));
     else if (!w || w->type != RM_REPLY_INTEGER || w->integer < c->opts.min_replicas)
-        code = rm_fail(REDMUTEX_EREPLICAS,
-                       "lock '%s' on %s: %lld of %" PRId64 " replicas acknowledged within %" PRId64 " ms",
-                       a->l->name, rm_lock_server(a->l, i), w && w->type == RM_REPLY_INTEGER ? w->integer : 0LL,
-                       c->opts.min_replicas, c->opts.replica_timeout_ms);
+        rm_fail(e, REDMUTEX_EREPLICAS, "lock '%s' on %s: %lld of %" PRId64 " replicas acknowledged within %" PRId64 " ms",
+                a->l->name, rm_lock_server(a->l, i), w && w->type == RM_REPLY_INTEGER ? w->integer : 0LL,
+                c->opts.min_replicas, c->opts.replica_timeout_ms);
     else
         return true;
-    rm_votes_error(&a->v, i, true, code, redmutex_last_error());
     return false;
 }
 
-/* Classifies server i's answer to an acquire request. */
-static void acquire_vote(rm_acq_replies *a, rm_call *call, size_t i)
+/* Reads server i's answer to an acquire request (rm_vote_fn). */
+static rm_vote acquire_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
 {
-    rm_slot *s = &call->slots[i];
-    if (s->err) {
-        rm_votes_unanswered(&a->v, i, rm_slot_unknown(s), s->err, s->msg);
-        return;
+    rm_acq_replies *a = ud;
+    rm_vote v = a->form == RM_ACQ_SET ? set_vote(a, s, i, r, e) : script_vote(a, i, r, e);
+    if (v != RM_VOTE_YES)
+        return v;
+    if (a->wait_replicas && !replicas_confirm(a, s, i, e)) {
+        *unknown = true; /* granted on the master: to be undone */
+        return RM_VOTE_ERROR;
     }
-    rm_reply *r = s->replies[a->reply_index];
-    if (r->type == RM_REPLY_ERROR) {
-        int code = rm_reply_error(r, "acquire", a->l->name, rm_lock_server(a->l, i));
-        rm_votes_error(&a->v, i, false, code, redmutex_last_error());
-        return;
+    if (restarted_recently(a->l, i)) {
+        rm_votes_young(&a->v, i);
+        return RM_VOTE_NO;
     }
-    int granted = a->form == RM_ACQ_SET ? set_vote(a, s, i, r) : script_vote(a, i, r);
-    if (granted == 1 && (!a->wait_replicas || replicas_confirm(a, s, i)))
-        rm_votes_granted(&a->v, i, restarted_recently(a->l, i));
+    return RM_VOTE_YES;
 }
 
 void rm_acquire_count(rm_acq_replies *a, rm_call *call)
 {
     rm_votes_init(&a->v);
-    for (size_t i = 0; i < call->n; i++)
-        if (call->slots[i].status == RM_SLOT_DONE)
-            acquire_vote(a, call, i);
+    rm_tally_spec spec = {"acquire", a->l->name, (size_t)a->reply_index, false, acquire_vote, a};
+    rm_tally_call(&a->v.t, call, &spec);
 }
 
 static bool acquire_decided(rm_call *call, void *ud)
 {
     rm_acq_replies *a = ud;
     rm_acquire_count(a, call);
-    return rm_quorum_decided(a->v.yes, a->v.no + a->v.failed, call->n, call->c->quorum);
+    return rm_quorum_decided(a->v.t.yes, a->v.t.no + a->v.t.failed, call->n, call->c->quorum);
 }
 
-/* The type check after a first failed SET NX is decided once a wrong type on
-   a majority is certain or ruled out. */
+/* The inspection after a first failed SET NX: the holder's TTL (*ud, the
+   least over the servers; 0 when the key went meanwhile). */
+static rm_vote inspect_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
+{
+    (void)s;
+    (void)unknown;
+    int64_t *ttl_ms = ud;
+    if (r->type != RM_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != RM_REPLY_INTEGER ||
+        r->element[1]->type != RM_REPLY_INTEGER) {
+        rm_fail(e, REDMUTEX_EPROTOCOL, "server %zu: unexpected reply to the inspect script", i + 1);
+        return RM_VOTE_ERROR;
+    }
+    long long ttl = r->element[0]->integer == 0 ? 0 : r->element[1]->integer; /* 0: released meanwhile */
+    if (ttl_ms && ttl >= 0 && (*ttl_ms < 0 || ttl < *ttl_ms))
+        *ttl_ms = ttl;
+    return RM_VOTE_YES;
+}
+
+/* The type check is decided once a wrong type on a majority is certain or ruled out. */
 static bool inspect_decided(rm_call *call, void *ud)
 {
-    (void)ud;
-    size_t wrongtype = 0, other = 0;
-    for (size_t i = 0; i < call->n; i++) {
-        rm_slot *s = &call->slots[i];
-        rm_reply *r = s->status == RM_SLOT_DONE && !s->err ? s->replies[0] : NULL;
-        if (r && r->type == RM_REPLY_ERROR && strstr(r->str, "WRONGTYPE"))
-            wrongtype++;
-        else if (r)
-            other++;
-    }
-    return rm_quorum_decided(other, wrongtype, call->n, call->c->quorum);
+    const char *name = ud;
+    rm_tally t;
+    rm_tally_init(&t);
+    rm_tally_spec spec = {"acquire", name, 0, false, inspect_vote, NULL};
+    rm_tally_call(&t, call, &spec);
+    return rm_quorum_decided(t.yes + t.errors - t.wrongtype, t.wrongtype, call->n, call->c->quorum);
 }
 
 /*
@@ -164,6 +170,19 @@ static bool inspect_decided(rm_call *call, void *ud)
  * only be granted after our key is gone, hence after the raise, so its INCR
  * yields more than T. One extra round trip, for fenced Redlock locks only.
  */
+/* A ratchet confirmed by a server that granted the lock (ud: granted[]). */
+static rm_vote ratchet_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
+{
+    (void)s;
+    (void)unknown;
+    const bool *granted = ud;
+    if (r->type != RM_REPLY_INTEGER) {
+        rm_fail(e, REDMUTEX_EPROTOCOL, "server %zu: unexpected reply to the fencing ratchet", i + 1);
+        return RM_VOTE_ERROR;
+    }
+    return granted[i] ? RM_VOTE_YES : RM_VOTE_NONE;
+}
+
 static bool fenced_quorum(redmutex_lock *l, rm_call *call, const rm_votes *v, int64_t deadline)
 {
     char token[24];
@@ -172,22 +191,20 @@ static bool fenced_quorum(redmutex_lock *l, rm_call *call, const rm_votes *v, in
     const char *argv[] = {"1", rm_lock_token_key(l, token_key, sizeof token_key), token};
     rm_req req = {1, {{RM_SCRIPT_FENCE_RATCHET, 3, argv, NULL}}, l->name};
     bool granted[REDMUTEX_SERVERS_MAX];
-    memcpy(granted, v->yes_at, sizeof granted);
+    memcpy(granted, v->t.yes_at, sizeof granted);
     rm_call_run(call, &req, deadline, NULL, NULL);
-    size_t confirmed = 0;
-    for (size_t i = 0; i < call->n; i++) {
-        rm_reply *r = call->slots[i].err ? NULL : call->slots[i].replies[0];
-        if (granted[i] && r && r->type == RM_REPLY_INTEGER)
-            confirmed++;
-    }
-    return confirmed >= l->c->quorum;
+    rm_tally t;
+    rm_tally_init(&t);
+    rm_tally_spec spec = {"raise the fencing token of", l->name, 0, false, ratchet_vote, granted};
+    rm_tally_call(&t, call, &spec);
+    return t.yes >= l->c->quorum;
 }
 
 /* Checks, before an attempt, the local record of owner's hold: *nested is
    set when this owner holds the reentrant lock already. RM_ATTEMPT_BUSY for
    a plain lock held through this handle; ELOST for a hold lost and not yet
    released. */
-static int check_local_hold(redmutex_lock *l, const char *owner, bool *nested)
+static int check_local_hold(rm_err *err, redmutex_lock *l, const char *owner, bool *nested)
 {
     redmutex_client *c = l->c;
     int rc = 0;
@@ -197,7 +214,7 @@ static int check_local_hold(redmutex_lock *l, const char *owner, bool *nested)
     if (h) {
         redmutex_state st = rm_hold_state(c, h, rm_now_ns());
         if (st == REDMUTEX_STATE_LOST)
-            rc = rm_fail(REDMUTEX_ELOST,
+            rc = rm_fail(err, REDMUTEX_ELOST,
                          "lock '%s': this owner's earlier hold was lost; release it before acquiring again", l->name);
         else if (!rm_kind_of(l)->reentrant)
             rc = RM_ATTEMPT_BUSY; /* not reentrant: held through this handle means held */
@@ -212,7 +229,7 @@ static int check_local_hold(redmutex_lock *l, const char *owner, bool *nested)
 
 /* A nested acquisition found this owner's field gone on enough servers that
    no majority can still hold it: the hold is lost, and is reported so. */
-static int nested_lost(redmutex_lock *l, const char *owner)
+static int nested_lost(rm_err *err, redmutex_lock *l, const char *owner)
 {
     redmutex_client *c = l->c;
     rm_client_lock(c);
@@ -224,7 +241,7 @@ static int nested_lost(redmutex_lock *l, const char *owner)
         rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
     }
     rm_client_unlock(c);
-    return rm_fail(REDMUTEX_ELOST,
+    return rm_fail(err, REDMUTEX_ELOST,
                    "lock '%s' was lost while held (its key or this owner's field is gone); nothing was re-created",
                    l->name);
 }
@@ -238,19 +255,16 @@ static void undo_attempt(redmutex_lock *l, rm_call *call, const char *value, con
     bool dirty[REDMUTEX_SERVERS_MAX] = {false};
     bool any = false;
     for (size_t i = 0; i < call->n; i++) {
-        dirty[i] = v->yes_at[i] || v->unknown_at[i];
+        dirty[i] = v->t.yes_at[i] || v->t.unknown_at[i];
         any = any || dirty[i];
     }
     char latch_id[33], latch_key[RM_KEY_MAX];
-    if (!any || rm_new_token(latch_id) != 0)
+    if (!any || rm_new_token(NULL, latch_id) != 0)
         return;
     rm_latch_key(l, latch_id, latch_key);
     rm_req rel;
     rm_kargs k;
     rm_release_request(l, value, latch_key, rm_lock_lease_ms(l), &rel, &k);
-    int saved = redmutex_last_error_code();
-    char saved_msg[512];
-    snprintf(saved_msg, sizeof saved_msg, "%s", redmutex_last_error());
     call->only = dirty;
     call->strict_deadline = true;
     call->must_send = true;
@@ -258,36 +272,24 @@ static void undo_attempt(redmutex_lock *l, rm_call *call, const char *value, con
     call->only = NULL;
     if (!rm_release_note_unsettled(l, call, dirty, value, &rel.cmds[0], latch_key))
         rm_release_forget_latch(call, latch_key);
-    if (saved)
-        rm_fail(saved, "%s", saved_msg);
 }
 
 /* After a first SET NX found the key taken: the holder's TTL, and whether the
    key is a lock of this kind at all, decide how to wait. */
-static int inspect_after_set(redmutex_lock *l, rm_call *call, int64_t deadline, rm_attempt_info *info)
+static int inspect_after_set(rm_err *err, redmutex_lock *l, rm_call *call, int64_t deadline, rm_attempt_info *info)
 {
     redmutex_client *c = l->c;
     rm_kargs k;
     rm_req ireq = {1, {rm_kind_of(l)->inspect(l, "", &k)}, NULL};
-    rm_call_run(call, &ireq, deadline, c->n > 1 ? inspect_decided : NULL, NULL);
-    size_t wrongtype = 0;
-    for (size_t i = 0; i < call->n; i++) {
-        rm_reply *r = call->slots[i].err ? NULL : call->slots[i].replies[0];
-        if (!r)
-            continue;
-        if (r->type == RM_REPLY_ERROR) {
-            /* Enough servers holding another kind of key that no majority
-               can ever be had: an error, not a wait. */
-            if (rm_reply_error(r, "acquire", l->name, rm_lock_server(l, i)) == REDMUTEX_EWRONGTYPE &&
-                ++wrongtype > c->n - c->quorum)
-                return REDMUTEX_EWRONGTYPE;
-        } else if (r->type == RM_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == RM_REPLY_INTEGER &&
-                   r->element[1]->type == RM_REPLY_INTEGER) {
-            long long ttl = r->element[0]->integer == 0 ? 0 : r->element[1]->integer; /* 0: released meanwhile */
-            if (ttl >= 0 && (info->ttl_ms < 0 || ttl < info->ttl_ms))
-                info->ttl_ms = ttl;
-        }
-    }
+    rm_call_run(call, &ireq, deadline, c->n > 1 ? inspect_decided : NULL, l->name);
+    rm_tally t;
+    rm_tally_init(&t);
+    rm_tally_spec spec = {"acquire", l->name, 0, false, inspect_vote, &info->ttl_ms};
+    rm_tally_call(&t, call, &spec);
+    /* Enough servers holding another kind of key that no majority can ever
+       be had: an error, not a wait. */
+    if (t.wrongtype > c->n - c->quorum)
+        return rm_err_copy(err, &t.error);
     return RM_ATTEMPT_BUSY;
 }
 
@@ -341,54 +343,55 @@ static void leave_other_queues(redmutex_lock *l, const char *value, const rm_vot
         return;
     bool others[REDMUTEX_SERVERS_MAX];
     for (size_t i = 0; i < c->n; i++)
-        others[i] = !v->yes_at[i];
+        others[i] = !v->t.yes_at[i];
     rm_fair_leave(l, value, others);
 }
 
 /* What the votes of an attempt decide, when it did not win: RM_ATTEMPT_BUSY (info says when to retry) or an error. */
-static int attempt_verdict(redmutex_lock *l, const char *owner, rm_call *call, const rm_votes *v,
+static int attempt_verdict(rm_err *err, redmutex_lock *l, const char *owner, rm_call *call, const rm_votes *v,
                            rm_acquire_verdict verdict, rm_attempt_info *info)
 {
     switch (verdict) {
     case RM_VERDICT_NESTED_LOST:
-        return nested_lost(l, owner);
+        return nested_lost(err, l, owner);
     case RM_VERDICT_TOO_SLOW:
         info->ttl_ms = 0; /* too slow to count: undone, then tried again at once */
         return RM_ATTEMPT_BUSY;
     case RM_VERDICT_REPLICAS:
     case RM_VERDICT_ERROR:
-        return rm_fail(v->error, "%s", v->error_msg);
+        return rm_err_copy(err, &v->t.error);
     case RM_VERDICT_BUSY:
         info->ttl_ms = v->ttl;
-        info->split = v->yes > 0;
+        info->split = v->t.yes > 0;
         return RM_ATTEMPT_BUSY;
     case RM_VERDICT_UNREACHABLE:
-        return rm_call_fail(call, "acquire", l->name); /* no majority can answer */
+        return rm_call_fail(err, call, "acquire", l->name); /* no majority can answer */
     default:
         /* A minority is down or slow and the rest did not settle it: keep
            waiting while a majority can still answer (Redlock's purpose). */
-        info->split = v->yes > 0;
+        info->split = v->t.yes > 0;
         return RM_ATTEMPT_BUSY;
     }
 }
 
-int rm_attempt(redmutex_lock *l, const char *owner, const char *value, bool retry, rm_attempt_info *info)
+int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *value, bool retry, rm_attempt_info *info)
 {
     redmutex_client *c = l->c;
     int64_t lease = rm_lock_lease_ms(l);
     info->ttl_ms = -1;
     info->split = false;
     bool nested;
-    int rc = check_local_hold(l, owner, &nested);
+    int rc = check_local_hold(err, l, owner, &nested);
     if (rc)
         return rc;
     attempt_req ar;
     memset(&ar.req, 0, sizeof ar.req);
     memset(&ar.unsettled, 0, sizeof ar.unsettled);
-    rm_acq_replies a = {l, RM_ACQ_SCRIPT, c->opts.min_replicas > 0, 0, -1, -1, lease, {0}};
+    rm_acq_replies a = {.l = l, .form = RM_ACQ_SCRIPT, .wait_replicas = c->opts.min_replicas > 0, .pttl_index = -1,
+                        .wait_index = -1, .lease_ms = lease};
     attempt_request(l, value, nested, retry, info, &ar, &a);
     rm_call call;
-    if (rm_call_begin(&call, c) != 0) {
+    if (rm_call_begin(err, &call, c) != 0) {
         rm_unsettled_cmds_free(&ar.unsettled);
         return REDMUTEX_ENOMEM;
     }
@@ -399,22 +402,22 @@ int rm_attempt(redmutex_lock *l, const char *owner, const char *value, bool retr
     rm_unsettled_cmds_free(&ar.unsettled);
     if (rc) {
         rm_call_end(&call);
-        return rc;
+        return rm_fail(err, rc, "acquire lock '%s': out of memory", l->name);
     }
     int64_t started = call.started_ns;
     rm_acquire_count(&a, &call);
     rm_votes *v = &a.v;
-    if ((l->opts.flags & REDMUTEX_LOCK_FENCING) && c->n > 1 && v->yes >= c->quorum &&
+    if ((l->opts.flags & REDMUTEX_LOCK_FENCING) && c->n > 1 && v->t.yes >= c->quorum &&
         !fenced_quorum(l, &call, v, deadline))
-        v->yes = 0; /* the token could not be made safe: the attempt fails and is undone */
+        v->t.yes = 0; /* the token could not be made safe: the attempt fails and is undone */
     /* Servers that cannot answer at all: transport failures and error
        replies, not those the early decision merely did not wait for. */
-    size_t broken = rm_call_failed(&call) + v->errors;
+    size_t broken = rm_call_failed(&call) + v->t.errors;
     rm_acquire_verdict verdict =
         rm_acquire_decide(v, c->n, c->quorum, rm_validity_left_ns(lease, rm_now_ns() - started), nested, broken);
     if (verdict == RM_VERDICT_WON) {
         rm_client_lock(c);
-        rc = rm_hold_record(l, owner, value, started, v);
+        rc = rm_hold_record(err, l, owner, value, started, v);
         rm_client_unlock(c);
         if (rc == 0) {
             rm_call_end(&call);
@@ -422,20 +425,20 @@ int rm_attempt(redmutex_lock *l, const char *owner, const char *value, bool retr
             return RM_ATTEMPT_WON;
         }
     } else {
-        rc = attempt_verdict(l, owner, &call, v, verdict, info);
+        rc = attempt_verdict(err, l, owner, &call, v, verdict, info);
     }
     undo_attempt(l, &call, value, v, deadline);
     if (rc == RM_ATTEMPT_BUSY && a.form == RM_ACQ_SET && !retry)
-        rc = inspect_after_set(l, &call, deadline, info);
+        rc = inspect_after_set(err, l, &call, deadline, info);
     rm_call_end(&call);
     return rc;
 }
 
-int rm_acquire_attempt(redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
+int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
                        int64_t *ttl_ms, bool *split)
 {
     rm_attempt_info info = {-1, false, nonce != NULL, nonce};
-    int rc = rm_attempt(l, owner_key, value, retry, &info);
+    int rc = rm_attempt(err, l, owner_key, value, retry, &info);
     *ttl_ms = info.ttl_ms;
     *split = info.split;
     return rc;

@@ -46,37 +46,38 @@ static const rm_options_layout client_options_layout = {
 
 int redmutex_client_options_init(redmutex_client_options *opts, unsigned int version)
 {
-    return rm_options_init(opts, version, &client_options_layout);
+    rm_err e_ = {0}, *err = &e_;
+    return rm_publish(err, rm_options_init(err, opts, version, &client_options_layout));
 }
 
-static int check_ms(const char *field, int64_t v, int64_t min)
+static int check_ms(rm_err *err, const char *field, int64_t v, int64_t min)
 {
     if (v < min || v > REDMUTEX_TIME_MAX_MS)
-        return rm_fail(REDMUTEX_EINVAL, "client option %s = %lld is out of range (%lld..%lld ms)", field,
+        return rm_fail(err, REDMUTEX_EINVAL, "client option %s = %lld is out of range (%lld..%lld ms)", field,
                        (long long)v, (long long)min, (long long)REDMUTEX_TIME_MAX_MS);
     return 0;
 }
 
-static int check_options(const redmutex_client_options *o)
+static int check_options(rm_err *err, const redmutex_client_options *o)
 {
     const uint32_t known = REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE | REDMUTEX_CLIENT_TLS_NO_VERIFY |
                            REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK;
     if (o->flags & ~known)
-        return rm_fail(REDMUTEX_EINVAL, "client options: unknown flags 0x%x", o->flags);
+        return rm_fail(err, REDMUTEX_EINVAL, "client options: unknown flags 0x%x", o->flags);
     int rc;
-    if ((rc = check_ms("connect_timeout_ms", o->connect_timeout_ms, 1)) ||
-        (rc = check_ms("command_timeout_ms", o->command_timeout_ms, 1)) ||
-        (rc = check_ms("watchdog_lease_ms", o->watchdog_lease_ms, 30)) ||
-        (rc = check_ms("wait_backoff_cap_ms", o->wait_backoff_cap_ms, 1)) ||
-        (rc = check_ms("retry_delay_ms", o->retry_delay_ms, 0)) ||
-        (rc = check_ms("replica_timeout_ms", o->replica_timeout_ms, 1)) ||
-        (rc = check_ms("shutdown_timeout_ms", o->shutdown_timeout_ms, 0)))
+    if ((rc = check_ms(err, "connect_timeout_ms", o->connect_timeout_ms, 1)) ||
+        (rc = check_ms(err, "command_timeout_ms", o->command_timeout_ms, 1)) ||
+        (rc = check_ms(err, "watchdog_lease_ms", o->watchdog_lease_ms, 30)) ||
+        (rc = check_ms(err, "wait_backoff_cap_ms", o->wait_backoff_cap_ms, 1)) ||
+        (rc = check_ms(err, "retry_delay_ms", o->retry_delay_ms, 0)) ||
+        (rc = check_ms(err, "replica_timeout_ms", o->replica_timeout_ms, 1)) ||
+        (rc = check_ms(err, "shutdown_timeout_ms", o->shutdown_timeout_ms, 0)))
         return rc;
     if (o->retry_count < 0 || o->retry_count > 1000000)
-        return rm_fail(REDMUTEX_EINVAL, "client option retry_count = %lld is out of range (0..1000000)",
+        return rm_fail(err, REDMUTEX_EINVAL, "client option retry_count = %lld is out of range (0..1000000)",
                        (long long)o->retry_count);
     if (o->min_replicas < 0 || o->min_replicas > 1000)
-        return rm_fail(REDMUTEX_EINVAL, "client option min_replicas = %lld is out of range (0..1000)",
+        return rm_fail(err, REDMUTEX_EINVAL, "client option min_replicas = %lld is out of range (0..1000)",
                        (long long)o->min_replicas);
     return 0;
 }
@@ -148,11 +149,11 @@ static void install_atfork(void)
 
 /* The client id is the first half of every reentrant owner: like a token,
    it must not be predictable, so no randomness means no client. */
-static int make_uuid(char out[REDMUTEX_CLIENT_ID_LEN + 1])
+static int make_uuid(rm_err *err, char out[REDMUTEX_CLIENT_ID_LEN + 1])
 {
     unsigned char b[16];
     if (rm_random_bytes(b, sizeof b) != 0)
-        return rm_fail(REDMUTEX_ESYSTEM, "the system gave no random bytes (getrandom failed) for the client id");
+        return rm_fail(err, REDMUTEX_ESYSTEM, "the system gave no random bytes (getrandom failed) for the client id");
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
     char hex[33];
@@ -185,19 +186,19 @@ static void client_destroy(redmutex_client *c)
     free(c);
 }
 
-static int ping_all(redmutex_client *c)
+static int ping_all(rm_err *err, redmutex_client *c)
 {
     rm_call call;
     const char *argv[1] = {"PING"};
     rm_req req = {1, {{-1, 1, argv, NULL}}, NULL};
-    if (rm_call_begin(&call, c) != 0)
+    if (rm_call_begin(err, &call, c) != 0)
         return REDMUTEX_ENOMEM;
     rm_call_run(&call, &req, rm_deadline_after_ms(c->opts.connect_timeout_ms), NULL, NULL);
     int rc = 0;
     for (size_t i = 0; i < call.n; i++) {
         int e = call.slots[i].err;
         if (e == REDMUTEX_EDUPLICATE || e == REDMUTEX_EAUTH) {
-            rc = rm_fail(e, "%s", call.slots[i].msg);
+            rc = rm_fail(err, e, "%s", call.slots[i].msg);
             break;
         }
     }
@@ -205,32 +206,33 @@ static int ping_all(redmutex_client *c)
     return rc;
 }
 
-int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n_urls,
-                        const redmutex_client_options *opts)
+/* redmutex_client_new, with the call's error. */
+static int client_new(rm_err *err, redmutex_client **out, const char *const *urls, size_t n_urls,
+                      const redmutex_client_options *opts)
 {
     if (!out)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_new: out is NULL");
+        return rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_new: out is NULL");
     if (!urls)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_new: urls is NULL");
+        return rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_new: urls is NULL");
     if (n_urls == 0)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_new: at least one server URL is needed");
+        return rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_new: at least one server URL is needed");
     if (n_urls > REDMUTEX_SERVERS_MAX)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_new: %zu servers given, at most %d supported",
+        return rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_new: %zu servers given, at most %d supported",
                        n_urls, REDMUTEX_SERVERS_MAX);
     redmutex_client_options o;
-    int rc = rm_options_load(&o, opts, &client_options_layout, "redmutex_client_new");
+    int rc = rm_options_load(err, &o, opts, &client_options_layout, "redmutex_client_new");
     if (rc == 0)
-        rc = check_options(&o);
+        rc = check_options(err, &o);
     if (rc != 0)
         return rc;
 
     redmutex_client *c = calloc(1, sizeof *c);
     if (!c)
-        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     c->servers = calloc(n_urls, sizeof *c->servers);
     if (!c->servers) {
         free(c);
-        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     }
     pthread_mutex_init(&c->mu, NULL);
     init_cond(&c->renew_done);
@@ -242,24 +244,24 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
     c->n = n_urls;
     c->quorum = rm_quorum_of(n_urls);
     c->on_server_restart = rm_holds_server_restarted;
-    if ((rc = make_uuid(c->id)) != 0) {
+    if ((rc = make_uuid(err, c->id)) != 0) {
         client_destroy(c);
         return rc;
     }
     for (size_t i = 0; i < n_urls; i++) {
         c->servers[i].client = c;
         c->servers[i].index = (int)i;
-        rc = rm_endpoint_parse(&c->servers[i].ep, urls[i]);
+        rc = rm_endpoint_parse(err, &c->servers[i].ep, urls[i]);
         if (rc == 0 && !c->servers[i].ep.tls && rm_tls_options_given(&o))
-            rc = rm_fail(REDMUTEX_EINVAL,
+            rc = rm_fail(err, REDMUTEX_EINVAL,
                          "%s is not a TLS URL, but TLS options are set: use rediss:// (nothing is sent "
                          "in plain text when TLS was asked for)",
                          c->servers[i].ep.display);
         if (rc == 0)
-            rc = rm_tls_server_init(&c->servers[i], &o);
+            rc = rm_tls_server_init(err, &c->servers[i], &o);
         if (rc != 0) {
             if (n_urls > 1)
-                rm_fail(rc, "server %zu: %s", i + 1, redmutex_last_error());
+                rm_fail(err, rc, "server %zu: %s", i + 1, err->msg);
             client_destroy(c);
             return rc;
         }
@@ -267,7 +269,7 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
     /* The TLS setup has read the caller's paths and context: keep no pointers to them. */
     c->opts.tls_context = NULL;
     c->opts.tls_ca_file = c->opts.tls_cert_file = c->opts.tls_key_file = c->opts.tls_server_name = NULL;
-    if (n_urls > 1 && (rc = ping_all(c)) != 0) {
+    if (n_urls > 1 && (rc = ping_all(err, c)) != 0) {
         client_destroy(c);
         return rc;
     }
@@ -280,6 +282,13 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
     pthread_mutex_unlock(&registry_mu);
     *out = c;
     return 0;
+}
+
+int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n_urls,
+                        const redmutex_client_options *opts)
+{
+    rm_err err = {0};
+    return rm_publish(&err, client_new(&err, out, urls, n_urls, opts));
 }
 
 void rm_client_unref(redmutex_client *c)
@@ -306,15 +315,16 @@ size_t redmutex_client_server_count(const redmutex_client *c) { return c ? c->n 
 
 int redmutex_client_thread_owner(char *out, size_t size, const redmutex_client *c)
 {
+    rm_err e_ = {0}, *err = &e_;
     if (!out || !c)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_thread_owner: NULL argument");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_thread_owner: NULL argument"));
     int n = snprintf(out, size, "%s:%ld", c->id, rm_thread_id());
     if (n < 0 || (size_t)n >= size) {
         if (size)
             out[0] = '\0';
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_thread_owner: buffer of %zu bytes is too small",
-                       size);
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_thread_owner: buffer of %zu bytes is too small",
+                       size));
     }
-    return 0;
+    return rm_publish(err, 0);
 }
 

@@ -65,9 +65,9 @@ static inline bool rm_client_open(redmutex_client *c)
     return !closed;
 }
 /** Checks closed state: 0 or REDMUTEX_ECLOSED (message set). */
-static inline int rm_client_usable(redmutex_client *c)
+static inline int rm_client_usable(rm_err *err, redmutex_client *c)
 {
-    return rm_client_open(c) ? 0 : rm_fail(REDMUTEX_ECLOSED, "the client was closed");
+    return rm_client_open(c) ? 0 : rm_fail(err, REDMUTEX_ECLOSED, "the client was closed");
 }
 /**
  * Drops one reference; frees the client when none is left. The one call that

@@ -27,28 +27,28 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static int connect_unix(rm_conn *c, const rm_endpoint *ep)
+static int connect_unix(rm_err *err, rm_conn *c, const rm_endpoint *ep)
 {
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
     if (strlen(ep->path) >= sizeof sa.sun_path)
-        return rm_fail(REDMUTEX_EINVAL, "%s: socket path longer than %zu bytes", ep->display,
+        return rm_fail(err, REDMUTEX_EINVAL, "%s: socket path longer than %zu bytes", ep->display,
                        sizeof sa.sun_path - 1);
     strcpy(sa.sun_path, ep->path);
     c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0)
-        return rm_fail(REDMUTEX_ECONN, "%s: socket: %s", ep->display, strerror(errno));
+        return rm_fail(err, REDMUTEX_ECONN, "%s: socket: %s", ep->display, strerror(errno));
     if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) == 0)
         return 0;
     if (errno == EINPROGRESS || errno == EAGAIN) {
         c->connecting = true;
         return 0;
     }
-    return rm_fail(REDMUTEX_ECONN, "%s: connect: %s", ep->display, strerror(errno));
+    return rm_fail(err, REDMUTEX_ECONN, "%s: connect: %s", ep->display, strerror(errno));
 }
 
-static int connect_tcp(rm_conn *c, const rm_endpoint *ep)
+static int connect_tcp(rm_err *err, rm_conn *c, const rm_endpoint *ep)
 {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
@@ -61,12 +61,12 @@ static int connect_tcp(rm_conn *c, const rm_endpoint *ep)
        numeric addresses and /etc/hosts names resolve without the network. */
     int gai = getaddrinfo(ep->host, port, &hints, &res);
     if (gai != 0)
-        return rm_fail(REDMUTEX_ECONN, "%s: cannot resolve host: %s", ep->display, gai_strerror(gai));
-    int err = 0;
+        return rm_fail(err, REDMUTEX_ECONN, "%s: cannot resolve host: %s", ep->display, gai_strerror(gai));
+    int last_errno = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) {
-            err = errno;
+            last_errno = errno;
             continue;
         }
         int one = 1;
@@ -78,18 +78,18 @@ static int connect_tcp(rm_conn *c, const rm_endpoint *ep)
             freeaddrinfo(res);
             return 0;
         }
-        err = errno;
+        last_errno = errno;
         close(fd);
     }
     freeaddrinfo(res);
-    return rm_fail(REDMUTEX_ECONN, "%s: connect: %s", ep->display, strerror(err ? err : ECONNREFUSED));
+    return rm_fail(err, REDMUTEX_ECONN, "%s: connect: %s", ep->display, strerror(last_errno ? last_errno : ECONNREFUSED));
 }
 
-int rm_conn_open(rm_conn **out, rm_server *srv)
+int rm_conn_open(rm_err *err, rm_conn **out, rm_server *srv)
 {
     rm_conn *c = calloc(1, sizeof *c);
     if (!c)
-        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     c->fd = -1;
     c->srv = srv;
     c->pid = getpid();
@@ -97,10 +97,10 @@ int rm_conn_open(rm_conn **out, rm_server *srv)
     c->reader = rm_reader_new();
     if (!c->reader) {
         free(c);
-        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     }
     errno = 0;
-    int rc = srv->ep.is_unix ? connect_unix(c, &srv->ep) : connect_tcp(c, &srv->ep);
+    int rc = srv->ep.is_unix ? connect_unix(err, c, &srv->ep) : connect_tcp(err, c, &srv->ep);
     if (rc != 0) {
         rm_conn_close(c);
         return rc;
@@ -145,21 +145,21 @@ int rm_conn_drain(rm_conn *c)
 {
     char buf[4096];
     for (;;) {
-        ssize_t n = rm_conn_recv(c, buf, sizeof buf);
+        ssize_t n = rm_conn_recv(NULL, c, buf, sizeof buf);
         if (n < 0)
             return -1;
         if (n == 0)
             break;
-        char err[160];
-        if (rm_reader_feed(c->reader, buf, (size_t)n, err, sizeof err) != 0)
+        char why[160];
+        if (rm_reader_feed(c->reader, buf, (size_t)n, why, sizeof why) != 0)
             return -1;
         if ((size_t)n < sizeof buf)
             break;
     }
     while (c->owed > 0) {
         rm_reply *r = NULL;
-        char err[160];
-        int got = rm_reader_next(c->reader, &r, err, sizeof err);
+        char why[160];
+        int got = rm_reader_next(c->reader, &r, why, sizeof why);
         if (got < 0)
             return -1;
         if (got == 0)
@@ -179,10 +179,10 @@ bool rm_conn_queue_later(rm_conn *c, int argc, const char *const *argv)
     return true;
 }
 
-int rm_conn_flush_later(rm_conn *c)
+int rm_conn_flush_later(rm_err *err, rm_conn *c)
 {
     while (c->later.len > 0) {
-        ssize_t n = rm_conn_send(c, c->later.data, c->later.len);
+        ssize_t n = rm_conn_send(err, c, c->later.data, c->later.len);
         if (n < 0)
             return (int)n;
         if (n == 0)
@@ -259,7 +259,7 @@ size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info)
     return n;
 }
 
-int rm_conn_check_handshake(rm_conn *c, size_t i, size_t n, bool want_info, rm_reply *r)
+int rm_conn_check_handshake(rm_err *err, rm_conn *c, size_t i, size_t n, bool want_info, rm_reply *r)
 {
     const rm_endpoint *ep = &c->srv->ep;
     size_t auth_i = ep->password ? 0 : SIZE_MAX;
@@ -267,30 +267,30 @@ int rm_conn_check_handshake(rm_conn *c, size_t i, size_t n, bool want_info, rm_r
     size_t info_i = want_info ? n - RM_SCRIPT_COUNT - 1 : SIZE_MAX;
     if (i == auth_i) {
         if (r->type == RM_REPLY_ERROR)
-            return rm_fail(REDMUTEX_EAUTH, "%s refused the credentials: %.200s", ep->display, r->str);
+            return rm_fail(err, REDMUTEX_EAUTH, "%s refused the credentials: %.200s", ep->display, r->str);
         return 0;
     }
     if (i == select_i) {
         if (r->type == RM_REPLY_ERROR) {
             if (strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "NOPERM", 6) == 0)
-                return rm_fail(REDMUTEX_EAUTH, "%s: SELECT %d refused: %.200s", ep->display, ep->db, r->str);
-            return rm_fail(REDMUTEX_ESERVER, "%s: SELECT %d failed: %.200s", ep->display, ep->db, r->str);
+                return rm_fail(err, REDMUTEX_EAUTH, "%s: SELECT %d refused: %.200s", ep->display, ep->db, r->str);
+            return rm_fail(err, REDMUTEX_ESERVER, "%s: SELECT %d failed: %.200s", ep->display, ep->db, r->str);
         }
         return 0;
     }
     if (i == info_i) {
         if (r->type == RM_REPLY_ERROR)
-            return rm_reply_error(r, "INFO server", NULL, ep->display);
+            return rm_reply_error(err, r, "INFO server", NULL, ep->display);
         if (r->type != RM_REPLY_STRING)
-            return rm_fail(REDMUTEX_EPROTOCOL, "%s: INFO server did not return text", ep->display);
+            return rm_fail(err, REDMUTEX_EPROTOCOL, "%s: INFO server did not return text", ep->display);
         const char *id = strstr(r->str, "run_id:");
         if (!id)
-            return rm_fail(REDMUTEX_EPROTOCOL, "%s: INFO server has no run_id", ep->display);
+            return rm_fail(err, REDMUTEX_EPROTOCOL, "%s: INFO server has no run_id", ep->display);
         id += 7;
         size_t len = strcspn(id, "\r\n");
         char run_id[48];
         if (len == 0 || len >= sizeof run_id)
-            return rm_fail(REDMUTEX_EPROTOCOL, "%s: INFO server has a malformed run_id", ep->display);
+            return rm_fail(err, REDMUTEX_EPROTOCOL, "%s: INFO server has a malformed run_id", ep->display);
         memcpy(run_id, id, len);
         run_id[len] = '\0';
         memcpy(c->run_id, run_id, len + 1); /* recorded by the caller's pool (rm_server_note_run_id) */
@@ -315,7 +315,7 @@ int rm_poll_fd(int fd, short events, int64_t deadline_ns)
 
 /* ---- transport I/O ------------------------------------------------------ */
 
-int rm_conn_establish(rm_conn *c)
+int rm_conn_establish(rm_err *err, rm_conn *c)
 {
     if (!c->connecting)
         return 0;
@@ -326,17 +326,17 @@ int rm_conn_establish(rm_conn *c)
         if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
             soerr = errno;
         if (soerr != 0)
-            return rm_fail(REDMUTEX_ECONN, "%s: connect: %s", c->srv->ep.display, strerror(soerr));
+            return rm_fail(err, REDMUTEX_ECONN, "%s: connect: %s", c->srv->ep.display, strerror(soerr));
         if (!c->srv->tls) {
             c->connecting = false;
             return 0;
         }
-        int rc = rm_tls_start(c);
+        int rc = rm_tls_start(err, c);
         if (rc != 0)
             return rc;
         c->tls_handshaking = true;
     }
-    int rc = rm_tls_handshake(c);
+    int rc = rm_tls_handshake(err, c);
     if (rc == 0) {
         c->tls_handshaking = false;
         c->connecting = false;
@@ -344,10 +344,10 @@ int rm_conn_establish(rm_conn *c)
     return rc;
 }
 
-ssize_t rm_conn_send(rm_conn *c, const void *data, size_t len)
+ssize_t rm_conn_send(rm_err *err, rm_conn *c, const void *data, size_t len)
 {
     if (c->tls)
-        return rm_tls_send(c, data, len);
+        return rm_tls_send(err, c, data, len);
     for (;;) {
         ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n >= 0)
@@ -356,7 +356,7 @@ ssize_t rm_conn_send(rm_conn *c, const void *data, size_t len)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return 0;
-        return rm_fail(REDMUTEX_ECONN, "%s: write: %s", c->srv->ep.display, strerror(errno));
+        return rm_fail(err, REDMUTEX_ECONN, "%s: write: %s", c->srv->ep.display, strerror(errno));
     }
 }
 
@@ -366,32 +366,32 @@ static bool looks_like_tls(const unsigned char *b, size_t n)
     return n >= 3 && (b[0] == 0x15 || b[0] == 0x16) && b[1] == 0x03 && b[2] <= 0x04;
 }
 
-ssize_t rm_conn_recv(rm_conn *c, void *buf, size_t len)
+ssize_t rm_conn_recv(rm_err *err, rm_conn *c, void *buf, size_t len)
 {
     if (c->tls)
-        return rm_tls_recv(c, buf, len);
+        return rm_tls_recv(err, c, buf, len);
     const char *who = c->srv->ep.display;
     for (;;) {
         ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
         if (n > 0) {
             if (!c->received && looks_like_tls(buf, (size_t)n))
-                return rm_fail(REDMUTEX_ECONN, "%s answered in TLS: it is a TLS port (use a rediss:// URL)", who);
+                return rm_fail(err, REDMUTEX_ECONN, "%s answered in TLS: it is a TLS port (use a rediss:// URL)", who);
             c->received = true;
             return n;
         }
         if (n == 0) {
             if (!c->received && !c->srv->ep.is_unix)
-                return rm_fail(REDMUTEX_ECONN,
+                return rm_fail(err, REDMUTEX_ECONN,
                                "%s closed the connection before answering (if it is a TLS port, use a "
                                "rediss:// URL)",
                                who);
-            return rm_fail(REDMUTEX_ECONN, "%s closed the connection", who);
+            return rm_fail(err, REDMUTEX_ECONN, "%s closed the connection", who);
         }
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return 0;
-        return rm_fail(REDMUTEX_ECONN, "%s: read: %s%s", who, strerror(errno),
+        return rm_fail(err, REDMUTEX_ECONN, "%s: read: %s%s", who, strerror(errno),
                        errno == ECONNRESET && !c->received && !c->srv->ep.is_unix
                            ? " before answering (if it is a TLS port, use a rediss:// URL)"
                            : "");

@@ -76,7 +76,7 @@ int rm_conn_add_order_key(rm_conn *c, uint64_t key);
 /** The hash that orders requests of one lock name on a server (never 0). */
 uint64_t rm_order_key(const char *name);
 /** Starts a non-blocking connection. 0 or an error code (message set). */
-int rm_conn_open(rm_conn **out, struct rm_server *srv);
+int rm_conn_open(rm_err *err, rm_conn **out, struct rm_server *srv);
 void rm_conn_close(rm_conn *c);
 /** Connected, ready to use and nothing unexpected waiting on the socket. */
 bool rm_conn_looks_healthy(rm_conn *c);
@@ -88,7 +88,7 @@ size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info);
  * record with its pool (rm_server_note_run_id): a connection knows nothing
  * of the client above it.
  */
-int rm_conn_check_handshake(rm_conn *c, size_t i, size_t n, bool want_info, rm_reply *r);
+int rm_conn_check_handshake(rm_err *err, rm_conn *c, size_t i, size_t n, bool want_info, rm_reply *r);
 /** Waits for fd events until deadline; EINTR is retried. Returns poll()'s result. */
 int rm_poll_fd(int fd, short events, int64_t deadline_ns);
 
@@ -99,16 +99,16 @@ int rm_poll_fd(int fd, short events, int64_t deadline_ns);
  * again after they reported "not ready".
  */
 /** Drives connect() and the TLS handshake on: 0 usable, 1 not ready yet, or an error code (message set). */
-int rm_conn_establish(rm_conn *c);
+int rm_conn_establish(rm_err *err, rm_conn *c);
 /** Sends up to len bytes: the count sent, 0 when not ready, or an error code (message set). */
-ssize_t rm_conn_send(rm_conn *c, const void *data, size_t len);
+ssize_t rm_conn_send(rm_err *err, rm_conn *c, const void *data, size_t len);
 /**
  * Receives up to len bytes: the count, 0 when nothing is ready, or an error
  * code (message set; a closed connection is REDMUTEX_ECONN). A count below
  * len means nothing more is buffered inside the connection: poll before
  * reading again.
  */
-ssize_t rm_conn_recv(rm_conn *c, void *buf, size_t len);
+ssize_t rm_conn_recv(rm_err *err, rm_conn *c, void *buf, size_t len);
 /** The poll events to wait for; have_output when bytes wait to be sent. */
 short rm_conn_events(const rm_conn *c, bool have_output);
 /** While not usable: the pending step, for messages ("while connecting", ...); NULL once usable. */
@@ -125,6 +125,6 @@ const char *rm_conn_pending_step(const rm_conn *c);
 bool rm_conn_queue_later(rm_conn *c, int argc, const char *const *argv);
 /** Sends what it can of c's queued `later` bytes without blocking; once all
     are out, their replies are owed. 0, or an error code (message set). */
-int rm_conn_flush_later(rm_conn *c);
+int rm_conn_flush_later(rm_err *err, rm_conn *c);
 
 #endif

@@ -7,7 +7,7 @@
 
 static _Thread_local char last_message[512];
 static _Thread_local int last_code;
-_Static_assert(sizeof(((rm_saved_error *)0)->msg) == sizeof last_message, "a saved error holds the whole message");
+_Static_assert(sizeof(((rm_err *)0)->msg) == sizeof last_message, "an error fits the thread's message");
 
 const char *redmutex_strerror(int code)
 {
@@ -45,41 +45,41 @@ void redmutex_clear_error(void)
     last_code = 0;
 }
 
-int rm_vfail(int code, const char *fmt, va_list ap)
+int rm_vfail(rm_err *e, int code, const char *fmt, va_list ap)
 {
-    /* The message may be built from the previous one (rm_fail("%s", redmutex_last_error())). */
-    char tmp[sizeof last_message];
+    if (!e)
+        return code;
+    char tmp[sizeof e->msg];
     vsnprintf(tmp, sizeof tmp, fmt, ap);
-    memcpy(last_message, tmp, sizeof tmp);
-    last_code = code;
+    memcpy(e->msg, tmp, sizeof tmp);
+    e->code = code;
     return code;
 }
 
-int rm_fail(int code, const char *fmt, ...)
+int rm_fail(rm_err *e, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    rm_vfail(code, fmt, ap);
+    rm_vfail(e, code, fmt, ap);
     va_end(ap);
     return code;
 }
 
-void rm_error_save(rm_saved_error *e)
+int rm_err_copy(rm_err *e, const rm_err *src)
 {
-    e->code = last_code;
-    memcpy(e->msg, last_message, sizeof e->msg);
+    if (e && e != src)
+        memcpy(e, src, sizeof *e);
+    return src->code;
 }
 
-void rm_error_restore(const rm_saved_error *e)
+int rm_publish(const rm_err *e, int rc)
 {
-    last_code = e->code;
-    memcpy(last_message, e->msg, sizeof last_message);
-}
-
-int rm_keep(int code)
-{
-    last_code = code;
-    return code;
+    if (rc >= 0) /* success: a count, a descriptor, or 0 */
+        return rc;
+    const char *msg = e && e->code == rc && e->msg[0] ? e->msg : redmutex_strerror(rc);
+    snprintf(last_message, sizeof last_message, "%s", msg);
+    last_code = rc;
+    return rc;
 }
 
 const char *redmutex_version(void) { return REDMUTEX_VERSION_STRING; }

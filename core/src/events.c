@@ -84,38 +84,40 @@ void rm_events_push(redmutex_client *c, uint64_t lock_id, redmutex_state state, 
 
 int redmutex_client_event_fd(redmutex_client *c)
 {
+    rm_err e_ = {0}, *err = &e_;
     if (!c)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_event_fd: client is NULL");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_event_fd: client is NULL"));
     int rc = 0;
     rm_client_lock(c);
     if (c->event_fd < 0) {
         /* Made on first use: a client nobody polls needs no descriptor. */
         c->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (c->event_fd < 0)
-            rc = rm_fail(REDMUTEX_ENOMEM, "cannot create the client's event fd: %s", strerror(errno));
+            rc = rm_fail(err, REDMUTEX_ENOMEM, "cannot create the client's event fd: %s", strerror(errno));
         else if (c->n_events > 0)
             fd_signal(c->event_fd);
     }
     if (rc == 0)
         rc = c->event_fd;
     rm_client_unlock(c);
-    return rc;
+    return rm_publish(err, rc);
 }
 
 int redmutex_client_next_event(redmutex_client *c, uint64_t *lock_id, redmutex_state *state, char *owner,
                                size_t owner_size)
 {
+    rm_err e_ = {0}, *err = &e_;
     if (!c || !lock_id || !state)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_next_event: %s is NULL",
-                       !c ? "client" : !lock_id ? "lock_id" : "state");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_next_event: %s is NULL",
+                       !c ? "client" : !lock_id ? "lock_id" : "state"));
     if (!owner && owner_size)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_next_event: owner is NULL but owner_size is %zu",
-                       owner_size);
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_next_event: owner is NULL but owner_size is %zu",
+                       owner_size));
     int rc = 0;
     rm_client_lock(c);
     rm_fd_event *e = c->events_head;
     if (e && owner_size && strlen(e->owner) >= owner_size) {
-        rc = rm_fail(REDMUTEX_EINVAL,
+        rc = rm_fail(err, REDMUTEX_EINVAL,
                      "redmutex_client_next_event: owner buffer of %zu bytes is too small for %zu "
                      "(REDMUTEX_OWNER_MAX + 1 always suffices); the event stays queued",
                      owner_size, strlen(e->owner) + 1);
@@ -133,7 +135,7 @@ int redmutex_client_next_event(redmutex_client *c, uint64_t *lock_id, redmutex_s
         rc = 1;
     }
     rm_client_unlock(c);
-    return rc;
+    return rm_publish(err, rc);
 }
 
 uint64_t redmutex_client_events_dropped(const redmutex_client *c)

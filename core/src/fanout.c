@@ -30,7 +30,7 @@
 /* Beyond this many owed replies a connection is not worth keeping. */
 #define RM_OWED_MAX 256
 
-int rm_call_begin(rm_call *call, redmutex_client *c)
+int rm_call_begin(rm_err *err, rm_call *call, redmutex_client *c)
 {
     memset(call, 0, sizeof *call);
     call->c = c;
@@ -41,7 +41,7 @@ int rm_call_begin(rm_call *call, redmutex_client *c)
     } else {
         call->slots = calloc(c->n, sizeof *call->slots);
         if (!call->slots)
-            return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+            return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     }
     return 0;
 }
@@ -176,13 +176,14 @@ static void slot_complete(rm_slot *s, const rm_req *req)
 
 static void slot_read(rm_slot *s, const rm_req *req)
 {
+    rm_err e = {0};
     char buf[16384];
     rm_conn *conn = s->conn;
     const char *who = conn->srv->ep.display;
     for (;;) {
-        ssize_t n = rm_conn_recv(conn, buf, sizeof buf);
+        ssize_t n = rm_conn_recv(&e, conn, buf, sizeof buf);
         if (n < 0) {
-            slot_break(s, (int)n, "%s", redmutex_last_error());
+            slot_break(s, (int)n, "%s", e.msg);
             return;
         }
         if (n == 0)
@@ -212,15 +213,15 @@ static void slot_read(rm_slot *s, const rm_req *req)
             return;
         }
         if (s->handshaking) {
-            int rc = rm_conn_check_handshake(conn, idx, s->handshake_n, s->want_info, r);
+            int rc = rm_conn_check_handshake(&e, conn, idx, s->handshake_n, s->want_info, r);
             if (rc == 0 && conn->run_id[0]) {
                 /* INFO's run_id: the server's life, recorded by its pool. */
-                rc = rm_server_note_run_id(conn->srv->client, conn->srv, conn->run_id) == 0 ? 0 : rm_keep(REDMUTEX_EDUPLICATE);
+                rc = rm_server_note_run_id(&e, conn->srv->client, conn->srv, conn->run_id);
                 conn->run_id[0] = '\0';
             }
             rm_reply_free(r);
             if (rc != 0) {
-                slot_break(s, rc, "%s", redmutex_last_error());
+                slot_break(s, rc, "%s", e.msg);
                 return;
             }
         } else if (idx < s->skip) {
@@ -252,15 +253,16 @@ static void slot_read(rm_slot *s, const rm_req *req)
 static void slot_write(rm_slot *s)
 {
     rm_conn *conn = s->conn;
-    int rc = rm_conn_establish(conn); /* connect() and the TLS handshake */
+    rm_err e = {0};
+    int rc = rm_conn_establish(&e, conn); /* connect() and the TLS handshake */
     if (rc < 0)
-        slot_break(s, rc, "%s", redmutex_last_error());
+        slot_break(s, rc, "%s", e.msg);
     if (rc != 0)
         return;
     while (s->conn->out.len > 0) {
-        ssize_t n = rm_conn_send(conn, s->conn->out.data, s->conn->out.len);
+        ssize_t n = rm_conn_send(&e, conn, s->conn->out.data, s->conn->out.len);
         if (n < 0) {
-            slot_break(s, (int)n, "%s", redmutex_last_error());
+            slot_break(s, (int)n, "%s", e.msg);
             return;
         }
         if (n == 0)
@@ -310,11 +312,12 @@ static bool slot_start(rm_call *call, rm_slot *s, size_t i, const rm_req *req, i
 {
     redmutex_client *c = call->c;
     if (!s->conn) {
-        int rc = rm_pool_take(c, i, call->order_key, &s->conn);
+        rm_err e = {0};
+        int rc = rm_pool_take(&e, c, i, call->order_key, &s->conn);
         if (rc == RM_CONN_BUSY)
             return false;
         if (rc != 0) {
-            slot_break(s, rc, "%s", redmutex_last_error());
+            slot_break(s, rc, "%s", e.msg);
             return true;
         }
     }
@@ -545,7 +548,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
             for (size_t k = 0; k < call->n; k++)
                 if (call->slots[k].status == RM_SLOT_RUNNING)
                     slot_break(&call->slots[k], REDMUTEX_ENOMEM, "out of memory");
-            return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+            return REDMUTEX_ENOMEM;
         }
     }
     run_loop(call, req, connect_deadline, pending, decided, ud, &ps);
@@ -574,37 +577,4 @@ size_t rm_call_answered(const rm_call *call)
         if (call->slots[i].status == RM_SLOT_DONE && call->slots[i].err == 0)
             n++;
     return n;
-}
-
-static int severity(int code)
-{
-    switch (code) {
-    case REDMUTEX_EAUTH: return 7;
-    case REDMUTEX_EWRONGTYPE: return 6;
-    case REDMUTEX_EDUPLICATE: return 5;
-    case REDMUTEX_ESERVER: return 4;
-    case REDMUTEX_EPROTOCOL: return 3;
-    case REDMUTEX_ENOMEM: return 2;
-    default: return 1;
-    }
-}
-
-int rm_call_fail(const rm_call *call, const char *what, const char *name)
-{
-    const rm_slot *worst = NULL;
-    size_t failed = 0;
-    for (size_t i = 0; i < call->n; i++) {
-        const rm_slot *s = &call->slots[i];
-        if (s->err == 0 || s->excluded || s->not_waited)
-            continue;
-        failed++;
-        if (!worst || severity(s->err) > severity(worst->err))
-            worst = s;
-    }
-    if (!worst)
-        return rm_fail(REDMUTEX_ECONN, "%s '%s': no majority of servers answered", what, name);
-    if (call->n == 1)
-        return rm_fail(worst->err, "%s '%s': %s", what, name, worst->msg);
-    return rm_fail(worst->err, "%s '%s': %zu of %zu servers failed, need %zu answers; %s", what, name,
-                   failed, call->n, call->c->quorum, worst->msg);
 }

@@ -77,7 +77,7 @@ struct rm_call {
     size_t n_order_keys;
 };
 
-int rm_call_begin(rm_call *call, redmutex_client *c);
+int rm_call_begin(rm_err *err, rm_call *call, redmutex_client *c);
 /**
  * Sends req to every server and collects replies until all answered, the
  * deadline passed, or decided() says the result is known. Per-server
@@ -95,8 +95,6 @@ size_t rm_call_answered(const rm_call *call);
 size_t rm_call_failed(const rm_call *call);
 /** Whether server i's request went out but its reply did not arrive: it may have run. */
 static inline bool rm_slot_unknown(const rm_slot *s) { return s->err != 0 && s->sent && !s->excluded; }
-/** Fails with the most telling per-server error (used when no quorum answered). */
-int rm_call_fail(const rm_call *call, const char *what, const char *name);
 
 
 #endif

@@ -31,21 +31,22 @@ static const rm_options_layout lock_options_layout = {"lock options", "redmutex_
 
 int redmutex_lock_options_init(redmutex_lock_options *opts, unsigned int version)
 {
-    return rm_options_init(opts, version, &lock_options_layout);
+    rm_err e_ = {0}, *err = &e_;
+    return rm_publish(err, rm_options_init(err, opts, version, &lock_options_layout));
 }
 
-static int check_lock_options(const redmutex_lock_options *o)
+static int check_lock_options(rm_err *err, const redmutex_lock_options *o)
 {
     if (o->flags & ~(uint32_t)REDMUTEX_LOCK_FENCING)
-        return rm_fail(REDMUTEX_EINVAL, "lock options: unknown flags 0x%x", o->flags);
+        return rm_fail(err, REDMUTEX_EINVAL, "lock options: unknown flags 0x%x", o->flags);
     if (o->lease_ms != 0 && (o->lease_ms < 10 || o->lease_ms > REDMUTEX_TIME_MAX_MS))
-        return rm_fail(REDMUTEX_EINVAL, "lease_ms = %" PRId64 " is out of range (0 for the watchdog, or 10..%" PRId64 ")",
+        return rm_fail(err, REDMUTEX_EINVAL, "lease_ms = %" PRId64 " is out of range (0 for the watchdog, or 10..%" PRId64 ")",
                        o->lease_ms, (int64_t)REDMUTEX_TIME_MAX_MS);
     if (o->max_hold_ms < 0 || o->max_hold_ms > REDMUTEX_TIME_MAX_MS)
-        return rm_fail(REDMUTEX_EINVAL, "max_hold_ms = %" PRId64 " is out of range (0..%" PRId64 ")", o->max_hold_ms,
+        return rm_fail(err, REDMUTEX_EINVAL, "max_hold_ms = %" PRId64 " is out of range (0..%" PRId64 ")", o->max_hold_ms,
                        (int64_t)REDMUTEX_TIME_MAX_MS);
     if (o->max_extensions < 0)
-        return rm_fail(REDMUTEX_EINVAL, "max_extensions = %" PRId64 " is negative", o->max_extensions);
+        return rm_fail(err, REDMUTEX_EINVAL, "max_extensions = %" PRId64 " is negative", o->max_extensions);
     return 0;
 }
 
@@ -57,24 +58,25 @@ static uint64_t next_lock_id(void) { return atomic_fetch_add(&last_lock_id, 1) +
 int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name, redmutex_kind kind,
                       const redmutex_lock_options *opts)
 {
+    rm_err e_ = {0}, *err = &e_;
     if (!out || !c || !name)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_new: %s is NULL", !out ? "out" : !c ? "client" : "name");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_new: %s is NULL", !out ? "out" : !c ? "client" : "name"));
     size_t len = strnlen(name, REDMUTEX_NAME_MAX + 1);
     if (len == 0)
-        return rm_fail(REDMUTEX_EINVAL, "lock name is empty");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "lock name is empty"));
     if (len > REDMUTEX_NAME_MAX)
-        return rm_fail(REDMUTEX_EINVAL, "lock name is longer than %d bytes", REDMUTEX_NAME_MAX);
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "lock name is longer than %d bytes", REDMUTEX_NAME_MAX));
     if (!rm_kind_valid((int)kind))
-        return rm_fail(REDMUTEX_EINVAL, "unknown lock kind %d", (int)kind);
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "unknown lock kind %d", (int)kind));
     redmutex_lock_options o;
-    int rc = rm_options_load(&o, opts, &lock_options_layout, "redmutex_lock_new");
+    int rc = rm_options_load(err, &o, opts, &lock_options_layout, "redmutex_lock_new");
     if (rc == 0)
-        rc = check_lock_options(&o);
+        rc = check_lock_options(err, &o);
     if (rc)
-        return rc;
+        return rm_publish(err, rc);
     redmutex_lock *l = calloc(1, sizeof *l + len + 1);
     if (!l)
-        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        return rm_publish(err, rm_fail(err, REDMUTEX_ENOMEM, "out of memory"));
     l->c = c;
     l->id = next_lock_id();
     l->refs = 1; /* the user's */
@@ -86,12 +88,12 @@ int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name,
     if (c->closed) {
         rm_client_unlock(c);
         free(l);
-        return rm_fail(REDMUTEX_ECLOSED, "the client was closed");
+        return rm_publish(err, rm_fail(err, REDMUTEX_ECLOSED, "the client was closed"));
     }
     c->refs++;
     rm_client_unlock(c);
     *out = l;
-    return 0;
+    return rm_publish(err, 0);
 }
 
 const char *redmutex_lock_name(const redmutex_lock *l) { return l ? l->name : ""; }

@@ -33,15 +33,15 @@ struct redmutex_lock {
 /** The lease of a hold made through l: its own, or the client's watchdog lease. */
 int64_t rm_lock_lease_ms(const redmutex_lock *l);
 /** l is not NULL and its client usable: 0, or an error code (message set). */
-int rm_lock_check_handle(redmutex_lock *l, const char *fn);
+int rm_lock_check_handle(rm_err *err, redmutex_lock *l, const char *fn);
 /** A wait of ms is valid (0..REDMUTEX_TIME_MAX_MS or REDMUTEX_WAIT_FOREVER): 0 or REDMUTEX_EINVAL. */
-int rm_lock_check_wait(const redmutex_lock *l, int64_t ms);
+int rm_lock_check_wait(rm_err *err, const redmutex_lock *l, int64_t ms);
 /** The owner key of the local hold: explicit owner, thread owner (reentrant kinds) or "" (plain default). */
-int rm_lock_resolve_owner(redmutex_lock *l, const char *owner, char out[RM_VALUE_MAX + 1]);
+int rm_lock_resolve_owner(rm_err *err, redmutex_lock *l, const char *owner, char out[RM_VALUE_MAX + 1]);
 /** What an owner is stored as on the servers, for the kinds whose value is not a fresh token. */
 void rm_lock_owner_field(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1]);
 /** A fresh 128-bit random token in hex (lock value, latch id). 0 or REDMUTEX_ESYSTEM: fails closed. */
-int rm_new_token(char out[33]);
+int rm_new_token(rm_err *err, char out[33]);
 /** A server's name for messages (its URL, password masked). */
 static inline const char *rm_lock_server(const redmutex_lock *l, size_t i) { return l->c->servers[i].ep.display; }
 

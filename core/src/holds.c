@@ -150,22 +150,22 @@ static rm_hold *hold_settled(redmutex_lock *l, const char *owner, pid_t pid)
     return h;
 }
 
-int rm_hold_record(redmutex_lock *l, const char *owner, const char *value, int64_t started_ns, const rm_votes *v)
+int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char *value, int64_t started_ns, const rm_votes *v)
 {
     redmutex_client *c = l->c;
     int64_t lease = rm_lock_lease_ms(l);
     pid_t pid = rm_pid();
     if (c->closed)
-        return rm_fail(REDMUTEX_ECLOSED, "the client was closed while lock '%s' was being acquired", l->name);
+        return rm_fail(err, REDMUTEX_ECLOSED, "the client was closed while lock '%s' was being acquired", l->name);
     rm_hold *h = hold_settled(l, owner, pid);
     if (h && (!rm_kind_of(l)->reentrant || rm_hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST))
         /* A plain lock is held once per owner, and a lost hold is not
            continued: the caller must release the old one first. */
-        return rm_fail(REDMUTEX_ELOST, "lock '%s': this owner's earlier hold was lost; release it first", l->name);
+        return rm_fail(err, REDMUTEX_ELOST, "lock '%s': this owner's earlier hold was lost; release it first", l->name);
     bool created = !h;
     if (!h) {
         if (!(h = hold_new(l, owner, value, pid, started_ns)))
-            return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+            return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
         h->fence = v->fence;
     }
     /* The life of each server that may hold it now (granted, or its answer
@@ -173,7 +173,7 @@ int rm_hold_record(redmutex_lock *l, const char *owner, const char *value, int64
        stops counting for this hold, and a release goes only where it may
        hold. A nested acquisition adds the servers that granted it. */
     for (size_t i = 0; i < c->n; i++)
-        if (v->yes_at[i] || v->unknown_at[i])
+        if (v->t.yes_at[i] || v->t.unknown_at[i])
             h->generations[i] = c->servers[i].generation + 1;
     /* Levels taken through this handle: the server's count also holds the
        levels of the same owner's other handles (one thread, one field), and
@@ -186,7 +186,7 @@ int rm_hold_record(redmutex_lock *l, const char *owner, const char *value, int64
         h->validity_end_ns = rm_validity_end_ns(started_ns, v->granted_ttl);
     h->state = REDMUTEX_STATE_HELD;
     h->release_id[0] = '\0'; /* a latch from an earlier, unfinished release must not answer the next one */
-    int rc = rm_watchdog_schedule(c, h);
+    int rc = rm_watchdog_schedule(err, c, h);
     if (rc == 0 && v->granted_ttl >= 0) /* ... and extended to the full lease a third of that later */
         rm_watchdog_renew_by(c, h, rm_renew_due_ns(started_ns, v->granted_ttl));
     if (rc != 0 && created)

@@ -83,6 +83,6 @@ bool rm_hold_exists(redmutex_lock *l, const char *owner);
  * hold was lost, or a plain lock's is still there), REDMUTEX_ENOMEM: then
  * the caller undoes the acquisition on the servers.
  */
-int rm_hold_record(redmutex_lock *l, const char *owner, const char *value, int64_t started_ns, const rm_votes *v);
+int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char *value, int64_t started_ns, const rm_votes *v);
 
 #endif

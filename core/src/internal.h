@@ -50,20 +50,30 @@ void rm_sha1_hex(char out[41], const void *data, size_t len);
 
 /* ---- error.c ------------------------------------------------------- */
 
-/** Sets the thread's last error to code + formatted message; returns code. */
-int rm_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/** Like rm_fail with a va_list. */
-int rm_vfail(int code, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-/** Keeps the message already set and returns code (for propagation). */
-int rm_keep(int code);
-/** The thread's last error, kept across work whose own errors the caller
-    must not see (rm_error_save, then rm_error_restore puts it back exactly). */
-typedef struct rm_saved_error {
+/**
+ * One error: a code and its message. Internal functions that can fail take
+ * an rm_err * and fill it; only the public entry points (redmutex_*) hand
+ * it to the caller's thread with rm_publish. Background threads keep their
+ * own, so nothing they do is seen by, or hides, a caller's error.
+ */
+typedef struct rm_err {
     int code;
     char msg[512];
-} rm_saved_error;
-void rm_error_save(rm_saved_error *e);
-void rm_error_restore(const rm_saved_error *e);
+} rm_err;
+
+/** Sets *e to code + formatted message (e NULL: dropped); returns code. The
+    arguments may point into e->msg. */
+int rm_fail(rm_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/** Like rm_fail with a va_list. */
+int rm_vfail(rm_err *e, int code, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
+/** Copies src into e (e NULL: nothing); returns src->code. */
+int rm_err_copy(rm_err *e, const rm_err *src);
+/**
+ * For public entry points only (scripts/check-layers.py holds it): when rc
+ * is an error (< 0), it becomes the thread's last error with e's message (or
+ * the code's description when e says nothing of rc). Returns rc.
+ */
+int rm_publish(const rm_err *e, int rc);
 
 /* ---- buffers ------------------------------------------------------- */
 

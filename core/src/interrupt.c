@@ -61,7 +61,7 @@ void rm_interrupt_wake_all(redmutex_client *c)
         fd_write(fd);
 }
 
-int rm_wait_begin(redmutex_client *c, rm_wait *w)
+int rm_wait_begin(rm_err *err, redmutex_client *c, rm_wait *w)
 {
     memset(w, 0, sizeof *w);
     rm_client_lock(c);
@@ -69,7 +69,7 @@ int rm_wait_begin(redmutex_client *c, rm_wait *w)
         int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (fd < 0) {
             rm_client_unlock(c);
-            return rm_fail(REDMUTEX_ENOMEM, "cannot create the client's interrupt eventfd: %s", strerror(errno));
+            return rm_fail(err, REDMUTEX_ENOMEM, "cannot create the client's interrupt eventfd: %s", strerror(errno));
         }
         atomic_store(&c->intr_fd, fd);
     }

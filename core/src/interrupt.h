@@ -21,7 +21,7 @@ typedef struct rm_wait {
 /** rm_wait_poll's result when the wait was interrupted (or the client is closing). */
 #define RM_POLL_INTERRUPTED (-1)
 /** Registers a wait: interrupts from now on end it. 0 or REDMUTEX_ENOMEM (no eventfd). */
-int rm_wait_begin(redmutex_client *c, rm_wait *w);
+int rm_wait_begin(rm_err *err, redmutex_client *c, rm_wait *w);
 void rm_wait_end(redmutex_client *c, rm_wait *w);
 /** True once an interrupt arrived after w began, or the client is closing. w may be NULL (false). */
 bool rm_wait_interrupted(redmutex_client *c, const rm_wait *w);

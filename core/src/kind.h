@@ -127,7 +127,7 @@ const char *rm_lock_token_key(const redmutex_lock *l, char *out, size_t size);
 #define RM_FAIR_REFRESH_MS 500
 
 /** A fresh wait id: 16 hex digits. 0, or REDMUTEX_ESYSTEM (message set). */
-int rm_fair_new_nonce(char out[17]);
+int rm_fair_new_nonce(rm_err *err, char out[17]);
 /** Whether msg is a hand-off of the lock to the wait `nonce`; *fence gets its fencing token. */
 bool rm_fair_grant_parse(const char *msg, const char *nonce, int64_t *fence);
 /**

@@ -395,11 +395,11 @@ const rm_kind_ops rm_fair_ops = {
 
 /* ---- waiting ------------------------------------------------------------------- */
 
-int rm_fair_new_nonce(char out[17])
+int rm_fair_new_nonce(rm_err *err, char out[17])
 {
     unsigned char b[8];
     if (rm_random_bytes(b, sizeof b) != 0)
-        return rm_fail(REDMUTEX_ESYSTEM,
+        return rm_fail(err, REDMUTEX_ESYSTEM,
                        "the system gave no random bytes (getrandom failed); nothing was sent");
     rm_hex(out, b, sizeof b);
     return 0;
@@ -428,9 +428,6 @@ bool rm_fair_grant_parse(const char *msg, const char *nonce, int64_t *fence)
 void rm_fair_leave(redmutex_lock *l, const char *value, const bool *only)
 {
     redmutex_client *c = l->c;
-    int saved = redmutex_last_error_code();
-    char saved_msg[512];
-    snprintf(saved_msg, sizeof saved_msg, "%s", redmutex_last_error());
     rm_kargs st;
     const char **a = st.argv;
     a[0] = "6";
@@ -442,7 +439,7 @@ void rm_fair_leave(redmutex_lock *l, const char *value, const bool *only)
     a[9] = st.num[1];
     rm_req req = {1, {{RM_SCRIPT_FAIR_LEAVE, 10, a, NULL}}, l->name};
     rm_call call;
-    if (rm_call_begin(&call, c) == 0) {
+    if (rm_call_begin(NULL, &call, c) == 0) {
         /* Like a release: sent to every server, in order behind this owner's attempts. */
         call.must_send = true;
         call.only = only;
@@ -450,8 +447,4 @@ void rm_fair_leave(redmutex_lock *l, const char *value, const bool *only)
         rm_call_run(&call, &req, rm_deadline_after_ms(c->opts.command_timeout_ms), NULL, NULL);
         rm_call_end(&call);
     }
-    if (saved)
-        rm_fail(saved, "%s", saved_msg);
-    else
-        redmutex_clear_error();
 }

@@ -63,7 +63,6 @@ void rm_orphans_drop_locked(redmutex_client *c)
 
 static void shut_down(redmutex_client *c, int64_t deadline_ns, bool release)
 {
-    int saved_code = redmutex_last_error_code();
     rm_interrupt_wake_all(c); /* waits of other threads end with ECLOSED */
     if (release && !(c->opts.flags & REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE))
         rm_release_all(c, deadline_ns);
@@ -82,8 +81,6 @@ static void shut_down(redmutex_client *c, int64_t deadline_ns, bool release)
            still have one lent, and their requests are on their way anyway. */
     }
     rm_client_unlock(c);
-    if (saved_code == 0)
-        redmutex_clear_error();
 }
 
 static bool in_own_callback(redmutex_client *c)
@@ -93,8 +90,9 @@ static bool in_own_callback(redmutex_client *c)
 
 int redmutex_client_close(redmutex_client *c)
 {
+    rm_err err = {0};
     if (!c)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_close: client is NULL");
+        return rm_publish(&err, rm_fail(&err, REDMUTEX_EINVAL, "redmutex_client_close: client is NULL"));
     rm_client_lock(c);
     bool refused = in_own_callback(c);
     bool already = c->closed;
@@ -102,9 +100,10 @@ int redmutex_client_close(redmutex_client *c)
         c->closed = true;
     rm_client_unlock(c);
     if (refused)
-        return rm_fail(REDMUTEX_EINVAL,
-                       "redmutex_client_close cannot run in a lost-lock callback (it waits for the thread "
-                       "running the callback); use redmutex_client_free, which closes in the background");
+        return rm_publish(&err, rm_fail(&err, REDMUTEX_EINVAL,
+                                        "redmutex_client_close cannot run in a lost-lock callback (it waits for "
+                                        "the thread running the callback); use redmutex_client_free, which "
+                                        "closes in the background"));
     if (!already)
         shut_down(c, rm_deadline_after_ms(c->opts.shutdown_timeout_ms), true);
     return 0;
@@ -171,8 +170,7 @@ static void settle_hold_of_freed_handle(redmutex_client *c, rm_hold *h)
     if (held && !c->shut_down && h->pid == getpid()) {
         h->orphan = true;
         h->renew_stopped = true;
-        if (rm_watchdog_schedule(c, h) != 0) /* expiry at the end of validity */
-            redmutex_clear_error();          /* then it waits for the close */
+        rm_watchdog_schedule(NULL, c, h); /* expiry at the end of validity; failing that, the close */
         return;
     }
     rm_watchdog_cancel(c, h); /* not renewing: does not wait */

@@ -66,7 +66,7 @@ typedef struct rm_attempt_info {
  * can still answer; *info says when to retry) or an error code. The whole
  * attempt, cleanup included, ends by one deadline.
  */
-int rm_attempt(redmutex_lock *l, const char *owner, const char *value, bool retry, rm_attempt_info *info);
+int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *value, bool retry, rm_attempt_info *info);
 
 /** Where an acquisition's replies are in a request and how they read. */
 typedef struct rm_acq_replies {
@@ -86,7 +86,7 @@ void rm_acquire_count(rm_acq_replies *a, rm_call *call);
 /* ---- releases (release.c) ------------------------------------------------ */
 
 /** Releases owner_key's hold (the caller's deadline: INT64_MAX, or shutdown's). */
-int rm_release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns);
+int rm_release_owner(rm_err *err, redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns);
 /** Releases whatever `value` holds on the servers, with no local record (cleanup). */
 void rm_release_value(redmutex_lock *l, const char *value);
 
@@ -102,7 +102,7 @@ int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns);
  * and value (the token or hash field to store) as redmutex_lock_acquire does.
  * 0 or an error code with message.
  */
-int rm_acquire_prepare(redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
+int rm_acquire_prepare(rm_err *err, redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
                        char value[RM_VALUE_MAX + 1]);
 /* (For a fair lock, `nonce` below names the wait (kind.h), and an attempt
    with a nonce joins or refreshes the lock's queue; NULL: a try that never
@@ -113,12 +113,12 @@ int rm_acquire_prepare(redmutex_lock *l, const char *owner, char owner_key[RM_VA
  * *split: some but not a majority granted), or an error code. `retry` is
  * false for the first attempt of an acquisition. Blocks one round trip.
  */
-int rm_acquire_attempt(redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
+int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
                        int64_t *ttl_ms, bool *split);
 /** Whether this process holds the lock for owner_key through this handle. */
 bool rm_lock_holds(redmutex_lock *l, const char *owner_key);
 /** redmutex_lock_release for an owner key already resolved. */
-int rm_lock_release_key(redmutex_lock *l, const char *owner_key, bool explicit_owner);
+int rm_lock_release_key(rm_err *err, redmutex_lock *l, const char *owner_key, bool explicit_owner);
 /** Releases whatever `value` holds, with no local record (cleanup of an unknown outcome). */
 void rm_lock_release_value(redmutex_lock *l, const char *value);
 

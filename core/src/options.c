@@ -12,21 +12,21 @@
 
 #include <string.h>
 
-static int check_version(const rm_options_layout *layout, uint32_t version, const char *fn)
+static int check_version(rm_err *err, const rm_options_layout *layout, uint32_t version, const char *fn)
 {
     if (version >= 1 && version < layout->n_sizes)
         return 0;
-    return rm_fail(REDMUTEX_EINVAL,
+    return rm_fail(err, REDMUTEX_EINVAL,
                    "%s: %s version %u is unknown (this library knows versions 1 to %zu; initialise the "
                    "struct with %s)",
                    fn, layout->what, version, layout->n_sizes - 1, layout->init_fn);
 }
 
-int rm_options_init(void *opts, unsigned int version, const rm_options_layout *layout)
+int rm_options_init(rm_err *err, void *opts, unsigned int version, const rm_options_layout *layout)
 {
     if (!opts)
-        return rm_fail(REDMUTEX_EINVAL, "%s: opts is NULL", layout->init_fn);
-    int rc = check_version(layout, version, layout->init_fn);
+        return rm_fail(err, REDMUTEX_EINVAL, "%s: opts is NULL", layout->init_fn);
+    int rc = check_version(err, layout, version, layout->init_fn);
     if (rc)
         return rc;
     memcpy(opts, layout->defaults, layout->sizes[version]);
@@ -35,7 +35,7 @@ int rm_options_init(void *opts, unsigned int version, const rm_options_layout *l
     return 0;
 }
 
-int rm_options_load(void *out, const void *opts, const rm_options_layout *layout, const char *fn)
+int rm_options_load(rm_err *err, void *out, const void *opts, const rm_options_layout *layout, const char *fn)
 {
     size_t current = layout->n_sizes - 1;
     memcpy(out, layout->defaults, layout->sizes[current]);
@@ -43,7 +43,7 @@ int rm_options_load(void *out, const void *opts, const rm_options_layout *layout
         return 0;
     uint32_t version;
     memcpy(&version, opts, sizeof version);
-    int rc = check_version(layout, version, fn);
+    int rc = check_version(err, layout, version, fn);
     if (rc)
         return rc;
     memcpy(out, opts, layout->sizes[version]);

@@ -21,12 +21,12 @@ typedef struct rm_options_layout {
 } rm_options_layout;
 
 /** *_options_init(): writes the defaults of `version` (only its bytes) and the version. */
-int rm_options_init(void *opts, unsigned int version, const rm_options_layout *layout);
+int rm_options_init(rm_err *err, void *opts, unsigned int version, const rm_options_layout *layout);
 /**
  * Copies caller options of any known version into `out` (a struct of the
  * current version): defaults first, then the caller's bytes of its version.
  * opts NULL gives the defaults. REDMUTEX_EINVAL for an unknown version.
  */
-int rm_options_load(void *out, const void *opts, const rm_options_layout *layout, const char *fn);
+int rm_options_load(rm_err *err, void *out, const void *opts, const rm_options_layout *layout, const char *fn);
 
 #endif

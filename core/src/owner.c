@@ -12,23 +12,23 @@
 #include <inttypes.h>
 #include <string.h>
 
-int rm_lock_check_handle(redmutex_lock *l, const char *fn)
+int rm_lock_check_handle(rm_err *err, redmutex_lock *l, const char *fn)
 {
     if (!l)
-        return rm_fail(REDMUTEX_EINVAL, "%s: lock is NULL", fn);
-    return rm_client_usable(l->c);
+        return rm_fail(err, REDMUTEX_EINVAL, "%s: lock is NULL", fn);
+    return rm_client_usable(err, l->c);
 }
 
 /* The owner key of the local hold: explicit owner, thread owner (rlock) or "" (plain default). */
-int rm_lock_resolve_owner(redmutex_lock *l, const char *owner, char out[RM_VALUE_MAX + 1])
+int rm_lock_resolve_owner(rm_err *err, redmutex_lock *l, const char *owner, char out[RM_VALUE_MAX + 1])
 {
     if (owner) {
         size_t len = strnlen(owner, REDMUTEX_OWNER_MAX + 1);
         if (len == 0)
-            return rm_fail(REDMUTEX_EINVAL, "lock '%s': owner id is empty (pass NULL for the default owner)",
+            return rm_fail(err, REDMUTEX_EINVAL, "lock '%s': owner id is empty (pass NULL for the default owner)",
                            l->name);
         if (len > REDMUTEX_OWNER_MAX)
-            return rm_fail(REDMUTEX_EINVAL, "lock '%s': owner id is longer than %d bytes", l->name,
+            return rm_fail(err, REDMUTEX_EINVAL, "lock '%s': owner id is longer than %d bytes", l->name,
                            REDMUTEX_OWNER_MAX);
         memcpy(out, owner, len + 1);
     } else if (!rm_kind_of(l)->anonymous) {
@@ -51,20 +51,20 @@ void rm_lock_owner_field(const redmutex_lock *l, const char *owner_key, char out
 
 /* A fresh 128-bit random token (lock value, latch id). Fails closed: a
    predictable token would let another client release or extend the lock. */
-int rm_new_token(char out[33])
+int rm_new_token(rm_err *err, char out[33])
 {
     unsigned char b[16];
     if (rm_random_bytes(b, sizeof b) != 0)
-        return rm_fail(REDMUTEX_ESYSTEM, "the system gave no random bytes (getrandom failed); nothing was sent");
+        return rm_fail(err, REDMUTEX_ESYSTEM, "the system gave no random bytes (getrandom failed); nothing was sent");
     rm_hex(out, b, sizeof b);
     return 0;
 }
 
-int rm_lock_check_wait(const redmutex_lock *l, int64_t ms)
+int rm_lock_check_wait(rm_err *err, const redmutex_lock *l, int64_t ms)
 {
     if (ms == REDMUTEX_WAIT_FOREVER || (ms >= 0 && ms <= REDMUTEX_TIME_MAX_MS))
         return 0;
-    return rm_fail(REDMUTEX_EINVAL,
+    return rm_fail(err, REDMUTEX_EINVAL,
                    "lock '%s': wait of %" PRId64 " ms is invalid (0..%" PRId64 ", or REDMUTEX_WAIT_FOREVER)",
                    l->name, ms, (int64_t)REDMUTEX_TIME_MAX_MS);
 }

@@ -136,17 +136,17 @@ static int make_fds(int *epfd, int *efd, int *tfd)
     return -1;
 }
 
-static rm_pollwaits *ensure_pollwaits(redmutex_client *c)
+static rm_pollwaits *ensure_pollwaits(rm_err *err, redmutex_client *c)
 {
     if (c->pw)
         return c->pw;
     rm_pollwaits *pw = calloc(1, sizeof *pw);
     if (!pw) {
-        rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
         return NULL;
     }
     if (make_fds(&pw->epfd, &pw->efd, &pw->tfd) != 0) {
-        rm_fail(REDMUTEX_ENOMEM, "cannot create the client's wait fd: %s", strerror(errno));
+        rm_fail(err, REDMUTEX_ENOMEM, "cannot create the client's wait fd: %s", strerror(errno));
         free(pw);
         return NULL;
     }
@@ -260,15 +260,16 @@ static void release_refs(redmutex_wait *w)
 
 int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owner)
 {
+    rm_err e_ = {0}, *err = &e_;
     if (!out || !lock)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_wait_new: %s is NULL", !out ? "out" : "lock");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_new: %s is NULL", !out ? "out" : "lock"));
     redmutex_wait *w = calloc(1, sizeof *w);
     if (!w)
-        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
-    int rc = rm_acquire_prepare(lock, owner, w->owner_key, w->value);
+        return rm_publish(err, rm_fail(err, REDMUTEX_ENOMEM, "out of memory"));
+    int rc = rm_acquire_prepare(err, lock, owner, w->owner_key, w->value);
     if (rc) {
         free(w);
-        return rc;
+        return rm_publish(err, rc);
     }
     redmutex_client *c = lock->c;
     w->c = c;
@@ -280,17 +281,17 @@ int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owne
     rm_lock_channel(lock, w->value, w->channel);
     const rm_kind_ops *ops = rm_kind_ops_of(lock->kind);
     w->fair = ops && ops->server_queue;
-    if (w->fair && (rc = rm_fair_new_nonce(w->nonce)) != 0) {
+    if (w->fair && (rc = rm_fair_new_nonce(err, w->nonce)) != 0) {
         free(w);
-        return rc;
+        return rm_publish(err, rc);
     }
 
     rm_client_lock(c);
-    rm_pollwaits *pw = c->closed ? NULL : ensure_pollwaits(c);
+    rm_pollwaits *pw = c->closed ? NULL : ensure_pollwaits(err, c);
     if (!pw) {
         rm_client_unlock(c);
         free(w);
-        return c->closed ? rm_fail(REDMUTEX_ECLOSED, "the client was closed") : rm_keep(REDMUTEX_ENOMEM);
+        return rm_publish(err, c->closed ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed") : REDMUTEX_ENOMEM);
     }
     c->refs++;
     lock->refs++;
@@ -301,7 +302,7 @@ int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owne
     rm_client_unlock(c);
 
     *out = w;
-    return 0;
+    return rm_publish(err, 0);
 }
 
 /*
@@ -311,12 +312,12 @@ int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owne
  * the wait ready (one more attempt), and so does joining a channel that is
  * subscribed already. 0, or REDMUTEX_ENOMEM (then timers alone wake it).
  */
-static int join(redmutex_wait *w)
+static int join(rm_err *err, redmutex_wait *w)
 {
     redmutex_client *c = w->c;
     bool subscribed;
     if (rm_waiter_join(c, w->channel, notify, w, &w->waiter, &subscribed) != 0)
-        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     /* As for a blocked acquire: with one server and no replica wait, a
        releasing thread of this client may acquire for this wait in its
        release's round trip (see release.c). */
@@ -357,24 +358,26 @@ static int64_t next_pause_ms(redmutex_wait *w, int64_t ttl_ms, bool split, bool 
     return pause_ms;
 }
 
-static int busy(const redmutex_wait *w)
+static int busy(rm_err *err, const redmutex_wait *w)
 {
-    return rm_fail(REDMUTEX_ETIMEDOUT,
+    return rm_fail(err, REDMUTEX_ETIMEDOUT,
                    "lock '%s' is held by another owner; the wait becomes ready when it may be free",
                    w->l->name);
 }
 
 int redmutex_wait_try(redmutex_wait *w)
 {
+    rm_err e_ = {0}, *err = &e_;
     if (!w)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_wait_try: wait is NULL");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: wait is NULL"));
     redmutex_client *c = w->c;
     if (w->done)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_wait_try: this wait acquired lock '%s' already; free it",
-                       w->l->name);
-    int rc = rm_client_usable(c);
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL,
+                                       "redmutex_wait_try: this wait acquired lock '%s' already; free it",
+                                       w->l->name));
+    int rc = rm_client_usable(err, c);
     if (rc)
-        return rc;
+        return rm_publish(err, rc);
     rm_client_lock(c);
     unqueue(c->pw, w);
     w->due_ns = INT64_MAX;
@@ -382,10 +385,10 @@ int redmutex_wait_try(redmutex_wait *w)
     /* Notifications from here on make the wait ready again: none is lost. */
     int news = w->waiter ? rm_waiter_take(c, w->waiter) : 0;
     if (news < 0)
-        return busy(w); /* a releasing thread acquires for us: its result makes the wait ready */
+        return rm_publish(err, busy(err, w)); /* a releasing thread acquires for us: its result makes the wait ready */
     if (news == RM_WAIT_GRANTED) {
         w->done = true;
-        return 0;
+        return rm_publish(err, 0);
     }
     if (news == RM_WAIT_UNKNOWN)
         rm_lock_release_value(w->l, w->value); /* the acquisition made for us may have happened */
@@ -400,23 +403,23 @@ int redmutex_wait_try(redmutex_wait *w)
     if (!skip) {
         /* A fair lock's try takes a hand-off to this wait from the server
            (its field is there): one round trip, not none, for a wait. */
-        rc = rm_acquire_attempt(w->l, w->owner_key, w->value, !first, w->fair ? w->nonce : NULL, &ttl_ms, &split);
+        rc = rm_acquire_attempt(err, w->l, w->owner_key, w->value, !first, w->fair ? w->nonce : NULL, &ttl_ms, &split);
         if (rc == 0) {
             w->done = true;
-            return 0;
+            return rm_publish(err, 0);
         }
         if (rc < 0)
-            return rc;
+            return rm_publish(err, rc);
     }
-    if (!w->waiter && (rc = join(w)) != 0)
-        return rc;
+    if (!w->waiter && (rc = join(err, w)) != 0)
+        return rm_publish(err, rc);
     int64_t pause_ms = next_pause_ms(w, ttl_ms, split, !first && news == 0);
     rm_client_lock(c);
     set_due(c->pw, w, rm_now_ns() + pause_ms * RM_NS_PER_MS);
     rm_client_unlock(c);
     if (w->waiter)
         rm_waiter_sleep(c, w->waiter);
-    return busy(w);
+    return rm_publish(err, busy(err, w));
 }
 
 void redmutex_wait_free(redmutex_wait *w)
@@ -424,7 +427,6 @@ void redmutex_wait_free(redmutex_wait *w)
     if (!w)
         return;
     redmutex_client *c = w->c;
-    int saved_code = redmutex_last_error_code();
     rm_client_lock(c);
     w->freeing = true; /* notifications now only end the wait below */
     unqueue(c->pw, w);
@@ -443,7 +445,7 @@ void redmutex_wait_free(redmutex_wait *w)
             news = rm_waiter_take(c, w->waiter);
         }
         if (news == RM_WAIT_GRANTED)
-            rm_lock_release_key(w->l, w->owner_key, w->explicit_owner);
+            rm_lock_release_key(NULL, w->l, w->owner_key, w->explicit_owner);
         else if (news == RM_WAIT_UNKNOWN)
             rm_lock_release_value(w->l, w->value);
         rm_waiter_end(c, w->waiter); /* a release message it did not use goes to the next waiter */
@@ -451,25 +453,25 @@ void redmutex_wait_free(redmutex_wait *w)
     if (w->fair && w->tried && !w->done)
         rm_fair_leave(w->l, w->value, NULL); /* out of the queue, and a hand-off given back */
     release_refs(w);
-    if (saved_code == 0)
-        redmutex_clear_error();
 }
 
 int redmutex_client_wait_fd(redmutex_client *c)
 {
+    rm_err e_ = {0}, *err = &e_;
     if (!c)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_wait_fd: client is NULL");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_wait_fd: client is NULL"));
     rm_client_lock(c);
-    rm_pollwaits *pw = ensure_pollwaits(c);
+    rm_pollwaits *pw = ensure_pollwaits(err, c);
     int rc = pw ? pw->epfd : REDMUTEX_ENOMEM;
     rm_client_unlock(c);
-    return rc;
+    return rm_publish(err, rc);
 }
 
 int redmutex_client_next_ready(redmutex_client *c, uint64_t *wait_id)
 {
+    rm_err e_ = {0}, *err = &e_;
     if (!c || !wait_id)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_client_next_ready: %s is NULL", !c ? "client" : "wait_id");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_next_ready: %s is NULL", !c ? "client" : "wait_id"));
     int rc = 0;
     rm_client_lock(c);
     rm_pollwaits *pw = c->pw;
@@ -483,7 +485,7 @@ int redmutex_client_next_ready(redmutex_client *c, uint64_t *wait_id)
         }
     }
     rm_client_unlock(c);
-    return rc;
+    return rm_publish(err, rc);
 }
 
 /* ---- fork and destruction ---------------------------------------------------- */

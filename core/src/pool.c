@@ -46,15 +46,11 @@ static void owing_remove(rm_server *srv, rm_conn *conn)
 }
 
 /* Sends a connection's deferred release without blocking; a send error
-   leaves the connection to fail at its next use. The caller's error message
-   is kept. */
+   leaves the connection to fail at its next use. */
 static void flush_quietly(rm_conn *conn)
 {
-    rm_saved_error saved;
-    rm_error_save(&saved);
-    if (rm_conn_flush_later(conn) != 0)
+    if (rm_conn_flush_later(NULL, conn) != 0)
         conn->flush_later = false;
-    rm_error_restore(&saved);
 }
 
 /* Owing connections nobody asks for are read without blocking; those that
@@ -80,7 +76,7 @@ static void owing_settle(redmutex_client *c, rm_server *srv)
     }
 }
 
-int rm_pool_take(redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out)
+int rm_pool_take(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out)
 {
     rm_server *srv = &c->servers[i];
     rm_client_lock(c);
@@ -124,7 +120,7 @@ int rm_pool_take(redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out
         }
         rm_conn_close(conn);
     }
-    return rm_conn_open(out, srv);
+    return rm_conn_open(err, out, srv);
 }
 
 static bool pool_push(rm_server *srv, rm_conn *conn)
@@ -196,7 +192,7 @@ int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, const void *
         rc = 0;
     }
     rm_client_unlock(c);
-    return rc == REDMUTEX_ENOMEM ? rm_fail(rc, "out of memory") : rc;
+    return rc;
 }
 
 void rm_pool_give(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t order_key)
@@ -225,7 +221,7 @@ void rm_pool_give(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t orde
         rm_conn_close(conn);
 }
 
-int rm_server_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id)
+int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const char *run_id)
 {
     int rc = 0;
     const rm_server *dup = NULL;
@@ -255,7 +251,7 @@ int rm_server_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id
         srv->duplicate = false;
     rm_client_unlock(c);
     if (dup)
-        rm_fail(REDMUTEX_EDUPLICATE,
+        rm_fail(err, REDMUTEX_EDUPLICATE,
                 "%s and %s are the same Redis server (run_id %s); a Redlock majority needs "
                 "independent servers",
                 dup->ep.display, srv->ep.display, run_id);

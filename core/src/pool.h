@@ -19,7 +19,7 @@
  * lent to another call right now (try again shortly: nothing was sent).
  * Caller holds no mutex.
  */
-int rm_pool_take(redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out);
+int rm_pool_take(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out);
 /**
  * Returns a connection to the pool, or to the owing list when it still owes
  * replies (then order_key, the key of the request it owes for, is recorded).
@@ -45,7 +45,7 @@ int rm_pool_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key);
  */
 int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, const void *bytes, size_t len, size_t count);
 /** Called with the run_id a fresh connection reported; detects restarts and duplicates. */
-int rm_server_note_run_id(redmutex_client *c, rm_server *srv, const char *run_id);
+int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const char *run_id);
 /** In a forked child: closes the parent's pooled and owing connections (our copies of them). */
 void rm_pool_after_fork(redmutex_client *c);
 /** Closes a server's connections and frees its lists (client teardown). */

@@ -13,68 +13,64 @@
 #include "lockops.h"
 #include "quorum.h"
 #include "resp.h"
+#include "tally.h"
 
 #include <stdio.h>
 #include <string.h>
 
 typedef struct inspect_result {
-    size_t answered;
     size_t exists;
     int64_t ttl[REDMUTEX_SERVERS_MAX];   /* per answering server; -2 absent, -1 no TTL */
     int64_t count[REDMUTEX_SERVERS_MAX];
+    rm_tally t;                          /* yes: the key exists; no: it does not */
 } inspect_result;
 
-static int inspect(redmutex_lock *l, const char *value, inspect_result *res)
+/* Reads server i's answer to the inspect script (rm_vote_fn, ud: the inspect_result). */
+static rm_vote inspect_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
+{
+    (void)s;
+    (void)unknown;
+    inspect_result *res = ud;
+    if (r->type != RM_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != RM_REPLY_INTEGER ||
+        r->element[1]->type != RM_REPLY_INTEGER || r->element[2]->type != RM_REPLY_INTEGER) {
+        rm_fail(e, REDMUTEX_EPROTOCOL, "server %zu: unexpected reply to the inspect script", i + 1);
+        return RM_VOTE_ERROR;
+    }
+    size_t k = res->t.yes + res->t.no; /* answers so far */
+    res->ttl[k] = r->element[1]->integer;
+    res->count[k] = r->element[2]->integer;
+    return r->element[0]->integer == 1 ? RM_VOTE_YES : RM_VOTE_NO;
+}
+
+/* How many servers answered the inspection. */
+static size_t answered(const inspect_result *res) { return res->t.yes + res->t.no; }
+
+static int inspect(rm_err *err, redmutex_lock *l, const char *value, inspect_result *res)
 {
     redmutex_client *c = l->c;
     rm_kargs kargs;
     rm_req req = {1, {rm_kind_of(l)->inspect(l, value, &kargs)}, NULL};
     rm_call call;
-    int rc = rm_call_begin(&call, c);
+    int rc = rm_call_begin(err, &call, c);
     if (rc)
         return rc;
     rm_call_run(&call, &req, rm_command_deadline(c, false), NULL, NULL);
     memset(res, 0, sizeof *res);
-    int err = 0;
-    char err_msg[512] = "";
-    for (size_t i = 0; i < call.n; i++) {
-        rm_reply *r = call.slots[i].err ? NULL : call.slots[i].replies[0];
-        if (!r)
-            continue;
-        if (r->type == RM_REPLY_ERROR) {
-            int code = rm_reply_error(r, "inspect", l->name, rm_lock_server(l, i));
-            if (!err || code == REDMUTEX_EWRONGTYPE) {
-                err = code;
-                snprintf(err_msg, sizeof err_msg, "%s", redmutex_last_error());
-            }
-            continue;
-        }
-        if (r->type != RM_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != RM_REPLY_INTEGER ||
-            r->element[1]->type != RM_REPLY_INTEGER || r->element[2]->type != RM_REPLY_INTEGER) {
-            if (!err) {
-                err = rm_fail(REDMUTEX_EPROTOCOL, "%s: unexpected reply to the inspect script", rm_lock_server(l, i));
-                snprintf(err_msg, sizeof err_msg, "%s", redmutex_last_error());
-            }
-            continue;
-        }
-        size_t k = res->answered++;
-        res->exists += r->element[0]->integer == 1;
-        res->ttl[k] = r->element[1]->integer;
-        res->count[k] = r->element[2]->integer;
-    }
-    if (err == REDMUTEX_EWRONGTYPE || (err && res->answered < c->quorum))
-        rc = rm_fail(err, "%s", err_msg);
-    else if (res->answered < c->quorum)
-        rc = rm_call_fail(&call, "inspect", l->name);
+    rm_tally_init(&res->t);
+    rm_tally_spec spec = {"inspect", l->name, 0, false, inspect_vote, res};
+    rm_tally_call(&res->t, &call, &spec);
+    res->exists = res->t.yes;
+    if (rm_error_decides(res->t.error.code) || answered(res) < c->quorum)
+        rc = rm_tally_fail(err, &res->t, &call, "inspect", l->name);
     rm_call_end(&call);
     return rc;
 }
 
 /* The value an owner is known by on the servers ("" when this handle holds nothing for it). */
-static int owner_value(redmutex_lock *l, const char *owner, char value[RM_VALUE_MAX + 1])
+static int owner_value(rm_err *err, redmutex_lock *l, const char *owner, char value[RM_VALUE_MAX + 1])
 {
     char owner_key[RM_VALUE_MAX + 1];
-    int rc = rm_lock_resolve_owner(l, owner, owner_key);
+    int rc = rm_lock_resolve_owner(err, l, owner, owner_key);
     if (rc)
         return rc;
     if (rm_kind_of(l)->anonymous && !owner) {
@@ -90,98 +86,111 @@ static int owner_value(redmutex_lock *l, const char *owner, char value[RM_VALUE_
 
 int redmutex_lock_is_locked(int *out, redmutex_lock *l)
 {
-    int rc = rm_lock_check_handle(l, "redmutex_lock_is_locked");
+    rm_err e_ = {0}, *err = &e_;
+    int rc = rm_lock_check_handle(err, l, "redmutex_lock_is_locked");
     if (rc)
-        return rc;
+        return rm_publish(err, rc);
     if (!out)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_is_locked: out is NULL");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_is_locked: out is NULL"));
     inspect_result res;
-    if ((rc = inspect(l, "", &res)))
-        return rc;
+    if ((rc = inspect(err, l, "", &res)))
+        return rm_publish(err, rc);
     *out = res.exists >= l->c->quorum;
-    return 0;
+    return rm_publish(err, 0);
 }
+
+static int hold_count(rm_err *err, int64_t *out, redmutex_lock *l, const char *owner);
 
 int redmutex_lock_is_owned(int *out, redmutex_lock *l, const char *owner)
 {
+    rm_err e_ = {0}, *err = &e_;
     int64_t count;
-    int rc = redmutex_lock_hold_count(&count, l, owner);
+    int rc = hold_count(err, &count, l, owner);
     if (rc == 0 && !out)
-        rc = rm_fail(REDMUTEX_EINVAL, "redmutex_lock_is_owned: out is NULL");
+        rc = rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_is_owned: out is NULL");
     if (rc == 0)
         *out = count > 0;
-    return rc;
+    return rm_publish(err, rc);
 }
 
-int redmutex_lock_hold_count(int64_t *out, redmutex_lock *l, const char *owner)
+/* redmutex_lock_hold_count, with the call's error. */
+static int hold_count(rm_err *err, int64_t *out, redmutex_lock *l, const char *owner)
 {
-    int rc = rm_lock_check_handle(l, "redmutex_lock_hold_count");
+    int rc = rm_lock_check_handle(err, l, "redmutex_lock_hold_count");
     if (rc)
         return rc;
     if (!out)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_hold_count: out is NULL");
+        return rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_hold_count: out is NULL");
     char value[RM_VALUE_MAX + 1];
-    if ((rc = owner_value(l, owner, value)))
+    if ((rc = owner_value(err, l, owner, value)))
         return rc;
     if (!value[0]) {
         *out = 0;
         return 0;
     }
     inspect_result res;
-    if ((rc = inspect(l, value, &res)))
+    if ((rc = inspect(err, l, value, &res)))
         return rc;
-    *out = rm_qth_largest(res.count, res.answered, l->c->quorum, false);
+    *out = rm_qth_largest(res.count, answered(&res), l->c->quorum, false);
     return 0;
+}
+
+int redmutex_lock_hold_count(int64_t *out, redmutex_lock *l, const char *owner)
+{
+    rm_err e_ = {0}, *err = &e_;
+    return rm_publish(err, hold_count(err, out, l, owner));
 }
 
 int redmutex_lock_ttl(int64_t *out, redmutex_lock *l)
 {
-    int rc = rm_lock_check_handle(l, "redmutex_lock_ttl");
+    rm_err e_ = {0}, *err = &e_;
+    int rc = rm_lock_check_handle(err, l, "redmutex_lock_ttl");
     if (rc)
-        return rc;
+        return rm_publish(err, rc);
     if (!out)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_ttl: out is NULL");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_ttl: out is NULL"));
     inspect_result res;
-    if ((rc = inspect(l, "", &res)))
-        return rc;
-    *out = rm_qth_largest(res.ttl, res.answered, l->c->quorum, true);
-    return 0;
+    if ((rc = inspect(err, l, "", &res)))
+        return rm_publish(err, rc);
+    *out = rm_qth_largest(res.ttl, answered(&res), l->c->quorum, true);
+    return rm_publish(err, 0);
+}
+
+/* A forced release's answer (rm_vote_fn): yes deleted, no nothing to delete. */
+static rm_vote force_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
+{
+    (void)ud;
+    (void)s;
+    *unknown = true;
+    if (r->type == RM_REPLY_INTEGER)
+        return r->integer == 1 ? RM_VOTE_YES : RM_VOTE_NO;
+    rm_fail(e, REDMUTEX_EPROTOCOL, "force release: server %zu sent a reply of the wrong type", i + 1);
+    return RM_VOTE_ERROR;
 }
 
 int redmutex_lock_force_release(int *out, redmutex_lock *l)
 {
-    int rc = rm_lock_check_handle(l, "redmutex_lock_force_release");
+    rm_err e_ = {0}, *err = &e_;
+    int rc = rm_lock_check_handle(err, l, "redmutex_lock_force_release");
     if (rc)
-        return rc;
+        return rm_publish(err, rc);
     redmutex_client *c = l->c;
     rm_kargs kargs;
     rm_req req = {1, {rm_kind_of(l)->force(l, &kargs)}, l->name};
     rm_call call;
-    if ((rc = rm_call_begin(&call, c)))
-        return rc;
+    if ((rc = rm_call_begin(err, &call, c)))
+        return rm_publish(err, rc);
     rm_call_run(&call, &req, rm_command_deadline(c, false), NULL, NULL);
-    size_t answered = 0, deleted = 0;
-    int err = 0;
-    char err_msg[512] = "";
-    for (size_t i = 0; i < call.n; i++) {
-        rm_reply *r = call.slots[i].err ? NULL : call.slots[i].replies[0];
-        if (r && r->type == RM_REPLY_INTEGER) {
-            answered++;
-            deleted += r->integer == 1;
-        } else if (r && !err) {
-            err = r->type == RM_REPLY_ERROR ? rm_reply_error(r, "force release", l->name, rm_lock_server(l, i))
-                                            : rm_fail(REDMUTEX_EPROTOCOL, "force release lock '%s': %s sent a "
-                                                      "reply of the wrong type", l->name, rm_lock_server(l, i));
-            snprintf(err_msg, sizeof err_msg, "%s", redmutex_last_error());
-        }
-    }
-    if (err == REDMUTEX_EWRONGTYPE)
-        rc = rm_fail(err, "%s", err_msg);
-    else if (answered < c->quorum)
-        rc = err ? rm_fail(err, "%s", err_msg) : rm_call_fail(&call, "force release", l->name);
+    rm_tally t;
+    rm_tally_init(&t);
+    rm_tally_spec spec = {"force release", l->name, 0, false, force_vote, NULL};
+    rm_tally_call(&t, &call, &spec);
+    size_t deleted = t.yes;
+    if (rm_error_decides(t.error.code) || t.yes + t.no < c->quorum)
+        rc = rm_tally_fail(err, &t, &call, "force release", l->name);
     rm_call_end(&call);
     if (rc)
-        return rc;
+        return rm_publish(err, rc);
     rm_client_lock(c);
     pid_t pid = rm_pid();
     /* One at a time from the start: forgetting may wait and let the list change. */
@@ -196,17 +205,17 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
     rm_client_unlock(c);
     if (out)
         *out = deleted > 0;
-    return 0;
+    return rm_publish(err, 0);
 }
 
 /* ---- local state ------------------------------------------------------- */
 
-static int local_hold(redmutex_lock *l, const char *owner, const char *fn, rm_hold **out)
+static int local_hold(rm_err *err, redmutex_lock *l, const char *owner, const char *fn, rm_hold **out)
 {
     if (!l)
-        return rm_fail(REDMUTEX_EINVAL, "%s: lock is NULL", fn);
+        return rm_fail(err, REDMUTEX_EINVAL, "%s: lock is NULL", fn);
     char owner_key[RM_VALUE_MAX + 1];
-    int rc = rm_lock_resolve_owner(l, owner, owner_key);
+    int rc = rm_lock_resolve_owner(err, l, owner, owner_key);
     if (rc)
         return rc;
     rm_client_lock(l->c);
@@ -216,47 +225,50 @@ static int local_hold(redmutex_lock *l, const char *owner, const char *fn, rm_ho
 
 int redmutex_lock_state(redmutex_state *out, redmutex_lock *l, const char *owner)
 {
+    rm_err e_ = {0}, *err = &e_;
     if (!out)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_state: out is NULL");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_state: out is NULL"));
     rm_hold *h;
-    int rc = local_hold(l, owner, "redmutex_lock_state", &h);
+    int rc = local_hold(err, l, owner, "redmutex_lock_state", &h);
     if (rc)
-        return rc;
+        return rm_publish(err, rc);
     *out = h ? rm_hold_state(l->c, h, rm_now_ns()) : REDMUTEX_STATE_UNLOCKED;
     rm_client_unlock(l->c);
-    return 0;
+    return rm_publish(err, 0);
 }
 
 int redmutex_lock_validity(int64_t *out, redmutex_lock *l, const char *owner)
 {
+    rm_err e_ = {0}, *err = &e_;
     if (!out)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_validity: out is NULL");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_validity: out is NULL"));
     rm_hold *h;
-    int rc = local_hold(l, owner, "redmutex_lock_validity", &h);
+    int rc = local_hold(err, l, owner, "redmutex_lock_validity", &h);
     if (rc)
-        return rc;
+        return rm_publish(err, rc);
     int64_t now = rm_now_ns();
     *out = 0;
     if (h && rm_hold_state(l->c, h, now) != REDMUTEX_STATE_LOST)
         *out = (h->validity_end_ns - now) / RM_NS_PER_MS;
     rm_client_unlock(l->c);
-    return 0;
+    return rm_publish(err, 0);
 }
 
 int redmutex_lock_fence(int64_t *out, redmutex_lock *l, const char *owner)
 {
+    rm_err e_ = {0}, *err = &e_;
     if (!out)
-        return rm_fail(REDMUTEX_EINVAL, "redmutex_lock_fence: out is NULL");
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_fence: out is NULL"));
     if (l && !(l->opts.flags & REDMUTEX_LOCK_FENCING))
-        return rm_fail(REDMUTEX_EINVAL, "lock '%s' was made without REDMUTEX_LOCK_FENCING", l->name);
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "lock '%s' was made without REDMUTEX_LOCK_FENCING", l->name));
     rm_hold *h;
-    int rc = local_hold(l, owner, "redmutex_lock_fence", &h);
+    int rc = local_hold(err, l, owner, "redmutex_lock_fence", &h);
     if (rc)
-        return rc;
+        return rm_publish(err, rc);
     if (h)
         *out = h->fence;
     else
-        rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held by this owner through this handle", l->name);
+        rc = rm_fail(err, REDMUTEX_ENOTOWNER, "lock '%s' is not held by this owner through this handle", l->name);
     rm_client_unlock(l->c);
-    return rc;
+    return rm_publish(err, rc);
 }

@@ -33,6 +33,48 @@ int64_t rm_qth_largest(int64_t *v, size_t n, size_t q, bool ttl_order)
     return v[q - 1];
 }
 
+void rm_tally_init(rm_tally *t)
+{
+    memset(t, 0, sizeof *t);
+}
+
+void rm_tally_yes(rm_tally *t, size_t i)
+{
+    t->yes++;
+    t->yes_at[i] = true;
+}
+
+void rm_tally_no(rm_tally *t, size_t i)
+{
+    (void)i;
+    t->no++;
+}
+
+static void keep_error(rm_tally *t, int code, const char *msg)
+{
+    if (t->error.code && (!rm_error_decides(code) || rm_error_decides(t->error.code)))
+        return;
+    rm_fail(&t->error, code, "%s", msg ? msg : "");
+}
+
+void rm_tally_unanswered(rm_tally *t, size_t i, bool unknown, int code, const char *msg)
+{
+    t->failed++;
+    /* A request that went out may have been applied: it must be cleaned up. */
+    t->unknown_at[i] = unknown;
+    if (code != REDMUTEX_ECONN)
+        keep_error(t, code, msg);
+}
+
+void rm_tally_error(rm_tally *t, size_t i, bool unknown, const rm_err *e)
+{
+    t->failed++;
+    t->errors++;
+    t->wrongtype += e->code == REDMUTEX_EWRONGTYPE;
+    t->unknown_at[i] = unknown;
+    keep_error(t, e->code, e->msg);
+}
+
 void rm_votes_init(rm_votes *v)
 {
     memset(v, 0, sizeof *v);
@@ -40,35 +82,8 @@ void rm_votes_init(rm_votes *v)
     v->granted_ttl = -1;
 }
 
-static void keep_error(rm_votes *v, int code, const char *msg)
+void rm_votes_refused(rm_votes *v, int64_t holder_ttl_ms, bool gone)
 {
-    if (v->error)
-        return;
-    v->error = code;
-    snprintf(v->error_msg, sizeof v->error_msg, "%s", msg ? msg : "");
-}
-
-void rm_votes_unanswered(rm_votes *v, size_t i, bool unknown, int code, const char *msg)
-{
-    v->failed++;
-    /* A request that went out may have been applied: it must be cleaned up. */
-    v->unknown_at[i] = unknown;
-    if (code != REDMUTEX_ECONN)
-        keep_error(v, code, msg);
-}
-
-void rm_votes_error(rm_votes *v, size_t i, bool unknown, int code, const char *msg)
-{
-    v->failed++;
-    v->errors++;
-    v->unknown_at[i] = unknown;
-    keep_error(v, code, msg);
-}
-
-void rm_votes_refused(rm_votes *v, size_t i, int64_t holder_ttl_ms, bool gone)
-{
-    (void)i;
-    v->no++;
     v->gone += gone;
     if (holder_ttl_ms >= 0 && (v->ttl < 0 || holder_ttl_ms < v->ttl))
         v->ttl = holder_ttl_ms;
@@ -84,31 +99,28 @@ void rm_votes_grant_figures(rm_votes *v, int64_t count, int64_t fence, int64_t g
         v->granted_ttl = granted_ttl_ms;
 }
 
-void rm_votes_granted(rm_votes *v, size_t i, bool too_young)
+void rm_votes_young(rm_votes *v, size_t i)
 {
-    v->yes_at[i] = true; /* part of the hold, renewed and released with it, in any case */
-    if (too_young) {
-        v->no++;
-        v->young++;
-    } else {
-        v->yes++;
-    }
+    v->t.yes_at[i] = true;
+    v->young++;
 }
 
 rm_acquire_verdict rm_acquire_decide(const rm_votes *v, size_t n, size_t q, int64_t validity_ns, bool nested,
                                      size_t broken)
 {
-    if (v->yes >= q && validity_ns > 0)
+    const rm_tally *t = &v->t;
+    int error = t->error.code;
+    if (t->yes >= q && validity_ns > 0)
         return RM_VERDICT_WON;
     if (nested && v->gone > n - q)
         return RM_VERDICT_NESTED_LOST;
-    if (v->yes >= q)
+    if (t->yes >= q)
         return RM_VERDICT_TOO_SLOW;
-    if (v->error == REDMUTEX_EREPLICAS)
+    if (error == REDMUTEX_EREPLICAS)
         return RM_VERDICT_REPLICAS;
-    if (v->yes + v->no >= q)
+    if (t->yes + t->no >= q)
         return RM_VERDICT_BUSY;
-    if (v->error == REDMUTEX_EWRONGTYPE || v->error == REDMUTEX_EAUTH || (v->error && v->yes + v->no == 0))
+    if (rm_error_decides(error) || (error && t->yes + t->no == 0))
         return RM_VERDICT_ERROR;
     if (broken > n - q)
         return RM_VERDICT_UNREACHABLE;

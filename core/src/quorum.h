@@ -66,11 +66,49 @@ bool rm_restart_too_young(int64_t now_ns, int64_t seen_ns, size_t n, int64_t lon
  */
 int64_t rm_qth_largest(int64_t *v, size_t n, size_t q, bool ttl_order);
 
+/* ---- the tally of one request's answers ----------------------------------- */
+
+/**
+ * How the servers answered one request: every operation (acquire, release,
+ * extend, renewal, queries) counts its replies with one tally. `yes` is the
+ * answer the operation asks a majority for, `no` the other answer of a live
+ * server; `failed` servers gave no usable answer (transport failure, error or
+ * malformed reply). The error kept is the first, or a later one that decides
+ * by itself (wrong type, authentication), whose code and message go together.
+ */
+typedef struct rm_tally {
+    size_t yes, no, failed;
+    size_t errors;                         /* error or malformed replies (among failed) */
+    size_t wrongtype;                      /* of them, keys that hold another kind of value */
+    bool yes_at[REDMUTEX_SERVERS_MAX];     /* answered yes (an acquisition: part of the hold) */
+    bool unknown_at[REDMUTEX_SERVERS_MAX]; /* the request may have run: outcome unknown */
+    rm_err error;
+} rm_tally;
+
+/** An empty tally. */
+void rm_tally_init(rm_tally *t);
+/** Server i answered yes. */
+void rm_tally_yes(rm_tally *t, size_t i);
+/** Server i answered no. */
+void rm_tally_no(rm_tally *t, size_t i);
+/**
+ * Server i gave no answer (transport failure, deadline): `unknown` when the
+ * request went out and may have run. Its error is kept unless one is kept
+ * already or it is merely a lost connection (REDMUTEX_ECONN: the fan-out
+ * summarises those, rm_call_fail).
+ */
+void rm_tally_unanswered(rm_tally *t, size_t i, bool unknown, int code, const char *msg);
+/** Server i answered with an error or with a reply that is no vote (`unknown`: it may have changed something). */
+void rm_tally_error(rm_tally *t, size_t i, bool unknown, const rm_err *e);
+/** Whether the question is settled with majority q of n (rm_quorum_decided). */
+static inline bool rm_tally_decided(const rm_tally *t, size_t n, size_t q) { return rm_quorum_decided(t->yes, t->no, n, q); }
+/** Whether the kept error decides the operation by itself: a wrong type, a refusal of the credentials. */
+static inline bool rm_error_decides(int code) { return code == REDMUTEX_EWRONGTYPE || code == REDMUTEX_EAUTH; }
+
 /* ---- the votes of one acquisition -------------------------------------- */
 
 typedef struct rm_votes {
-    size_t yes, no, failed;   /* granted / refused by a live server / no usable answer */
-    size_t errors;            /* error or malformed replies (among failed) */
+    rm_tally t;               /* yes: granted (and old enough); no: refused, or a grant too young */
     size_t gone;              /* nested acquisitions that found the owner's field gone (among no) */
     size_t young;             /* grants of servers restarted less than a lease ago (among no) */
     int64_t count, fence;     /* max over the grants reported */
@@ -79,43 +117,29 @@ typedef struct rm_votes {
        lease until its watchdog extends it: min TTL the grants reported below
        the lease, -1 when none. */
     int64_t granted_ttl;
-    bool yes_at[REDMUTEX_SERVERS_MAX];     /* granted: part of the hold, renewed and released with it */
-    bool unknown_at[REDMUTEX_SERVERS_MAX]; /* request may have run: outcome unknown */
-    int error;                /* the first error that decides (code), with its message */
-    char error_msg[300];
 } rm_votes;
 
 /** Empty votes: nothing counted, TTLs unknown. */
 void rm_votes_init(rm_votes *v);
-/**
- * Server i gave no answer (transport failure, deadline): `unknown` when the
- * request went out and may have run. Its error is kept unless one is kept
- * already or it is merely a lost connection (REDMUTEX_ECONN).
- */
-void rm_votes_unanswered(rm_votes *v, size_t i, bool unknown, int code, const char *msg);
-/**
- * Server i answered with an error, or with a reply that is no vote (a grant
- * the replicas did not confirm, say: then `unknown`, since it must be undone).
- * The first such error is kept.
- */
-void rm_votes_error(rm_votes *v, size_t i, bool unknown, int code, const char *msg);
-/** Server i refused: held by another owner for holder_ttl_ms (-1 unknown); `gone` for a nested
-    acquisition that found the owner's field missing. */
-void rm_votes_refused(rm_votes *v, size_t i, int64_t holder_ttl_ms, bool gone);
+/** The figures of a refusal (the tally counts the no): held by another owner for
+    holder_ttl_ms (-1 unknown); `gone` for a nested acquisition that found the owner's
+    field missing. */
+void rm_votes_refused(rm_votes *v, int64_t holder_ttl_ms, bool gone);
 /** A grant's figures, counted as soon as a server reports it: hold count and fencing token (max),
     and a hand-off's short TTL (min; -1 when the grant has the full lease). */
 void rm_votes_grant_figures(rm_votes *v, int64_t count, int64_t fence, int64_t granted_ttl_ms);
-/** Server i's grant stands (after any replica check): a yes vote, or a no when the server is too young. */
-void rm_votes_granted(rm_votes *v, size_t i, bool too_young);
+/** Server i granted, but it restarted too recently for its grant to count (the tally counts a
+    no): the grant is part of the hold all the same, renewed and released with it. */
+void rm_votes_young(rm_votes *v, size_t i);
 
 /** What one acquisition attempt's votes decide. */
 typedef enum rm_acquire_verdict {
     RM_VERDICT_WON,         /* a majority granted with validity left: the hold is ours */
     RM_VERDICT_NESTED_LOST, /* a nested acquisition found the owner's field gone where no majority is left */
     RM_VERDICT_TOO_SLOW,    /* a majority granted, but the lease ran out on the way: undo and retry now */
-    RM_VERDICT_REPLICAS,    /* the replicas did not confirm (v->error, EREPLICAS) */
+    RM_VERDICT_REPLICAS,    /* the replicas did not confirm (v->t.error, EREPLICAS) */
     RM_VERDICT_BUSY,        /* a majority answered: held elsewhere (v->ttl: when to retry) */
-    RM_VERDICT_ERROR,       /* v->error decides: wrong type, auth, or every answer an error */
+    RM_VERDICT_ERROR,       /* v->t.error decides: wrong type, auth, or every answer an error */
     RM_VERDICT_UNREACHABLE, /* no majority can answer */
     RM_VERDICT_UNDECIDED    /* a minority is down or slow: wait while a majority may still answer */
 } rm_acquire_verdict;

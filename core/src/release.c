@@ -16,6 +16,7 @@
 #include "lockops.h"
 #include "quorum.h"
 #include "resp.h"
+#include "tally.h"
 #include "waiter.h"
 #include "watchdog.h"
 
@@ -24,6 +25,7 @@
 
 /* One release, from the claim of the local hold to the last latch. */
 typedef struct release {
+    rm_err *err;             /* the call's error */
     redmutex_lock *l;
     redmutex_client *c;
     const char *owner_key;
@@ -48,39 +50,61 @@ typedef struct release {
     rm_acq_form heir_form;
 } release;
 
-/* The servers' answers to a release. */
+/* The servers' answers to a release: yes released (a level, or the key:
+   deleted_at), no not the owner's (nil, or a server never asked: it never
+   held it). */
 typedef struct release_tally {
-    size_t ok, deleted, notowner, failed;
+    rm_tally t;
+    size_t deleted;
     bool deleted_at[REDMUTEX_SERVERS_MAX];
-    int err;
-    char saved[512]; /* the server's error message, when err */
 } release_tally;
+
+/* Reads server i's answer to a release (rm_vote_fn; ud: the release_tally, or NULL). */
+static rm_vote release_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
+{
+    (void)s;
+    release_tally *t = ud;
+    if (r->type == RM_REPLY_INTEGER) {
+        if (t && r->integer == 1) {
+            t->deleted++;
+            t->deleted_at[i] = true;
+        }
+        return RM_VOTE_YES;
+    }
+    if (r->type == RM_REPLY_NIL)
+        return RM_VOTE_NO;
+    *unknown = true;
+    rm_fail(e, REDMUTEX_EPROTOCOL, "release: server %zu sent a reply of the wrong type", i + 1);
+    return RM_VOTE_ERROR;
+}
+
+/* Counts the answers to the release of lock `name` into t (NULL: only the tally tt). */
+static void release_tally_call(rm_tally *tt, release_tally *t, const rm_call *call, const char *name)
+{
+    rm_tally_init(tt);
+    rm_tally_spec spec = {"release", name, 0, true, release_vote, t};
+    rm_tally_call(tt, call, &spec);
+}
 
 /* A release's outcome is decided once a majority said "released" or "not owner". */
 static bool release_decided(rm_call *call, void *ud)
 {
-    (void)ud;
-    size_t ok = 0, notowner = 0;
-    for (size_t i = 0; i < call->n; i++) {
-        rm_slot *s = &call->slots[i];
-        rm_reply *r = s->status == RM_SLOT_DONE && !s->err ? s->replies[0] : NULL;
-        ok += r && r->type == RM_REPLY_INTEGER;
-        notowner += r && r->type == RM_REPLY_NIL;
-    }
-    return rm_quorum_decided(ok, notowner, call->n, call->c->quorum);
+    rm_tally t;
+    release_tally_call(&t, NULL, call, ud);
+    return rm_tally_decided(&t, call->n, call->c->quorum);
 }
 
 void rm_release_value(redmutex_lock *l, const char *value)
 {
     char latch_id[33], latch_key[RM_KEY_MAX];
-    if (rm_new_token(latch_id) != 0)
+    if (rm_new_token(NULL, latch_id) != 0)
         return;
     rm_latch_key(l, latch_id, latch_key);
     rm_req req;
     rm_kargs k;
     rm_release_request(l, value, latch_key, rm_lock_lease_ms(l), &req, &k);
     rm_call call;
-    if (rm_call_begin(&call, l->c) != 0)
+    if (rm_call_begin(NULL, &call, l->c) != 0)
         return;
     call.must_send = true;
     rm_call_run(&call, &req, rm_command_deadline(l->c, false), NULL, NULL);
@@ -108,15 +132,16 @@ static int handoff_result(rm_call *call, const rm_claim *claim, rm_acq_form form
     if (s->used_eval)
         return RM_WAIT_UNKNOWN; /* sent twice after NOSCRIPT: the first acquisition's reply is gone */
     int64_t lease = rm_lock_lease_ms(claim->lock);
-    rm_acq_replies a = {claim->lock, form, false, 1, -1, -1, lease, {0}};
+    rm_acq_replies a = {.l = claim->lock, .form = form, .reply_index = 1, .pttl_index = -1, .wait_index = -1,
+                        .lease_ms = lease};
     rm_acquire_count(&a, call);
-    if (a.v.yes == 0)
+    if (a.v.t.yes == 0)
         return 1; /* someone else was quicker: the waiter tries again now */
     if (rm_validity_left_ns(lease, rm_now_ns() - call->started_ns) <= 0)
         return RM_WAIT_UNKNOWN; /* too slow to count: the waiter undoes it */
     redmutex_client *c = claim->lock->c;
     rm_client_lock(c);
-    int rc = rm_hold_record(claim->lock, claim->owner, claim->value, call->started_ns, &a.v);
+    int rc = rm_hold_record(NULL, claim->lock, claim->owner, claim->value, call->started_ns, &a.v);
     rm_client_unlock(c);
     return rc == 0 ? RM_WAIT_GRANTED : RM_WAIT_UNKNOWN;
 }
@@ -129,7 +154,8 @@ static int release_claim(release *p)
     redmutex_lock *l = p->l;
     pid_t pid = rm_pid();
     char fresh_id[33], latch_id[33];
-    int rc = rm_new_token(fresh_id);
+    rm_err *err = p->err;
+    int rc = rm_new_token(err, fresh_id);
     if (rc)
         return rc;
     for (size_t i = 0; i < c->n; i++)
@@ -138,14 +164,14 @@ static int release_claim(release *p)
     rm_hold *h = rm_hold_find(l, p->owner_key, pid);
     if (!h && rm_hold_find_foreign(l, p->owner_key, pid)) {
         rm_client_unlock(c);
-        return rm_fail(REDMUTEX_EFORKED,
+        return rm_fail(err, REDMUTEX_EFORKED,
                        "lock '%s' was acquired by the parent process; a forked child cannot release it", l->name);
     }
     if (h)
         h = rm_hold_claim(c, l, h); /* another thread's release or extend of it finishes first */
     if (!h && !p->explicit_owner && rm_kind_of(l)->anonymous) {
         rm_client_unlock(c);
-        return rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held through this handle", l->name);
+        return rm_fail(err, REDMUTEX_ENOTOWNER, "lock '%s' is not held through this handle", l->name);
     }
     if (h) {
         p->hold_id = h->id;
@@ -187,7 +213,7 @@ static int release_send(release *p, rm_call *call)
                                                          &p->heir_cmd, &p->heir_form);
     if (p->local_waiters)
         rm_waiter_expect_release(c, p->channel, p->armed);
-    int rc = rm_call_begin(call, c);
+    int rc = rm_call_begin(p->err, call, c);
     if (rc)
         return rc;
     int64_t dl = rm_command_deadline(c, false);
@@ -198,40 +224,9 @@ static int release_send(release *p, rm_call *call)
     /* With several servers the answer is known at a majority; the others
        still get the release (their replies are skipped later). A hand-off
        needs its one server's reply. */
-    rm_call_run(call, &p->req, dl < p->deadline_ns ? dl : p->deadline_ns, c->n > 1 ? release_decided : NULL, NULL);
+    rm_call_run(call, &p->req, dl < p->deadline_ns ? dl : p->deadline_ns, c->n > 1 ? release_decided : NULL,
+                (void *)p->l->name);
     return 0;
-}
-
-static void release_count(const release *p, const rm_call *call, release_tally *t)
-{
-    for (size_t i = 0; i < call->n; i++) {
-        const rm_slot *s = &call->slots[i];
-        const rm_reply *r = s->err ? NULL : s->replies[0];
-        if (s->excluded) {
-            t->notowner++; /* it refused the acquisition: it never held it */
-        } else if (!r) {
-            t->failed++;
-        } else if (r->type == RM_REPLY_INTEGER) {
-            t->ok++;
-            t->deleted += r->integer == 1;
-            t->deleted_at[i] = r->integer == 1;
-        } else if (r->type == RM_REPLY_NIL) {
-            t->notowner++;
-        } else if (r->type == RM_REPLY_ERROR) {
-            t->failed++;
-            int code = rm_reply_error(r, "release", p->l->name, rm_lock_server(p->l, i));
-            if (!t->err || code == REDMUTEX_EWRONGTYPE)
-                t->err = code;
-        } else {
-            t->failed++;
-            int code = rm_fail(REDMUTEX_EPROTOCOL, "release lock '%s': %s sent a reply of the wrong type",
-                               p->l->name, rm_lock_server(p->l, i));
-            if (!t->err)
-                t->err = code;
-        }
-    }
-    if (t->err) /* the server's error message, used only then */
-        snprintf(t->saved, sizeof t->saved, "%s", redmutex_last_error());
 }
 
 /* Outcome unknown: keep the hold and its request id so that a retry reports
@@ -242,14 +237,12 @@ static int release_unknown(release *p, rm_call *call, const release_tally *t, rm
     if (h) {
         if (h->count <= 1) {
             h->watchdog = false;
-            rm_watchdog_schedule(p->c, h);
+            rm_watchdog_schedule(NULL, p->c, h);
         }
         rm_hold_unbusy(p->c, h);
     }
     if (rc == 0)
-        rc = t->err && (t->err == REDMUTEX_EWRONGTYPE || t->ok + t->notowner == 0)
-                 ? rm_fail(t->err, "%s", t->saved)
-                 : rm_call_fail(call, "release", p->l->name);
+        rc = rm_tally_fail(p->err, &t->t, call, "release", p->l->name);
     return rc;
 }
 
@@ -261,7 +254,8 @@ static int release_settle(release *p, rm_call *call, const release_tally *t, int
     size_t q = c->quorum;
     rm_client_lock(c);
     rm_hold *h = p->hold_id ? rm_hold_find_by_id(l, p->hold_id) : NULL;
-    if (rc == 0 && t->ok >= q) {
+    rm_err *err = p->err;
+    if (rc == 0 && t->t.yes >= q) {
         l->released_ns = rm_now_ns();
         if (h) {
             h->release_id[0] = '\0';
@@ -271,25 +265,25 @@ static int release_settle(release *p, rm_call *call, const release_tally *t, int
             else
                 rm_hold_unbusy(c, h);
         }
-        rc = p->was_lost ? rm_fail(REDMUTEX_ELOST,
+        rc = p->was_lost ? rm_fail(err, REDMUTEX_ELOST,
                                    "lock '%s' was lost before it was released (its lease ran out); the work done "
                                    "under it was not protected to the end",
                                    l->name)
                          : 0;
-    } else if (rc == 0 && t->notowner > c->n - q) {
+    } else if (rc == 0 && t->t.no > c->n - q) {
         if (h) {
             rm_hold_forget(c, h);
-            rc = rm_fail(REDMUTEX_ELOST,
+            rc = rm_fail(err, REDMUTEX_ELOST,
                          "lock '%s' was lost before it was released: its lease ran out or another owner took it",
                          l->name);
         } else {
-            rc = rm_fail(REDMUTEX_ENOTOWNER, "lock '%s' is not held by owner '%s'", l->name, p->value);
+            rc = rm_fail(err, REDMUTEX_ENOTOWNER, "lock '%s' is not held by owner '%s'", l->name, p->value);
         }
     } else if (h && p->was_lost) {
         /* It was lost before the release; removing what may be left of it
            was best effort. There is nothing to retry. */
         rm_hold_forget(c, h);
-        rc = rm_fail(REDMUTEX_ELOST,
+        rc = rm_fail(err, REDMUTEX_ELOST,
                      "lock '%s' was lost before it was released (its lease ran out or renewal failed)", l->name);
     } else {
         rc = release_unknown(p, call, t, h, rc);
@@ -298,10 +292,11 @@ static int release_settle(release *p, rm_call *call, const release_tally *t, int
     return rc;
 }
 
-int rm_release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns)
+int rm_release_owner(rm_err *err, redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns)
 {
     release p;
     memset(&p, 0, offsetof(release, req));
+    p.err = err;
     p.l = l;
     p.c = l->c;
     p.owner_key = owner_key;
@@ -316,9 +311,10 @@ int rm_release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owne
     rm_call call;
     release_tally t;
     memset(&t, 0, sizeof t);
+    rm_tally_init(&t.t);
     rc = release_send(&p, &call);
     if (rc == 0)
-        release_count(&p, &call, &t);
+        release_tally_call(&t.t, &t, &call, l->name);
     rc = release_settle(&p, &call, &t, rc);
     if (p.heir)
         rm_waiter_claim_done(p.c, p.heir, call.slots ? handoff_result(&call, &p.claim, p.heir_form) : 1);
@@ -338,20 +334,21 @@ int rm_release_owner(redmutex_lock *l, const char *owner_key, bool explicit_owne
     return rc;
 }
 
-int rm_lock_release_key(redmutex_lock *l, const char *owner_key, bool explicit_owner)
+int rm_lock_release_key(rm_err *err, redmutex_lock *l, const char *owner_key, bool explicit_owner)
 {
-    return rm_release_owner(l, owner_key, explicit_owner, INT64_MAX);
+    return rm_release_owner(err, l, owner_key, explicit_owner, INT64_MAX);
 }
 
 int redmutex_lock_release(redmutex_lock *l, const char *owner)
 {
-    int rc = rm_lock_check_handle(l, "redmutex_lock_release");
-    if (rc)
-        return rc;
+    rm_err err = {0};
     char owner_key[RM_VALUE_MAX + 1];
-    if ((rc = rm_lock_resolve_owner(l, owner, owner_key)))
-        return rc;
-    return rm_release_owner(l, owner_key, owner != NULL, INT64_MAX);
+    int rc = rm_lock_check_handle(&err, l, "redmutex_lock_release");
+    if (rc == 0)
+        rc = rm_lock_resolve_owner(&err, l, owner, owner_key);
+    if (rc == 0)
+        rc = rm_release_owner(&err, l, owner_key, owner != NULL, INT64_MAX);
+    return rm_publish(&err, rc);
 }
 
 void rm_release_all(redmutex_client *c, int64_t deadline_ns)
@@ -375,7 +372,7 @@ void rm_release_all(redmutex_client *c, int64_t deadline_ns)
         rm_client_unlock(c);
         if (!l)
             return;
-        int rc = rm_release_owner(l, owner, owner[0] != '\0', deadline_ns);
+        int rc = rm_release_owner(NULL, l, owner, owner[0] != '\0', deadline_ns);
         rm_client_lock(c);
         if (rc != 0) {
             /* Could not release it: leave it to expire and stop renewing it. */

@@ -221,7 +221,7 @@ int rm_format_command(rm_buf *b, int argc, const char *const *argv, const size_t
     return 0;
 }
 
-int rm_reply_error(const rm_reply *r, const char *what, const char *name, const char *server)
+int rm_reply_error(rm_err *err, const rm_reply *r, const char *what, const char *name, const char *server)
 {
     const char *e = r->str ? r->str : "";
     int code = REDMUTEX_ESERVER;
@@ -239,6 +239,6 @@ int rm_reply_error(const rm_reply *r, const char *what, const char *name, const 
         hint = " (the server is loading its data; retry shortly)";
     }
     if (name)
-        return rm_fail(code, "%s '%s' on %s: %.300s%s", what, name, server, e, hint);
-    return rm_fail(code, "%s on %s: %.300s%s", what, server, e, hint);
+        return rm_fail(err, code, "%s '%s' on %s: %.300s%s", what, name, server, e, hint);
+    return rm_fail(err, code, "%s on %s: %.300s%s", what, server, e, hint);
 }

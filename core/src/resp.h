@@ -47,6 +47,6 @@ int rm_format_command(rm_buf *b, int argc, const char *const *argv, const size_t
  * Classifies a server's error reply into a code (WRONGTYPE, an ACL refusal,
  * ...) and sets the message: "<what> '<name>' on <server>: ..." with a hint.
  */
-int rm_reply_error(const rm_reply *r, const char *what, const char *name, const char *server);
+int rm_reply_error(rm_err *err, const rm_reply *r, const char *what, const char *name, const char *server);
 
 #endif

@@ -114,41 +114,41 @@ static const char *openssl_reason(void)
     return r ? r : "unknown error";
 }
 
-static int load_files(struct rm_tls *t, const rm_endpoint *ep, const char *ca, const char *cert,
+static int load_files(rm_err *err, struct rm_tls *t, const rm_endpoint *ep, const char *ca, const char *cert,
                       const char *key)
 {
     ERR_clear_error();
     if (ca ? SSL_CTX_load_verify_locations(t->ctx, ca, NULL) != 1
            : SSL_CTX_set_default_verify_paths(t->ctx) != 1)
-        return rm_fail(REDMUTEX_EINVAL, "%s: cannot load the CA certificates %s%s%s: %s", ep->display,
+        return rm_fail(err, REDMUTEX_EINVAL, "%s: cannot load the CA certificates %s%s%s: %s", ep->display,
                        ca ? "from ssl_ca_certs '" : "of the system", ca ? ca : "", ca ? "'" : "",
                        openssl_reason());
     if (key && !cert)
-        return rm_fail(REDMUTEX_EINVAL, "%s: ssl_keyfile needs ssl_certfile (the client certificate)",
+        return rm_fail(err, REDMUTEX_EINVAL, "%s: ssl_keyfile needs ssl_certfile (the client certificate)",
                        ep->display);
     if (!cert)
         return 0;
     if (SSL_CTX_use_certificate_chain_file(t->ctx, cert) != 1)
-        return rm_fail(REDMUTEX_EINVAL, "%s: cannot load the client certificate ssl_certfile '%s': %s",
+        return rm_fail(err, REDMUTEX_EINVAL, "%s: cannot load the client certificate ssl_certfile '%s': %s",
                        ep->display, cert, openssl_reason());
     if (SSL_CTX_use_PrivateKey_file(t->ctx, key ? key : cert, SSL_FILETYPE_PEM) != 1 &&
         ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH)
-        return rm_fail(REDMUTEX_EINVAL, "%s: cannot load the private key %s '%s': %s", ep->display,
+        return rm_fail(err, REDMUTEX_EINVAL, "%s: cannot load the private key %s '%s': %s", ep->display,
                        key ? "ssl_keyfile" : "from ssl_certfile", key ? key : cert, openssl_reason());
     if (SSL_CTX_check_private_key(t->ctx) != 1)
-        return rm_fail(REDMUTEX_EINVAL, "%s: the private key '%s' does not belong to the certificate '%s'",
+        return rm_fail(err, REDMUTEX_EINVAL, "%s: the private key '%s' does not belong to the certificate '%s'",
                        ep->display, key ? key : cert, cert);
     return 0;
 }
 
-static int make_context(struct rm_tls *t, const rm_endpoint *ep, const redmutex_client_options *o)
+static int make_context(rm_err *err, struct rm_tls *t, const rm_endpoint *ep, const redmutex_client_options *o)
 {
     const char *ca = ep->tls_ca_file ? ep->tls_ca_file : o->tls_ca_file;
     const char *cert = ep->tls_cert_file ? ep->tls_cert_file : o->tls_cert_file;
     const char *key = ep->tls_key_file ? ep->tls_key_file : o->tls_key_file;
     if (o->tls_context) {
         if (ca || cert || key)
-            return rm_fail(REDMUTEX_EINVAL,
+            return rm_fail(err, REDMUTEX_EINVAL,
                            "%s: a TLS context (tls_context) comes with its own CA and certificates; it "
                            "cannot be combined with ssl_ca_certs, ssl_certfile or ssl_keyfile",
                            ep->display);
@@ -158,23 +158,23 @@ static int make_context(struct rm_tls *t, const rm_endpoint *ep, const redmutex_
     }
     t->ctx = SSL_CTX_new(TLS_client_method());
     if (!t->ctx)
-        return rm_fail(REDMUTEX_ENOMEM, "%s: cannot make a TLS context: %s", ep->display, openssl_reason());
+        return rm_fail(err, REDMUTEX_ENOMEM, "%s: cannot make a TLS context: %s", ep->display, openssl_reason());
     SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(t->ctx, SSL_OP_NO_RENEGOTIATION);
-    return load_files(t, ep, ca, cert, key);
+    return load_files(err, t, ep, ca, cert, key);
 }
 
-int rm_tls_server_init(rm_server *srv, const redmutex_client_options *o)
+int rm_tls_server_init(rm_err *err, rm_server *srv, const redmutex_client_options *o)
 {
     const rm_endpoint *ep = &srv->ep;
     if (!ep->tls)
         return 0;
     pthread_once(&bio_once, make_bio_method);
     if (!bio_method)
-        return rm_fail(REDMUTEX_ENOMEM, "cannot set up TLS: out of memory");
+        return rm_fail(err, REDMUTEX_ENOMEM, "cannot set up TLS: out of memory");
     struct rm_tls *t = calloc(1, sizeof *t);
     if (!t)
-        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     srv->tls = t;
     t->verify = ep->tls_verify >= 0 ? ep->tls_verify == 1 : !(o->flags & REDMUTEX_CLIENT_TLS_NO_VERIFY);
     t->check_hostname =
@@ -185,10 +185,10 @@ int rm_tls_server_init(rm_server *srv, const redmutex_client_options *o)
                                             : ep->host;
     t->name = strdup(name);
     if (!t->name)
-        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     unsigned char addr[16];
     t->name_is_ip = inet_pton(AF_INET, name, addr) == 1 || inet_pton(AF_INET6, name, addr) == 1;
-    return make_context(t, ep, o);
+    return make_context(err, t, ep, o);
 }
 
 void rm_tls_server_clear(rm_server *srv)
@@ -204,7 +204,7 @@ void rm_tls_server_clear(rm_server *srv)
 
 /* ---- connections -------------------------------------------------------- */
 
-int rm_tls_start(rm_conn *c)
+int rm_tls_start(rm_err *err, rm_conn *c)
 {
     struct rm_tls *t = c->srv->tls;
     const char *who = c->srv->ep.display;
@@ -213,7 +213,7 @@ int rm_tls_start(rm_conn *c)
     BIO *bio = ssl ? BIO_new(bio_method) : NULL;
     if (!bio) {
         SSL_free(ssl);
-        return rm_fail(REDMUTEX_ENOMEM, "%s: cannot start TLS: %s", who, openssl_reason());
+        return rm_fail(err, REDMUTEX_ENOMEM, "%s: cannot start TLS: %s", who, openssl_reason());
     }
     BIO_set_data(bio, (void *)(intptr_t)c->fd);
     SSL_set_bio(ssl, bio, bio);
@@ -226,7 +226,7 @@ int rm_tls_start(rm_conn *c)
     SSL_set_read_ahead(ssl, 1);
     /* SNI carries host names only (RFC 6066), never an address. */
     if (!t->name_is_ip && SSL_set_tlsext_host_name(ssl, t->name) != 1)
-        return rm_fail(REDMUTEX_EINVAL, "%s: '%s' cannot be sent as the TLS server name", who, t->name);
+        return rm_fail(err, REDMUTEX_EINVAL, "%s: '%s' cannot be sent as the TLS server name", who, t->name);
     /* Set here, whatever a caller's context says, so verification is never off by accident. */
     SSL_set_verify(ssl, t->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
     if (t->check_hostname) {
@@ -235,7 +235,7 @@ int rm_tls_start(rm_conn *c)
         int ok = t->name_is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, t->name)
                                : X509_VERIFY_PARAM_set1_host(param, t->name, 0);
         if (ok != 1)
-            return rm_fail(REDMUTEX_EINVAL, "%s: cannot verify the name '%s'", who, t->name);
+            return rm_fail(err, REDMUTEX_EINVAL, "%s: cannot verify the name '%s'", who, t->name);
     }
     return 0;
 }
@@ -311,7 +311,7 @@ static const char *reason_hint(int lib, int reason)
 }
 
 /* Sets the message for a failed SSL call (ret, its SSL_get_error and errno) and returns REDMUTEX_ECONN. */
-static int tls_fail(rm_conn *c, int ssl_error, int saved_errno, const char *during)
+static int tls_fail(rm_err *err, rm_conn *c, int ssl_error, int saved_errno, const char *during)
 {
     const char *who = c->srv->ep.display;
     unsigned long e = ERR_peek_error();
@@ -319,23 +319,23 @@ static int tls_fail(rm_conn *c, int ssl_error, int saved_errno, const char *duri
     ERR_clear_error();
     if (lib == ERR_LIB_SSL && reason == SSL_R_CERTIFICATE_VERIFY_FAILED) {
         long v = SSL_get_verify_result(c->tls);
-        return rm_fail(REDMUTEX_ECONN, "%s: TLS %s failed: certificate verification failed: %s (%s)", who,
+        return rm_fail(err, REDMUTEX_ECONN, "%s: TLS %s failed: certificate verification failed: %s (%s)", who,
                        during, verify_hint(v), X509_verify_cert_error_string(v));
     }
     const char *hint = reason_hint(lib, reason);
     if (hint)
-        return rm_fail(REDMUTEX_ECONN, "%s: TLS %s failed: %s (%s)", who, during, hint,
+        return rm_fail(err, REDMUTEX_ECONN, "%s: TLS %s failed: %s (%s)", who, during, hint,
                        ERR_reason_error_string(e));
     if (ssl_error == SSL_ERROR_ZERO_RETURN || (ssl_error == SSL_ERROR_SYSCALL && saved_errno == 0 && !e))
-        return rm_fail(REDMUTEX_ECONN, "%s closed the connection%s", who,
+        return rm_fail(err, REDMUTEX_ECONN, "%s closed the connection%s", who,
                        c->tls_handshaking ? " during the TLS handshake (is it a TLS port?)" : "");
     if (ssl_error == SSL_ERROR_SYSCALL && saved_errno != 0)
-        return rm_fail(REDMUTEX_ECONN, "%s: TLS %s: %s", who, during, strerror(saved_errno));
+        return rm_fail(err, REDMUTEX_ECONN, "%s: TLS %s: %s", who, during, strerror(saved_errno));
     const char *r = e ? ERR_reason_error_string(e) : NULL;
-    return rm_fail(REDMUTEX_ECONN, "%s: TLS %s failed: %s", who, during, r ? r : "unknown error");
+    return rm_fail(err, REDMUTEX_ECONN, "%s: TLS %s failed: %s", who, during, r ? r : "unknown error");
 }
 
-int rm_tls_handshake(rm_conn *c)
+int rm_tls_handshake(rm_err *err, rm_conn *c)
 {
     ERR_clear_error();
     errno = 0;
@@ -348,10 +348,10 @@ int rm_tls_handshake(rm_conn *c)
         c->tls_want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
         return 1;
     }
-    return tls_fail(c, e, saved_errno, "handshake");
+    return tls_fail(err, c, e, saved_errno, "handshake");
 }
 
-ssize_t rm_tls_send(rm_conn *c, const void *data, size_t len)
+ssize_t rm_tls_send(rm_err *err, rm_conn *c, const void *data, size_t len)
 {
     ERR_clear_error();
     errno = 0;
@@ -376,13 +376,13 @@ ssize_t rm_tls_send(rm_conn *c, const void *data, size_t len)
     if (r <= 0 && SSL_get_error(c->tls, r) == SSL_ERROR_SSL) {
         unsigned long why = ERR_peek_error();
         if (reason_hint(ERR_GET_LIB(why), ERR_GET_REASON(why)))
-            return tls_fail(c, SSL_ERROR_SSL, 0, "write");
+            return tls_fail(err, c, SSL_ERROR_SSL, 0, "write");
     }
     ERR_clear_error();
-    return tls_fail(c, e, saved_errno, "write");
+    return tls_fail(err, c, e, saved_errno, "write");
 }
 
-ssize_t rm_tls_recv(rm_conn *c, void *buf, size_t len)
+ssize_t rm_tls_recv(rm_err *err, rm_conn *c, void *buf, size_t len)
 {
     /* Read until the buffer is full or nothing decrypted is left inside
        OpenSSL: the callers poll the socket before reading again, and the
@@ -409,7 +409,7 @@ ssize_t rm_tls_recv(rm_conn *c, void *buf, size_t len)
         }
         if (got > 0)
             break; /* the error shows again on the next call */
-        return tls_fail(c, e, saved_errno, "read");
+        return tls_fail(err, c, e, saved_errno, "read");
     }
     return (ssize_t)got;
 }

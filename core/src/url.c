@@ -88,10 +88,10 @@ void rm_endpoint_clear(rm_endpoint *ep)
     memset(ep, 0, sizeof *ep);
 }
 
-static int bad(rm_endpoint *ep, const char *shown, const char *why)
+static int bad(rm_err *err, rm_endpoint *ep, const char *shown, const char *why)
 {
     rm_endpoint_clear(ep);
-    return rm_fail(REDMUTEX_EINVAL, "malformed server URL '%s': %s", shown, why);
+    return rm_fail(err, REDMUTEX_EINVAL, "malformed server URL '%s': %s", shown, why);
 }
 
 static int make_display(rm_endpoint *ep)
@@ -155,7 +155,7 @@ static int parse_bool(const char *v, int *out)
 }
 
 /* One name=value pair of a rediss:// query. */
-static int tls_option(rm_endpoint *ep, const char *name, size_t name_len, char *value, const char *shown)
+static int tls_option(rm_err *err, rm_endpoint *ep, const char *name, size_t name_len, char *value, const char *shown)
 {
 #define IS(s) (name_len == sizeof(s) - 1 && memcmp(name, s, name_len) == 0)
     char **slot = IS("ssl_ca_certs") ? &ep->tls_ca_file
@@ -166,7 +166,7 @@ static int tls_option(rm_endpoint *ep, const char *name, size_t name_len, char *
     if (slot) {
         if (*slot || !value[0]) {
             free(value);
-            return bad(ep, shown, *slot ? "an ssl_ option is given twice" : "an ssl_ option has an empty value");
+            return bad(err, ep, shown, *slot ? "an ssl_ option is given twice" : "an ssl_ option has an empty value");
         }
         *slot = value;
         return 0;
@@ -181,30 +181,30 @@ static int tls_option(rm_endpoint *ep, const char *name, size_t name_len, char *
         ok = parse_bool(value, &ep->tls_check_hostname);
     } else {
         free(value);
-        return bad(ep, shown,
+        return bad(err, ep, shown,
                    "unknown or repeated query option (rediss:// takes ssl_ca_certs, ssl_certfile, ssl_keyfile, "
                    "ssl_cert_reqs, ssl_check_hostname, ssl_server_hostname)");
     }
 #undef IS
     free(value);
     if (ok != 0)
-        return bad(ep, shown, "ssl_cert_reqs must be required or none; ssl_check_hostname true or false");
+        return bad(err, ep, shown, "ssl_cert_reqs must be required or none; ssl_check_hostname true or false");
     return 0;
 }
 
 /* The query of a rediss:// URL: ssl_* options separated by '&'. */
-static int parse_tls_query(rm_endpoint *ep, const char *q, const char *end, const char *shown)
+static int parse_tls_query(rm_err *err, rm_endpoint *ep, const char *q, const char *end, const char *shown)
 {
     while (q < end) {
         const char *amp = memchr(q, '&', (size_t)(end - q));
         const char *item_end = amp ? amp : end;
         const char *eq = memchr(q, '=', (size_t)(item_end - q));
         if (!eq || eq == q)
-            return bad(ep, shown, "query options must be name=value");
+            return bad(err, ep, shown, "query options must be name=value");
         char *value = percent_decode(eq + 1, (size_t)(item_end - eq - 1));
         if (!value)
-            return bad(ep, shown, "bad percent-escape in a query option");
-        int rc = tls_option(ep, q, (size_t)(eq - q), value, shown);
+            return bad(err, ep, shown, "bad percent-escape in a query option");
+        int rc = tls_option(err, ep, q, (size_t)(eq - q), value, shown);
         if (rc != 0)
             return rc;
         q = amp ? amp + 1 : end;
@@ -213,31 +213,31 @@ static int parse_tls_query(rm_endpoint *ep, const char *q, const char *end, cons
 }
 
 /* unix:///path[?db=N] */
-static int parse_unix(rm_endpoint *ep, const char *url, const char *shown)
+static int parse_unix(rm_err *err, rm_endpoint *ep, const char *url, const char *shown)
 {
     const char *p = url + 7;
     const char *q = strchr(p, '?');
     size_t plen = q ? (size_t)(q - p) : strlen(p);
     if (plen == 0 || p[0] != '/')
-        return bad(ep, shown, "expected unix:///absolute/path");
+        return bad(err, ep, shown, "expected unix:///absolute/path");
     ep->is_unix = true;
     ep->path = percent_decode(p, plen);
     if (!ep->path)
-        return bad(ep, shown, "bad percent-escape in the path");
+        return bad(err, ep, shown, "bad percent-escape in the path");
     if (q) {
         long db;
         if (strncmp(q, "?db=", 4) != 0 || parse_uint(q + 4, strlen(q + 4), 1000000, &db))
-            return bad(ep, shown, "the only query parameter is db=N");
+            return bad(err, ep, shown, "the only query parameter is db=N");
         ep->db = (int)db;
     }
     if (make_display(ep))
-        return bad(ep, shown, "out of memory");
+        return bad(err, ep, shown, "out of memory");
     return 0;
 }
 
 /* user:password@ in front of the host, if any: *p moves past it. The last
    '@' before the path separates it from the host. */
-static int parse_userinfo(rm_endpoint *ep, const char **p, const char *authority_end, const char *shown)
+static int parse_userinfo(rm_err *err, rm_endpoint *ep, const char **p, const char *authority_end, const char *shown)
 {
     const char *at = NULL;
     for (const char *s = *p; s < authority_end; s++)
@@ -250,42 +250,42 @@ static int parse_userinfo(rm_endpoint *ep, const char **p, const char *authority
     if (user_end > *p) {
         ep->user = percent_decode(*p, (size_t)(user_end - *p));
         if (!ep->user)
-            return bad(ep, shown, "bad percent-escape in the user name");
+            return bad(err, ep, shown, "bad percent-escape in the user name");
     }
     if (colon) {
         ep->password = percent_decode(colon + 1, (size_t)(at - colon - 1));
         if (!ep->password)
-            return bad(ep, shown, "bad percent-escape in the password");
+            return bad(err, ep, shown, "bad percent-escape in the password");
         if (!ep->password[0]) {
             free(ep->password);
             ep->password = NULL;
         }
     }
     if (ep->user && !ep->password)
-        return bad(ep, shown, "a user name needs a password (redis://user:password@host)");
+        return bad(err, ep, shown, "a user name needs a password (redis://user:password@host)");
     *p = at + 1;
     return 0;
 }
 
 /* host[:port] or [IPv6][:port], up to authority_end. */
-static int parse_host_port(rm_endpoint *ep, const char *p, const char *authority_end, const char *shown)
+static int parse_host_port(rm_err *err, rm_endpoint *ep, const char *p, const char *authority_end, const char *shown)
 {
     const char *host_start = p, *host_end;
     const char *port_start = NULL;
     if (*p == '[') {
         const char *close = memchr(p, ']', (size_t)(authority_end - p));
         if (!close || close == p + 1)
-            return bad(ep, shown, "unterminated IPv6 address");
+            return bad(err, ep, shown, "unterminated IPv6 address");
         host_start = p + 1;
         host_end = close;
         if (close + 1 < authority_end) {
             if (close[1] != ':')
-                return bad(ep, shown, "unexpected text after the IPv6 address");
+                return bad(err, ep, shown, "unexpected text after the IPv6 address");
             port_start = close + 2;
         }
         for (const char *s = host_start; s < host_end; s++)
             if (!isxdigit((unsigned char)*s) && *s != ':' && *s != '.')
-                return bad(ep, shown, "bad character in the IPv6 address");
+                return bad(err, ep, shown, "bad character in the IPv6 address");
     } else {
         const char *colon = memchr(p, ':', (size_t)(authority_end - p));
         host_end = colon ? colon : authority_end;
@@ -293,72 +293,72 @@ static int parse_host_port(rm_endpoint *ep, const char *p, const char *authority
             port_start = colon + 1;
         for (const char *s = host_start; s < host_end; s++)
             if (!isalnum((unsigned char)*s) && *s != '.' && *s != '-' && *s != '_')
-                return bad(ep, shown, "bad character in the host name");
+                return bad(err, ep, shown, "bad character in the host name");
     }
     if (host_end == host_start)
-        return bad(ep, shown, "no host");
+        return bad(err, ep, shown, "no host");
     if (host_end - host_start > 253)
-        return bad(ep, shown, "host name too long");
+        return bad(err, ep, shown, "host name too long");
     ep->host = strndup(host_start, (size_t)(host_end - host_start));
     ep->port = 6379;
     if (port_start) {
         long port;
         if (parse_uint(port_start, (size_t)(authority_end - port_start), 65535, &port) || port == 0)
-            return bad(ep, shown, "port must be a number from 1 to 65535");
+            return bad(err, ep, shown, "port must be a number from 1 to 65535");
         ep->port = (int)port;
     }
     return 0;
 }
 
-int rm_endpoint_parse(rm_endpoint *ep, const char *url)
+int rm_endpoint_parse(rm_err *err, rm_endpoint *ep, const char *url)
 {
     memset(ep, 0, sizeof *ep);
     if (!url)
-        return rm_fail(REDMUTEX_EINVAL, "server URL is NULL");
+        return rm_fail(err, REDMUTEX_EINVAL, "server URL is NULL");
     size_t url_len = strlen(url);
     char shown[256];
     masked_copy(shown, sizeof shown, url);
     if (url_len == 0)
-        return bad(ep, shown, "empty");
+        return bad(err, ep, shown, "empty");
     if (url_len > URL_MAX)
-        return bad(ep, "(too long)", "longer than 4096 bytes");
+        return bad(err, ep, "(too long)", "longer than 4096 bytes");
     for (size_t i = 0; i < url_len; i++)
         if ((unsigned char)url[i] <= ' ' || url[i] == 0x7f)
-            return bad(ep, shown, "contains a space or control character (percent-encode it)");
+            return bad(err, ep, shown, "contains a space or control character (percent-encode it)");
     if (strncmp(url, "unix://", 7) == 0)
-        return parse_unix(ep, url, shown);
+        return parse_unix(err, ep, url, shown);
     ep->tls = strncmp(url, "rediss://", 9) == 0;
     ep->tls_verify = ep->tls_check_hostname = -1;
     if (!ep->tls && strncmp(url, "redis://", 8) != 0)
-        return bad(ep, shown, "expected redis://host[:port][/db], rediss://... (TLS) or unix:///path");
+        return bad(err, ep, shown, "expected redis://host[:port][/db], rediss://... (TLS) or unix:///path");
 
     const char *p = url + (ep->tls ? 9 : 8);
     const char *end = url + url_len;
     if (memchr(p, '#', (size_t)(end - p)))
-        return bad(ep, shown, "fragments are not supported");
+        return bad(err, ep, shown, "fragments are not supported");
     const char *query = memchr(p, '?', (size_t)(end - p));
     if (query) {
         if (!ep->tls)
-            return bad(ep, shown, "query options (ssl_*) need a rediss:// URL");
-        int rc = parse_tls_query(ep, query + 1, end, shown);
+            return bad(err, ep, shown, "query options (ssl_*) need a rediss:// URL");
+        int rc = parse_tls_query(err, ep, query + 1, end, shown);
         if (rc != 0)
             return rc;
         end = query;
     }
     const char *slash = memchr(p, '/', (size_t)(end - p));
     const char *authority_end = slash ? slash : end;
-    int rc = parse_userinfo(ep, &p, authority_end, shown);
+    int rc = parse_userinfo(err, ep, &p, authority_end, shown);
     if (rc == 0)
-        rc = parse_host_port(ep, p, authority_end, shown);
+        rc = parse_host_port(err, ep, p, authority_end, shown);
     if (rc != 0)
         return rc;
     if (slash && slash + 1 < end) {
         long db;
         if (parse_uint(slash + 1, (size_t)(end - slash - 1), 1000000, &db))
-            return bad(ep, shown, "the path must be a database number");
+            return bad(err, ep, shown, "the path must be a database number");
         ep->db = (int)db;
     }
     if (!ep->host || make_display(ep))
-        return bad(ep, shown, "out of memory");
+        return bad(err, ep, shown, "out of memory");
     return 0;
 }

@@ -29,7 +29,7 @@ typedef struct rm_endpoint {
 } rm_endpoint;
 
 /** Parses url into ep (zeroed first). REDMUTEX_EINVAL with a message on bad input. */
-int rm_endpoint_parse(rm_endpoint *ep, const char *url);
+int rm_endpoint_parse(rm_err *err, rm_endpoint *ep, const char *url);
 void rm_endpoint_clear(rm_endpoint *ep);
 
 #endif

@@ -170,7 +170,7 @@ static void free_subscriber(redmutex_client *c, rm_subscriber *sub)
 static rm_conn *connect_pubsub(redmutex_client *c, rm_subscriber *sub, size_t i)
 {
     rm_conn *conn = NULL;
-    if (rm_conn_open(&conn, &c->servers[i]) != 0)
+    if (rm_conn_open(NULL, &conn, &c->servers[i]) != 0)
         return NULL;
     int64_t deadline = rm_deadline_after_ms(c->opts.connect_timeout_ms);
     rm_buf hs = {0};
@@ -200,20 +200,20 @@ static rm_conn *connect_pubsub(redmutex_client *c, rm_subscriber *sub, size_t i)
         }
         if (!ok || !p[0].revents)
             continue;
-        int rc = rm_conn_establish(conn); /* connect() and the TLS handshake */
+        int rc = rm_conn_establish(NULL, conn); /* connect() and the TLS handshake */
         if (rc != 0) {
             ok = rc > 0;
             continue;
         }
         if (sent < hs.len) {
-            ssize_t w = rm_conn_send(conn, hs.data + sent, hs.len - sent);
+            ssize_t w = rm_conn_send(NULL, conn, hs.data + sent, hs.len - sent);
             ok = w >= 0;
             sent += w > 0 ? (size_t)w : 0;
             continue;
         }
         char buf[4096], err[160];
         ssize_t k;
-        while ((k = rm_conn_recv(conn, buf, sizeof buf)) > 0) {
+        while ((k = rm_conn_recv(NULL, conn, buf, sizeof buf)) > 0) {
             if (rm_reader_feed(conn->reader, buf, (size_t)k, err, sizeof err) != 0)
                 k = -1;
             if (k < 0 || (size_t)k < sizeof buf)
@@ -225,7 +225,7 @@ static rm_conn *connect_pubsub(redmutex_client *c, rm_subscriber *sub, size_t i)
         }
         rm_reply *rep;
         while (ok && got < n && rm_reader_next(conn->reader, &rep, err, sizeof err) == 1) {
-            if (rm_conn_check_handshake(conn, got, n, false, rep) != 0)
+            if (rm_conn_check_handshake(NULL, conn, got, n, false, rep) != 0)
                 ok = false;
             rm_reply_free(rep);
             got++;
@@ -316,7 +316,7 @@ static bool read_server(rm_subscriber *sub, size_t i)
     bool broken = false;
     char buf[4096], err[160];
     for (;;) {
-        ssize_t got = rm_conn_recv(conn, buf, sizeof buf);
+        ssize_t got = rm_conn_recv(NULL, conn, buf, sizeof buf);
         if (got < 0 || (got > 0 && rm_reader_feed(conn->reader, buf, (size_t)got, err, sizeof err) != 0))
             broken = true;
         if (got <= 0 || broken || (size_t)got < sizeof buf)
@@ -408,7 +408,7 @@ static size_t poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pf
         if (!conn || sub->dead[i])
             continue;
         while (sub->out[i].len > 0) {
-            ssize_t w = rm_conn_send(conn, sub->out[i].data, sub->out[i].len);
+            ssize_t w = rm_conn_send(NULL, conn, sub->out[i].data, sub->out[i].len);
             if (w < 0)
                 shutdown(conn->fd, SHUT_RDWR); /* poll() reports it and the read drops it */
             if (w <= 0)
@@ -628,20 +628,13 @@ static void read_as_leader(redmutex_client *c, rm_waiter *w, const struct pollfd
     rm_subscriber *sub = c->sub;
     if (!sub || sub->leader != w)
         return;
-    /* A failed read sets this thread's error message: keep the caller's. */
-    rm_saved_error saved;
-    rm_error_save(&saved);
-    bool failed = false;
     for (size_t k = 0; k < np; k++) {
         size_t i = map[k];
         if (!p[k].revents || sub->conns[i] != conns[k] || sub->dead[i] || read_server(sub, i))
             continue;
         sub->dead[i] = true;
-        failed = true;
         signal_fd(sub->wake_fd);
     }
-    if (failed)
-        rm_error_restore(&saved);
 }
 
 /*

@@ -182,7 +182,7 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)c->opts.watchdog_lease_ms);
     snprintf(nkeys, sizeof nkeys, "%zu", k);
     size_t argc = 1 + k + 1 + k;
-    if (!argv || !vals || rm_call_begin(call, c) != 0)
+    if (!argv || !vals || rm_call_begin(NULL, call, c) != 0)
         return false;
     /* A renewal must end within its timeout even on a fresh connection:
        the lock's validity does not wait for a slow connect. */
@@ -444,7 +444,7 @@ static rm_watchdog *ensure_watchdog(redmutex_client *c)
     return wd;
 }
 
-int rm_watchdog_schedule(redmutex_client *c, rm_hold *h)
+int rm_watchdog_schedule(rm_err *err, redmutex_client *c, rm_hold *h)
 {
     if (c->closed || h->pid != rm_pid())
         return 0;
@@ -452,7 +452,7 @@ int rm_watchdog_schedule(redmutex_client *c, rm_hold *h)
         return 0; /* the renewal in flight reschedules it */
     rm_watchdog *wd = ensure_watchdog(c);
     if (!wd)
-        return rm_fail(REDMUTEX_ENOMEM, "cannot start the watchdog thread");
+        return rm_fail(err, REDMUTEX_ENOMEM, "cannot start the watchdog thread");
     heap_remove(wd, h);
     int64_t now = rm_now_ns();
     if (h->watchdog && !h->renew_stopped)
@@ -460,7 +460,7 @@ int rm_watchdog_schedule(redmutex_client *c, rm_hold *h)
     else
         h->due_ns = h->validity_end_ns;
     if (heap_push(wd, h) != 0)
-        return rm_fail(REDMUTEX_ENOMEM, "out of memory");
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     /* Wake the thread only if it would otherwise sleep past this entry
        (an entry removed early just makes it wake for nothing). */
     if (h->due_ns < wd->sleeping_until) {

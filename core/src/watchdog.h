@@ -13,7 +13,7 @@
 /* ---- watchdog (watchdog.c) --------------------------------------------- */
 
 /** Schedules h (renewal for watchdog holds, expiry notice otherwise). Caller holds c->mu. */
-int rm_watchdog_schedule(redmutex_client *c, rm_hold *h);
+int rm_watchdog_schedule(rm_err *err, redmutex_client *c, rm_hold *h);
 /** Moves h's next renewal forward to due_ns if it is later. Caller holds c->mu. */
 void rm_watchdog_renew_by(redmutex_client *c, rm_hold *h, int64_t due_ns);
 /** Removes h from the schedule and waits out an in-flight renewal. Caller holds c->mu. */

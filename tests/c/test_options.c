@@ -35,16 +35,17 @@ static const rm_options_layout fake_layout = {"fake options", "fake_options_init
 
 static void test_a_v1_struct_is_read_only_as_far_as_v1_reaches(void)
 {
+    rm_err e = {0};
     _Static_assert(sizeof(fake_options_v1) == RM_OPTIONS_END(fake_options, timeout_ms), "v1 layout");
     fake_options_v1 *p = malloc(sizeof *p); /* a caller built against the v1 header */
     void *v1 = p;
-    CHECK_OK(rm_options_init(v1, 1, &fake_layout));
+    CHECK_OK(rm_options_init(&e, v1, 1, &fake_layout));
     CHECK(p->version == 1 && p->timeout_ms == 1000);
     p->flags = 3;
     p->timeout_ms = 250;
     fake_options out;
     memset(&out, 0xEE, sizeof out);
-    CHECK_OK(rm_options_load(&out, v1, &fake_layout, "fake_new"));
+    CHECK_OK(rm_options_load(&e, &out, v1, &fake_layout, "fake_new"));
     CHECK(out.version == 2 && out.flags == 3 && out.timeout_ms == 250);
     CHECK(out.added_in_v2 == 77); /* the default, not bytes past the caller's struct */
     free(v1);
@@ -52,23 +53,25 @@ static void test_a_v1_struct_is_read_only_as_far_as_v1_reaches(void)
 
 static void test_a_current_struct_is_read_whole(void)
 {
+    rm_err e = {0};
     fake_options in, out;
-    CHECK_OK(rm_options_init(&in, 2, &fake_layout));
+    CHECK_OK(rm_options_init(&e, &in, 2, &fake_layout));
     in.added_in_v2 = 5;
-    CHECK_OK(rm_options_load(&out, &in, &fake_layout, "fake_new"));
+    CHECK_OK(rm_options_load(&e, &out, &in, &fake_layout, "fake_new"));
     CHECK(out.added_in_v2 == 5 && out.timeout_ms == 1000);
-    CHECK_OK(rm_options_load(&out, NULL, &fake_layout, "fake_new"));
+    CHECK_OK(rm_options_load(&e, &out, NULL, &fake_layout, "fake_new"));
     CHECK(memcmp(&out, &fake_defaults, sizeof out) == 0);
 }
 
 static void test_unknown_versions_are_refused(void)
 {
+    rm_err e = {0};
     fake_options in = fake_defaults, out;
     for (uint32_t v = 0; v < 6; v += 3) {
         in.version = v;
-        CHECK_RC(rm_options_load(&out, &in, &fake_layout, "fake_new"), REDMUTEX_EINVAL);
-        CHECKF(strstr(redmutex_last_error(), "versions 1 to 2"), "message: %s", redmutex_last_error());
-        CHECK_RC(rm_options_init(&out, v, &fake_layout), REDMUTEX_EINVAL);
+        CHECK_RC(rm_options_load(&e, &out, &in, &fake_layout, "fake_new"), REDMUTEX_EINVAL);
+        CHECKF(e.code == REDMUTEX_EINVAL && strstr(e.msg, "versions 1 to 2"), "message: %s", e.msg);
+        CHECK_RC(rm_options_init(&e, &out, v, &fake_layout), REDMUTEX_EINVAL);
     }
 }
 

@@ -7,6 +7,9 @@
 #define _GNU_SOURCE
 #include "harness.h"
 #include "quorum.h"
+#include "tally.h"
+
+#include <stdio.h>
 
 #include <string.h>
 
@@ -76,31 +79,134 @@ static void test_the_qth_largest_is_what_a_majority_reaches(void)
     CHECK(rm_qth_largest(five, 5, 3, false) == 6);
 }
 
-static void test_votes_keep_the_extremes_and_the_first_error(void)
+static void test_votes_keep_the_extremes(void)
 {
     rm_votes v;
     rm_votes_init(&v);
-    CHECK(v.ttl == -1 && v.granted_ttl == -1 && v.yes == 0 && v.error == 0);
+    CHECK(v.ttl == -1 && v.granted_ttl == -1 && v.t.yes == 0 && v.t.error.code == 0);
     rm_votes_grant_figures(&v, 2, 7, -1);
     rm_votes_grant_figures(&v, 1, 9, 400);
     rm_votes_grant_figures(&v, 1, 3, 250);
     CHECK(v.count == 2 && v.fence == 9 && v.granted_ttl == 250);
-    rm_votes_refused(&v, 0, -1, false);
-    CHECK(v.no == 1 && v.ttl == -1);
-    rm_votes_refused(&v, 1, 800, true);
-    rm_votes_refused(&v, 2, 300, false);
-    CHECK(v.no == 3 && v.ttl == 300 && v.gone == 1);
+    rm_votes_refused(&v, -1, false);
+    CHECK(v.ttl == -1);
+    rm_votes_refused(&v, 800, true);
+    rm_votes_refused(&v, 300, false);
+    CHECK(v.ttl == 300 && v.gone == 1);
+    /* A young server's grant is part of the hold but no yes. */
+    rm_votes_young(&v, 6);
+    CHECK(v.young == 1 && v.t.yes_at[6] && v.t.yes == 0);
+}
+
+static rm_err error_of(int code, const char *msg)
+{
+    rm_err e = {0};
+    rm_fail(&e, code, "%s", msg);
+    return e;
+}
+
+static void test_a_tally_keeps_the_first_error_unless_a_later_one_decides(void)
+{
+    rm_tally t;
+    rm_tally_init(&t);
     /* A lost connection is no error worth reporting; the first real one is kept. */
-    rm_votes_unanswered(&v, 3, true, REDMUTEX_ECONN, "connection lost");
-    CHECK(v.failed == 1 && v.errors == 0 && v.error == 0 && v.unknown_at[3]);
-    rm_votes_unanswered(&v, 4, false, REDMUTEX_ETIMEDOUT, "timed out");
-    rm_votes_error(&v, 5, true, REDMUTEX_EREPLICAS, "replicas");
-    CHECK(v.failed == 3 && v.errors == 1 && v.error == REDMUTEX_ETIMEDOUT && strcmp(v.error_msg, "timed out") == 0);
-    CHECK(!v.unknown_at[4] && v.unknown_at[5]);
-    /* A young server's grant is part of the hold but no vote. */
-    rm_votes_granted(&v, 6, true);
-    rm_votes_granted(&v, 7, false);
-    CHECK(v.yes == 1 && v.no == 4 && v.young == 1 && v.yes_at[6] && v.yes_at[7]);
+    rm_tally_unanswered(&t, 3, true, REDMUTEX_ECONN, "connection lost");
+    CHECK(t.failed == 1 && t.errors == 0 && t.error.code == 0 && t.unknown_at[3]);
+    rm_tally_unanswered(&t, 4, false, REDMUTEX_ETIMEDOUT, "timed out");
+    rm_err e = error_of(REDMUTEX_EREPLICAS, "replicas");
+    rm_tally_error(&t, 5, true, &e);
+    CHECK(t.failed == 3 && t.errors == 1 && t.error.code == REDMUTEX_ETIMEDOUT && strcmp(t.error.msg, "timed out") == 0);
+    CHECK(!t.unknown_at[4] && t.unknown_at[5]);
+    /* A wrong type decides by itself: it replaces what was kept, with its own message. */
+    e = error_of(REDMUTEX_EWRONGTYPE, "wrong type on server 7");
+    rm_tally_error(&t, 6, false, &e);
+    CHECK(t.error.code == REDMUTEX_EWRONGTYPE && strcmp(t.error.msg, "wrong type on server 7") == 0);
+    CHECK(t.wrongtype == 1 && t.errors == 2);
+    /* ... and is not replaced by a later one, even one that decides too. */
+    e = error_of(REDMUTEX_EAUTH, "no permission");
+    rm_tally_error(&t, 7, false, &e);
+    CHECK(t.error.code == REDMUTEX_EWRONGTYPE);
+    rm_tally_yes(&t, 0);
+    rm_tally_no(&t, 1);
+    CHECK(t.yes == 1 && t.no == 1 && t.yes_at[0] && !t.yes_at[1]);
+    CHECK(!rm_tally_decided(&t, 3, 2));
+    rm_tally_yes(&t, 2);
+    CHECK(rm_tally_decided(&t, 3, 2));
+}
+
+/* ---- the walk over a fan-out's replies (tally.c) ---------------------------- */
+
+static rm_reply int_reply(long long v) { return (rm_reply){.type = RM_REPLY_INTEGER, .integer = v}; }
+
+/* Reads integer replies: 1 yes, 0 no, anything else no vote. */
+static rm_vote int_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
+{
+    (void)s;
+    (*(int *)ud)++;
+    if (r->type == RM_REPLY_INTEGER && (r->integer == 0 || r->integer == 1))
+        return r->integer ? RM_VOTE_YES : RM_VOTE_NO;
+    *unknown = true;
+    rm_fail(e, REDMUTEX_EPROTOCOL, "server %zu: not 0 or 1", i + 1);
+    return RM_VOTE_ERROR;
+}
+
+static void test_the_walk_sorts_every_kind_of_answer(void)
+{
+    /* Six servers: yes, no, error reply, malformed, transport failure after
+       sending, and one still running. */
+    redmutex_client c;
+    memset(&c, 0, sizeof c);
+    rm_server servers[6];
+    memset(servers, 0, sizeof servers);
+    static char names[6][16];
+    for (size_t i = 0; i < 6; i++) {
+        snprintf(names[i], sizeof names[i], "server-%zu", i + 1);
+        servers[i].ep.display = names[i];
+    }
+    c.servers = servers;
+    c.n = 6;
+    c.quorum = 4;
+    rm_call call;
+    memset(&call, 0, sizeof call);
+    call.c = &c;
+    call.n = 6;
+    rm_slot slots[6];
+    memset(slots, 0, sizeof slots);
+    call.slots = slots;
+    rm_reply yes = int_reply(1), no = int_reply(0), bad = int_reply(7);
+    char wrongtype[] = "WRONGTYPE Operation against a key holding the wrong kind of value";
+    rm_reply err = {.type = RM_REPLY_ERROR, .str = wrongtype, .len = sizeof wrongtype - 1};
+    rm_reply *replies[] = {&yes, &no, &err, &bad};
+    for (size_t i = 0; i < 4; i++) {
+        slots[i].status = RM_SLOT_DONE;
+        slots[i].replies[0] = replies[i];
+    }
+    slots[4].status = RM_SLOT_DONE;
+    slots[4].err = REDMUTEX_ECONN;
+    slots[4].sent = true;
+    snprintf(slots[4].msg, sizeof slots[4].msg, "server-5 closed the connection");
+    slots[5].status = RM_SLOT_RUNNING;
+    int read = 0;
+    rm_tally t;
+    rm_tally_init(&t);
+    rm_tally_spec spec = {"release", "job", 0, false, int_vote, &read};
+    rm_tally_call(&t, &call, &spec);
+    CHECKF(read == 3, "the operation read %d replies, want 3 (not the error reply)", read);
+    CHECK(t.yes == 1 && t.no == 1 && t.failed == 3 && t.errors == 2 && t.wrongtype == 1);
+    CHECK(t.yes_at[0] && t.unknown_at[3] && t.unknown_at[4] && !t.unknown_at[2] && !t.unknown_at[5]);
+    CHECKF(t.error.code == REDMUTEX_EWRONGTYPE && strstr(t.error.msg, "release 'job' on server-3"), "kept: %d %s",
+           t.error.code, t.error.msg);
+    /* Undecided: the kept error decides by itself, so it is the one reported. */
+    rm_err e = {0};
+    CHECK(rm_tally_fail(&e, &t, &call, "release", "job") == REDMUTEX_EWRONGTYPE);
+    CHECK(strcmp(e.msg, t.error.msg) == 0);
+    /* A server left out of the run counts as a no only where the operation says so. */
+    slots[5].status = RM_SLOT_IDLE;
+    slots[5].excluded = true;
+    rm_tally_init(&t);
+    spec.excluded_is_no = true;
+    rm_tally_call(&t, &call, &spec);
+    CHECK(t.no == 2);
 }
 
 /* Votes of n servers: y yes, o no, f failed with error code err (0: transport). */
@@ -110,14 +216,17 @@ static rm_votes tally(size_t y, size_t o, size_t f, int err)
     rm_votes_init(&v);
     size_t i = 0;
     for (size_t k = 0; k < y; k++)
-        rm_votes_granted(&v, i++, false);
-    for (size_t k = 0; k < o; k++)
-        rm_votes_refused(&v, i++, 100, false);
+        rm_tally_yes(&v.t, i++);
+    for (size_t k = 0; k < o; k++) {
+        rm_votes_refused(&v, 100, false);
+        rm_tally_no(&v.t, i++);
+    }
     for (size_t k = 0; k < f; k++) {
+        rm_err e = error_of(err, "error");
         if (err)
-            rm_votes_error(&v, i++, false, err, "error");
+            rm_tally_error(&v.t, i++, false, &e);
         else
-            rm_votes_unanswered(&v, i++, false, REDMUTEX_ECONN, "gone");
+            rm_tally_unanswered(&v.t, i++, false, REDMUTEX_ECONN, "gone");
     }
     return v;
 }
@@ -144,16 +253,20 @@ static void test_an_attempt_is_decided_by_its_votes(void)
     CHECK(rm_acquire_decide(&v, 3, 2, 100 * MS, false, 1) == RM_VERDICT_UNDECIDED);
     /* A nested acquisition that finds the owner's field gone on a majority lost the lock. */
     rm_votes_init(&v);
-    rm_votes_refused(&v, 0, -1, true);
-    rm_votes_refused(&v, 1, -1, true);
-    rm_votes_granted(&v, 2, false);
+    rm_votes_refused(&v, -1, true);
+    rm_votes_refused(&v, -1, true);
+    rm_tally_no(&v.t, 0);
+    rm_tally_no(&v.t, 1);
+    rm_tally_yes(&v.t, 2);
     CHECK(rm_acquire_decide(&v, 3, 2, 100 * MS, true, 0) == RM_VERDICT_NESTED_LOST);
     CHECK(rm_acquire_decide(&v, 3, 2, 100 * MS, false, 0) == RM_VERDICT_BUSY);
     /* Two grants of which one from a server restarted too recently: busy, not won. */
     rm_votes_init(&v);
-    rm_votes_granted(&v, 0, false);
-    rm_votes_granted(&v, 1, true);
-    rm_votes_refused(&v, 2, 50, false);
+    rm_tally_yes(&v.t, 0);
+    rm_votes_young(&v, 1);
+    rm_tally_no(&v.t, 1);
+    rm_votes_refused(&v, 50, false);
+    rm_tally_no(&v.t, 2);
     CHECK(rm_acquire_decide(&v, 3, 2, 100 * MS, false, 0) == RM_VERDICT_BUSY);
 }
 
@@ -167,7 +280,10 @@ int main(int argc, char **argv)
         {"a_restarted_server_counts_only_after_the_longest_lease",
          test_a_restarted_server_counts_only_after_the_longest_lease},
         {"the_qth_largest_is_what_a_majority_reaches", test_the_qth_largest_is_what_a_majority_reaches},
-        {"votes_keep_the_extremes_and_the_first_error", test_votes_keep_the_extremes_and_the_first_error},
+        {"votes_keep_the_extremes", test_votes_keep_the_extremes},
+        {"a_tally_keeps_the_first_error_unless_a_later_one_decides",
+         test_a_tally_keeps_the_first_error_unless_a_later_one_decides},
+        {"the_walk_sorts_every_kind_of_answer", test_the_walk_sorts_every_kind_of_answer},
         {"an_attempt_is_decided_by_its_votes", test_an_attempt_is_decided_by_its_votes},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
