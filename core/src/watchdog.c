@@ -28,6 +28,7 @@
 #include "quorum.h"
 #include "resp.h"
 #include "scripts.h"
+#include "tally.h"
 #include "watchdog.h"
 
 #include <signal.h>
@@ -231,29 +232,32 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
     return true;
 }
 
-/* The servers' votes for hold j of a batch of k: renewed in the life that
-   granted it (yes), or answered otherwise (no). Caller holds c->mu. */
-static void renew_votes(redmutex_client *c, const rm_call *call, const rm_hold *h, size_t j, size_t k, size_t *yes,
-                        size_t *no)
+/* Hold j of a renewal batch of k. */
+typedef struct renew_item {
+    const redmutex_client *c;
+    const rm_hold *h;
+    size_t j, k;
+} renew_item;
+
+/* Server i's vote for hold j (rm_vote_fn): renewed in the life that granted
+   it (yes), answered otherwise (no); a malformed answer, or one the
+   replicas did not confirm, is no vote. Caller holds c->mu. */
+static rm_vote renew_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
 {
-    *yes = *no = 0;
-    for (size_t i = 0; i < c->n; i++) {
-        const rm_slot *s = &call->slots[i];
-        const rm_reply *r = s->err ? NULL : s->replies[0];
-        if (!r || r->type != RM_REPLY_ARRAY || r->elements != k || r->element[j]->type != RM_REPLY_INTEGER)
-            continue;
-        if (c->opts.min_replicas > 0) {
-            const rm_reply *w = s->replies[1];
-            if (!w || w->type != RM_REPLY_INTEGER || w->integer < c->opts.min_replicas)
-                continue;
-        }
-        /* A server restarted since it granted the lock no longer counts. */
-        bool same_life = h->generations[i] == c->servers[i].generation + 1;
-        if (r->element[j]->integer == 1 && same_life)
-            (*yes)++;
-        else
-            (*no)++;
+    const renew_item *it = ud;
+    const redmutex_client *c = it->c;
+    (void)e;
+    (void)unknown;
+    if (r->type != RM_REPLY_ARRAY || r->elements != it->k || r->element[it->j]->type != RM_REPLY_INTEGER)
+        return RM_VOTE_NONE;
+    if (c->opts.min_replicas > 0) {
+        const rm_reply *w = s->replies[1];
+        if (!w || w->type != RM_REPLY_INTEGER || w->integer < c->opts.min_replicas)
+            return RM_VOTE_NONE;
     }
+    /* A server restarted since it granted the lock no longer counts. */
+    bool same_life = it->h->generations[i] == c->servers[i].generation + 1;
+    return r->element[it->j]->integer == 1 && same_life ? RM_VOTE_YES : RM_VOTE_NO;
 }
 
 /* Records a renewal's outcome in h and schedules its next one. Caller holds c->mu. */
@@ -294,10 +298,13 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
     int64_t started = ran ? call.started_ns : now;
     rm_client_lock(c);
     for (size_t j = 0; j < k; j++) {
-        size_t yes = 0, no = 0;
+        rm_tally t;
+        rm_tally_init(&t);
+        renew_item it = {c, batch[j], j, k};
+        rm_tally_spec spec = {"renew", batch[j]->lock->name, 0, false, renew_vote, &it};
         if (ran)
-            renew_votes(c, &call, batch[j], j, k, &yes, &no);
-        renew_settle(c, batch[j], yes, no, started, now);
+            rm_tally_call(&t, &call, &spec);
+        renew_settle(c, batch[j], t.yes, t.no, started, now);
     }
     pthread_cond_broadcast(&c->renew_done);
     rm_client_unlock(c);
