@@ -18,7 +18,7 @@
 #include "tls.h"
 #include "unsettled.h"
 #include "url.h"
-#include "waiter.h"
+#include "subscriber.h"
 #include "watchdog.h"
 
 #include <errno.h>

@@ -28,7 +28,7 @@
 #include "interrupt.h"
 #include "lifetime.h"
 #include "lockops.h"
-#include "waiter.h"
+#include "subscriber.h"
 #include "watchdog.h"
 
 #include <signal.h>

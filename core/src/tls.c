@@ -2,7 +2,7 @@
  * TLS for rediss:// servers, with OpenSSL, inside the core's own
  * non-blocking transport: the handshake is one more step of connecting,
  * driven by the same poll() loop that waits for every server (fanout.c,
- * waiter.c), so it is bounded by connect_timeout_ms like the rest.
+ * subscriber.c), so it is bounded by connect_timeout_ms like the rest.
  *
  * Verification is on unless the URL or the client options turn it off:
  * the chain against the CA file (or the system trust store) and the host

@@ -1,8 +1,9 @@
 /*
- * Waiting by notification (waiter.c): the subscriber thread and the
- * waiters on release channels.
+ * Waiting by notification (waiter.c): the waiters on release channels and
+ * the hand-off between threads of one client. The subscriber thread that
+ * feeds them is subscriber.c (subscriber.h).
  *
- * Layering: above the pool and interrupts; below the lock operations.
+ * Layering: above the subscriber and interrupts; below the lock operations.
  */
 #ifndef REDMUTEX_WAITER_H
 #define REDMUTEX_WAITER_H
@@ -88,7 +89,5 @@ void rm_waiter_expect_release(redmutex_client *c, const char *channel, bool *arm
  */
 void rm_waiter_released(redmutex_client *c, const char *channel, const bool *armed, const bool *deleted,
                         bool wake);
-void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns);
-void rm_subscriber_forget(redmutex_client *c);
 
 #endif

@@ -1,0 +1,111 @@
+/*
+ * The subscriber (subscriber.c): per client, the thread that keeps one
+ * pub/sub connection per server, the release channels subscribed there and
+ * the queue of waiters on each channel.
+ *
+ * Layering: above the pool's connections; below the waiters (waiter.c),
+ * which are the only other file that sees the structs below. The rest of
+ * the core waits through waiter.h.
+ */
+#ifndef REDMUTEX_SUBSCRIBER_H
+#define REDMUTEX_SUBSCRIBER_H
+
+#include "conn.h"
+#include "interrupt.h"
+#include "waiter.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
+
+typedef struct rm_channel {
+    struct rm_channel *next;
+    char *name;
+    int refs;
+    int64_t idle_since;
+    bool *sent;      /* per server: SUBSCRIBE sent (and no UNSUBSCRIBE since) */
+    bool *confirmed; /* per server: the server confirmed the subscription */
+    int *skip;       /* per server: release messages already acted on by a local hand-off */
+    rm_waiter *head, *tail;
+} rm_channel;
+
+struct rm_waiter {
+    rm_waiter *next, *prev;
+    rm_channel *ch;
+    int efd;           /* -1 for a pollable wait, which is told through notify() instead */
+    void (*notify)(void *ud);
+    void *notify_ud;
+    bool notified;
+    bool sleeping;     /* in poll(): not attempting on its own right now */
+    rm_wait *wait;     /* the acquire's wait: interrupts end the sleeps */
+    rm_claim claim;    /* claim.lock == NULL: no hand-off offered */
+    int handoff;       /* 0 none, -1 in flight, else the result for rm_waiter_wait */
+    char message[64];  /* the last message that named this waiter's lock (kind.h: fair hand-off), or "" */
+};
+
+typedef struct rm_subscriber {
+    pthread_t thread;
+    bool stop;
+    bool detached; /* shutdown gave up joining: the thread frees this struct */
+    int wake_fd;
+    rm_channel *channels;
+    /* Owned by the thread; `up` mirrors conns[i] != NULL under the client mutex. */
+    rm_conn **conns;
+    bool *up;
+    rm_buf *out;
+    int64_t *retry_at;
+    int64_t *backoff_ms;
+    bool *dead;         /* per server: the leader found the connection broken (the thread closes it) */
+    rm_waiter *leader;  /* the waiter reading the connections, or NULL (the thread reads) */
+    bool polling_conns; /* the thread is in poll() on the connections */
+} rm_subscriber;
+
+/* Wakes whoever polls the eventfd fd. */
+static inline void rm_fd_signal(int fd)
+{
+    uint64_t one = 1;
+    ssize_t r = write(fd, &one, sizeof one);
+    (void)r; /* a full counter already means "wake up" */
+}
+
+static inline void rm_fd_drain(int fd)
+{
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof v);
+    (void)r;
+}
+
+/* ---- channels and their waiters (subscriber.c) -------------------------- */
+
+/** Tells w to look at its state again (its eventfd or its notify callback). Caller holds c->mu. */
+void rm_waiter_signal(rm_waiter *w);
+/** Wakes the oldest waiter of ch that has not been woken yet (and has no hand-off). Caller holds c->mu. */
+void rm_channel_wake_one(rm_channel *ch);
+/** The channel of that name (len bytes), or NULL. Caller holds c->mu. */
+rm_channel *rm_channel_find(rm_subscriber *sub, const char *name, size_t len);
+/**
+ * Puts w at the end of the channel's queue, making the channel (and the
+ * subscriber thread) if needed, and wakes the thread if it has work. Caller
+ * holds c->mu. False when the client is closed or memory ran out: w then
+ * waits without notifications (timers only).
+ */
+bool rm_channel_join(redmutex_client *c, const char *channel, rm_waiter *w);
+/**
+ * Reads what server i's pub/sub connection sent and acts on it (wakes
+ * waiters). False when the connection broke (or sent what no subscriber
+ * connection may): the thread closes it. Caller holds c->mu.
+ */
+bool rm_subscriber_read(rm_subscriber *sub, size_t i);
+
+/* ---- the thread's life (subscriber.c) ------------------------------------ */
+
+/**
+ * Shutdown: cuts every waiter loose from its channel and wakes it, stops the
+ * thread and joins it until deadline_ns (after that it is detached and frees
+ * its own state). Caller holds no mutex.
+ */
+void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns);
+/** In a forked child: drops the thread's state (the thread did not survive fork). */
+void rm_subscriber_forget(redmutex_client *c);
+
+#endif
