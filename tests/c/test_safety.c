@@ -248,6 +248,187 @@ static void test_late_release_on_a_lost_connection_changes_nothing(void)
     stop_all(3);
 }
 
+/*
+ * A renewal left unanswered (point 1, S18 of docs/safety.md). The watchdog's
+ * renewal is held back on its way to every server, past its command
+ * timeout, so the watchdog gives up waiting while the request is still in
+ * flight; the owner then releases. The release must run on each server
+ * after that renewal, never before it: it travels behind it on the
+ * connection that owes its reply. MONITOR on each server shows the order.
+ */
+
+/* A direct connection to s in MONITOR mode (reads fail after 10 s, scaled). */
+static redisContext *monitor_open(const rs_server *s)
+{
+    redisContext *m = redisConnect("127.0.0.1", s->port);
+    CHECK(m && !m->err);
+    struct timeval tv = {rt_scaled_ms(10000) / 1000, 0};
+    CHECK(redisSetTimeout(m, tv) == REDIS_OK);
+    redisReply *r = redisCommand(m, "MONITOR");
+    CHECK(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    return m;
+}
+
+typedef struct monitor_tally {
+    int renew_before, renew_after, releases;
+} monitor_tally;
+
+/* Reads m's feed up to the line holding `marker`, counting the renewals
+   before and after the first release (scripts by SHA: all are loaded). */
+static void monitor_scan(redisContext *m, const char *marker, int release_script, monitor_tally *t)
+{
+    const char *renew = rm_script_sha(RM_SCRIPT_RENEW), *release = rm_script_sha(release_script);
+    for (;;) {
+        redisReply *r = NULL;
+        CHECKF(redisGetReply(m, (void **)&r) == REDIS_OK && r, "MONITOR: %s", m->errstr);
+        CHECK(r->type == REDIS_REPLY_STATUS);
+        bool end = strstr(r->str, marker) != NULL;
+        if (strstr(r->str, release))
+            t->releases++;
+        else if (strstr(r->str, renew))
+            *(t->releases ? &t->renew_after : &t->renew_before) += 1;
+        freeReplyObject(r);
+        if (end)
+            return;
+    }
+}
+
+/* Asserts that on every server the held renewal ran, then the release, and
+   no renewal after it. */
+static void check_renewal_ran_before_release(redisContext **mon, size_t n, int release_script)
+{
+    for (size_t i = 0; i < n; i++) {
+        char marker[64];
+        snprintf(marker, sizeof marker, "renewal-order-end-%zu", i);
+        redisReply *r = rs_cmd(&srv[i], "ECHO %s", marker);
+        CHECK(r);
+        freeReplyObject(r);
+        monitor_tally t = {0};
+        monitor_scan(mon[i], marker, release_script, &t);
+        CHECKF(t.renew_before == 1 && t.releases >= 1 && t.renew_after == 0,
+               "server %zu: %d renewals before the release, %d releases, %d renewals after the release", i + 1,
+               t.renew_before, t.releases, t.renew_after);
+    }
+}
+
+/* The shared set-up: n servers with every script loaded, each behind a proxy
+   that holds back the first renewal for `hold_ms`, and their monitors. */
+static redmutex_client *renewal_setup(size_t n, rs_proxy **px, redisContext **mon, int64_t timeout_ms,
+                                      int64_t lease_ms, int hold_ms)
+{
+    const char *urls[MAXN];
+    for (size_t i = 0; i < n; i++) {
+        rs_start(&srv[i], NULL);
+        for (int id = 0; id < RM_SCRIPT_COUNT; id++) {
+            redisReply *r = rs_cmd(&srv[i], "SCRIPT LOAD %s", rm_script_text(id));
+            CHECK(r && r->type == REDIS_REPLY_STRING && strcmp(r->str, rm_script_sha(id)) == 0);
+            freeReplyObject(r);
+        }
+        px[i] = rs_proxy_start(&srv[i], rm_script_sha(RM_SCRIPT_RENEW), hold_ms);
+        atomic_store(&px[i]->hold_until, 1); /* the first renewal only */
+        mon[i] = monitor_open(&srv[i]);
+        urls[i] = px[i]->url;
+    }
+    return client_for(urls, n, timeout_ms, lease_ms);
+}
+
+static void renewal_teardown(redmutex_client *c, size_t n, rs_proxy **px, redisContext **mon)
+{
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    for (size_t i = 0; i < n; i++) {
+        redisFree(mon[i]);
+        rs_proxy_stop(px[i]);
+    }
+    stop_all(n);
+}
+
+/* Waits until the first renewal is held back on every server, and checks
+   that none of them has passed yet. */
+static void wait_renewal_in_flight(size_t n, rs_proxy **px, int64_t lease_ms)
+{
+    for (size_t i = 0; i < n; i++)
+        WAIT_FOR(atomic_load(&px[i]->delayed) == 1, lease_ms);
+    for (size_t i = 0; i < n; i++)
+        CHECKF(atomic_load(&px[i]->forwarded) == 0, "server %zu: the renewal was no longer in flight", i + 1);
+}
+
+/* The release returned: it ran behind the renewal on every server that
+   answered it; then every held-back renewal has reached its server. */
+static void check_release_followed_renewal(size_t n, rs_proxy **px)
+{
+    size_t behind = 0;
+    for (size_t i = 0; i < n; i++)
+        behind += atomic_load(&px[i]->forwarded) == 1;
+    CHECKF(behind * 2 > n, "the release returned before the renewal reached a majority (%zu of %zu)", behind, n);
+    for (size_t i = 0; i < n; i++)
+        WAIT_FOR(atomic_load(&px[i]->forwarded) == 1, 2000);
+}
+
+static void unanswered_renewal_then_release(size_t n)
+{
+    /* T = 400 ms: the renewal (due 600 ms after the acquisition) is
+       abandoned 400 ms after it went out, then the release goes, and waits
+       up to T for its reply; the renewal lands at 600 ms, in between. */
+    const int64_t timeout = rt_scaled_ms(400), lease = rt_scaled_ms(2000);
+    rs_proxy *px[MAXN];
+    redisContext *mon[MAXN];
+    redmutex_client *c = renewal_setup(n, px, mon, timeout, lease, (int)rt_scaled_ms(600));
+    redmutex_lock *l = lock_for(c, "renew:order", REDMUTEX_KIND_LOCK, 0, NULL, NULL);
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    wait_renewal_in_flight(n, px, 2000);
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    check_release_followed_renewal(n, px);
+    /* Nothing is left, and nothing comes back for longer than a lease. */
+    int64_t until = rt_now_ms() + lease + rt_scaled_ms(200);
+    while (rt_now_ms() < until) {
+        for (size_t i = 0; i < n; i++)
+            CHECKF(!rs_exists(&srv[i], "renew:order"), "server %zu has the released lock", i + 1);
+        rt_sleep_ms(20);
+    }
+    check_renewal_ran_before_release(mon, n, RM_SCRIPT_LOCK_RELEASE);
+    redmutex_lock_free(l);
+    renewal_teardown(c, n, px, mon);
+}
+
+static void test_unanswered_renewal_never_runs_after_the_release(void) { unanswered_renewal_then_release(1); }
+static void test_unanswered_renewal_never_runs_after_the_release_redlock(void) { unanswered_renewal_then_release(3); }
+
+/*
+ * The same, and then the same owner takes the reentrant lock again at once
+ * through another handle, with an explicit lease E shorter than the
+ * watchdog's. The renewal of the first hold, had it run after the release,
+ * would find the owner's field again and stretch the new hold to the
+ * watchdog lease: the key must be gone when E is over.
+ */
+static void unanswered_renewal_then_next_hold(size_t n)
+{
+    const int64_t timeout = rt_scaled_ms(400), lease = rt_scaled_ms(2000), explicit_lease = rt_scaled_ms(500);
+    rs_proxy *px[MAXN];
+    redisContext *mon[MAXN];
+    redmutex_client *c = renewal_setup(n, px, mon, timeout, lease, (int)rt_scaled_ms(600));
+    redmutex_lock *l = lock_for(c, "renew:next", REDMUTEX_KIND_RLOCK, 0, NULL, NULL);
+    redmutex_lock *next = lock_for(c, "renew:next", REDMUTEX_KIND_RLOCK, explicit_lease, NULL, NULL);
+    CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0));
+    wait_renewal_in_flight(n, px, 2000);
+    CHECK_OK(redmutex_lock_release(l, "owner-1"));
+    CHECK_OK(redmutex_lock_acquire(next, "owner-1", 0));
+    check_release_followed_renewal(n, px);
+    for (size_t i = 0; i < n; i++)
+        WAIT_FOR(!rs_exists(&srv[i], "renew:next"), 500 + 300);
+    check_renewal_ran_before_release(mon, n, RM_SCRIPT_RLOCK_RELEASE);
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, next, "owner-1"));
+    CHECK(st == REDMUTEX_STATE_LOST);
+    redmutex_lock_free(next);
+    redmutex_lock_free(l);
+    renewal_teardown(c, n, px, mon);
+}
+
+static void test_unanswered_renewal_never_stretches_the_next_hold(void) { unanswered_renewal_then_next_hold(1); }
+static void test_unanswered_renewal_never_stretches_the_next_hold_redlock(void) { unanswered_renewal_then_next_hold(3); }
+
 /* ---- straggler stress (point 1, 11) ---------------------------------------- */
 
 typedef struct stress_shared {
@@ -882,6 +1063,12 @@ int main(int argc, char **argv)
         {"late_acquire_leaves_no_orphan_key", test_late_acquire_leaves_no_orphan_key},
         {"release_behind_a_busy_order_is_queued_not_dropped", test_release_behind_a_busy_order_is_queued_not_dropped},
         {"late_release_on_a_lost_connection_changes_nothing", test_late_release_on_a_lost_connection_changes_nothing},
+        {"unanswered_renewal_never_runs_after_the_release", test_unanswered_renewal_never_runs_after_the_release},
+        {"unanswered_renewal_never_runs_after_the_release_redlock",
+         test_unanswered_renewal_never_runs_after_the_release_redlock},
+        {"unanswered_renewal_never_stretches_the_next_hold", test_unanswered_renewal_never_stretches_the_next_hold},
+        {"unanswered_renewal_never_stretches_the_next_hold_redlock",
+         test_unanswered_renewal_never_stretches_the_next_hold_redlock},
         {"waiter_keeps_waiting_with_one_of_three_down", test_waiter_keeps_waiting_with_one_of_three_down},
         {"waiter_keeps_waiting_with_one_of_five_down", test_waiter_keeps_waiting_with_one_of_five_down},
         {"majority_down_counts_only_real_failures", test_majority_down_counts_only_real_failures},
