@@ -128,8 +128,10 @@ REDMUTEX_API const char *redmutex_strerror(int code);
  * The detail message of the last failure on the calling thread, e.g.
  * "lock 'jobs' is held by another owner; waited 2000 ms". The string is
  * thread-local and stays valid until the next redmutex call on this thread.
- * Returns "" when no call has failed on this thread. Passwords never appear.
- * Thread-safe.
+ * Only a call that returns an error code sets it; successful calls, other
+ * threads and the library's own background work (renewals, the subscriber,
+ * shutdown) leave it as it is. Returns "" when no call has failed on this
+ * thread. Passwords never appear. Thread-safe.
  */
 REDMUTEX_API const char *redmutex_last_error(void);
 

@@ -1,6 +1,6 @@
 /*
  * What every file of the core shares: time, randomness, hex and SHA-1, the
- * thread-local error, growable buffers. Each module has a private header of
+ * error value and its publication, growable buffers. Each module has a private header of
  * its own (docs/architecture.md lists them with their layers). Nothing here
  * is part of the ABI; every non-static function is hidden by -fvisibility
  * and the version script, and prefixed rm_ so it cannot clash in a static
