@@ -44,7 +44,7 @@ static bool restarted_recently(const redmutex_lock *l, size_t i)
 
 /* SET NX's answer: a grant (OK), a refusal (nil; the pipelined PTTL tells
    how long), or no vote. */
-static rm_vote set_vote(rm_acq_replies *a, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e)
+static rm_vote set_vote(rm_acq_replies *a, const rm_slot *s, const rm_reply *r, rm_err *e)
 {
     if (r->type == RM_REPLY_STATUS && strcmp(r->str, "OK") == 0) {
         rm_votes_grant_figures(&a->v, 1, 0, -1);
@@ -55,18 +55,18 @@ static rm_vote set_vote(rm_acq_replies *a, const rm_slot *s, size_t i, const rm_
         rm_votes_refused(&a->v, t && t->type == RM_REPLY_INTEGER && t->integer >= 0 ? t->integer : -1, false);
         return RM_VOTE_NO;
     }
-    rm_fail(e, REDMUTEX_EPROTOCOL, "%s: unexpected reply to SET", rm_lock_server(a->l, i));
+    rm_fail(e, REDMUTEX_EPROTOCOL, "unexpected reply to SET");
     return RM_VOTE_ERROR;
 }
 
 /* An acquire script's answer {1 granted | 0 held | 2 owner's field gone,
    count or ttl, fence[, ttl of a hand-off]}. */
-static rm_vote script_vote(rm_acq_replies *a, size_t i, const rm_reply *r, rm_err *e)
+static rm_vote script_vote(rm_acq_replies *a, const rm_reply *r, rm_err *e)
 {
     if (r->type != RM_REPLY_ARRAY || r->elements < 2 || r->element[0]->type != RM_REPLY_INTEGER ||
         r->element[1]->type != RM_REPLY_INTEGER ||
         (r->element[0]->integer == 1 && (r->elements < 3 || r->element[2]->type != RM_REPLY_INTEGER))) {
-        rm_fail(e, REDMUTEX_EPROTOCOL, "%s: unexpected reply to the acquire script", rm_lock_server(a->l, i));
+        rm_fail(e, REDMUTEX_EPROTOCOL, "unexpected reply to the acquire script");
         return RM_VOTE_ERROR;
     }
     if (r->element[0]->integer == 1) {
@@ -83,16 +83,15 @@ static rm_vote script_vote(rm_acq_replies *a, size_t i, const rm_reply *r, rm_er
 }
 
 /* A grant the replicas did not confirm is no vote, and must be undone. True when confirmed. */
-static bool replicas_confirm(rm_acq_replies *a, const rm_slot *s, size_t i, rm_err *e)
+static bool replicas_confirm(rm_acq_replies *a, const rm_slot *s, rm_err *e)
 {
     const redmutex_client *c = a->l->c;
     const rm_reply *w = s->replies[a->wait_index];
     if (w && w->type == RM_REPLY_ERROR) /* WAIT refused (an ACL without it, say): say so, and undo the hold */
-        rm_reply_error(e, w, "WAIT after acquiring", a->l->name, rm_lock_server(a->l, i));
+        rm_reply_error(e, w, "WAIT after acquiring", NULL, NULL);
     else if (!w || w->type != RM_REPLY_INTEGER || w->integer < c->opts.min_replicas)
-        rm_fail(e, REDMUTEX_EREPLICAS, "lock '%s' on %s: %lld of %" PRId64 " replicas acknowledged within %" PRId64 " ms",
-                a->l->name, rm_lock_server(a->l, i), w && w->type == RM_REPLY_INTEGER ? w->integer : 0LL,
-                c->opts.min_replicas, c->opts.replica_timeout_ms);
+        rm_fail(e, REDMUTEX_EREPLICAS, "%lld of %" PRId64 " replicas acknowledged within %" PRId64 " ms",
+                w && w->type == RM_REPLY_INTEGER ? w->integer : 0LL, c->opts.min_replicas, c->opts.replica_timeout_ms);
     else
         return true;
     return false;
@@ -102,10 +101,10 @@ static bool replicas_confirm(rm_acq_replies *a, const rm_slot *s, size_t i, rm_e
 static rm_vote acquire_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
 {
     rm_acq_replies *a = ud;
-    rm_vote v = a->form == RM_ACQ_SET ? set_vote(a, s, i, r, e) : script_vote(a, i, r, e);
+    rm_vote v = a->form == RM_ACQ_SET ? set_vote(a, s, r, e) : script_vote(a, r, e);
     if (v != RM_VOTE_YES)
         return v;
-    if (a->wait_replicas && !replicas_confirm(a, s, i, e)) {
+    if (a->wait_replicas && !replicas_confirm(a, s, e)) {
         *unknown = true; /* granted on the master: to be undone */
         return RM_VOTE_ERROR;
     }
@@ -135,11 +134,12 @@ static bool acquire_decided(rm_call *call, void *ud)
 static rm_vote inspect_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
 {
     (void)s;
+    (void)i;
     (void)unknown;
     int64_t *ttl_ms = ud;
     if (r->type != RM_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != RM_REPLY_INTEGER ||
         r->element[1]->type != RM_REPLY_INTEGER) {
-        rm_fail(e, REDMUTEX_EPROTOCOL, "server %zu: unexpected reply to the inspect script", i + 1);
+        rm_fail(e, REDMUTEX_EPROTOCOL, "unexpected reply to the inspect script");
         return RM_VOTE_ERROR;
     }
     long long ttl = r->element[0]->integer == 0 ? 0 : r->element[1]->integer; /* 0: released meanwhile */
@@ -177,7 +177,7 @@ static rm_vote ratchet_vote(void *ud, const rm_slot *s, size_t i, const rm_reply
     (void)unknown;
     const bool *granted = ud;
     if (r->type != RM_REPLY_INTEGER) {
-        rm_fail(e, REDMUTEX_EPROTOCOL, "server %zu: unexpected reply to the fencing ratchet", i + 1);
+        rm_fail(e, REDMUTEX_EPROTOCOL, "unexpected reply to the fencing ratchet");
         return RM_VOTE_ERROR;
     }
     return granted[i] ? RM_VOTE_YES : RM_VOTE_NONE;

@@ -76,23 +76,23 @@ static int extend_claim(rm_err *err, redmutex_lock *l, const char *owner, const 
 /* Server i's answer (rm_vote_fn): a new TTL (> 0) confirmed by the replicas, 0 not held. */
 static rm_vote extend_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
 {
+    (void)i;
     extend_tally *t = ud;
     const redmutex_lock *l = t->l;
     const rm_reply *w = t->wait_replicas ? s->replies[1] : NULL;
     if (r->type != RM_REPLY_INTEGER) {
-        rm_fail(e, REDMUTEX_EPROTOCOL, "%s: unexpected reply to extend", rm_lock_server(l, i));
+        rm_fail(e, REDMUTEX_EPROTOCOL, "unexpected reply to extend");
         return RM_VOTE_ERROR;
     }
     if (r->integer <= 0)
         return RM_VOTE_NO;
     *unknown = true; /* extended on the master */
     if (w && w->type == RM_REPLY_ERROR) {
-        rm_reply_error(e, w, "WAIT after extending", l->name, rm_lock_server(l, i));
+        rm_reply_error(e, w, "WAIT after extending", NULL, NULL);
         return RM_VOTE_ERROR;
     }
     if (t->wait_replicas && (!w || w->type != RM_REPLY_INTEGER || w->integer < l->c->opts.min_replicas)) {
-        rm_fail(e, REDMUTEX_EREPLICAS, "extend lock '%s' on %s: fewer than %" PRId64 " replicas acknowledged",
-                l->name, rm_lock_server(l, i), l->c->opts.min_replicas);
+        rm_fail(e, REDMUTEX_EREPLICAS, "fewer than %" PRId64 " replicas acknowledged", l->c->opts.min_replicas);
         return RM_VOTE_ERROR;
     }
     t->ttls[t->t.yes] = r->integer; /* the tally counts the yes after this */

@@ -28,12 +28,13 @@ typedef struct inspect_result {
 /* Reads server i's answer to the inspect script (rm_vote_fn, ud: the inspect_result). */
 static rm_vote inspect_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
 {
+    (void)i;
     (void)s;
     (void)unknown;
     inspect_result *res = ud;
     if (r->type != RM_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != RM_REPLY_INTEGER ||
         r->element[1]->type != RM_REPLY_INTEGER || r->element[2]->type != RM_REPLY_INTEGER) {
-        rm_fail(e, REDMUTEX_EPROTOCOL, "server %zu: unexpected reply to the inspect script", i + 1);
+        rm_fail(e, REDMUTEX_EPROTOCOL, "unexpected reply to the inspect script");
         return RM_VOTE_ERROR;
     }
     size_t k = res->t.yes + res->t.no; /* answers so far */
@@ -60,7 +61,7 @@ static int inspect(rm_err *err, redmutex_lock *l, const char *value, inspect_res
     rm_tally_spec spec = {"inspect", l->name, 0, false, inspect_vote, res};
     rm_tally_call(&res->t, &call, &spec);
     res->exists = res->t.yes;
-    if (rm_error_decides(res->t.error.code) || answered(res) < c->quorum)
+    if (res->t.error.code == REDMUTEX_EWRONGTYPE || answered(res) < c->quorum)
         rc = rm_tally_fail(err, &res->t, &call, "inspect", l->name);
     rm_call_end(&call);
     return rc;
@@ -159,12 +160,13 @@ int redmutex_lock_ttl(int64_t *out, redmutex_lock *l)
 /* A forced release's answer (rm_vote_fn): yes deleted, no nothing to delete. */
 static rm_vote force_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
 {
+    (void)i;
     (void)ud;
     (void)s;
     *unknown = true;
     if (r->type == RM_REPLY_INTEGER)
         return r->integer == 1 ? RM_VOTE_YES : RM_VOTE_NO;
-    rm_fail(e, REDMUTEX_EPROTOCOL, "force release: server %zu sent a reply of the wrong type", i + 1);
+    rm_fail(e, REDMUTEX_EPROTOCOL, "a reply of the wrong type");
     return RM_VOTE_ERROR;
 }
 
@@ -186,7 +188,7 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
     rm_tally_spec spec = {"force release", l->name, 0, false, force_vote, NULL};
     rm_tally_call(&t, &call, &spec);
     size_t deleted = t.yes;
-    if (rm_error_decides(t.error.code) || t.yes + t.no < c->quorum)
+    if (t.error.code == REDMUTEX_EWRONGTYPE || t.yes + t.no < c->quorum)
         rc = rm_tally_fail(err, &t, &call, "force release", l->name);
     rm_call_end(&call);
     if (rc)

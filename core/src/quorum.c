@@ -50,11 +50,16 @@ void rm_tally_no(rm_tally *t, size_t i)
     t->no++;
 }
 
-static void keep_error(rm_tally *t, int code, const char *msg)
+/* Errors in the order they win: a wrong type, then refused credentials, then any other. */
+static int error_rank(int code) { return code == REDMUTEX_EWRONGTYPE ? 2 : code == REDMUTEX_EAUTH ? 1 : 0; }
+
+/* Keeps the first error, unless a later one outranks it. */
+static bool keep_error(rm_tally *t, int code, const char *msg)
 {
-    if (t->error.code && (!rm_error_decides(code) || rm_error_decides(t->error.code)))
-        return;
+    if (t->error.code && error_rank(code) <= error_rank(t->error.code))
+        return false;
     rm_fail(&t->error, code, "%s", msg ? msg : "");
+    return true;
 }
 
 void rm_tally_unanswered(rm_tally *t, size_t i, bool unknown, int code, const char *msg)
@@ -62,8 +67,8 @@ void rm_tally_unanswered(rm_tally *t, size_t i, bool unknown, int code, const ch
     t->failed++;
     /* A request that went out may have been applied: it must be cleaned up. */
     t->unknown_at[i] = unknown;
-    if (code != REDMUTEX_ECONN)
-        keep_error(t, code, msg);
+    if (code != REDMUTEX_ECONN && keep_error(t, code, msg))
+        t->error_replied = false;
 }
 
 void rm_tally_error(rm_tally *t, size_t i, bool unknown, const rm_err *e)
@@ -72,7 +77,8 @@ void rm_tally_error(rm_tally *t, size_t i, bool unknown, const rm_err *e)
     t->errors++;
     t->wrongtype += e->code == REDMUTEX_EWRONGTYPE;
     t->unknown_at[i] = unknown;
-    keep_error(t, e->code, e->msg);
+    if (keep_error(t, e->code, e->msg))
+        t->error_replied = true;
 }
 
 void rm_votes_init(rm_votes *v)

@@ -83,6 +83,7 @@ typedef struct rm_tally {
     bool yes_at[REDMUTEX_SERVERS_MAX];     /* answered yes (an acquisition: part of the hold) */
     bool unknown_at[REDMUTEX_SERVERS_MAX]; /* the request may have run: outcome unknown */
     rm_err error;
+    bool error_replied;                    /* the error kept is a server's answer, not a transport failure */
 } rm_tally;
 
 /** An empty tally. */
@@ -102,7 +103,7 @@ void rm_tally_unanswered(rm_tally *t, size_t i, bool unknown, int code, const ch
 void rm_tally_error(rm_tally *t, size_t i, bool unknown, const rm_err *e);
 /** Whether the question is settled with majority q of n (rm_quorum_decided). */
 static inline bool rm_tally_decided(const rm_tally *t, size_t n, size_t q) { return rm_quorum_decided(t->yes, t->no, n, q); }
-/** Whether the kept error decides the operation by itself: a wrong type, a refusal of the credentials. */
+/** Whether an error decides the operation by itself: a wrong type, a refusal of the credentials. */
 static inline bool rm_error_decides(int code) { return code == REDMUTEX_EWRONGTYPE || code == REDMUTEX_EAUTH; }
 
 /* ---- the votes of one acquisition -------------------------------------- */

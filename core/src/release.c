@@ -74,7 +74,7 @@ static rm_vote release_vote(void *ud, const rm_slot *s, size_t i, const rm_reply
     if (r->type == RM_REPLY_NIL)
         return RM_VOTE_NO;
     *unknown = true;
-    rm_fail(e, REDMUTEX_EPROTOCOL, "release: server %zu sent a reply of the wrong type", i + 1);
+    rm_fail(e, REDMUTEX_EPROTOCOL, "a reply of the wrong type");
     return RM_VOTE_ERROR;
 }
 

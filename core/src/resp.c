@@ -240,5 +240,7 @@ int rm_reply_error(rm_err *err, const rm_reply *r, const char *what, const char 
     }
     if (name)
         return rm_fail(err, code, "%s '%s' on %s: %.300s%s", what, name, server, e, hint);
-    return rm_fail(err, code, "%s on %s: %.300s%s", what, server, e, hint);
+    if (server)
+        return rm_fail(err, code, "%s on %s: %.300s%s", what, server, e, hint);
+    return rm_fail(err, code, "%s: %.300s%s", what, e, hint);
 }

@@ -19,7 +19,8 @@ void rm_tally_call(rm_tally *t, const rm_call *call, const rm_tally_spec *spec)
         if (s->status != RM_SLOT_DONE)
             continue;
         if (s->err) {
-            rm_tally_unanswered(t, i, rm_slot_unknown(s), s->err, s->msg);
+            rm_fail(&e, s->err, "%s '%s': %s", spec->what, spec->name, s->msg);
+            rm_tally_unanswered(t, i, rm_slot_unknown(s), s->err, e.msg);
             continue;
         }
         const rm_reply *r = s->replies[spec->reply];
@@ -36,7 +37,10 @@ void rm_tally_call(rm_tally *t, const rm_call *call, const rm_tally_spec *spec)
         switch (spec->vote(spec->ud, s, i, r, &e, &unknown)) {
         case RM_VOTE_YES: rm_tally_yes(t, i); break;
         case RM_VOTE_NO: rm_tally_no(t, i); break;
-        case RM_VOTE_ERROR: rm_tally_error(t, i, unknown, &e); break;
+        case RM_VOTE_ERROR:
+            rm_fail(&e, e.code, "%s '%s' on %s: %s", spec->what, spec->name, server, e.msg);
+            rm_tally_error(t, i, unknown, &e);
+            break;
         case RM_VOTE_NONE: break;
         }
     }
@@ -77,7 +81,8 @@ int rm_call_fail(rm_err *err, const rm_call *call, const char *what, const char 
 
 int rm_tally_fail(rm_err *err, const rm_tally *t, const rm_call *call, const char *what, const char *name)
 {
-    if (t->error.code && (rm_error_decides(t->error.code) || t->yes + t->no == 0))
+    if (t->error.code && t->error_replied &&
+        (rm_error_decides(t->error.code) || t->yes + t->no == 0 || rm_call_failed(call) == 0))
         return rm_err_copy(err, &t->error);
     return rm_call_fail(err, call, what, name);
 }

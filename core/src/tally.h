@@ -21,8 +21,9 @@ typedef enum rm_vote {
 } rm_vote;
 
 /** How one operation reads server i's reply r (never an error reply: the walk reports
-    those). For RM_VOTE_ERROR it fills e, and sets *unknown when the request may have
-    changed something there. */
+    those). For RM_VOTE_ERROR it fills e with the code and what is wrong ("a reply of the
+    wrong type"): the walk names the operation, the lock and the server in front of it.
+    It sets *unknown when the request may have changed something there. */
 typedef rm_vote (*rm_vote_fn)(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown);
 
 typedef struct rm_tally_spec {
@@ -45,8 +46,9 @@ void rm_tally_call(rm_tally *t, const rm_call *call, const rm_tally_spec *spec);
 int rm_call_fail(rm_err *err, const rm_call *call, const char *what, const char *name);
 
 /**
- * The error of an operation the tally did not settle: the kept error when it
- * decides by itself or when no server gave a yes or no, else the most
+ * The error of an operation the tally did not settle: the error a server
+ * answered with when it decides by itself, when no server gave a yes or no,
+ * or when every server that failed answered with an error; else the most
  * telling transport failure (rm_call_fail). Returns the code.
  */
 int rm_tally_fail(rm_err *err, const rm_tally *t, const rm_call *call, const char *what, const char *name);

@@ -122,10 +122,20 @@ static void test_a_tally_keeps_the_first_error_unless_a_later_one_decides(void)
     rm_tally_error(&t, 6, false, &e);
     CHECK(t.error.code == REDMUTEX_EWRONGTYPE && strcmp(t.error.msg, "wrong type on server 7") == 0);
     CHECK(t.wrongtype == 1 && t.errors == 2);
-    /* ... and is not replaced by a later one, even one that decides too. */
+    /* ... and is not replaced by refused credentials, which rank below it... */
     e = error_of(REDMUTEX_EAUTH, "no permission");
     rm_tally_error(&t, 7, false, &e);
-    CHECK(t.error.code == REDMUTEX_EWRONGTYPE);
+    CHECK(t.error.code == REDMUTEX_EWRONGTYPE && t.error_replied);
+    /* ... though refused credentials replace any other error. */
+    rm_tally t2;
+    rm_tally_init(&t2);
+    rm_tally_unanswered(&t2, 0, false, REDMUTEX_ETIMEDOUT, "timed out");
+    CHECK(!t2.error_replied);
+    rm_tally_error(&t2, 1, false, &e);
+    CHECK(t2.error.code == REDMUTEX_EAUTH && t2.error_replied);
+    e = error_of(REDMUTEX_EWRONGTYPE, "wrong type");
+    rm_tally_error(&t2, 2, false, &e);
+    CHECK(t2.error.code == REDMUTEX_EWRONGTYPE);
     rm_tally_yes(&t, 0);
     rm_tally_no(&t, 1);
     CHECK(t.yes == 1 && t.no == 1 && t.yes_at[0] && !t.yes_at[1]);
@@ -146,7 +156,8 @@ static rm_vote int_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r,
     if (r->type == RM_REPLY_INTEGER && (r->integer == 0 || r->integer == 1))
         return r->integer ? RM_VOTE_YES : RM_VOTE_NO;
     *unknown = true;
-    rm_fail(e, REDMUTEX_EPROTOCOL, "server %zu: not 0 or 1", i + 1);
+    (void)i;
+    rm_fail(e, REDMUTEX_EPROTOCOL, "not 0 or 1");
     return RM_VOTE_ERROR;
 }
 
@@ -196,6 +207,14 @@ static void test_the_walk_sorts_every_kind_of_answer(void)
     CHECK(t.yes_at[0] && t.unknown_at[3] && t.unknown_at[4] && !t.unknown_at[2] && !t.unknown_at[5]);
     CHECKF(t.error.code == REDMUTEX_EWRONGTYPE && strstr(t.error.msg, "release 'job' on server-3"), "kept: %d %s",
            t.error.code, t.error.msg);
+    /* The operation's own complaint is named after the operation, the lock and the server. */
+    rm_tally t3;
+    rm_tally_init(&t3);
+    slots[2].replies[0] = &bad;
+    rm_tally_call(&t3, &call, &spec);
+    CHECKF(t3.error.code == REDMUTEX_EPROTOCOL && strcmp(t3.error.msg, "release 'job' on server-3: not 0 or 1") == 0,
+           "kept: %s", t3.error.msg);
+    slots[2].replies[0] = &err;
     /* Undecided: the kept error decides by itself, so it is the one reported. */
     rm_err e = {0};
     CHECK(rm_tally_fail(&e, &t, &call, "release", "job") == REDMUTEX_EWRONGTYPE);

@@ -368,6 +368,41 @@ static void test_wrong_key_type_on_a_majority_is_an_error(void)
     redmutex_client_free(c);
 }
 
+/* A minority refusing the scripts (an ACL change on one server) leaves the
+   queries and force release to the majority, and a majority of error
+   replies is reported as the servers said it, not as "no answer". */
+static void test_queries_follow_the_majority_and_report_its_errors(void)
+{
+    start_servers(3);
+    const char *urls[3] = {servers[0].url, servers[1].url, servers[2].url};
+    redmutex_client *c = quorum_client(3, urls, 300, 30000);
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, "acl", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    freeReplyObject(rs_cmd(&servers[2], "ACL SETUSER default -evalsha -eval"));
+    int locked = 0;
+    int64_t ttl = 0;
+    CHECKF(redmutex_lock_is_locked(&locked, l) == 0 && locked == 1, "is_locked: %s", redmutex_last_error());
+    CHECKF(redmutex_lock_ttl(&ttl, l) == 0 && ttl > 0, "ttl: %s", redmutex_last_error());
+    int deleted = 0;
+    CHECKF(redmutex_lock_force_release(&deleted, l) == 0 && deleted == 1, "force: %s", redmutex_last_error());
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, l, NULL));
+    CHECK(st == REDMUTEX_STATE_UNLOCKED); /* forgotten here too: no renewal of a removed lock */
+    CHECK(!rs_exists(&servers[0], "acl") && !rs_exists(&servers[1], "acl"));
+    /* Two of three now refuse: the answer is the servers' refusal. */
+    freeReplyObject(rs_cmd(&servers[1], "ACL SETUSER default -evalsha -eval"));
+    CHECK_RC(redmutex_lock_is_locked(&locked, l), REDMUTEX_EAUTH);
+    CHECKF(strstr(redmutex_last_error(), "inspect 'acl' on ") && strstr(redmutex_last_error(), "NOPERM"), "message: %s",
+           redmutex_last_error());
+    CHECK_RC(redmutex_lock_force_release(&deleted, l), REDMUTEX_EAUTH);
+    for (int i = 1; i < 3; i++)
+        freeReplyObject(rs_cmd(&servers[i], "ACL SETUSER default +evalsha +eval"));
+    redmutex_lock_free(l);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+}
+
 /* ---- fencing ---------------------------------------------------------------- */
 
 typedef struct resource {
@@ -548,6 +583,7 @@ int main(int argc, char **argv)
         {"stalled_server_costs_one_timeout_not_n", test_stalled_server_costs_one_timeout_not_n},
         {"duplicate_endpoints_refused", test_duplicate_endpoints_refused},
         {"wrong_key_type_on_a_majority_is_an_error", test_wrong_key_type_on_a_majority_is_an_error},
+        {"queries_follow_the_majority_and_report_its_errors", test_queries_follow_the_majority_and_report_its_errors},
         {"fencing_single_server_plain", test_fencing_single_server_plain},
         {"fencing_single_server_reentrant", test_fencing_single_server_reentrant},
         {"fencing_redlock_n5_plain", test_fencing_redlock_n5_plain},
