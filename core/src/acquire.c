@@ -137,7 +137,7 @@ static int acquire_begin(rm_err *err, acquisition *q, redmutex_lock *l, const ch
         return rc;
     q->start = rm_now_ns();
     q->deadline = rm_deadline_after_ms(wait_ms);
-    q->info = (rm_attempt_info){-1, false, wait_ms != 0, q->nonce};
+    q->info = (rm_attempt_info){-1, false, "is held by another owner", wait_ms != 0, q->nonce};
     q->sent_ns = q->start; /* when the last attempt was sent */
     rm_lock_channel(l, q->value, q->channel);
     /* Threads of this process already waiting for the lock go first: a
@@ -215,7 +215,7 @@ static int may_pause(acquisition *q, int64_t *now)
         return interrupted_wait(q->err, q->l);
     *now = rm_now_ns();
     if (*now >= q->deadline || (c->opts.retry_count > 0 && q->attempts >= c->opts.retry_count))
-        return rm_fail(q->err, REDMUTEX_ETIMEDOUT, "lock '%s' is held by another owner; waited %" PRId64 " ms", q->l->name,
+        return rm_fail(q->err, REDMUTEX_ETIMEDOUT, "lock '%s' %s; waited %" PRId64 " ms", q->l->name, q->info.why,
                        (*now - q->start) / RM_NS_PER_MS);
     return RM_ATTEMPT_BUSY;
 }

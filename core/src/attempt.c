@@ -356,6 +356,7 @@ static int attempt_verdict(rm_err *err, redmutex_lock *l, const char *owner, rm_
         return nested_lost(err, l, owner);
     case RM_VERDICT_TOO_SLOW:
         info->ttl_ms = 0; /* too slow to count: undone, then tried again at once */
+        info->why = "was granted by a majority, but the acquisition took longer than its lease and was undone";
         return RM_ATTEMPT_BUSY;
     case RM_VERDICT_REPLICAS:
     case RM_VERDICT_ERROR:
@@ -363,6 +364,8 @@ static int attempt_verdict(rm_err *err, redmutex_lock *l, const char *owner, rm_
     case RM_VERDICT_BUSY:
         info->ttl_ms = v->ttl;
         info->split = v->t.yes > 0;
+        if (v->young > 0 && v->t.yes + v->young >= l->c->quorum)
+            info->why = "is free, but servers that restarted less than a lease ago cannot grant it yet";
         return RM_ATTEMPT_BUSY;
     case RM_VERDICT_UNREACHABLE:
         return rm_call_fail(err, call, "acquire", l->name); /* no majority can answer */
@@ -370,6 +373,7 @@ static int attempt_verdict(rm_err *err, redmutex_lock *l, const char *owner, rm_
         /* A minority is down or slow and the rest did not settle it: keep
            waiting while a majority can still answer (Redlock's purpose). */
         info->split = v->t.yes > 0;
+        info->why = "was not granted by a majority in time (some servers are slow or down)";
         return RM_ATTEMPT_BUSY;
     }
 }
@@ -380,6 +384,7 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
     int64_t lease = rm_lock_lease_ms(l);
     info->ttl_ms = -1;
     info->split = false;
+    info->why = "is held by another owner";
     bool nested;
     int rc = check_local_hold(err, l, owner, &nested);
     if (rc)
@@ -437,7 +442,7 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
 int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
                        int64_t *ttl_ms, bool *split)
 {
-    rm_attempt_info info = {-1, false, nonce != NULL, nonce};
+    rm_attempt_info info = {-1, false, "is held by another owner", nonce != NULL, nonce};
     int rc = rm_attempt(err, l, owner_key, value, retry, &info);
     *ttl_ms = info.ttl_ms;
     *split = info.split;

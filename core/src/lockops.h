@@ -54,6 +54,7 @@ enum { RM_ATTEMPT_WON = 0, RM_ATTEMPT_BUSY = 1 };
 typedef struct rm_attempt_info {
     int64_t ttl_ms;   /* the holder's remaining lease, -1 when unknown */
     bool split;       /* some servers granted, but not a majority */
+    const char *why;  /* why it was not won, after "lock 'NAME' ": "is held by another owner" */
     /* Set by the caller: the attempt is part of a wait (a fair lock then
        queues), and that wait's id (kind.h). */
     bool waiting;

@@ -254,6 +254,7 @@ static void test_restarted_server_is_no_vote_for_a_lease(void)
     CHECK(rs_int(&servers[1], "DEL young") == 1);
     CHECK_RC(redmutex_lock_acquire(x, NULL, 0), REDMUTEX_ETIMEDOUT);
     CHECK(rt_now_ms() - held_at < lease); /* ... while the holder's validity could still be open */
+    CHECKF(strstr(redmutex_last_error(), "restarted less than a lease ago"), "message: %s", redmutex_last_error());
     CHECK(!rs_exists(&servers[2], "young")); /* its grant there was taken back */
     /* Once the lease has passed since the restart was seen, s3 counts again. */
     WAIT_FOR(redmutex_lock_acquire(x, NULL, 0) == 0, 3 * lease);
