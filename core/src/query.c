@@ -230,7 +230,7 @@ int redmutex_lock_state(redmutex_state *out, redmutex_lock *l, const char *owner
     rm_err e_ = {0}, *err = &e_;
     if (!out)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_state: out is NULL"));
-    rm_hold *h;
+    rm_hold *h = NULL;
     int rc = local_hold(err, l, owner, "redmutex_lock_state", &h);
     if (rc)
         return rm_publish(err, rc);
@@ -244,7 +244,7 @@ int redmutex_lock_validity(int64_t *out, redmutex_lock *l, const char *owner)
     rm_err e_ = {0}, *err = &e_;
     if (!out)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_validity: out is NULL"));
-    rm_hold *h;
+    rm_hold *h = NULL;
     int rc = local_hold(err, l, owner, "redmutex_lock_validity", &h);
     if (rc)
         return rm_publish(err, rc);
@@ -263,7 +263,7 @@ int redmutex_lock_fence(int64_t *out, redmutex_lock *l, const char *owner)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_fence: out is NULL"));
     if (l && !(l->opts.flags & REDMUTEX_LOCK_FENCING))
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "lock '%s' was made without REDMUTEX_LOCK_FENCING", l->name));
-    rm_hold *h;
+    rm_hold *h = NULL;
     int rc = local_hold(err, l, owner, "redmutex_lock_fence", &h);
     if (rc)
         return rm_publish(err, rc);
