@@ -296,7 +296,8 @@ static int wait_loop(acquisition *q, bool try_now)
 
 int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
 {
-    rm_err err = {0};
+    rm_err err;
+    rm_err_reset(&err);
     acquisition q;
     int rc = acquire_begin(&err, &q, l, owner, wait_ms);
     if (rc)

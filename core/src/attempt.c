@@ -392,8 +392,9 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
     attempt_req ar;
     memset(&ar.req, 0, sizeof ar.req);
     memset(&ar.unsettled, 0, sizeof ar.unsettled);
-    rm_acq_replies a = {.l = l, .form = RM_ACQ_SCRIPT, .wait_replicas = c->opts.min_replicas > 0, .pttl_index = -1,
-                        .wait_index = -1, .lease_ms = lease};
+    rm_acq_replies a;
+    rm_acq_replies_init(&a, l, RM_ACQ_SCRIPT, 0, lease);
+    a.wait_replicas = c->opts.min_replicas > 0;
     attempt_request(l, value, nested, retry, info, &ar, &a);
     rm_call call;
     if (rm_call_begin(err, &call, c) != 0) {

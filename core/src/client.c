@@ -46,7 +46,7 @@ static const rm_options_layout client_options_layout = {
 
 int redmutex_client_options_init(redmutex_client_options *opts, unsigned int version)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     return rm_publish(err, rm_options_init(err, opts, version, &client_options_layout));
 }
 
@@ -287,7 +287,8 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
 int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n_urls,
                         const redmutex_client_options *opts)
 {
-    rm_err err = {0};
+    rm_err err;
+    rm_err_reset(&err);
     return rm_publish(&err, client_new(&err, out, urls, n_urls, opts));
 }
 
@@ -315,7 +316,7 @@ size_t redmutex_client_server_count(const redmutex_client *c) { return c ? c->n 
 
 int redmutex_client_thread_owner(char *out, size_t size, const redmutex_client *c)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     if (!out || !c)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_thread_owner: NULL argument"));
     int n = snprintf(out, size, "%s:%ld", c->id, rm_thread_id());

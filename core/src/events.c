@@ -84,7 +84,7 @@ void rm_events_push(redmutex_client *c, uint64_t lock_id, redmutex_state state, 
 
 int redmutex_client_event_fd(redmutex_client *c)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     if (!c)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_event_fd: client is NULL"));
     int rc = 0;
@@ -106,7 +106,7 @@ int redmutex_client_event_fd(redmutex_client *c)
 int redmutex_client_next_event(redmutex_client *c, uint64_t *lock_id, redmutex_state *state, char *owner,
                                size_t owner_size)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     if (!c || !lock_id || !state)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_next_event: %s is NULL",
                        !c ? "client" : !lock_id ? "lock_id" : "state"));

@@ -196,6 +196,7 @@ static int extend(rm_err *err, redmutex_lock *l, const char *owner, int64_t ms, 
 
 int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmutex_extend_mode mode)
 {
-    rm_err err = {0};
+    rm_err err;
+    rm_err_reset(&err);
     return rm_publish(&err, extend(&err, l, owner, ms, mode));
 }

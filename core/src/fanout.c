@@ -176,7 +176,8 @@ static void slot_complete(rm_slot *s, const rm_req *req)
 
 static void slot_read(rm_slot *s, const rm_req *req)
 {
-    rm_err e = {0};
+    rm_err e;
+    rm_err_reset(&e);
     char buf[16384];
     rm_conn *conn = s->conn;
     const char *who = conn->srv->ep.display;
@@ -253,7 +254,8 @@ static void slot_read(rm_slot *s, const rm_req *req)
 static void slot_write(rm_slot *s)
 {
     rm_conn *conn = s->conn;
-    rm_err e = {0};
+    rm_err e;
+    rm_err_reset(&e);
     int rc = rm_conn_establish(&e, conn); /* connect() and the TLS handshake */
     if (rc < 0)
         slot_break(s, rc, "%s", e.msg);
@@ -312,7 +314,8 @@ static bool slot_start(rm_call *call, rm_slot *s, size_t i, const rm_req *req, i
 {
     redmutex_client *c = call->c;
     if (!s->conn) {
-        rm_err e = {0};
+        rm_err e;
+        rm_err_reset(&e);
         int rc = rm_pool_take(&e, c, i, call->order_key, &s->conn);
         if (rc == RM_CONN_BUSY)
             return false;

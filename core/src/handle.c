@@ -31,7 +31,7 @@ static const rm_options_layout lock_options_layout = {"lock options", "redmutex_
 
 int redmutex_lock_options_init(redmutex_lock_options *opts, unsigned int version)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     return rm_publish(err, rm_options_init(err, opts, version, &lock_options_layout));
 }
 
@@ -58,7 +58,7 @@ static uint64_t next_lock_id(void) { return atomic_fetch_add(&last_lock_id, 1) +
 int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name, redmutex_kind kind,
                       const redmutex_lock_options *opts)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     if (!out || !c || !name)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_new: %s is NULL", !out ? "out" : !c ? "client" : "name"));
     size_t len = strnlen(name, REDMUTEX_NAME_MAX + 1);

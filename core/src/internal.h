@@ -61,6 +61,13 @@ typedef struct rm_err {
     char msg[512];
 } rm_err;
 
+/** Empties e (no error) without clearing its whole message buffer; returns e. */
+static inline rm_err *rm_err_reset(rm_err *e)
+{
+    e->code = 0;
+    e->msg[0] = '\0';
+    return e;
+}
 /** Sets *e to code + formatted message (e NULL: dropped); returns code. The
     arguments may point into e->msg. */
 int rm_fail(rm_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

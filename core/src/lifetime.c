@@ -90,7 +90,8 @@ static bool in_own_callback(redmutex_client *c)
 
 int redmutex_client_close(redmutex_client *c)
 {
-    rm_err err = {0};
+    rm_err err;
+    rm_err_reset(&err);
     if (!c)
         return rm_publish(&err, rm_fail(&err, REDMUTEX_EINVAL, "redmutex_client_close: client is NULL"));
     rm_client_lock(c);

@@ -81,6 +81,18 @@ typedef struct rm_acq_replies {
     rm_votes v;
 } rm_acq_replies;
 
+/** Where an acquisition's replies are: no PTTL, no WAIT (the caller adds them). The votes
+    are initialised when counted. */
+static inline void rm_acq_replies_init(rm_acq_replies *a, redmutex_lock *l, rm_acq_form form, int reply_index,
+                                       int64_t lease_ms)
+{
+    a->l = l;
+    a->form = form;
+    a->wait_replicas = false;
+    a->reply_index = reply_index;
+    a->pttl_index = a->wait_index = -1;
+    a->lease_ms = lease_ms;
+}
 /** Counts the votes of every server that answered the acquisition into a->v. */
 void rm_acquire_count(rm_acq_replies *a, rm_call *call);
 

@@ -260,7 +260,7 @@ static void release_refs(redmutex_wait *w)
 
 int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owner)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     if (!out || !lock)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_new: %s is NULL", !out ? "out" : "lock"));
     redmutex_wait *w = calloc(1, sizeof *w);
@@ -367,7 +367,7 @@ static int busy(rm_err *err, const redmutex_wait *w)
 
 int redmutex_wait_try(redmutex_wait *w)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     if (!w)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: wait is NULL"));
     redmutex_client *c = w->c;
@@ -457,7 +457,7 @@ void redmutex_wait_free(redmutex_wait *w)
 
 int redmutex_client_wait_fd(redmutex_client *c)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     if (!c)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_wait_fd: client is NULL"));
     rm_client_lock(c);
@@ -469,7 +469,7 @@ int redmutex_client_wait_fd(redmutex_client *c)
 
 int redmutex_client_next_ready(redmutex_client *c, uint64_t *wait_id)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     if (!c || !wait_id)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_next_ready: %s is NULL", !c ? "client" : "wait_id"));
     int rc = 0;

@@ -87,7 +87,7 @@ static int owner_value(rm_err *err, redmutex_lock *l, const char *owner, char va
 
 int redmutex_lock_is_locked(int *out, redmutex_lock *l)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     int rc = rm_lock_check_handle(err, l, "redmutex_lock_is_locked");
     if (rc)
         return rm_publish(err, rc);
@@ -104,7 +104,7 @@ static int hold_count(rm_err *err, int64_t *out, redmutex_lock *l, const char *o
 
 int redmutex_lock_is_owned(int *out, redmutex_lock *l, const char *owner)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     int64_t count;
     int rc = hold_count(err, &count, l, owner);
     if (rc == 0 && !out)
@@ -138,13 +138,13 @@ static int hold_count(rm_err *err, int64_t *out, redmutex_lock *l, const char *o
 
 int redmutex_lock_hold_count(int64_t *out, redmutex_lock *l, const char *owner)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     return rm_publish(err, hold_count(err, out, l, owner));
 }
 
 int redmutex_lock_ttl(int64_t *out, redmutex_lock *l)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     int rc = rm_lock_check_handle(err, l, "redmutex_lock_ttl");
     if (rc)
         return rm_publish(err, rc);
@@ -172,7 +172,7 @@ static rm_vote force_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *
 
 int redmutex_lock_force_release(int *out, redmutex_lock *l)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     int rc = rm_lock_check_handle(err, l, "redmutex_lock_force_release");
     if (rc)
         return rm_publish(err, rc);
@@ -227,7 +227,7 @@ static int local_hold(rm_err *err, redmutex_lock *l, const char *owner, const ch
 
 int redmutex_lock_state(redmutex_state *out, redmutex_lock *l, const char *owner)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     if (!out)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_state: out is NULL"));
     rm_hold *h = NULL;
@@ -241,7 +241,7 @@ int redmutex_lock_state(redmutex_state *out, redmutex_lock *l, const char *owner
 
 int redmutex_lock_validity(int64_t *out, redmutex_lock *l, const char *owner)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     if (!out)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_validity: out is NULL"));
     rm_hold *h = NULL;
@@ -258,7 +258,7 @@ int redmutex_lock_validity(int64_t *out, redmutex_lock *l, const char *owner)
 
 int redmutex_lock_fence(int64_t *out, redmutex_lock *l, const char *owner)
 {
-    rm_err e_ = {0}, *err = &e_;
+    rm_err e_, *err = rm_err_reset(&e_);
     if (!out)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_fence: out is NULL"));
     if (l && !(l->opts.flags & REDMUTEX_LOCK_FENCING))

@@ -35,7 +35,11 @@ int64_t rm_qth_largest(int64_t *v, size_t n, size_t q, bool ttl_order)
 
 void rm_tally_init(rm_tally *t)
 {
-    memset(t, 0, sizeof *t);
+    t->yes = t->no = t->failed = t->errors = t->wrongtype = 0;
+    memset(t->yes_at, 0, sizeof t->yes_at);
+    memset(t->unknown_at, 0, sizeof t->unknown_at);
+    rm_err_reset(&t->error);
+    t->error_replied = false;
 }
 
 void rm_tally_yes(rm_tally *t, size_t i)
@@ -83,7 +87,9 @@ void rm_tally_error(rm_tally *t, size_t i, bool unknown, const rm_err *e)
 
 void rm_votes_init(rm_votes *v)
 {
-    memset(v, 0, sizeof *v);
+    rm_tally_init(&v->t);
+    v->gone = v->young = 0;
+    v->count = v->fence = 0;
     v->ttl = -1;
     v->granted_ttl = -1;
 }

@@ -132,8 +132,8 @@ static int handoff_result(rm_call *call, const rm_claim *claim, rm_acq_form form
     if (s->used_eval)
         return RM_WAIT_UNKNOWN; /* sent twice after NOSCRIPT: the first acquisition's reply is gone */
     int64_t lease = rm_lock_lease_ms(claim->lock);
-    rm_acq_replies a = {.l = claim->lock, .form = form, .reply_index = 1, .pttl_index = -1, .wait_index = -1,
-                        .lease_ms = lease};
+    rm_acq_replies a;
+    rm_acq_replies_init(&a, claim->lock, form, 1, lease);
     rm_acquire_count(&a, call);
     if (a.v.t.yes == 0)
         return 1; /* someone else was quicker: the waiter tries again now */
@@ -310,8 +310,9 @@ int rm_release_owner(rm_err *err, redmutex_lock *l, const char *owner_key, bool 
         return rc;
     rm_call call;
     release_tally t;
-    memset(&t, 0, sizeof t);
     rm_tally_init(&t.t);
+    t.deleted = 0;
+    memset(t.deleted_at, 0, sizeof t.deleted_at);
     rc = release_send(&p, &call);
     if (rc == 0)
         release_tally_call(&t.t, &t, &call, l->name);
@@ -341,7 +342,8 @@ int rm_lock_release_key(rm_err *err, redmutex_lock *l, const char *owner_key, bo
 
 int redmutex_lock_release(redmutex_lock *l, const char *owner)
 {
-    rm_err err = {0};
+    rm_err err;
+    rm_err_reset(&err);
     char owner_key[RM_VALUE_MAX + 1];
     int rc = rm_lock_check_handle(&err, l, "redmutex_lock_release");
     if (rc == 0)

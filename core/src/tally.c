@@ -9,7 +9,8 @@ void rm_tally_call(rm_tally *t, const rm_call *call, const rm_tally_spec *spec)
     for (size_t i = 0; i < call->n; i++) {
         const rm_slot *s = &call->slots[i];
         const char *server = call->c->servers[i].ep.display;
-        rm_err e = {0};
+        rm_err e;
+        rm_err_reset(&e);
         bool unknown = false;
         if (s->excluded) {
             if (spec->excluded_is_no)
