@@ -253,8 +253,7 @@ static int after_pause(acquisition *q, int r, bool interrupted)
     }
     if (r == RM_WAIT_GRANTED && !interrupted)
         return 0;
-    rm_err ignored;
-    if (r == RM_WAIT_GRANTED && rm_release_owner(&ignored, q->l, q->owner_key, q->owner != NULL, INT64_MAX) != 0)
+    if (r == RM_WAIT_GRANTED && rm_release_owner(NULL, q->l, q->owner_key, q->owner != NULL, INT64_MAX) != 0)
         /* Interrupted, but the lock came with the hand-off and could not
            be given back: report it held rather than fail holding it. */
         return 0;

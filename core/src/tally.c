@@ -19,9 +19,10 @@ void rm_tally_call(rm_tally *t, const rm_call *call, const rm_tally_spec *spec)
         }
         if (s->status != RM_SLOT_DONE)
             continue;
-        if (s->err) {
-            rm_fail(&e, s->err, "%s '%s': %s", spec->what, spec->name, s->msg);
-            rm_tally_unanswered(t, i, rm_slot_unknown(s), s->err, e.msg);
+        if (s->err) { /* named after the operation, unless a lost connection (never kept) */
+            if (s->err != REDMUTEX_ECONN)
+                rm_fail(&e, s->err, "%s '%s': %s", spec->what, spec->name, s->msg);
+            rm_tally_unanswered(t, i, rm_slot_unknown(s), s->err, s->err != REDMUTEX_ECONN ? e.msg : s->msg);
             continue;
         }
         const rm_reply *r = s->replies[spec->reply];
