@@ -441,11 +441,12 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
 }
 
 int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
-                       int64_t *ttl_ms, bool *split)
+                       int64_t *ttl_ms, bool *split, const char **why)
 {
     rm_attempt_info info = {-1, false, "is held by another owner", nonce != NULL, nonce};
     int rc = rm_attempt(err, l, owner_key, value, retry, &info);
     *ttl_ms = info.ttl_ms;
     *split = info.split;
+    *why = info.why;
     return rc;
 }

@@ -123,11 +123,11 @@ int rm_acquire_prepare(rm_err *err, redmutex_lock *l, const char *owner, char ow
 /**
  * One acquisition attempt (rm_attempt, attempt.c): 0 when won (hold
  * recorded), 1 when busy (*ttl_ms: the holder's remaining lease or -1,
- * *split: some but not a majority granted), or an error code. `retry` is
+ * *split: some but not a majority granted, *why: rm_attempt_info's), or an error code. `retry` is
  * false for the first attempt of an acquisition. Blocks one round trip.
  */
 int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
-                       int64_t *ttl_ms, bool *split);
+                       int64_t *ttl_ms, bool *split, const char **why);
 /** Whether this process holds the lock for owner_key through this handle. */
 bool rm_lock_holds(redmutex_lock *l, const char *owner_key);
 /** redmutex_lock_release for an owner key already resolved. */

@@ -358,11 +358,10 @@ static int64_t next_pause_ms(redmutex_wait *w, int64_t ttl_ms, bool split, bool 
     return pause_ms;
 }
 
-static int busy(rm_err *err, const redmutex_wait *w)
+static int busy(rm_err *err, const redmutex_wait *w, const char *why)
 {
-    return rm_fail(err, REDMUTEX_ETIMEDOUT,
-                   "lock '%s' is held by another owner; the wait becomes ready when it may be free",
-                   w->l->name);
+    return rm_fail(err, REDMUTEX_ETIMEDOUT, "lock '%s' %s; the wait becomes ready when it may be free", w->l->name,
+                   why);
 }
 
 int redmutex_wait_try(redmutex_wait *w)
@@ -385,7 +384,7 @@ int redmutex_wait_try(redmutex_wait *w)
     /* Notifications from here on make the wait ready again: none is lost. */
     int news = w->waiter ? rm_waiter_take(c, w->waiter) : 0;
     if (news < 0)
-        return rm_publish(err, busy(err, w)); /* a releasing thread acquires for us: its result makes the wait ready */
+        return rm_publish(err, busy(err, w, "is held by another owner")); /* a releasing thread acquires for us: its result makes the wait ready */
     if (news == RM_WAIT_GRANTED) {
         w->done = true;
         return rm_publish(err, 0);
@@ -399,11 +398,13 @@ int redmutex_wait_try(redmutex_wait *w)
     bool skip = first && !w->fair && rm_waiters_queued(c, w->channel) > 0 && !rm_lock_holds(w->l, w->owner_key);
     int64_t ttl_ms = -1;
     bool split = false;
+    const char *why = "is held by another owner";
     w->tried = true;
     if (!skip) {
         /* A fair lock's try takes a hand-off to this wait from the server
            (its field is there): one round trip, not none, for a wait. */
-        rc = rm_acquire_attempt(err, w->l, w->owner_key, w->value, !first, w->fair ? w->nonce : NULL, &ttl_ms, &split);
+        rc = rm_acquire_attempt(err, w->l, w->owner_key, w->value, !first, w->fair ? w->nonce : NULL, &ttl_ms, &split,
+                                &why);
         if (rc == 0) {
             w->done = true;
             return rm_publish(err, 0);
@@ -419,7 +420,7 @@ int redmutex_wait_try(redmutex_wait *w)
     rm_client_unlock(c);
     if (w->waiter)
         rm_waiter_sleep(c, w->waiter);
-    return rm_publish(err, busy(err, w));
+    return rm_publish(err, busy(err, w, why));
 }
 
 void redmutex_wait_free(redmutex_wait *w)
