@@ -7,7 +7,8 @@
 - Sizes: no file over 610 lines, no function over 80 lines.
 - Errors: internal functions fill the rm_err they are given; only a public
   entry point (a function named redmutex_*) hands it to the caller's thread
-  (rm_publish), and nothing below reads the thread's last error back.
+  (rm_publish), a public entry point that fills one publishes it, and
+  nothing below reads the thread's last error back.
 
 Reads the C files as text (a function is a line that starts a definition at
 column 0 up to the closing brace at column 0), which is how core/src is
@@ -85,6 +86,9 @@ def main():
             text = "\n".join(lines[first - 1 : first - 1 + count])
             if re.search(r"\brm_publish\s*\(", text) and not name.startswith("redmutex_") and name != "rm_publish":
                 problems.append(f"{f}:{first}: {name} publishes an error but is no public entry point")
+            if name.startswith("redmutex_") and re.search(r"\brm_fail\s*\(|&err\b|\berr\s*[,)]", text) \
+                    and not re.search(r"\brm_publish\s*\(", text):
+                problems.append(f"{f}:{first}: {name} fills an error value but never publishes it")
             if f != "error.c" and re.search(r"\bredmutex_(last_error|last_error_code|clear_error)\s*\(", text):
                 problems.append(f"{f}:{first}: {name} reads or clears the thread's last error")
         for callee in sorted(set(re.findall(r"\b((?:rm|redmutex)_\w+)\s*\(", body))):
