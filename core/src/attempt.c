@@ -368,12 +368,13 @@ static int attempt_verdict(rm_err *err, redmutex_lock *l, const char *owner, rm_
             info->why = "is free, but servers that restarted less than a lease ago cannot grant it yet";
         return RM_ATTEMPT_BUSY;
     case RM_VERDICT_UNREACHABLE:
-        return rm_call_fail(err, call, "acquire", l->name); /* no majority can answer */
+        return rm_tally_fail(err, &v->t, call, "acquire", l->name); /* no majority can answer */
     default:
         /* A minority is down or slow and the rest did not settle it: keep
            waiting while a majority can still answer (Redlock's purpose). */
         info->split = v->t.yes > 0;
-        info->why = "was not granted by a majority in time (some servers are slow or down)";
+        info->why = v->t.errors ? "was not granted by a majority (some servers answered with an error, others not in time)"
+                                : "was not granted by a majority in time (some servers are slow or down)";
         return RM_ATTEMPT_BUSY;
     }
 }
@@ -387,6 +388,8 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
     info->why = "is held by another owner";
     bool nested;
     int rc = check_local_hold(err, l, owner, &nested);
+    if (rc == RM_ATTEMPT_BUSY)
+        info->why = "is held through this handle already (a plain lock is not reentrant)";
     if (rc)
         return rc;
     attempt_req ar;

@@ -84,7 +84,7 @@ int rm_call_fail(rm_err *err, const rm_call *call, const char *what, const char 
 int rm_tally_fail(rm_err *err, const rm_tally *t, const rm_call *call, const char *what, const char *name)
 {
     if (t->error.code && t->error_replied &&
-        (rm_error_decides(t->error.code) || t->yes + t->no == 0 || rm_call_failed(call) == 0))
+        (rm_error_decides(t->error.code) || t->yes + t->no == 0 || t->errors >= rm_call_failed(call)))
         return rm_err_copy(err, &t->error);
     return rm_call_fail(err, call, what, name);
 }

@@ -48,8 +48,9 @@ int rm_call_fail(rm_err *err, const rm_call *call, const char *what, const char 
 /**
  * The error of an operation the tally did not settle: the error a server
  * answered with when it decides by itself, when no server gave a yes or no,
- * or when every server that failed answered with an error; else the most
- * telling transport failure (rm_call_fail). Returns the code.
+ * or when at least as many servers answered with an error as failed to
+ * answer; else the most telling transport failure (rm_call_fail). Returns
+ * the code.
  */
 int rm_tally_fail(rm_err *err, const rm_tally *t, const rm_call *call, const char *what, const char *name);
 

@@ -404,6 +404,37 @@ static void test_queries_follow_the_majority_and_report_its_errors(void)
     redmutex_client_free(c);
 }
 
+/* A majority answering with an error is reported as the servers said it,
+   whatever the order of the replies: the acquisition's error is theirs. */
+static void test_a_majority_of_error_replies_is_the_error(void)
+{
+    start_servers(3);
+    /* The two refusing servers answer the acquisition 50 ms late, so the
+       third's grant is in first (the order that once read as "no answer"). */
+    rs_proxy *late[2] = {rs_proxy_start(&servers[0], "EVAL", 50), rs_proxy_start(&servers[1], "EVAL", 50)};
+    const char *urls[3] = {late[0]->url, late[1]->url, servers[2].url};
+    redmutex_client *c = quorum_client(3, urls, 1000, 30000);
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, "oom", REDMUTEX_KIND_RLOCK, NULL));
+    for (int i = 0; i < 2; i++)
+        freeReplyObject(rs_cmd(&servers[i], "CONFIG SET maxmemory 1"));
+    for (int64_t wait_ms = 0; wait_ms <= 400; wait_ms += 400) {
+        CHECK_RC(redmutex_lock_acquire(l, NULL, wait_ms), REDMUTEX_ESERVER);
+        CHECKF(strstr(redmutex_last_error(), "acquire 'oom' on ") && strstr(redmutex_last_error(), "OOM"),
+               "wait %lld ms: %s", (long long)wait_ms, redmutex_last_error());
+    }
+    CHECK(!rs_exists(&servers[2], "oom")); /* the third's grant was undone */
+    for (int i = 0; i < 2; i++)
+        freeReplyObject(rs_cmd(&servers[i], "CONFIG SET maxmemory 0"));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    rs_proxy_stop(late[0]);
+    rs_proxy_stop(late[1]);
+}
+
 /* ---- fencing ---------------------------------------------------------------- */
 
 typedef struct resource {
@@ -585,6 +616,7 @@ int main(int argc, char **argv)
         {"duplicate_endpoints_refused", test_duplicate_endpoints_refused},
         {"wrong_key_type_on_a_majority_is_an_error", test_wrong_key_type_on_a_majority_is_an_error},
         {"queries_follow_the_majority_and_report_its_errors", test_queries_follow_the_majority_and_report_its_errors},
+        {"a_majority_of_error_replies_is_the_error", test_a_majority_of_error_replies_is_the_error},
         {"fencing_single_server_plain", test_fencing_single_server_plain},
         {"fencing_single_server_reentrant", test_fencing_single_server_reentrant},
         {"fencing_redlock_n5_plain", test_fencing_redlock_n5_plain},
