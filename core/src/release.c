@@ -78,11 +78,13 @@ static rm_vote release_vote(void *ud, const rm_slot *s, size_t i, const rm_reply
     return RM_VOTE_ERROR;
 }
 
-/* Counts the answers to the release of lock `name` into t (NULL: only the tally tt). */
-static void release_tally_call(rm_tally *tt, release_tally *t, const rm_call *call, const char *name)
+/* Counts the answers to the release of lock `name` into t (NULL: only the tally tt). A
+   server the release was not sent to (it never held the lock) counts as "not owner" in the
+   outcome, but not towards deciding early: servers that may hold it are waited for. */
+static void release_tally_call(rm_tally *tt, release_tally *t, const rm_call *call, const char *name, bool outcome)
 {
     rm_tally_init(tt);
-    rm_tally_spec spec = {"release", name, 0, true, release_vote, t};
+    rm_tally_spec spec = {"release", name, 0, outcome, release_vote, t};
     rm_tally_call(tt, call, &spec);
 }
 
@@ -90,7 +92,7 @@ static void release_tally_call(rm_tally *tt, release_tally *t, const rm_call *ca
 static bool release_decided(rm_call *call, void *ud)
 {
     rm_tally t;
-    release_tally_call(&t, NULL, call, ud);
+    release_tally_call(&t, NULL, call, ud, false);
     return rm_tally_decided(&t, call->n, call->c->quorum);
 }
 
@@ -315,7 +317,7 @@ int rm_release_owner(rm_err *err, redmutex_lock *l, const char *owner_key, bool 
     memset(t.deleted_at, 0, sizeof t.deleted_at);
     rc = release_send(&p, &call);
     if (rc == 0)
-        release_tally_call(&t.t, &t, &call, l->name);
+        release_tally_call(&t.t, &t, &call, l->name, true);
     rc = release_settle(&p, &call, &t, rc);
     if (p.heir)
         rm_waiter_claim_done(p.c, p.heir, call.slots ? handoff_result(&call, &p.claim, p.heir_form) : 1);
