@@ -19,9 +19,11 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     memcpy(url, data, size);
     url[size] = '\0';
     rm_endpoint ep;
-    int rc = rm_endpoint_parse(&ep, url);
-    if (rc != 0 && rc != REDMUTEX_EINVAL)
-        abort();
+    rm_err e;
+    rm_err_reset(&e);
+    int rc = rm_endpoint_parse(&e, &ep, url);
+    if (rc != 0 && (rc != REDMUTEX_EINVAL || e.code != rc || !e.msg[0]))
+        abort(); /* refused, with its reason */
     if (rc == 0) {
         if (!ep.display || (!ep.is_unix && (!ep.host || ep.port < 1 || ep.port > 65535)) ||
             (ep.is_unix && !ep.path))
