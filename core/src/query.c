@@ -85,19 +85,23 @@ static int owner_value(rm_err *err, redmutex_lock *l, const char *owner, char va
     return 0;
 }
 
+/* Checks the handle and the out pointer of public query fn, then inspects the lock. */
+static int inspect_lock(rm_err *err, redmutex_lock *l, const void *out, const char *fn, inspect_result *res)
+{
+    int rc = rm_lock_check_handle(err, l, fn);
+    if (rc == 0 && !out)
+        rc = rm_fail(err, REDMUTEX_EINVAL, "%s: out is NULL", fn);
+    return rc ? rc : inspect(err, l, "", res);
+}
+
 int redmutex_lock_is_locked(int *out, redmutex_lock *l)
 {
     rm_err e_, *err = rm_err_reset(&e_);
-    int rc = rm_lock_check_handle(err, l, "redmutex_lock_is_locked");
-    if (rc)
-        return rm_publish(err, rc);
-    if (!out)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_is_locked: out is NULL"));
     inspect_result res;
-    if ((rc = inspect(err, l, "", &res)))
-        return rm_publish(err, rc);
-    *out = res.exists >= l->c->quorum;
-    return rm_publish(err, 0);
+    int rc = inspect_lock(err, l, out, "redmutex_lock_is_locked", &res);
+    if (rc == 0)
+        *out = res.exists >= l->c->quorum;
+    return rm_publish(err, rc);
 }
 
 static int hold_count(rm_err *err, int64_t *out, redmutex_lock *l, const char *owner);
@@ -145,16 +149,11 @@ int redmutex_lock_hold_count(int64_t *out, redmutex_lock *l, const char *owner)
 int redmutex_lock_ttl(int64_t *out, redmutex_lock *l)
 {
     rm_err e_, *err = rm_err_reset(&e_);
-    int rc = rm_lock_check_handle(err, l, "redmutex_lock_ttl");
-    if (rc)
-        return rm_publish(err, rc);
-    if (!out)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_ttl: out is NULL"));
     inspect_result res;
-    if ((rc = inspect(err, l, "", &res)))
-        return rm_publish(err, rc);
-    *out = rm_qth_largest(res.ttl, answered(&res), l->c->quorum, true);
-    return rm_publish(err, 0);
+    int rc = inspect_lock(err, l, out, "redmutex_lock_ttl", &res);
+    if (rc == 0)
+        *out = rm_qth_largest(res.ttl, answered(&res), l->c->quorum, true);
+    return rm_publish(err, rc);
 }
 
 /* A forced release's answer (rm_vote_fn): yes deleted, no nothing to delete. */
