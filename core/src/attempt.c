@@ -274,6 +274,31 @@ static void undo_attempt(redmutex_lock *l, rm_call *call, const char *value, con
         rm_release_forget_latch(call, latch_key);
 }
 
+/* Takes back the level a failed nested acquisition may have added, where it
+   was granted or its answer is unknown: the undo runs only where the
+   acquisition's undo latch says it added one (lua.h, RM_LUA_NEST_GUARD), so
+   a server the request never reached keeps the owner's outer hold. Its
+   latches are left to expire: they also turn away a late copy. */
+static void undo_nested(redmutex_lock *l, rm_call *call, const char *value, const rm_votes *v, const char *latch_key,
+                        int64_t deadline)
+{
+    bool dirty[REDMUTEX_SERVERS_MAX] = {false};
+    bool any = false;
+    for (size_t i = 0; i < call->n; i++) {
+        dirty[i] = v->t.yes_at[i] || v->t.unknown_at[i];
+        any = any || dirty[i];
+    }
+    if (!any)
+        return;
+    rm_kargs k;
+    rm_req req = {1, {rm_kind_of(l)->nest_undo(l, value, latch_key, rm_latch_ms(l->c), &k)}, l->name};
+    call->only = dirty;
+    call->strict_deadline = true;
+    call->must_send = true;
+    rm_call_run(call, &req, deadline, NULL, NULL);
+    call->only = NULL;
+}
+
 /* After a first SET NX found the key taken: the holder's TTL, and whether the
    key is a lock of this kind at all, decide how to wait. */
 static int inspect_after_set(rm_err *err, redmutex_lock *l, rm_call *call, int64_t deadline, rm_attempt_info *info)
@@ -300,14 +325,16 @@ typedef struct attempt_req {
     rm_unsettled_cmds unsettled;
     const char *wait_argv[3];
     char nbuf[24], tbuf[24];
+    char nest_latch[RM_KEY_MAX]; /* a nested acquisition's undo latch, "" for a first one */
 } attempt_req;
 
 /* Builds the attempt's request into ar and says in a where its replies are. */
-static void attempt_request(redmutex_lock *l, const char *value, bool nested, bool retry, const rm_attempt_info *info,
+static void attempt_request(redmutex_lock *l, const char *value, bool retry, const rm_attempt_info *info,
                             attempt_req *ar, rm_acq_replies *a)
 {
     redmutex_client *c = l->c;
     rm_req *req = &ar->req;
+    bool nested = ar->nest_latch[0] != '\0';
     req->order_name = l->name;
     /* Releases of this name whose outcome is unknown somewhere go first,
        again, in the same request (see unsettled.h). */
@@ -320,7 +347,8 @@ static void attempt_request(redmutex_lock *l, const char *value, bool nested, bo
     }
     a->reply_index = (int)req->ncmds;
     int mode = !info->waiting ? RM_ACQ_TRY : retry ? RM_ACQ_RETRY : RM_ACQ_FIRST;
-    req->cmds[req->ncmds++] = rm_acquire_command(l, value, nested, mode, info->nonce, &ar->ac, &a->form);
+    req->cmds[req->ncmds++] = rm_acquire_command(l, value, nested ? ar->nest_latch : NULL, mode, info->nonce, &ar->ac,
+                                                   &a->form);
     if (a->form == RM_ACQ_SET && retry) {
         /* While waiting, learn the holder's TTL in the same round trip
            (the first failure checked the key's type with INSPECT). */
@@ -395,10 +423,17 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
     attempt_req ar;
     memset(&ar.req, 0, sizeof ar.req);
     memset(&ar.unsettled, 0, sizeof ar.unsettled);
+    ar.nest_latch[0] = '\0';
+    char latch_id[33];
+    if (nested) {
+        if ((rc = rm_new_token(err, latch_id)) != 0)
+            return rc;
+        rm_latch_key(l, latch_id, ar.nest_latch);
+    }
     rm_acq_replies a;
     rm_acq_replies_init(&a, l, RM_ACQ_SCRIPT, 0, lease);
     a.wait_replicas = c->opts.min_replicas > 0;
-    attempt_request(l, value, nested, retry, info, &ar, &a);
+    attempt_request(l, value, retry, info, &ar, &a);
     rm_call call;
     if (rm_call_begin(err, &call, c) != 0) {
         rm_unsettled_cmds_free(&ar.unsettled);
@@ -416,7 +451,8 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
     int64_t started = call.started_ns;
     rm_acquire_count(&a, &call);
     rm_votes *v = &a.v;
-    if ((l->opts.flags & REDMUTEX_LOCK_FENCING) && c->n > 1 && v->t.yes >= c->quorum &&
+    /* A nested acquisition keeps the outer one's token: nothing to raise. */
+    if ((l->opts.flags & REDMUTEX_LOCK_FENCING) && c->n > 1 && !nested && v->t.yes >= c->quorum &&
         !fenced_quorum(l, &call, v, deadline))
         v->t.yes = 0; /* the token could not be made safe: the attempt fails and is undone */
     /* Servers that cannot answer at all: transport failures and error
@@ -429,6 +465,8 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
         rc = rm_hold_record(err, l, owner, value, started, v);
         rm_client_unlock(c);
         if (rc == 0) {
+            if (nested) /* no undo will come: its latches go with the next request */
+                rm_release_forget_latch(&call, ar.nest_latch);
             rm_call_end(&call);
             leave_other_queues(l, value, v, info);
             return RM_ATTEMPT_WON;
@@ -436,7 +474,10 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
     } else {
         rc = attempt_verdict(err, l, owner, &call, v, verdict, info);
     }
-    undo_attempt(l, &call, value, v, deadline);
+    if (nested)
+        undo_nested(l, &call, value, v, ar.nest_latch, deadline);
+    else
+        undo_attempt(l, &call, value, v, deadline);
     if (rc == RM_ATTEMPT_BUSY && a.form == RM_ACQ_SET && !retry)
         rc = inspect_after_set(err, l, &call, deadline, info);
     rm_call_end(&call);

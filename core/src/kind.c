@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "handle.h"
 #include "kind.h"
+#include "scripts.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -91,4 +92,13 @@ void rm_kind_lock_channel(const redmutex_lock *l, const char *value, char out[RM
 {
     (void)value;
     rm_lock_channel_key(l, out, RM_LONG_KEY_MAX);
+}
+
+rm_cmd rm_kind_nest_undo(const redmutex_lock *l, const char *value, const char *latch_key, int64_t latch_ms,
+                         rm_kargs *st)
+{
+    rm_i64_str(st->num[0], latch_ms);
+    const char *argv[] = {"2", l->name, latch_key, value, st->num[0]};
+    memcpy(st->argv, argv, sizeof argv);
+    return (rm_cmd){RM_SCRIPT_NEST_UNDO, 5, st->argv, NULL};
 }

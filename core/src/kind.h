@@ -29,7 +29,7 @@
 
 /* Argument storage for one command built by a kind. */
 typedef struct rm_kargs {
-    const char *argv[16];
+    const char *argv[20];
     char num[6][24];
     char key[6][RM_LONG_KEY_MAX];
 } rm_kargs;
@@ -46,7 +46,11 @@ typedef struct rm_acq_in {
     const char *value; /* the owner's hash field */
     int64_t lease_ms;
     bool fencing;
-    bool nested;       /* the owner holds it already (through this handle) */
+    /* A nested acquisition (the owner holds it already, through this
+       handle): its undo latch (lua.h, RM_LUA_NEST_GUARD) and that latch's
+       life; NULL for a first acquisition. */
+    const char *nest_latch;
+    int64_t latch_ms;
     int mode;          /* enum rm_acq_mode */
     const char *nonce; /* fair: this wait's id (hex), named in a hand-off message */
     bool grantable;    /* fair: a releasing script may hand the lock over to this waiter */
@@ -67,6 +71,11 @@ typedef struct rm_kind_ops {
     rm_cmd (*inspect)(const redmutex_lock *l, const char *value, rm_kargs *st);
     /* Deletes the lock whoever holds it: replies 1 deleted, 0 not there. */
     rm_cmd (*force)(const redmutex_lock *l, rm_kargs *st);
+    /* Takes back the level a failed nested acquisition of `value` added, only
+       where its undo latch says it did (RM_SCRIPT_NEST_UNDO); NULL when the
+       kind is not reentrant. */
+    rm_cmd (*nest_undo)(const redmutex_lock *l, const char *value, const char *latch_key, int64_t latch_ms,
+                        rm_kargs *st);
     /* Behind a bare acquisition command (script -1: SET NX), the command that
        tells the holder's TTL in the same round trip; NULL when the kind's
        acquire script answers it. */
@@ -109,6 +118,9 @@ const char *rm_derived_key(const redmutex_lock *l, const char *prefix, const cha
 void rm_kind_field_is_owner(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1]);
 /** rm_kind_ops.wait_channel of the kinds whose waiters share the lock's channel (plain, reentrant). */
 void rm_kind_lock_channel(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX]);
+/** rm_kind_ops.nest_undo of the kinds whose owner's count is a hash field and nothing else (reentrant, fair, write). */
+rm_cmd rm_kind_nest_undo(const redmutex_lock *l, const char *value, const char *latch_key, int64_t latch_ms,
+                         rm_kargs *st);
 /** redisson_lock__channel:{NAME}: the release channel of the plain and reentrant kinds. */
 const char *rm_lock_channel_key(const redmutex_lock *l, char *out, size_t size);
 /** redisson_lock_token:{NAME}: the fencing counter of every kind. */

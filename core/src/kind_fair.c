@@ -149,7 +149,9 @@
  * Acquire. KEYS as above. ARGV: [1] lease ms, [2] field, [3] thread wait,
  * [4] wall clock ms, [5] mode ('t' try, 'f' first attempt of a wait, 'r' a
  * later one), [6] fencing 0/1, [7] nested 0/1, [8] the record's tail
- * "<grant 0/1> <fencing 0/1> <wait id>", [9] waiter lease ms.
+ * "<grant 0/1> <fencing 0/1> <wait id>", [9] waiter lease ms; a nested
+ * acquisition adds KEYS[7] its undo latch and ARGV[10] that latch's life
+ * (lua.h, RM_LUA_NEST_GUARD).
  * Replies {1, count, fence, pttl} taken, {0, pttl} busy, {2, pttl} a nested
  * acquisition whose field is gone (nothing written).
  *
@@ -160,7 +162,7 @@
 const char rm_lua_fair_acquire[] =
     FAIR_CHECKS
     "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
-    "if ARGV[7] == '1' and not mine then return {2, redis.call('pttl', KEYS[1])} end\n"
+    RM_LUA_NEST_GUARD("7", "KEYS[7]", "ARGV[10]")
     "if ARGV[6] == '1' and not mine then\n" RM_LUA_FENCE_CHECK("KEYS[6]")
     "  if not may('incr', KEYS[6]) then " RM_LUA_NOPERM("INCR the fencing counter") " end\n"
     "end\n" FAIR_DEFS("4", "3")
@@ -311,24 +313,29 @@ static void fair_wait_channel(const redmutex_lock *l, const char *value, char ou
 static rm_cmd fair_acquire(const redmutex_lock *l, const rm_acq_in *in, rm_kargs *st)
 {
     const char **a = st->argv;
-    a[0] = "6";
+    a[0] = in->nest_latch ? "7" : "6";
     fair_keys(l, st, a + 1);
+    size_t k = 7; /* the first ARGV */
+    if (in->nest_latch)
+        a[k++] = in->nest_latch;
     snprintf(st->num[0], sizeof st->num[0], "%" PRId64, in->lease_ms);
     snprintf(st->num[1], sizeof st->num[1], "%d", THREAD_WAIT_MS);
     snprintf(st->num[2], sizeof st->num[2], "%" PRId64, wall_ms());
     snprintf(st->num[3], sizeof st->num[3], "%d %d %.16s", in->grantable ? 1 : 0, in->fencing ? 1 : 0,
              in->nonce ? in->nonce : "0");
     snprintf(st->num[4], sizeof st->num[4], "%d", RM_FAIR_WAITER_LEASE_MS);
-    a[7] = st->num[0];
-    a[8] = in->value;
-    a[9] = st->num[1];
-    a[10] = st->num[2];
-    a[11] = in->mode == RM_ACQ_TRY ? "t" : in->mode == RM_ACQ_FIRST ? "f" : "r";
-    a[12] = in->fencing ? "1" : "0";
-    a[13] = in->nested ? "1" : "0";
-    a[14] = st->num[3];
-    a[15] = st->num[4];
-    return (rm_cmd){RM_SCRIPT_FAIR_ACQUIRE, 16, a, NULL};
+    a[k++] = st->num[0];
+    a[k++] = in->value;
+    a[k++] = st->num[1];
+    a[k++] = st->num[2];
+    a[k++] = in->mode == RM_ACQ_TRY ? "t" : in->mode == RM_ACQ_FIRST ? "f" : "r";
+    a[k++] = in->fencing ? "1" : "0";
+    a[k++] = in->nest_latch ? "1" : "0";
+    a[k++] = st->num[3];
+    a[k++] = st->num[4];
+    if (in->nest_latch)
+        a[k++] = rm_i64_str(st->num[5], in->latch_ms);
+    return (rm_cmd){RM_SCRIPT_FAIR_ACQUIRE, (int)k, a, NULL};
 }
 
 static rm_cmd fair_release(const redmutex_lock *l, const char *value, const char *latch_key, int64_t lease_ms,
@@ -387,6 +394,7 @@ const rm_kind_ops rm_fair_ops = {
     .extend = fair_extend,
     .inspect = fair_inspect,
     .force = fair_force,
+    .nest_undo = rm_kind_nest_undo,
     .server_queue = true,
     .local_waiters = false,
     .reentrant = true,

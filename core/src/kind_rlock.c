@@ -28,16 +28,15 @@
 
 /* clang-format off */
 
-/* RM_SCRIPT_RLOCK_ACQUIRE: KEYS name, token key; ARGV lease ms, field,
-   fencing 0/1, nested 0/1. Redisson's tryLockInner, plus the count and the
-   fencing token in the reply. A nested acquisition (the owner believes it
-   holds the lock already) only increments an existing field: when the
-   field is gone it returns {2, pttl} and writes nothing, so a lost lock is
-   never re-created behind its owner's back. A reentrant acquisition
-   reports the token of the outer one. */
+/* RM_SCRIPT_RLOCK_ACQUIRE: KEYS name, token key[, a nested acquisition's
+   undo latch]; ARGV lease ms, field, fencing 0/1, nested 0/1[, latch ms].
+   Redisson's tryLockInner, plus the count and the fencing token in the
+   reply. A nested acquisition (the owner believes it holds the lock
+   already) is guarded as lua.h says (RM_LUA_NEST_GUARD). A reentrant
+   acquisition reports the token of the outer one. */
 const char rm_lua_rlock_acquire[] =
         "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
-        "if ARGV[4] == '1' and not mine then return {2, redis.call('pttl', KEYS[1])} end\n"
+        RM_LUA_NEST_GUARD("4", "KEYS[3]", "ARGV[5]")
         "if ARGV[3] == '1' and not mine then\n" RM_LUA_FENCE_CHECK("KEYS[2]") RM_LUA_MAY_DEF
         "  if not may('incr', KEYS[2]) then " RM_LUA_NOPERM("INCR the fencing counter") " end\n"
         "end\n"
@@ -87,8 +86,14 @@ static rm_cmd rlock_acquire(const redmutex_lock *l, const rm_acq_in *in, rm_karg
 {
     rm_i64_str(st->num[0], in->lease_ms);
     const char *token_key = rm_lock_token_key(l, st->key[0], sizeof st->key[0]);
-    const char *argv[] = {"2", l->name, token_key, st->num[0], in->value, in->fencing ? "1" : "0",
-                          in->nested ? "1" : "0"};
+    if (in->nest_latch) {
+        rm_i64_str(st->num[1], in->latch_ms);
+        const char *argv[] = {"3", l->name, token_key, in->nest_latch, st->num[0], in->value,
+                              in->fencing ? "1" : "0", "1", st->num[1]};
+        memcpy(st->argv, argv, sizeof argv);
+        return (rm_cmd){RM_SCRIPT_RLOCK_ACQUIRE, 9, st->argv, NULL};
+    }
+    const char *argv[] = {"2", l->name, token_key, st->num[0], in->value, in->fencing ? "1" : "0", "0"};
     memcpy(st->argv, argv, sizeof argv);
     return (rm_cmd){RM_SCRIPT_RLOCK_ACQUIRE, 7, st->argv, NULL};
 }
@@ -136,6 +141,7 @@ const rm_kind_ops rm_rlock_ops = {
     .extend = rlock_extend,
     .inspect = rlock_inspect,
     .force = rlock_force,
+    .nest_undo = rm_kind_nest_undo,
     .server_queue = false,
     .local_waiters = true,
     .reentrant = true,

@@ -64,8 +64,10 @@
  * Read acquire (Redisson's read tryLockInner). KEYS: [1] NAME, [2] this
  * reader's timeout prefix {NAME}:<field>:rwlock_timeout, [3] fencing counter.
  * ARGV: [1] lease ms, [2] field, [3] the same owner's writer field, [4]
- * fencing 0/1, [5] nested 0/1. Replies {1, count, fence}, {0, pttl} or
- * {2, pttl} (nested, field gone: nothing written).
+ * fencing 0/1, [5] nested 0/1; a nested acquisition adds KEYS[4] its undo
+ * latch and ARGV[6] that latch's life (lua.h, RM_LUA_NEST_GUARD). Replies
+ * {1, count, fence}, {0, pttl} or {2, pttl} (nested, field gone: nothing
+ * written).
  */
 const char rm_lua_read_acquire[] =
     RW_CHECK_TYPE RM_LUA_MAY_DEF
@@ -73,7 +75,7 @@ const char rm_lua_read_acquire[] =
     RM_LUA_NOPERM("write the lock and its timeout keys") " end\n"
     "local FENCING = ARGV[4] == '1'\n"
     "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
-    "if ARGV[5] == '1' and not mine then return {2, redis.call('pttl', KEYS[1])} end\n" RW_FENCE("3")
+    RM_LUA_NEST_GUARD("5", "KEYS[4]", "ARGV[6]") RW_FENCE("3")
     "if mode == false then\n"
     "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
@@ -159,14 +161,15 @@ const char rm_lua_read_extend[] =
 /*
  * Write acquire (Redisson's write tryLockInner). KEYS: [1] NAME, [2] fencing
  * counter. ARGV: [1] lease ms, [2] writer field, [3] fencing 0/1, [4] nested
- * 0/1. Replies as the read acquire.
+ * 0/1; nested: KEYS[3] and ARGV[5] as the read acquire's. Replies as the
+ * read acquire.
  */
 const char rm_lua_write_acquire[] =
     RW_CHECK_TYPE RM_LUA_MAY_DEF
     "if not may('hset', KEYS[1], 'mode', 'write') then " RM_LUA_NOPERM("write the lock") " end\n"
     "local FENCING = ARGV[3] == '1'\n"
     "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
-    "if ARGV[4] == '1' and not mine then return {2, redis.call('pttl', KEYS[1])} end\n" RW_FENCE("2")
+    RM_LUA_NEST_GUARD("4", "KEYS[3]", "ARGV[5]") RW_FENCE("2")
     "if mode == false then\n"
     "  redis.call('hset', KEYS[1], 'mode', 'write')\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
@@ -274,16 +277,27 @@ static rm_cmd rw_acquire(const redmutex_lock *l, const rm_acq_in *in, rm_kargs *
     const char **a = st->argv;
     snprintf(st->num[0], sizeof st->num[0], "%" PRId64, in->lease_ms);
     const char *token = rm_derived_key(l, "redisson_lock_token", "", st->key[0], sizeof st->key[0]);
-    const char *fencing = in->fencing ? "1" : "0", *nested = in->nested ? "1" : "0";
+    const char *fencing = in->fencing ? "1" : "0", *latch = in->nest_latch;
+    rm_i64_str(st->num[1], in->latch_ms);
+    if (is_write(l) && latch) {
+        const char *argv[] = {"3", l->name, token, latch, st->num[0], in->value, fencing, "1", st->num[1]};
+        memcpy(a, argv, sizeof argv);
+        return (rm_cmd){RM_SCRIPT_WRITE_ACQUIRE, 9, a, NULL};
+    }
     if (is_write(l)) {
-        const char *argv[] = {"2", l->name, token, st->num[0], in->value, fencing, nested};
+        const char *argv[] = {"2", l->name, token, st->num[0], in->value, fencing, "0"};
         memcpy(a, argv, sizeof argv);
         return (rm_cmd){RM_SCRIPT_WRITE_ACQUIRE, 7, a, NULL};
     }
     snprintf(st->key[1], sizeof st->key[1], "%s" WRITE_SUFFIX, in->value);
-    const char *argv[] = {"3",        l->name,    timeout_prefix(l, in->value, st->key[2]),
-                          token,      st->num[0], in->value,
-                          st->key[1], fencing,    nested};
+    const char *prefix = timeout_prefix(l, in->value, st->key[2]);
+    if (latch) {
+        const char *argv[] = {"4", l->name, prefix, token, latch, st->num[0], in->value, st->key[1], fencing, "1",
+                              st->num[1]};
+        memcpy(a, argv, sizeof argv);
+        return (rm_cmd){RM_SCRIPT_READ_ACQUIRE, 11, a, NULL};
+    }
+    const char *argv[] = {"3", l->name, prefix, token, st->num[0], in->value, st->key[1], fencing, "0"};
     memcpy(a, argv, sizeof argv);
     return (rm_cmd){RM_SCRIPT_READ_ACQUIRE, 9, a, NULL};
 }
@@ -337,6 +351,19 @@ static rm_cmd rw_inspect(const redmutex_lock *l, const char *value, rm_kargs *st
     return (rm_cmd){RM_SCRIPT_RW_INSPECT, 4, st->argv, NULL};
 }
 
+/* A writer's count is a hash field like a reentrant lock's; a reader's
+   nested level also has its timeout key, taken back with it. */
+static rm_cmd rw_nest_undo(const redmutex_lock *l, const char *value, const char *latch_key, int64_t latch_ms,
+                           rm_kargs *st)
+{
+    if (is_write(l))
+        return rm_kind_nest_undo(l, value, latch_key, latch_ms, st);
+    rm_i64_str(st->num[0], latch_ms);
+    const char *argv[] = {"3", l->name, latch_key, timeout_prefix(l, value, st->key[0]), value, st->num[0]};
+    memcpy(st->argv, argv, sizeof argv);
+    return (rm_cmd){RM_SCRIPT_NEST_UNDO, 6, st->argv, NULL};
+}
+
 static rm_cmd rw_force(const redmutex_lock *l, rm_kargs *st)
 {
     const char *argv[] = {"2", l->name,
@@ -354,6 +381,7 @@ const rm_kind_ops rm_rw_ops = {
     .extend = rw_extend,
     .inspect = rw_inspect,
     .force = rw_force,
+    .nest_undo = rw_nest_undo,
     .server_queue = false,
     .local_waiters = false,
     .reentrant = true,

@@ -39,12 +39,15 @@ bool rm_release_note_unsettled(redmutex_lock *l, const rm_call *call, const bool
                                const rm_cmd *release, const char *latch_key);
 /** After a release was answered, its latch is deleted with the next request on each connection. */
 void rm_release_forget_latch(rm_call *call, const char *latch_key);
+/** How long an unlock latch (or a nested acquisition's undo latch) lives: 10 command timeouts. */
+int64_t rm_latch_ms(const redmutex_client *c);
 /**
- * The kind's acquisition command for `value` (mode: enum rm_acq_mode; nonce:
- * a fair wait's id or NULL); *form says how its reply reads. Argument
- * storage lives in *st.
+ * The kind's acquisition command for `value` (nest_latch: a nested
+ * acquisition's undo latch key, NULL for a first one; mode: enum
+ * rm_acq_mode; nonce: a fair wait's id or NULL); *form says how its reply
+ * reads. Argument storage lives in *st.
  */
-rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, bool nested, int mode, const char *nonce,
+rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, const char *nest_latch, int mode, const char *nonce,
                           rm_kargs *st, rm_acq_form *form);
 
 /* ---- one acquisition attempt (attempt.c) -------------------------------- */

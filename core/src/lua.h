@@ -55,6 +55,24 @@
     "redis.call('pexpire', KEYS[1], new)\n"                                                                  \
     "return new\n"
 
+/*
+ * A nested acquisition (ARGV[flag] '1': the owner believes it holds the lock
+ * already) only adds to an existing field: when the field is gone it returns
+ * {2, pttl} and writes nothing, so a lost lock is never re-created behind its
+ * owner's back. Before it adds its level it writes its undo latch (KEYS
+ * latch, '1', ARGV ms): an undo (RM_SCRIPT_NEST_UNDO) takes a level back only
+ * where that latch says this acquisition added one, so an undo sent where
+ * the request never arrived takes nothing. A copy arriving after its undo
+ * finds the latch and changes nothing. `mine` must be defined; this is the
+ * script's first write on the nested path.
+ */
+#define RM_LUA_NEST_GUARD(flag, latch, ms)                                                                   \
+    "if ARGV[" flag "] == '1' then\n"                                                                        \
+    "  if not mine then return {2, redis.call('pttl', KEYS[1])} end\n"                                      \
+    "  if redis.call('exists', " latch ") == 1 then return {0, redis.call('pttl', KEYS[1])} end\n"           \
+    "  redis.call('set', " latch ", '1', 'px', " ms ")\n"                                                   \
+    "end\n"
+
 #define RM_LUA_NOPERM(what)                                                                                  \
     "return redis.error_reply('NOPERM redmutex: this user may not " what "; nothing was changed')"
 

@@ -211,7 +211,7 @@ static int release_send(release *p, rm_call *call)
         rm_lock_channel(p->l, p->value, p->channel);
     if (p->final && p->local_waiters && c->n == 1 && c->opts.min_replicas == 0 && p->deadline_ns == INT64_MAX &&
         (p->heir = rm_waiter_claim(c, p->channel, p->l->kind, &p->claim)) != NULL)
-        p->req.cmds[p->req.ncmds++] = rm_acquire_command(p->claim.lock, p->claim.value, false, RM_ACQ_TRY, NULL,
+        p->req.cmds[p->req.ncmds++] = rm_acquire_command(p->claim.lock, p->claim.value, NULL, RM_ACQ_TRY, NULL,
                                                          &p->heir_cmd, &p->heir_form);
     if (p->local_waiters)
         rm_waiter_expect_release(c, p->channel, p->armed);

@@ -39,7 +39,7 @@ int64_t rm_command_deadline(redmutex_client *c, bool with_wait)
 void rm_release_request(redmutex_lock *l, const char *value, const char *latch_key, int64_t lease_ms, rm_req *req,
                         rm_kargs *st)
 {
-    int64_t latch_ms = l->c->opts.command_timeout_ms * 10;
+    int64_t latch_ms = rm_latch_ms(l->c);
     req->ncmds = 1;
     req->order_name = l->name;
     req->cmds[0] = rm_kind_of(l)->release(l, value, latch_key, lease_ms, latch_ms, st);
@@ -58,8 +58,8 @@ bool rm_release_note_unsettled(redmutex_lock *l, const rm_call *call, const bool
     bool unknown[REDMUTEX_SERVERS_MAX] = {false};
     for (size_t i = 0; call->slots && i < call->n; i++)
         unknown[i] = (!among || among[i]) && rm_slot_unknown(&call->slots[i]);
-    return rm_unsettled_note(l->c, l->name, value, release, latch_key, call->started_ns,
-                             l->c->opts.command_timeout_ms * 10, unknown);
+    return rm_unsettled_note(l->c, l->name, value, release, latch_key, call->started_ns, rm_latch_ms(l->c),
+                             unknown);
 }
 
 void rm_release_forget_latch(rm_call *call, const char *latch_key)
@@ -70,13 +70,21 @@ void rm_release_forget_latch(rm_call *call, const char *latch_key)
             rm_conn_queue_later(call->slots[i].conn, 2, argv);
 }
 
-rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, bool nested, int mode, const char *nonce,
+int64_t rm_latch_ms(const redmutex_client *c) { return c->opts.command_timeout_ms * 10; }
+
+rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, const char *nest_latch, int mode, const char *nonce,
                           rm_kargs *st, rm_acq_form *form)
 {
     redmutex_client *c = l->c;
     /* A hand-off by the releasing script needs a watchdog to extend it and
        one server whose reply needs no WAIT (kind_fair.c). */
-    rm_acq_in in = {value, rm_lock_lease_ms(l), (l->opts.flags & REDMUTEX_LOCK_FENCING) != 0, nested, mode, nonce,
+    rm_acq_in in = {value,
+                    rm_lock_lease_ms(l),
+                    (l->opts.flags & REDMUTEX_LOCK_FENCING) != 0,
+                    nest_latch,
+                    rm_latch_ms(c),
+                    mode,
+                    nonce,
                     l->opts.lease_ms == 0 && c->n == 1 && c->opts.min_replicas == 0};
     rm_cmd cmd = rm_kind_of(l)->acquire(l, &in, st);
     *form = cmd.script < 0 ? RM_ACQ_SET : RM_ACQ_SCRIPT;

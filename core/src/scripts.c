@@ -86,6 +86,23 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "end\n"
         "return 1\n",
 
+    /* RM_SCRIPT_NEST_UNDO: KEYS lock, undo latch[, a reader's timeout
+       prefix]; ARGV field, latch ms. Takes back the level a nested
+       acquisition added (lua.h, RM_LUA_NEST_GUARD), only where its latch
+       says '1', and marks the latch '0' in any case, so a late copy of the
+       acquisition changes nothing. Never takes the last level: that one is
+       an outer hold's. Replies 1 when a level was taken back, else 0. */
+    [RM_SCRIPT_NEST_UNDO] =
+        "local n = 0\n"
+        "if redis.call('get', KEYS[2]) == '1' and redis.call('type', KEYS[1])['ok'] == 'hash' then\n"
+        "  n = tonumber(redis.call('hget', KEYS[1], ARGV[1])) or 0\n"
+        "end\n"
+        "redis.call('set', KEYS[2], '0', 'px', ARGV[2])\n"
+        "if n <= 1 or n % 1 ~= 0 then return 0 end\n"
+        "redis.call('hincrby', KEYS[1], ARGV[1], -1)\n"
+        "if KEYS[3] then redis.call('del', KEYS[3] .. ':' .. n) end\n"
+        "return 1\n",
+
     /* Every kind's own scripts live with it (kind.h). */
     [RM_SCRIPT_LOCK_ACQUIRE] = rm_lua_lock_acquire,
     [RM_SCRIPT_LOCK_RELEASE] = rm_lua_lock_release,

@@ -20,6 +20,7 @@ enum rm_script_id {
     RM_SCRIPT_INSPECT,
     RM_SCRIPT_RENEW,
     RM_SCRIPT_FENCE_RATCHET,
+    RM_SCRIPT_NEST_UNDO,         /* a failed nested acquisition taken back (lua.h) */
     /* kinds of the operations table (kind.h) */
     RM_SCRIPT_FAIR_ACQUIRE,
     RM_SCRIPT_FAIR_RELEASE,

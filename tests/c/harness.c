@@ -373,8 +373,12 @@ static void *proxy_pump(void *arg)
             break;
         int until = atomic_load(&pp->p->hold_until);
         if (pp->to_server && pp->p->pattern[0] && memmem(buf, (size_t)n, pp->p->pattern, strlen(pp->p->pattern)) &&
-            (until <= 0 || atomic_load(&pp->p->delayed) < until)) {
+            (until == 0 || (until > 0 && atomic_load(&pp->p->delayed) < until))) {
             atomic_fetch_add(&pp->p->delayed, 1);
+            if (atomic_load(&pp->p->drop_held)) {
+                shutdown(pp->from, SHUT_RDWR); /* the connection dies with the request unsent */
+                goto out;
+            }
             if (atomic_load(&pp->p->cut_client))
                 shutdown(pp->from, SHUT_RDWR); /* the client sees its connection end */
             rt_sleep_ms(pp->p->delay_ms);
@@ -518,7 +522,7 @@ static void *proxy_accept(void *arg)
 
 /* Proxies live in static storage and are never reused: detached threads of
    an earlier one may still be reading theirs. */
-static rs_proxy proxies[32];
+static rs_proxy proxies[128]; /* never reused: pump threads may outlive a stop */
 static atomic_int proxies_used;
 
 static rs_proxy *proxy_start(int upstream_port, const char *pattern, int delay_ms, bool delay_all);

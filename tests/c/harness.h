@@ -152,8 +152,9 @@ typedef struct rs_proxy {
     _Atomic int last_dir; /* 1 client->server, 2 server->client */
     _Atomic int delayed;
     _Atomic int forwarded;  /* held-back chunks passed on */
-    _Atomic int hold_until; /* > 0: hold chunks only while delayed < hold_until */
+    _Atomic int hold_until; /* > 0: hold chunks only while delayed < hold_until; < 0: hold none */
     _Atomic bool cut_client; /* close the client's side when a chunk is held back (it is still passed on) */
+    _Atomic bool drop_held;  /* ... and a held-back chunk is never passed on (a request lost with its connection) */
     _Atomic int stop;
     char url[64];
 } rs_proxy;

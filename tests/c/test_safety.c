@@ -249,6 +249,89 @@ static void test_late_release_on_a_lost_connection_changes_nothing(void)
 }
 
 /*
+ * A nested acquisition whose request dies with its connection: on a server
+ * where it never ran, or ran only after its undo (a late copy), the undo
+ * must not take away a level the owner held before it. The owner holds the
+ * lock once; its nested acquisition is cut on the way to the proxied
+ * servers (one of one, or two of three: the attempt fails and is undone).
+ * The outer hold must stay on every server - no other owner can take it -
+ * and its one release must leave nothing behind. `late`: the cut request
+ * still reaches the server, after the undo.
+ */
+static void nested_cut_case(redmutex_kind kind, int acquire_script, const char *field, size_t n, bool late)
+{
+    for (size_t i = 0; i < n; i++)
+        rs_start(&srv[i], NULL);
+    size_t first_cut = n == 1 ? 0 : 1;
+    rs_proxy *px[MAXN] = {NULL};
+    const char *urls[MAXN];
+    for (size_t i = 0; i < n; i++) {
+        urls[i] = srv[i].url;
+        if (i < first_cut)
+            continue;
+        px[i] = rs_proxy_start(&srv[i], rm_script_sha(acquire_script), late ? 300 : 0);
+        atomic_store(&px[i]->hold_until, -1); /* nothing held until the nested acquisition */
+        atomic_store(&px[i]->cut_client, true);
+        atomic_store(&px[i]->drop_held, !late);
+        urls[i] = px[i]->url;
+    }
+    redmutex_client *c = client_for(urls, n, 1000, 5000);
+    redmutex_client *other = client_for(urls, n, 1000, 5000);
+    redmutex_lock *l = lock_for(c, "nest:cut", kind, 5000, NULL, NULL);
+    redmutex_lock *lo = lock_for(other, "nest:cut", kind == REDMUTEX_KIND_READ ? REDMUTEX_KIND_WRITE : kind, 5000,
+                                 NULL, NULL);
+    CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0));
+    for (size_t i = 0; i < n; i++)
+        WAIT_FOR(rs_num(&srv[i], "HGET nest:cut %s", field) == 1, 2000);
+    int forwarded[MAXN] = {0};
+    for (size_t i = first_cut; i < n; i++) {
+        forwarded[i] = atomic_load(&px[i]->forwarded);
+        atomic_store(&px[i]->hold_until, atomic_load(&px[i]->delayed) + 1); /* the nested request only */
+    }
+    CHECKF(redmutex_lock_acquire(l, "owner-1", 0) != 0, "the nested acquisition succeeded without a majority");
+    for (size_t i = first_cut; late && i < n; i++)
+        WAIT_FOR(atomic_load(&px[i]->forwarded) > forwarded[i], 2000); /* the late copy has landed */
+    for (size_t i = 0; i < n; i++)
+        CHECKF(rs_num(&srv[i], "HGET nest:cut %s", field) == 1,
+               "kind %d, %zu servers, %s: server %zu holds %lld levels after the failed nested acquisition", kind, n,
+               late ? "late" : "dropped", i, rs_num(&srv[i], "HGET nest:cut %s", field));
+    CHECKF(redmutex_lock_acquire(lo, "owner-2", 0) == REDMUTEX_ETIMEDOUT,
+           "another owner took the lock while its holder still held it");
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, l, "owner-1"));
+    CHECK(st == REDMUTEX_STATE_HELD);
+    CHECK_OK(redmutex_lock_release(l, "owner-1"));
+    for (size_t i = 0; i < n; i++)
+        WAIT_FOR(!rs_exists(&srv[i], "nest:cut") && rs_count_keys(&srv[i], "*rwlock_timeout*") == 0, 2000);
+    redmutex_lock_free(lo);
+    redmutex_lock_free(l);
+    redmutex_client_close(other);
+    redmutex_client_free(other);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    for (size_t i = 0; i < n; i++)
+        if (px[i])
+            rs_proxy_stop(px[i]);
+    stop_all(n);
+}
+
+static void test_failed_nested_acquire_never_takes_the_outer_level(void)
+{
+    const struct {
+        redmutex_kind kind;
+        int script;
+        const char *field;
+    } kinds[] = {{REDMUTEX_KIND_RLOCK, RM_SCRIPT_RLOCK_ACQUIRE, "owner-1"},
+                 {REDMUTEX_KIND_FAIR, RM_SCRIPT_FAIR_ACQUIRE, "owner-1"},
+                 {REDMUTEX_KIND_READ, RM_SCRIPT_READ_ACQUIRE, "owner-1"},
+                 {REDMUTEX_KIND_WRITE, RM_SCRIPT_WRITE_ACQUIRE, "owner-1:write"}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (size_t n = 1; n <= 3; n += 2)
+            for (int late = 0; late < 2; late++)
+                nested_cut_case(kinds[k].kind, kinds[k].script, kinds[k].field, n, late);
+}
+
+/*
  * A renewal left unanswered (point 1, S18 of docs/safety.md). The watchdog's
  * renewal is held back on its way to every server, past its command
  * timeout, so the watchdog gives up waiting while the request is still in
@@ -1063,6 +1146,7 @@ int main(int argc, char **argv)
         {"late_acquire_leaves_no_orphan_key", test_late_acquire_leaves_no_orphan_key},
         {"release_behind_a_busy_order_is_queued_not_dropped", test_release_behind_a_busy_order_is_queued_not_dropped},
         {"late_release_on_a_lost_connection_changes_nothing", test_late_release_on_a_lost_connection_changes_nothing},
+        {"failed_nested_acquire_never_takes_the_outer_level", test_failed_nested_acquire_never_takes_the_outer_level},
         {"unanswered_renewal_never_runs_after_the_release", test_unanswered_renewal_never_runs_after_the_release},
         {"unanswered_renewal_never_runs_after_the_release_redlock",
          test_unanswered_renewal_never_runs_after_the_release_redlock},
