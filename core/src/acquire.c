@@ -137,7 +137,7 @@ static int acquire_begin(rm_err *err, acquisition *q, redmutex_lock *l, const ch
         return rc;
     q->start = rm_now_ns();
     q->deadline = rm_deadline_after_ms(wait_ms);
-    q->info = (rm_attempt_info){-1, false, "is held by another owner", wait_ms != 0, q->nonce};
+    q->info = (rm_attempt_info){-1, false, "is held by another owner", wait_ms != 0, q->nonce, false};
     q->sent_ns = q->start; /* when the last attempt was sent */
     rm_lock_channel(l, q->value, q->channel);
     /* Threads of this process already waiting for the lock go first: a
@@ -174,7 +174,7 @@ static bool first_attempt(acquisition *q, int *rc)
         rm_client_lock(q->c);
         q->l->contended = false;
         rm_client_unlock(q->c);
-    } else if (q->fair && q->wait_ms != 0) {
+    } else if (q->fair && q->info.queued) {
         rm_fair_leave(q->l, q->value, NULL); /* it may have joined the queue */
     }
     rm_wait_end(q->c, &q->wait);
@@ -310,7 +310,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     redmutex_client *c = q.c;
     if (q.w)
         rm_waiter_end(c, q.w);
-    if (q.fair && rc != 0 && wait_ms != 0)
+    if (q.fair && rc != 0 && q.info.queued)
         rm_fair_leave(l, q.value, NULL); /* a waiter that gives up leaves the queue (and gives back a late hand-off) */
     rm_wait_end(c, &q.wait);
     rm_client_lock(c);

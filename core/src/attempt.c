@@ -200,17 +200,31 @@ static bool fenced_quorum(redmutex_lock *l, rm_call *call, const rm_votes *v, in
     return t.yes >= l->c->quorum;
 }
 
+/* Whether a live hold h (this handle's or another's) keeps its level on
+   the servers: after a last release whose outcome is unknown the servers
+   may or may not still have the field, and the owner acquires afresh. */
+static bool hold_keeps_field(redmutex_client *c, rm_hold *h)
+{
+    return rm_hold_state(c, h, rm_now_ns()) != REDMUTEX_STATE_LOST && !(h->release_id[0] && h->count <= 1);
+}
+
 /* Checks, before an attempt, the local record of owner's hold: *nested is
-   set when this owner holds the reentrant lock already. RM_ATTEMPT_BUSY for
-   a plain lock held through this handle; ELOST for a hold lost and not yet
+   set when this owner holds the reentrant lock already - through this
+   handle, or through another handle of this process (one field on the
+   servers: the attempt adds a level to it). RM_ATTEMPT_BUSY for a plain
+   lock held through this handle; ELOST for a hold lost and not yet
    released. */
-static int check_local_hold(rm_err *err, redmutex_lock *l, const char *owner, bool *nested)
+static int check_local_hold(rm_err *err, redmutex_lock *l, const char *owner, const char *value, bool *nested)
 {
     redmutex_client *c = l->c;
     int rc = 0;
     *nested = false;
     rm_client_lock(c);
     rm_hold *h = rm_hold_find(l, owner, rm_pid());
+    if (!h && rm_kind_of(l)->reentrant) {
+        rm_hold *shared = rm_hold_find_shared(l, value, rm_pid());
+        *nested = shared && hold_keeps_field(c, shared);
+    }
     if (h) {
         redmutex_state st = rm_hold_state(c, h, rm_now_ns());
         if (st == REDMUTEX_STATE_LOST)
@@ -219,9 +233,7 @@ static int check_local_hold(rm_err *err, redmutex_lock *l, const char *owner, bo
         else if (!rm_kind_of(l)->reentrant)
             rc = RM_ATTEMPT_BUSY; /* not reentrant: held through this handle means held */
         else
-            /* After a last release whose outcome is unknown the servers may
-               or may not still have the field: acquire afresh. */
-            *nested = !(h->release_id[0] && h->count <= 1);
+            *nested = hold_keeps_field(c, h);
     }
     rm_client_unlock(c);
     return rc;
@@ -367,7 +379,7 @@ static void attempt_request(redmutex_lock *l, const char *value, bool retry, con
 static void leave_other_queues(redmutex_lock *l, const char *value, const rm_votes *v, const rm_attempt_info *info)
 {
     redmutex_client *c = l->c;
-    if (!info->waiting || c->n == 1 || !rm_kind_of(l)->server_queue)
+    if (!info->waiting || c->n == 1 || !rm_kind_of(l)->server_queue || !info->queued)
         return;
     bool others[REDMUTEX_SERVERS_MAX];
     for (size_t i = 0; i < c->n; i++)
@@ -415,11 +427,14 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
     info->split = false;
     info->why = "is held by another owner";
     bool nested;
-    int rc = check_local_hold(err, l, owner, &nested);
+    int rc = check_local_hold(err, l, owner, value, &nested);
     if (rc == RM_ATTEMPT_BUSY)
         info->why = "is held through this handle already (a plain lock is not reentrant)";
     if (rc)
         return rc;
+    /* A nested attempt never queues (the owner holds the lock); any other
+       waiting attempt may have joined a fair lock's queue. */
+    info->queued = info->queued || (!nested && info->waiting);
     attempt_req ar;
     memset(&ar.req, 0, sizeof ar.req);
     memset(&ar.unsettled, 0, sizeof ar.unsettled);
@@ -485,12 +500,13 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
 }
 
 int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
-                       int64_t *ttl_ms, bool *split, const char **why)
+                       int64_t *ttl_ms, bool *split, const char **why, bool *queued)
 {
-    rm_attempt_info info = {-1, false, "is held by another owner", nonce != NULL, nonce};
+    rm_attempt_info info = {-1, false, "is held by another owner", nonce != NULL, nonce, *queued};
     int rc = rm_attempt(err, l, owner_key, value, retry, &info);
     *ttl_ms = info.ttl_ms;
     *split = info.split;
     *why = info.why;
+    *queued = info.queued;
     return rc;
 }

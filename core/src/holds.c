@@ -55,6 +55,15 @@ rm_hold *rm_hold_find(redmutex_lock *l, const char *owner, pid_t pid)
     return NULL;
 }
 
+rm_hold *rm_hold_find_shared(redmutex_lock *l, const char *value, pid_t pid)
+{
+    for (rm_hold *h = l->c->holds; h; h = h->next_in_client)
+        if (h->lock != l && h->pid == pid && !h->forgetting && h->lock->kind == l->kind &&
+            strcmp(h->value, value) == 0 && strcmp(h->lock->name, l->name) == 0)
+            return h;
+    return NULL;
+}
+
 rm_hold *rm_hold_find_by_id(redmutex_lock *l, uint64_t id)
 {
     for (rm_hold *h = l->holds; h; h = h->next_in_lock)

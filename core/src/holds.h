@@ -62,6 +62,9 @@ void rm_hold_destroy(redmutex_client *c, rm_hold *h);
 
 /** This process's hold of owner through l (not one being forgotten), or NULL. */
 rm_hold *rm_hold_find(redmutex_lock *l, const char *owner, pid_t pid);
+/** Another handle's hold, in this process, of the same lock name, kind and
+    owner's value (one field on the servers, shared by both handles). */
+rm_hold *rm_hold_find_shared(redmutex_lock *l, const char *value, pid_t pid);
 /** The hold with this id (not one being forgotten), or NULL: finds a hold again after a round trip. */
 rm_hold *rm_hold_find_by_id(redmutex_lock *l, uint64_t id);
 /** A hold for this owner made by another process (inherited through fork), or NULL. */

@@ -162,10 +162,11 @@
 const char rm_lua_fair_acquire[] =
     FAIR_CHECKS
     "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
-    RM_LUA_NEST_GUARD("7", "KEYS[7]", "ARGV[10]")
-    "if ARGV[6] == '1' and not mine then\n" RM_LUA_FENCE_CHECK("KEYS[6]")
+    "if ARGV[6] == '1' then\n" RM_LUA_FENCE_CHECK("KEYS[6]") "end\n"
+    "if ARGV[6] == '1' and not mine then\n"
     "  if not may('incr', KEYS[6]) then " RM_LUA_NOPERM("INCR the fencing counter") " end\n"
     "end\n" FAIR_DEFS("4", "3")
+    RM_LUA_NEST_GUARD("7", "KEYS[7]", "ARGV[10]")
     "local function cur_fence()\n"
     "  if ARGV[6] ~= '1' then return 0 end\n"
     "  return tonumber(redis.call('get', KEYS[6]) or '0')\n"

@@ -36,8 +36,9 @@
    acquisition reports the token of the outer one. */
 const char rm_lua_rlock_acquire[] =
         "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
+        "if ARGV[3] == '1' then\n" RM_LUA_FENCE_CHECK("KEYS[2]") "end\n"
         RM_LUA_NEST_GUARD("4", "KEYS[3]", "ARGV[5]")
-        "if ARGV[3] == '1' and not mine then\n" RM_LUA_FENCE_CHECK("KEYS[2]") RM_LUA_MAY_DEF
+        "if ARGV[3] == '1' and not mine then\n" RM_LUA_MAY_DEF
         "  if not may('incr', KEYS[2]) then " RM_LUA_NOPERM("INCR the fencing counter") " end\n"
         "end\n"
         "if mine or (redis.call('exists', KEYS[1]) == 0) then\n"

@@ -51,7 +51,8 @@
 
 /* Fencing: check the counter (KEYS[k]) before the first write of a new hold. */
 #define RW_FENCE(k)                                                                               \
-    "if FENCING and not mine then\n" RM_LUA_FENCE_CHECK("KEYS[" k "]")                           \
+    "if FENCING then\n" RM_LUA_FENCE_CHECK("KEYS[" k "]") "end\n"                              \
+    "if FENCING and not mine then\n"                                                            \
     "  if not may('incr', KEYS[" k "]) then " RM_LUA_NOPERM("INCR the fencing counter") " end\n"  \
     "end\n"                                                                                      \
     "local function fence(n)\n"                                                                  \
@@ -75,7 +76,7 @@ const char rm_lua_read_acquire[] =
     RM_LUA_NOPERM("write the lock and its timeout keys") " end\n"
     "local FENCING = ARGV[4] == '1'\n"
     "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
-    RM_LUA_NEST_GUARD("5", "KEYS[4]", "ARGV[6]") RW_FENCE("3")
+    RW_FENCE("3") RM_LUA_NEST_GUARD("5", "KEYS[4]", "ARGV[6]")
     "if mode == false then\n"
     "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
@@ -169,7 +170,7 @@ const char rm_lua_write_acquire[] =
     "if not may('hset', KEYS[1], 'mode', 'write') then " RM_LUA_NOPERM("write the lock") " end\n"
     "local FENCING = ARGV[3] == '1'\n"
     "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
-    RM_LUA_NEST_GUARD("4", "KEYS[3]", "ARGV[5]") RW_FENCE("2")
+    RW_FENCE("2") RM_LUA_NEST_GUARD("4", "KEYS[3]", "ARGV[5]")
     "if mode == false then\n"
     "  redis.call('hset', KEYS[1], 'mode', 'write')\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"

@@ -37,7 +37,8 @@ void rm_latch_key(const redmutex_lock *l, const char *id, char *out);
  */
 bool rm_release_note_unsettled(redmutex_lock *l, const rm_call *call, const bool *among, const char *value,
                                const rm_cmd *release, const char *latch_key);
-/** After a release was answered, its latch is deleted with the next request on each connection. */
+/** After a release was settled (or a nested acquisition won), its latch is
+    deleted with the next request on each connection still open. */
 void rm_release_forget_latch(rm_call *call, const char *latch_key);
 /** How long an unlock latch (or a nested acquisition's undo latch) lives: 10 command timeouts. */
 int64_t rm_latch_ms(const redmutex_client *c);
@@ -62,6 +63,10 @@ typedef struct rm_attempt_info {
        queues), and that wait's id (kind.h). */
     bool waiting;
     const char *nonce;
+    /* Sticky, set by the attempts: one of them may have joined a fair
+       lock's queue (a waiting attempt that was not nested), so giving up
+       must leave it. A nested wait must not: the leave gives back a level. */
+    bool queued;
 } rm_attempt_info;
 
 /**
@@ -130,7 +135,7 @@ int rm_acquire_prepare(rm_err *err, redmutex_lock *l, const char *owner, char ow
  * false for the first attempt of an acquisition. Blocks one round trip.
  */
 int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
-                       int64_t *ttl_ms, bool *split, const char **why);
+                       int64_t *ttl_ms, bool *split, const char **why, bool *queued);
 /** Whether this process holds the lock for owner_key through this handle. */
 bool rm_lock_holds(redmutex_lock *l, const char *owner_key);
 /** redmutex_lock_release for an owner key already resolved. */

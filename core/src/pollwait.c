@@ -71,8 +71,10 @@ struct redmutex_wait {
     char value[RM_VALUE_MAX + 1];
     char channel[RM_LONG_KEY_MAX];
     /* A fair lock's wait queues on the server (kind_fair.c): its id, and
-       whether it may have joined the queue (then freeing it leaves). */
+       whether it may have joined the queue (then freeing it leaves; a
+       nested wait never joins it). */
     bool fair;
+    bool in_fair_queue;
     char nonce[17];
 };
 
@@ -404,7 +406,7 @@ int redmutex_wait_try(redmutex_wait *w)
         /* A fair lock's try takes a hand-off to this wait from the server
            (its field is there): one round trip, not none, for a wait. */
         rc = rm_acquire_attempt(err, w->l, w->owner_key, w->value, !first, w->fair ? w->nonce : NULL, &ttl_ms, &split,
-                                &why);
+                                &why, &w->in_fair_queue);
         if (rc == 0) {
             w->done = true;
             return rm_publish(err, 0);
@@ -451,7 +453,7 @@ void redmutex_wait_free(redmutex_wait *w)
             rm_lock_release_value(w->l, w->value);
         rm_waiter_end(c, w->waiter); /* a release message it did not use goes to the next waiter */
     }
-    if (w->fair && w->tried && !w->done)
+    if (w->fair && w->in_fair_queue && !w->done)
         rm_fair_leave(w->l, w->value, NULL); /* out of the queue, and a hand-off given back */
     release_refs(w);
 }

@@ -65,8 +65,10 @@ bool rm_release_note_unsettled(redmutex_lock *l, const rm_call *call, const bool
 void rm_release_forget_latch(rm_call *call, const char *latch_key)
 {
     const char *argv[2] = {"DEL", latch_key};
+    /* Every connection still open, answered or not: behind a request still
+       owed, the DEL runs after it. */
     for (size_t i = 0; call->slots && i < call->n; i++)
-        if (call->slots[i].conn && call->slots[i].err == 0)
+        if (call->slots[i].conn)
             rm_conn_queue_later(call->slots[i].conn, 2, argv);
 }
 

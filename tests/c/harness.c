@@ -522,7 +522,7 @@ static void *proxy_accept(void *arg)
 
 /* Proxies live in static storage and are never reused: detached threads of
    an earlier one may still be reading theirs. */
-static rs_proxy proxies[128]; /* never reused: pump threads may outlive a stop */
+static rs_proxy proxies[160]; /* never reused: pump threads may outlive a stop */
 static atomic_int proxies_used;
 
 static rs_proxy *proxy_start(int upstream_port, const char *pattern, int delay_ms, bool delay_all);

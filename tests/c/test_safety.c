@@ -256,54 +256,76 @@ static void test_late_release_on_a_lost_connection_changes_nothing(void)
  * servers (one of one, or two of three: the attempt fails and is undone).
  * The outer hold must stay on every server - no other owner can take it -
  * and its one release must leave nothing behind. `late`: the cut request
- * still reaches the server, after the undo.
+ * still reaches the server, after the undo. Variants: a try through the
+ * holding handle; a wait through it (every attempt cut: a fair lock's
+ * waiter that gives up must not "give back" the owner's level); the same
+ * owner's first acquisition through a second handle (one field on the
+ * servers, shared by both handles).
  */
-static void nested_cut_case(redmutex_kind kind, int acquire_script, const char *field, size_t n, bool late)
+enum nest_variant { NEST_TRY, NEST_WAIT, NEST_OTHER_HANDLE };
+
+typedef struct nest_case {
+    redmutex_kind kind;
+    int script; /* the kind's acquire script: the proxies cut what carries its SHA */
+    const char *field;
+    size_t n;
+    bool late;
+    enum nest_variant variant;
+} nest_case;
+
+static void nested_cut_case(const nest_case *t)
 {
+    size_t n = t->n, first_cut = n == 1 ? 0 : 1;
     for (size_t i = 0; i < n; i++)
         rs_start(&srv[i], NULL);
-    size_t first_cut = n == 1 ? 0 : 1;
     rs_proxy *px[MAXN] = {NULL};
     const char *urls[MAXN];
     for (size_t i = 0; i < n; i++) {
         urls[i] = srv[i].url;
         if (i < first_cut)
             continue;
-        px[i] = rs_proxy_start(&srv[i], rm_script_sha(acquire_script), late ? 300 : 0);
+        px[i] = rs_proxy_start(&srv[i], rm_script_sha(t->script), t->late ? 300 : 0);
         atomic_store(&px[i]->hold_until, -1); /* nothing held until the nested acquisition */
         atomic_store(&px[i]->cut_client, true);
-        atomic_store(&px[i]->drop_held, !late);
+        atomic_store(&px[i]->drop_held, !t->late);
         urls[i] = px[i]->url;
     }
     redmutex_client *c = client_for(urls, n, 1000, 5000);
     redmutex_client *other = client_for(urls, n, 1000, 5000);
-    redmutex_lock *l = lock_for(c, "nest:cut", kind, 5000, NULL, NULL);
-    redmutex_lock *lo = lock_for(other, "nest:cut", kind == REDMUTEX_KIND_READ ? REDMUTEX_KIND_WRITE : kind, 5000,
-                                 NULL, NULL);
+    redmutex_lock *l = lock_for(c, "nest:cut", t->kind, 5000, NULL, NULL);
+    redmutex_lock *l2 = lock_for(c, "nest:cut", t->kind, 5000, NULL, NULL);
+    redmutex_lock *lo = lock_for(other, "nest:cut", t->kind == REDMUTEX_KIND_READ ? REDMUTEX_KIND_WRITE : t->kind,
+                                 5000, NULL, NULL);
     CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0));
     for (size_t i = 0; i < n; i++)
-        WAIT_FOR(rs_num(&srv[i], "HGET nest:cut %s", field) == 1, 2000);
+        WAIT_FOR(rs_num(&srv[i], "HGET nest:cut %s", t->field) == 1, 2000);
     int forwarded[MAXN] = {0};
     for (size_t i = first_cut; i < n; i++) {
         forwarded[i] = atomic_load(&px[i]->forwarded);
-        atomic_store(&px[i]->hold_until, atomic_load(&px[i]->delayed) + 1); /* the nested request only */
+        /* the nested request only, or every attempt of the wait */
+        atomic_store(&px[i]->hold_until, t->variant == NEST_WAIT ? 0 : atomic_load(&px[i]->delayed) + 1);
     }
-    CHECKF(redmutex_lock_acquire(l, "owner-1", 0) != 0, "the nested acquisition succeeded without a majority");
-    for (size_t i = first_cut; late && i < n; i++)
-        WAIT_FOR(atomic_load(&px[i]->forwarded) > forwarded[i], 2000); /* the late copy has landed */
+    int rc = redmutex_lock_acquire(t->variant == NEST_OTHER_HANDLE ? l2 : l, "owner-1",
+                                   t->variant == NEST_WAIT ? rt_scaled_ms(300) : 0);
+    for (size_t i = first_cut; i < n; i++)
+        atomic_store(&px[i]->hold_until, -1);
+    CHECKF(rc != 0, "the nested acquisition succeeded without a majority");
+    for (size_t i = first_cut; t->late && i < n; i++)
+        WAIT_FOR(atomic_load(&px[i]->forwarded) > forwarded[i], 2000); /* a late copy has landed */
     for (size_t i = 0; i < n; i++)
-        CHECKF(rs_num(&srv[i], "HGET nest:cut %s", field) == 1,
-               "kind %d, %zu servers, %s: server %zu holds %lld levels after the failed nested acquisition", kind, n,
-               late ? "late" : "dropped", i, rs_num(&srv[i], "HGET nest:cut %s", field));
+        CHECKF(rs_num(&srv[i], "HGET nest:cut %s", t->field) == 1,
+               "kind %d, %zu servers, %s, variant %d: server %zu holds %lld levels after the failed nested acquisition",
+               t->kind, n, t->late ? "late" : "dropped", t->variant, i, rs_num(&srv[i], "HGET nest:cut %s", t->field));
     CHECKF(redmutex_lock_acquire(lo, "owner-2", 0) == REDMUTEX_ETIMEDOUT,
            "another owner took the lock while its holder still held it");
     redmutex_state st;
     CHECK_OK(redmutex_lock_state(&st, l, "owner-1"));
     CHECK(st == REDMUTEX_STATE_HELD);
     CHECK_OK(redmutex_lock_release(l, "owner-1"));
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) /* late copies, if any, have been refused: nothing is left */
         WAIT_FOR(!rs_exists(&srv[i], "nest:cut") && rs_count_keys(&srv[i], "*rwlock_timeout*") == 0, 2000);
     redmutex_lock_free(lo);
+    redmutex_lock_free(l2);
     redmutex_lock_free(l);
     redmutex_client_close(other);
     redmutex_client_free(other);
@@ -328,7 +350,10 @@ static void test_failed_nested_acquire_never_takes_the_outer_level(void)
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (size_t n = 1; n <= 3; n += 2)
             for (int late = 0; late < 2; late++)
-                nested_cut_case(kinds[k].kind, kinds[k].script, kinds[k].field, n, late);
+                for (int v = NEST_TRY; v <= NEST_OTHER_HANDLE; v++) {
+                    nest_case t = {kinds[k].kind, kinds[k].script, kinds[k].field, n, late, (enum nest_variant)v};
+                    nested_cut_case(&t);
+                }
 }
 
 /*
@@ -848,6 +873,28 @@ static void test_fenced_acquire_checks_the_counter_first(void)
             CHECKF(!rs_exists(&srv[0], "fenced"), "kind %d counter %s: the lock was taken", k, bad[b]);
             redmutex_lock_free(l);
         }
+    /* A nested acquisition too: the counter went bad while the owner held
+       the lock; the reentrant kinds refuse it before adding a level. */
+    const redmutex_kind nesting[4] = {REDMUTEX_KIND_RLOCK, REDMUTEX_KIND_FAIR, REDMUTEX_KIND_READ,
+                                      REDMUTEX_KIND_WRITE};
+    for (int k = 0; k < 4; k++) {
+        rs_int(&srv[0], "DEL redisson_lock_token:{fenced}");
+        redmutex_lock_options lo = REDMUTEX_LOCK_OPTIONS_INIT;
+        lo.flags = REDMUTEX_LOCK_FENCING;
+        lo.lease_ms = 5000;
+        redmutex_lock *l;
+        CHECK_OK(redmutex_lock_new(&l, c, "fenced", nesting[k], &lo));
+        CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0));
+        rs_int(&srv[0], "SET redisson_lock_token:{fenced} not-a-number");
+        int rc = redmutex_lock_acquire(l, "owner-1", 0);
+        CHECKF(rc == REDMUTEX_ESERVER, "nested, kind %d: %d (%s)", nesting[k], rc, redmutex_last_error());
+        const char *field = nesting[k] == REDMUTEX_KIND_WRITE ? "owner-1:write" : "owner-1";
+        CHECKF(rs_num(&srv[0], "HGET fenced %s", field) == 1, "nested, kind %d: a level was added (%lld)", nesting[k],
+               rs_num(&srv[0], "HGET fenced %s", field));
+        CHECK_OK(redmutex_lock_release(l, "owner-1"));
+        CHECK(!rs_exists(&srv[0], "fenced"));
+        redmutex_lock_free(l);
+    }
     redmutex_client_close(c);
     redmutex_client_free(c);
     rs_stop(&srv[0]);
