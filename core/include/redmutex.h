@@ -647,8 +647,14 @@ REDMUTEX_API uint64_t redmutex_lock_id(const redmutex_lock *lock);
  * error, interrupt) it leaves the queue. wait_ms = 0 never joins the queue,
  * and a free lock with waiters queued is not taken by a newcomer.
  *
- * A reentrant lock already held by `owner` is acquired again (hold count + 1).
- * A plain lock is not reentrant: acquiring it again waits like anyone else.
+ * A reentrant lock already held by `owner` is acquired again (hold count + 1),
+ * through this handle or through another handle of the same name in this
+ * process (one count on the servers; each handle releases its own levels).
+ * Such a nested acquisition that fails takes back only the level it added:
+ * the outer hold is never lost to it, and it never re-creates a lock whose
+ * key or field is gone (REDMUTEX_ELOST). A fair lock's nested acquisition
+ * never queues. A plain lock is not reentrant: acquiring it again waits like
+ * anyone else.
  * The acquisition counts only if it completed within the lease minus the
  * clock drift allowance (and, with N servers, on a majority); otherwise what
  * was taken is released and the attempt counts as failed.
@@ -660,7 +666,8 @@ REDMUTEX_API uint64_t redmutex_lock_id(const redmutex_lock *lock);
  * REDMUTEX_EPROTOCOL, REDMUTEX_EREPLICAS, REDMUTEX_EINTR (redmutex_client_interrupt
  * or the interrupt callback ended the wait), REDMUTEX_ELOST (this
  * owner's earlier hold through this handle was lost and not yet released:
- * release it first, which reports the loss, then acquire again),
+ * release it first, which reports the loss, then acquire again; or a
+ * nested acquisition found the owner's field gone on enough servers),
  * REDMUTEX_EFORKED, REDMUTEX_ECLOSED (also when the client is closed while
  * this call waits).
  * On any error nothing is held. (One exception: when an interrupt stops a
