@@ -648,8 +648,8 @@ REDMUTEX_API uint64_t redmutex_lock_id(const redmutex_lock *lock);
  * and a free lock with waiters queued is not taken by a newcomer.
  *
  * A reentrant lock already held by `owner` is acquired again (hold count + 1),
- * through this handle or through another handle of the same name in this
- * process (one count on the servers; each handle releases its own levels).
+ * through this handle or through another handle of the same name and client
+ * (one count on the servers; each handle releases its own levels).
  * Such a nested acquisition that fails takes back only the level it added:
  * the outer hold is never lost to it, and it never re-creates a lock whose
  * key or field is gone (REDMUTEX_ELOST). A fair lock's nested acquisition

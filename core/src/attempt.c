@@ -208,23 +208,30 @@ static bool hold_keeps_field(redmutex_client *c, rm_hold *h)
     return rm_hold_state(c, h, rm_now_ns()) != REDMUTEX_STATE_LOST && !(h->release_id[0] && h->count <= 1);
 }
 
-/* Checks, before an attempt, the local record of owner's hold: *nested is
-   set when this owner holds the reentrant lock already - through this
-   handle, or through another handle of this process (one field on the
+/* What an attempt learns from the local holds before it starts. */
+typedef struct attempt_local {
+    bool nested;          /* the owner holds it already: the attempt adds a level */
+    uint64_t shared_id;   /* ... through another handle's hold (its id), 0 through this one's */
+    int64_t shared_fence; /* that hold's fencing token, which a nested level keeps */
+} attempt_local;
+
+/* Checks, before an attempt, the local record of owner's hold: nested when
+   this owner holds the reentrant lock already - through this handle, or
+   (may_share) through another handle of this client (one field on the
    servers: the attempt adds a level to it). RM_ATTEMPT_BUSY for a plain
    lock held through this handle; ELOST for a hold lost and not yet
    released. */
-static int check_local_hold(rm_err *err, redmutex_lock *l, const char *owner, const char *value, bool *nested)
+static int check_local_hold(rm_err *err, redmutex_lock *l, const char *owner, const char *value, bool may_share,
+                            attempt_local *loc)
 {
     redmutex_client *c = l->c;
     int rc = 0;
-    *nested = false;
+    *loc = (attempt_local){false, 0, 0};
     rm_client_lock(c);
     rm_hold *h = rm_hold_find(l, owner, rm_pid());
-    if (!h && rm_kind_of(l)->reentrant) {
-        rm_hold *shared = rm_hold_find_shared(l, value, rm_pid());
-        *nested = shared && hold_keeps_field(c, shared);
-    }
+    rm_hold *shared = !h && may_share && rm_kind_of(l)->reentrant ? rm_hold_find_shared(l, value, rm_pid()) : NULL;
+    if (shared && hold_keeps_field(c, shared))
+        *loc = (attempt_local){true, shared->id, shared->fence};
     if (h) {
         redmutex_state st = rm_hold_state(c, h, rm_now_ns());
         if (st == REDMUTEX_STATE_LOST)
@@ -233,10 +240,25 @@ static int check_local_hold(rm_err *err, redmutex_lock *l, const char *owner, co
         else if (!rm_kind_of(l)->reentrant)
             rc = RM_ATTEMPT_BUSY; /* not reentrant: held through this handle means held */
         else
-            *nested = hold_keeps_field(c, h);
+            loc->nested = hold_keeps_field(c, h);
     }
     rm_client_unlock(c);
     return rc;
+}
+
+/* A nested attempt through another handle's hold found the owner's field
+   gone on enough servers: that hold is lost (unless a release or renewal of
+   it is in flight, which settles it). */
+static void shared_lost(redmutex_lock *l, const char *value, uint64_t id)
+{
+    redmutex_client *c = l->c;
+    rm_client_lock(c);
+    rm_hold *h = rm_hold_find_shared(l, value, rm_pid());
+    if (h && h->id == id && !h->busy) {
+        rm_watchdog_cancel(c, h);
+        rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
+    }
+    rm_client_unlock(c);
 }
 
 /* A nested acquisition found this owner's field gone on enough servers that
@@ -384,7 +406,7 @@ static void leave_other_queues(redmutex_lock *l, const char *value, const rm_vot
     bool others[REDMUTEX_SERVERS_MAX];
     for (size_t i = 0; i < c->n; i++)
         others[i] = !v->t.yes_at[i];
-    rm_fair_leave(l, value, others);
+    rm_fair_leave(l, value, others, false); /* the field is this new hold's: nothing to give back */
 }
 
 /* What the votes of an attempt decide, when it did not win: RM_ATTEMPT_BUSY (info says when to retry) or an error. */
@@ -419,68 +441,97 @@ static int attempt_verdict(rm_err *err, redmutex_lock *l, const char *owner, rm_
     }
 }
 
-int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *value, bool retry, rm_attempt_info *info)
+/* Builds an attempt's request and runs it on every server. 0, or an error
+   code (nothing was sent, or the call failed for want of memory). */
+static int attempt_send(rm_err *err, redmutex_lock *l, const char *value, bool retry, const rm_attempt_info *info,
+                        attempt_req *ar, rm_acq_replies *a, rm_call *call, int64_t *deadline)
 {
     redmutex_client *c = l->c;
-    int64_t lease = rm_lock_lease_ms(l);
+    rm_acq_replies_init(a, l, RM_ACQ_SCRIPT, 0, rm_lock_lease_ms(l));
+    a->wait_replicas = c->opts.min_replicas > 0;
+    attempt_request(l, value, retry, info, ar, a);
+    if (rm_call_begin(err, call, c) != 0) {
+        rm_unsettled_cmds_free(&ar->unsettled);
+        return REDMUTEX_ENOMEM;
+    }
+    *deadline = rm_command_deadline(c, a->wait_replicas);
+    int rc = rm_call_run(call, &ar->req, *deadline, c->n > 1 ? acquire_decided : NULL, a);
+    if (rc == 0)
+        rm_unsettled_done(c, &ar->unsettled, call, 0);
+    rm_unsettled_cmds_free(&ar->unsettled);
+    if (rc) {
+        rm_call_end(call);
+        return rm_fail(err, rc, "acquire lock '%s': out of memory", l->name);
+    }
+    return 0;
+}
+
+/* The votes of an attempt, and the verdict on them (Redlock's fencing
+   ratchet first: a nested level keeps its outer token, nothing to raise). */
+static rm_acquire_verdict attempt_decide(redmutex_lock *l, rm_call *call, rm_votes *v, bool nested, int64_t started,
+                                         int64_t deadline)
+{
+    redmutex_client *c = l->c;
+    if ((l->opts.flags & REDMUTEX_LOCK_FENCING) && c->n > 1 && !nested && v->t.yes >= c->quorum &&
+        !fenced_quorum(l, call, v, deadline))
+        v->t.yes = 0; /* the token could not be made safe: the attempt fails and is undone */
+    /* Servers that cannot answer at all: transport failures and error
+       replies, not those the early decision merely did not wait for. */
+    size_t broken = rm_call_failed(call) + v->t.errors;
+    int64_t left = rm_validity_left_ns(rm_lock_lease_ms(l), rm_now_ns() - started);
+    return rm_acquire_decide(v, c->n, c->quorum, left, nested, broken);
+}
+
+static int attempt_run(rm_err *err, redmutex_lock *l, const char *owner, const char *value, bool retry,
+                       rm_attempt_info *info, bool may_share)
+{
+    redmutex_client *c = l->c;
     info->ttl_ms = -1;
     info->split = false;
     info->why = "is held by another owner";
-    bool nested;
-    int rc = check_local_hold(err, l, owner, value, &nested);
+    attempt_local loc;
+    int rc = check_local_hold(err, l, owner, value, may_share, &loc);
     if (rc == RM_ATTEMPT_BUSY)
         info->why = "is held through this handle already (a plain lock is not reentrant)";
     if (rc)
         return rc;
     /* A nested attempt never queues (the owner holds the lock); any other
        waiting attempt may have joined a fair lock's queue. */
-    info->queued = info->queued || (!nested && info->waiting);
+    info->queued = info->queued || (!loc.nested && info->waiting);
     attempt_req ar;
     memset(&ar.req, 0, sizeof ar.req);
     memset(&ar.unsettled, 0, sizeof ar.unsettled);
     ar.nest_latch[0] = '\0';
     char latch_id[33];
-    if (nested) {
+    if (loc.nested) {
         if ((rc = rm_new_token(err, latch_id)) != 0)
             return rc;
         rm_latch_key(l, latch_id, ar.nest_latch);
     }
     rm_acq_replies a;
-    rm_acq_replies_init(&a, l, RM_ACQ_SCRIPT, 0, lease);
-    a.wait_replicas = c->opts.min_replicas > 0;
-    attempt_request(l, value, retry, info, &ar, &a);
     rm_call call;
-    if (rm_call_begin(err, &call, c) != 0) {
-        rm_unsettled_cmds_free(&ar.unsettled);
-        return REDMUTEX_ENOMEM;
-    }
-    int64_t deadline = rm_command_deadline(c, a.wait_replicas);
-    rc = rm_call_run(&call, &ar.req, deadline, c->n > 1 ? acquire_decided : NULL, &a);
-    if (rc == 0)
-        rm_unsettled_done(c, &ar.unsettled, &call, 0);
-    rm_unsettled_cmds_free(&ar.unsettled);
-    if (rc) {
-        rm_call_end(&call);
-        return rm_fail(err, rc, "acquire lock '%s': out of memory", l->name);
-    }
-    int64_t started = call.started_ns;
-    rm_acquire_count(&a, &call);
+    int64_t deadline;
+    if ((rc = attempt_send(err, l, value, retry, info, &ar, &a, &call, &deadline)) != 0)
+        return rc;
+    int64_t started = call.started_ns; /* the ratchet's round trip below does not restart it */
     rm_votes *v = &a.v;
-    /* A nested acquisition keeps the outer one's token: nothing to raise. */
-    if ((l->opts.flags & REDMUTEX_LOCK_FENCING) && c->n > 1 && !nested && v->t.yes >= c->quorum &&
-        !fenced_quorum(l, &call, v, deadline))
-        v->t.yes = 0; /* the token could not be made safe: the attempt fails and is undone */
-    /* Servers that cannot answer at all: transport failures and error
-       replies, not those the early decision merely did not wait for. */
-    size_t broken = rm_call_failed(&call) + v->t.errors;
-    rm_acquire_verdict verdict =
-        rm_acquire_decide(v, c->n, c->quorum, rm_validity_left_ns(lease, rm_now_ns() - started), nested, broken);
+    rm_acquire_count(&a, &call);
+    rm_acquire_verdict verdict = attempt_decide(l, &call, v, loc.nested, started, deadline);
+    if (verdict == RM_VERDICT_NESTED_LOST && loc.shared_id) {
+        /* The other handle's hold is gone: this handle acquires afresh. */
+        shared_lost(l, value, loc.shared_id);
+        undo_nested(l, &call, value, v, ar.nest_latch, deadline);
+        rm_call_end(&call);
+        return attempt_run(err, l, owner, value, retry, info, false);
+    }
     if (verdict == RM_VERDICT_WON) {
+        if (loc.shared_id)
+            v->fence = loc.shared_fence; /* a new hold of this handle, one more level of the owner's */
         rm_client_lock(c);
         rc = rm_hold_record(err, l, owner, value, started, v);
         rm_client_unlock(c);
         if (rc == 0) {
-            if (nested) /* no undo will come: its latches go with the next request */
+            if (loc.nested) /* no undo will come: its latches go with the next request */
                 rm_release_forget_latch(&call, ar.nest_latch);
             rm_call_end(&call);
             leave_other_queues(l, value, v, info);
@@ -489,7 +540,7 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
     } else {
         rc = attempt_verdict(err, l, owner, &call, v, verdict, info);
     }
-    if (nested)
+    if (loc.nested)
         undo_nested(l, &call, value, v, ar.nest_latch, deadline);
     else
         undo_attempt(l, &call, value, v, deadline);
@@ -497,6 +548,11 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
         rc = inspect_after_set(err, l, &call, deadline, info);
     rm_call_end(&call);
     return rc;
+}
+
+int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *value, bool retry, rm_attempt_info *info)
+{
+    return attempt_run(err, l, owner, value, retry, info, true);
 }
 
 int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,

@@ -64,6 +64,19 @@ rm_hold *rm_hold_find_shared(redmutex_lock *l, const char *value, pid_t pid)
     return NULL;
 }
 
+bool rm_hold_value_live(redmutex_lock *l, const char *value)
+{
+    redmutex_client *c = l->c;
+    pid_t pid = rm_pid();
+    bool live = false;
+    rm_client_lock(c);
+    for (rm_hold *h = c->holds; h && !live; h = h->next_in_client)
+        live = h->pid == pid && !h->forgetting && h->lock->kind == l->kind && strcmp(h->value, value) == 0 &&
+               strcmp(h->lock->name, l->name) == 0 && rm_hold_state(c, h, rm_now_ns()) != REDMUTEX_STATE_LOST;
+    rm_client_unlock(c);
+    return live;
+}
+
 rm_hold *rm_hold_find_by_id(redmutex_lock *l, uint64_t id)
 {
     for (rm_hold *h = l->holds; h; h = h->next_in_lock)

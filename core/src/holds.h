@@ -65,6 +65,9 @@ rm_hold *rm_hold_find(redmutex_lock *l, const char *owner, pid_t pid);
 /** Another handle's hold, in this process, of the same lock name, kind and
     owner's value (one field on the servers, shared by both handles). */
 rm_hold *rm_hold_find_shared(redmutex_lock *l, const char *value, pid_t pid);
+/** Whether any handle of this client (l's included) has a live (not LOST)
+    hold, in this process, of l's name and kind with this value. Takes c->mu. */
+bool rm_hold_value_live(redmutex_lock *l, const char *value);
 /** The hold with this id (not one being forgotten), or NULL: finds a hold again after a round trip. */
 rm_hold *rm_hold_find_by_id(redmutex_lock *l, uint64_t id);
 /** A hold for this owner made by another process (inherited through fork), or NULL. */

@@ -144,11 +144,13 @@ int rm_fair_new_nonce(rm_err *err, char out[17]);
 bool rm_fair_grant_parse(const char *msg, const char *nonce, int64_t *fence);
 /**
  * Takes `value` out of the lock's queue on every server (a waiter that stops
- * waiting), or on the servers i with only[i] (only may be NULL), and gives
- * back a hold a releasing script handed to it meanwhile. Best effort,
- * bounded by one command timeout; never changes the thread's last error.
+ * waiting), or on the servers i with only[i] (only may be NULL), and, with
+ * give_back, gives back a hold a releasing script handed to it meanwhile
+ * (without: the same owner holds the lock otherwise, and the field's count
+ * is that hold's too). Best effort, bounded by one command timeout; never
+ * changes the thread's last error.
  */
-void rm_fair_leave(redmutex_lock *l, const char *value, const bool *only);
+void rm_fair_leave(redmutex_lock *l, const char *value, const bool *only, bool give_back);
 
 /* ---- Lua (kind_*.c), referenced by scripts.c's table ----------------------- */
 

@@ -244,13 +244,15 @@ const char rm_lua_fair_release[] =
 
 /*
  * A waiter stops waiting. KEYS as above. ARGV: [1] field, [2] thread wait,
- * [3] wall clock ms. A grant that reached this field meanwhile is given back
- * (and passed on); then Redisson's acquireFailed: the waiters behind move up
- * one thread wait, and the field leaves the queue. Replies 1.
+ * [3] wall clock ms, [4] give back 1/0. A grant that reached this field
+ * meanwhile is given back (and passed on) - unless ARGV[4] is 0: the same
+ * owner holds the lock otherwise, and the field's count is (also) that
+ * hold's; then Redisson's acquireFailed: the waiters behind move up one
+ * thread wait, and the field leaves the queue. Replies 1.
  */
 const char rm_lua_fair_leave[] =
     FAIR_CHECKS FAIR_DEFS("3", "2")
-    "if redis.call('hexists', KEYS[1], ARGV[1]) == 1 and "
+    "if ARGV[4] == '1' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 and "
     "redis.call('hincrby', KEYS[1], ARGV[1], -1) <= 0 then\n"
     "  redis.call('del', KEYS[1])\n"
     "end\n"
@@ -434,7 +436,7 @@ bool rm_fair_grant_parse(const char *msg, const char *nonce, int64_t *fence)
     return true;
 }
 
-void rm_fair_leave(redmutex_lock *l, const char *value, const bool *only)
+void rm_fair_leave(redmutex_lock *l, const char *value, const bool *only, bool give_back)
 {
     redmutex_client *c = l->c;
     rm_kargs st;
@@ -446,7 +448,8 @@ void rm_fair_leave(redmutex_lock *l, const char *value, const bool *only)
     a[7] = value;
     a[8] = st.num[0];
     a[9] = st.num[1];
-    rm_req req = {1, {{RM_SCRIPT_FAIR_LEAVE, 10, a, NULL}}, l->name};
+    a[10] = give_back ? "1" : "0";
+    rm_req req = {1, {{RM_SCRIPT_FAIR_LEAVE, 11, a, NULL}}, l->name};
     rm_call call;
     if (rm_call_begin(NULL, &call, c) == 0) {
         /* Like a release: sent to every server, in order behind this owner's attempts. */

@@ -35,6 +35,7 @@ typedef struct release {
     char latch_key[RM_KEY_MAX];
     uint64_t hold_id;        /* the local hold, 0 when there is none */
     bool was_lost, final;
+    bool shared_live;        /* lost, and another handle's live hold uses the same field: send nothing */
     int64_t lease;
     /* Where the hold may be: a release is not sent to servers that refused
        it (per-server order keeps the others safe, see client.c). */
@@ -178,6 +179,10 @@ static int release_claim(release *p)
     if (h) {
         p->hold_id = h->id;
         p->was_lost = rm_hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST;
+        /* The field on the servers may be another handle's new hold of the
+           same owner now (taken after this one was lost): not ours to touch. */
+        rm_hold *other = p->was_lost ? rm_hold_find_shared(l, h->value, pid) : NULL;
+        p->shared_live = other && rm_hold_state(c, other, rm_now_ns()) != REDMUTEX_STATE_LOST;
         /* The last release stops renewal first, so none can run after it. */
         p->final = h->count <= 1 && !p->was_lost;
         if (h->count <= 1)
@@ -294,6 +299,21 @@ static int release_settle(release *p, rm_call *call, const release_tally *t, int
     return rc;
 }
 
+/* A lost hold whose field now belongs to another handle's live hold of the
+   same owner: forgotten here, nothing sent. */
+static int release_lost_shared(release *p)
+{
+    rm_client_lock(p->c);
+    rm_hold *h = rm_hold_find_by_id(p->l, p->hold_id);
+    if (h)
+        rm_hold_forget(p->c, h);
+    rm_client_unlock(p->c);
+    return rm_fail(p->err, REDMUTEX_ELOST,
+                   "lock '%s' was lost before it was released (its lease ran out or renewal failed); the same "
+                   "owner holds it again through another handle, which this release leaves alone",
+                   p->l->name);
+}
+
 int rm_release_owner(rm_err *err, redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns)
 {
     release p;
@@ -310,6 +330,8 @@ int rm_release_owner(rm_err *err, redmutex_lock *l, const char *owner_key, bool 
     int rc = release_claim(&p);
     if (rc)
         return rc;
+    if (p.shared_live)
+        return release_lost_shared(&p);
     rm_call call;
     release_tally t;
     rm_tally_init(&t.t);

@@ -707,10 +707,51 @@ static void test_redlock_fair_excludes_and_cleans_up(void)
         rs_stop(&s[i]);
 }
 
+/*
+ * A wait of an owner joins the queue; the lock is released and the same
+ * owner takes it through another handle (its field is the queue's head).
+ * When the wait is then given up, leaving the queue must not "give back"
+ * that field's level as if it were a hand-off to the wait: the owner holds
+ * the lock, and nobody else may take it.
+ */
+static void test_abandoned_wait_leaves_the_owner_hold(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock *x = fair(c, "fw", 5000, 0);
+    redmutex_lock *waiting = fair(c, "fw", 5000, 0);
+    redmutex_lock *taking = fair(c, "fw", 5000, 0);
+    CHECK_OK(redmutex_lock_acquire(x, "holder", 0));
+    redmutex_wait *w = NULL;
+    CHECK_OK(redmutex_wait_new(&w, waiting, "svc"));
+    int rc = redmutex_wait_try(w);
+    CHECKF(rc == REDMUTEX_ETIMEDOUT, "wait_try: %d (%s)", rc, redmutex_last_error());
+    CHECK(queue_len("fw") == 1); /* "svc" is queued */
+    CHECK_OK(redmutex_lock_release(x, "holder"));
+    CHECK_OK(redmutex_lock_acquire(taking, "svc", 0)); /* the head of the queue takes it */
+    CHECK(rs_num(&srv, "HGET fw svc") == 1);
+    redmutex_wait_free(w); /* the wait gives up */
+    CHECKF(rs_num(&srv, "HGET fw svc") == 1, "leaving the queue took the owner's level (%lld)",
+           rs_num(&srv, "HGET fw svc"));
+    CHECK(redmutex_lock_acquire(x, "other", 0) == REDMUTEX_ETIMEDOUT);
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, taking, "svc"));
+    CHECK(st == REDMUTEX_STATE_HELD);
+    CHECK_OK(redmutex_lock_release(taking, "svc"));
+    WAIT_FOR(all_gone("fw"), 2000);
+    redmutex_lock_free(x);
+    redmutex_lock_free(waiting);
+    redmutex_lock_free(taking);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
         {"reentrant_in_redisson_fair_format", test_reentrant_in_redisson_fair_format},
+        {"abandoned_wait_leaves_the_owner_hold", test_abandoned_wait_leaves_the_owner_hold},
         {"fifo_of_8_processes_exact", test_fifo_of_8_processes_exact},
         {"sigkill_of_a_queued_waiter_does_not_stall_the_queue",
          test_sigkill_of_a_queued_waiter_does_not_stall_the_queue},

@@ -265,6 +265,79 @@ static void test_two_handles_of_one_owner_count_their_own_levels(void)
     redmutex_client_free(c);
 }
 
+/*
+ * A second handle of the same owner nests on the first one's hold: it keeps
+ * the outer fencing token even when the counter moved on meanwhile (on a
+ * Redlock, attempts granted by a minority raise it).
+ */
+static void test_second_handle_keeps_the_outer_token(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+    o.flags = REDMUTEX_LOCK_FENCING;
+    redmutex_lock *a, *b;
+    CHECK_OK(redmutex_lock_new(&a, c, "rf2", REDMUTEX_KIND_RLOCK, &o));
+    CHECK_OK(redmutex_lock_new(&b, c, "rf2", REDMUTEX_KIND_RLOCK, &o));
+    int64_t fa = 0, fb = 0;
+    CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
+    CHECK_OK(redmutex_lock_fence(&fa, a, NULL));
+    CHECK(rs_int(&srv, "INCRBY redisson_lock_token:{rf2} 500") > fa);
+    CHECK_OK(redmutex_lock_acquire(b, NULL, 0));
+    CHECK_OK(redmutex_lock_fence(&fb, b, NULL));
+    CHECKF(fb == fa, "the second handle's token is %lld, the hold's %lld", (long long)fb, (long long)fa);
+    CHECK_OK(redmutex_lock_release(b, NULL));
+    CHECK_OK(redmutex_lock_release(a, NULL));
+    CHECK(!rs_exists(&srv, "rf2"));
+    redmutex_lock_free(a);
+    redmutex_lock_free(b);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+}
+
+/*
+ * The first handle's hold is gone from the server (deleted from outside):
+ * the same owner's acquisition through a second handle takes the lock
+ * afresh instead of failing, the first handle learns of its loss, and
+ * releasing the first (ELOST) leaves the second's hold alone. Also when the
+ * first hold was lost by its lease running out.
+ */
+static void test_second_handle_after_the_first_was_lost(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    char me[128];
+    CHECK_OK(redmutex_client_thread_owner(me, sizeof me, c));
+    for (int expired = 0; expired < 2; expired++) {
+        redmutex_lock *a = new_rlock(c, "lost-first", expired ? 300 : 5000);
+        redmutex_lock *b = new_rlock(c, "lost-first", 5000);
+        CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
+        redmutex_state st = REDMUTEX_STATE_HELD;
+        if (expired) {
+            WAIT_FOR(redmutex_lock_state(&st, a, NULL) == 0 && st == REDMUTEX_STATE_LOST, 3000);
+            WAIT_FOR(!rs_exists(&srv, "lost-first"), 3000);
+        } else {
+            CHECK(rs_int(&srv, "DEL lost-first") == 1);
+        }
+        int rc = redmutex_lock_acquire(b, NULL, 1000);
+        CHECKF(rc == 0, "expired %d: the second handle could not take the free lock: %d (%s)", expired, rc,
+               redmutex_last_error());
+        CHECK(field_count("lost-first", me) == 1);
+        CHECK_OK(redmutex_lock_state(&st, a, NULL));
+        CHECK(st == REDMUTEX_STATE_LOST);
+        CHECK(redmutex_lock_release(a, NULL) == REDMUTEX_ELOST);
+        CHECKF(field_count("lost-first", me) == 1, "expired %d: releasing the lost hold took the new one", expired);
+        CHECK_OK(redmutex_lock_state(&st, b, NULL));
+        CHECK(st == REDMUTEX_STATE_HELD);
+        CHECK_OK(redmutex_lock_release(b, NULL));
+        CHECK(!rs_exists(&srv, "lost-first"));
+        redmutex_lock_free(a);
+        redmutex_lock_free(b);
+    }
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+}
+
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
@@ -276,6 +349,8 @@ int main(int argc, char **argv)
         {"force_release_and_plain_rlock_type_clash", test_force_release_and_plain_rlock_type_clash},
         {"reentrant_fence_is_outer_token", test_reentrant_fence_is_outer_token},
         {"two_handles_of_one_owner_count_their_own_levels", test_two_handles_of_one_owner_count_their_own_levels},
+        {"second_handle_keeps_the_outer_token", test_second_handle_keeps_the_outer_token},
+        {"second_handle_after_the_first_was_lost", test_second_handle_after_the_first_was_lost},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }
