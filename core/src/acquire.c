@@ -175,7 +175,7 @@ static bool first_attempt(acquisition *q, int *rc)
         q->l->contended = false;
         rm_client_unlock(q->c);
     } else if (q->fair && q->info.queued) {
-        rm_fair_leave(q->l, q->value, NULL, !rm_hold_value_live(q->l, q->value)); /* it may have joined the queue */
+        rm_fair_stop_waiting(q->l, q->value); /* it may have joined the queue */
     }
     rm_wait_end(q->c, &q->wait);
     return true;
@@ -311,8 +311,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     if (q.w)
         rm_waiter_end(c, q.w);
     if (q.fair && rc != 0 && q.info.queued)
-        /* A waiter that gives up leaves the queue (and gives back a late hand-off). */
-        rm_fair_leave(l, q.value, NULL, !rm_hold_value_live(l, q.value));
+        rm_fair_stop_waiting(l, q.value); /* a waiter that gives up leaves the queue (and gives back a late hand-off) */
     rm_wait_end(c, &q.wait);
     rm_client_lock(c);
     l->contended = q.attempts > 1 || q.queue || q.polite;

@@ -284,26 +284,40 @@ static int nested_lost(rm_err *err, redmutex_lock *l, const char *owner)
    or whose answer is unknown. The release travels behind the acquisition on
    each server (per-server order), and is not waited for beyond the attempt's
    deadline: a slow server still gets it, after the acquisition it undoes. */
-static void undo_attempt(redmutex_lock *l, rm_call *call, const char *value, const rm_votes *v, int64_t deadline)
+/* The servers an undo goes to: those that granted the attempt or whose
+   answer is unknown. False when there are none. */
+static bool undo_targets(const rm_call *call, const rm_votes *v, bool dirty[REDMUTEX_SERVERS_MAX])
 {
-    bool dirty[REDMUTEX_SERVERS_MAX] = {false};
     bool any = false;
     for (size_t i = 0; i < call->n; i++) {
         dirty[i] = v->t.yes_at[i] || v->t.unknown_at[i];
         any = any || dirty[i];
     }
+    return any;
+}
+
+/* Sends an undo to the servers in dirty[], behind the attempt on each, and
+   waits for it no longer than the attempt's deadline. */
+static void undo_send(rm_call *call, const rm_req *req, const bool *dirty, int64_t deadline)
+{
+    call->only = dirty;
+    call->strict_deadline = true;
+    call->must_send = true;
+    rm_call_run(call, req, deadline, NULL, NULL);
+    call->only = NULL;
+}
+
+static void undo_attempt(redmutex_lock *l, rm_call *call, const char *value, const rm_votes *v, int64_t deadline)
+{
+    bool dirty[REDMUTEX_SERVERS_MAX] = {false};
     char latch_id[33], latch_key[RM_KEY_MAX];
-    if (!any || rm_new_token(NULL, latch_id) != 0)
+    if (!undo_targets(call, v, dirty) || rm_new_token(NULL, latch_id) != 0)
         return;
     rm_latch_key(l, latch_id, latch_key);
     rm_req rel;
     rm_kargs k;
     rm_release_request(l, value, latch_key, rm_lock_lease_ms(l), &rel, &k);
-    call->only = dirty;
-    call->strict_deadline = true;
-    call->must_send = true;
-    rm_call_run(call, &rel, deadline, NULL, NULL);
-    call->only = NULL;
+    undo_send(call, &rel, dirty, deadline);
     if (!rm_release_note_unsettled(l, call, dirty, value, &rel.cmds[0], latch_key))
         rm_release_forget_latch(call, latch_key);
 }
@@ -317,20 +331,11 @@ static void undo_nested(redmutex_lock *l, rm_call *call, const char *value, cons
                         int64_t deadline)
 {
     bool dirty[REDMUTEX_SERVERS_MAX] = {false};
-    bool any = false;
-    for (size_t i = 0; i < call->n; i++) {
-        dirty[i] = v->t.yes_at[i] || v->t.unknown_at[i];
-        any = any || dirty[i];
-    }
-    if (!any)
+    if (!undo_targets(call, v, dirty))
         return;
     rm_kargs k;
     rm_req req = {1, {rm_kind_of(l)->nest_undo(l, value, latch_key, rm_latch_ms(l->c), &k)}, l->name};
-    call->only = dirty;
-    call->strict_deadline = true;
-    call->must_send = true;
-    rm_call_run(call, &req, deadline, NULL, NULL);
-    call->only = NULL;
+    undo_send(call, &req, dirty, deadline);
 }
 
 /* After a first SET NX found the key taken: the holder's TTL, and whether the
@@ -565,4 +570,9 @@ int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, con
     *why = info.why;
     *queued = info.queued;
     return rc;
+}
+
+void rm_fair_stop_waiting(redmutex_lock *l, const char *value)
+{
+    rm_fair_leave(l, value, NULL, !rm_hold_value_live(l, value));
 }

@@ -55,11 +55,18 @@ rm_hold *rm_hold_find(redmutex_lock *l, const char *owner, pid_t pid)
     return NULL;
 }
 
+/* Whether h is a hold, in process pid, of l's name and kind stored under
+   `value`: one field on the servers. */
+static bool same_field(const rm_hold *h, const redmutex_lock *l, const char *value, pid_t pid)
+{
+    return h->pid == pid && !h->forgetting && h->lock->kind == l->kind && strcmp(h->value, value) == 0 &&
+           strcmp(h->lock->name, l->name) == 0;
+}
+
 rm_hold *rm_hold_find_shared(redmutex_lock *l, const char *value, pid_t pid)
 {
     for (rm_hold *h = l->c->holds; h; h = h->next_in_client)
-        if (h->lock != l && h->pid == pid && !h->forgetting && h->lock->kind == l->kind &&
-            strcmp(h->value, value) == 0 && strcmp(h->lock->name, l->name) == 0)
+        if (h->lock != l && same_field(h, l, value, pid))
             return h;
     return NULL;
 }
@@ -71,8 +78,7 @@ bool rm_hold_value_live(redmutex_lock *l, const char *value)
     bool live = false;
     rm_client_lock(c);
     for (rm_hold *h = c->holds; h && !live; h = h->next_in_client)
-        live = h->pid == pid && !h->forgetting && h->lock->kind == l->kind && strcmp(h->value, value) == 0 &&
-               strcmp(h->lock->name, l->name) == 0 && rm_hold_state(c, h, rm_now_ns()) != REDMUTEX_STATE_LOST;
+        live = same_field(h, l, value, pid) && rm_hold_state(c, h, rm_now_ns()) != REDMUTEX_STATE_LOST;
     rm_client_unlock(c);
     return live;
 }

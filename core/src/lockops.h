@@ -136,6 +136,10 @@ int rm_acquire_prepare(rm_err *err, redmutex_lock *l, const char *owner, char ow
  */
 int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
                        int64_t *ttl_ms, bool *split, const char **why, bool *queued);
+/** A fair lock's wait that stops waiting leaves the queue on every server,
+    and gives back a hand-off that reached it unless the owner holds the lock
+    through a live hold of this client (the field's level is that hold's). */
+void rm_fair_stop_waiting(redmutex_lock *l, const char *value);
 /** Whether this process holds the lock for owner_key through this handle. */
 bool rm_lock_holds(redmutex_lock *l, const char *owner_key);
 /** redmutex_lock_release for an owner key already resolved. */

@@ -21,7 +21,6 @@
 #define _GNU_SOURCE
 #include "client.h"
 #include "handle.h"
-#include "holds.h"
 #include "internal.h"
 #include "kind.h" /* fair locks: a wait of its own on the server's queue */
 #include "lifetime.h"
@@ -455,8 +454,7 @@ void redmutex_wait_free(redmutex_wait *w)
         rm_waiter_end(c, w->waiter); /* a release message it did not use goes to the next waiter */
     }
     if (w->fair && w->in_fair_queue && !w->done)
-        /* Out of the queue, and a hand-off given back (unless the owner holds it otherwise). */
-        rm_fair_leave(w->l, w->value, NULL, !rm_hold_value_live(w->l, w->value));
+        rm_fair_stop_waiting(w->l, w->value); /* out of the queue, and a hand-off given back */
     release_refs(w);
 }
 
