@@ -374,13 +374,16 @@ static void *proxy_pump(void *arg)
         int until = atomic_load(&pp->p->hold_until);
         if (pp->to_server && pp->p->pattern[0] && memmem(buf, (size_t)n, pp->p->pattern, strlen(pp->p->pattern)) &&
             (until == 0 || (until > 0 && atomic_load(&pp->p->delayed) < until))) {
-            atomic_fetch_add(&pp->p->delayed, 1);
+            /* The cut comes before the count: a test that sees `delayed`
+               grow may rely on the client's connection having ended. */
             if (atomic_load(&pp->p->drop_held)) {
                 shutdown(pp->from, SHUT_RDWR); /* the connection dies with the request unsent */
+                atomic_fetch_add(&pp->p->delayed, 1);
                 goto out;
             }
             if (atomic_load(&pp->p->cut_client))
                 shutdown(pp->from, SHUT_RDWR); /* the client sees its connection end */
+            atomic_fetch_add(&pp->p->delayed, 1);
             rt_sleep_ms(pp->p->delay_ms);
             for (ssize_t off = 0; off < n;) {
                 ssize_t w = send(pp->to, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
