@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "waiter.h" /* rm_waiter_subscribed: whether the client has read a confirmation */
 
 #include <dirent.h>
 #include <poll.h>
@@ -143,6 +144,9 @@ static void test_uncontended_wait_does_not_subscribe(void)
     CHECK_OK(redmutex_wait_new(&w1, l2, NULL));
     CHECK_RC(redmutex_wait_try(w1), REDMUTEX_ETIMEDOUT);
     WAIT_FOR(rs_numsub(&srv, "redisson_lock__channel:{pw:free}") == 1, 2000);
+    /* The client has read the confirmation (the server counting the
+       subscriber comes before that): w2 joins a channel subscribed already. */
+    WAIT_FOR(rm_waiter_subscribed(other_c, "redisson_lock__channel:{pw:free}"), 2000);
     drain_ready(other_c);
     CHECK_OK(redmutex_wait_new(&w2, l2, NULL));
     CHECK_RC(redmutex_wait_try(w2), REDMUTEX_ETIMEDOUT); /* queued behind w1: no attempt */
