@@ -57,6 +57,15 @@ def alive(pid: int) -> bool:
         return False
 
 
+def runs(pid: int, program: str) -> bool:
+    """Whether process pid has become program (a forked child has exec'd it)."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() == program
+    except FileNotFoundError:
+        return False
+
+
 class RespError(Exception):
     """An error reply from Redis."""
 

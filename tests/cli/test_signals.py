@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import Cli, Redis, alive, wait_for_subscribers, wait_until
+from conftest import Cli, Redis, alive, runs, wait_for_subscribers, wait_until
 
 # CMD: traps SIG, reports it, takes a moment to clean up, exits 3. A
 # background child shows whether the signal reached the whole process group.
@@ -34,6 +34,9 @@ def test_signal_reaches_cmd_and_the_lock_is_released_after_cmd_ends(
     wait_until(lambda: os.path.exists(path(cli, "started")), 10, "CMD to start")
     with open(path(cli, "bgpid")) as f:
         bgpid = int(f.read())
+    # Until the child has exec'd sleep it may still run the shell's trap
+    # (dash resets traps after the fork): the signal would prove nothing.
+    wait_until(lambda: runs(bgpid, "sleep"), 10, "the background child to run sleep")
     p.send_signal(sig)
     wait_until(lambda: os.path.exists(path(cli, "got")), 10, "CMD to get the signal")
     assert r.cmd("EXISTS", "job") == 1, "the lock must be held until CMD has ended"
