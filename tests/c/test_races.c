@@ -212,8 +212,10 @@ static void test_extend_replace_on_a_watchdog_hold_renews_sooner(void)
     redmutex_lock *l;
     CHECK_OK(redmutex_lock_new(&l, c, "shorter", REDMUTEX_KIND_LOCK, NULL));
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
-    CHECK_OK(redmutex_lock_extend(l, NULL, 200, REDMUTEX_EXTEND_REPLACE));
-    int64_t end = rt_now_ms() + 1500;
+    /* A lease far shorter than the renewal period: it lives only if the
+       renewals come sooner now. */
+    CHECK_OK(redmutex_lock_extend(l, NULL, rt_scaled_ms(200), REDMUTEX_EXTEND_REPLACE));
+    int64_t end = rt_now_ms() + rt_scaled_ms(1500);
     while (rt_now_ms() < end) {
         CHECK(rs_exists(&srv, "shorter"));
         rt_sleep_ms(10);

@@ -135,7 +135,7 @@ static void test_late_acquire_leaves_no_orphan_key(void)
         long long sets = set_calls(&srv[2]);
         CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
         CHECK_OK(redmutex_lock_release(l, NULL));
-        CHECK(atomic_load(&p->delayed) > delayed); /* the SET NX to s3 really was held back */
+        WAIT_FOR(atomic_load(&p->delayed) > delayed, 2000); /* the SET NX to s3 really was held back */
         WAIT_FOR(set_calls(&srv[2]) > sets, 2000); /* ... and has run there now */
         WAIT_FOR(!rs_exists(&srv[2], "order:acq"), 1000); /* an orphan key would stay */
     }
@@ -184,6 +184,7 @@ static void test_release_behind_a_busy_order_is_queued_not_dropped(void)
         redmutex_lock *l[2] = {lock_for(c, "order:busy", REDMUTEX_KIND_LOCK, 10000, NULL, NULL),
                                lock_for(c, "order:busy", REDMUTEX_KIND_LOCK, 10000, NULL, NULL)};
         int delayed = atomic_load(&p->delayed);
+        long long sets = set_calls(&srv[2]);
         pthread_barrier_t go;
         pthread_barrier_init(&go, NULL, 2);
         racer r[2] = {{l[0], &go, 0}, {l[1], &go, 0}};
@@ -196,6 +197,7 @@ static void test_release_behind_a_busy_order_is_queued_not_dropped(void)
         /* Every held-back SET NX landed, and what followed it ran. Both were
            held back when the threads really raced (valgrind runs one thread
            at a time, so there they may not). */
+        WAIT_FOR(set_calls(&srv[2]) >= sets + 2, 3000); /* each racer sent one SET NX to s3 */
         WAIT_FOR(atomic_load(&p->forwarded) == atomic_load(&p->delayed), 3000);
         raced += atomic_load(&p->delayed) - delayed >= 2;
         WAIT_FOR(!rs_exists(&srv[2], "order:busy"), 1500);
@@ -228,7 +230,9 @@ static void test_late_release_on_a_lost_connection_changes_nothing(void)
 {
     for (int i = 0; i < 3; i++)
         rs_start(&srv[i], NULL);
-    rs_proxy *p = rs_proxy_start(&srv[2], rm_script_sha(RM_SCRIPT_RLOCK_RELEASE), 400);
+    /* The release is held back long enough for the next acquisition to be
+       made first, even under valgrind. */
+    rs_proxy *p = rs_proxy_start(&srv[2], rm_script_sha(RM_SCRIPT_RLOCK_RELEASE), (int)rt_scaled_ms(400));
     atomic_store(&p->cut_client, true);
     const char *urls[3] = {srv[0].url, srv[1].url, p->url};
     redmutex_client *c = client_for(urls, 3, 1000, 5000);

@@ -74,7 +74,7 @@ def test_waiter_gets_the_lock_soon_after_redispy_releases(make_client, r, lease)
     theirs.release()
     t.join(20)
     assert got["ok"]
-    assert got["at"] - released_at <= cap + 0.25
+    assert got["at"] - released_at <= cap + 0.5  # the default 1 s cap would take longer
     ours.release()
 
 

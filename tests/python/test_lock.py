@@ -151,13 +151,13 @@ def test_with_releases_when_block_raises(client, r):
 
 
 def test_explicit_lease_has_ttl_and_no_watchdog(client, r):
-    lock = client.lock("lease", lease=0.5)
+    lock = client.lock("lease", lease=2.0)
     assert lock.acquire()
-    assert 0 < r.pttl("lease") <= 500
-    assert 0.3 < lock.validity < 0.5
-    assert 0.3 < lock.ttl <= 0.5
+    assert 0 < r.pttl("lease") <= 2000
+    assert 1.0 < lock.validity < 2.0
+    assert 1.0 < lock.ttl <= 2.0
     # Not renewed: the key expires on the server.
-    wait_until(lambda: r.exists("lease") == 0, timeout=3, what="lease expiry")
+    wait_until(lambda: r.exists("lease") == 0, timeout=6, what="lease expiry")
     assert lock.ttl is None
     wait_until(lambda: lock.lost, timeout=3, what="local state LOST")
     assert lock.validity == 0.0
@@ -167,14 +167,14 @@ def test_explicit_lease_has_ttl_and_no_watchdog(client, r):
 
 
 def test_watchdog_renews_lock_without_lease(make_client, r):
-    c = make_client(watchdog_lease=0.3)
+    c = make_client(watchdog_lease=1.0)
     lock = c.lock("renewed")
     assert lock.acquire()
     # Across several leases the key stays and its TTL keeps being pushed back.
-    deadline = time.monotonic() + 1.2
+    deadline = time.monotonic() + 3.5
     while time.monotonic() < deadline:
         assert r.exists("renewed") == 1
-        assert 0 < r.pttl("renewed") <= 300
+        assert 0 < r.pttl("renewed") <= 1000
         time.sleep(0.05)
     assert lock.state is LockState.HELD
     lock.release()
