@@ -3,7 +3,8 @@
  * hold turns RENEWAL_FAILING or LOST (or HELD again), with or without an
  * on_lost callback; redmutex_client_next_event() drains it on the caller's
  * own thread. Losses are made real: a key deleted behind the holder's back,
- * a redis-server stopped with SIGSTOP, a lease that runs out.
+ * a redis-server stopped with SIGSTOP, a lease that runs out. Leases, timeouts
+ * and bounds are stretched by REDMUTEX_TEST_TIME_SCALE (valgrind).
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -17,8 +18,8 @@ static rs_server srv;
 static redmutex_client *ev_client(int64_t lease_ms, int64_t cmd_timeout_ms)
 {
     redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
-    o.watchdog_lease_ms = lease_ms;
-    o.command_timeout_ms = cmd_timeout_ms;
+    o.watchdog_lease_ms = rt_scaled_ms(lease_ms);
+    o.command_timeout_ms = rt_scaled_ms(cmd_timeout_ms);
     o.shutdown_timeout_ms = 1000;
     const char *url = srv.url;
     redmutex_client *c;
@@ -29,7 +30,7 @@ static redmutex_client *ev_client(int64_t lease_ms, int64_t cmd_timeout_ms)
 static redmutex_lock *ev_lock(redmutex_client *c, const char *name, redmutex_kind kind, int64_t lease_ms)
 {
     redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
-    o.lease_ms = lease_ms;
+    o.lease_ms = rt_scaled_ms(lease_ms);
     redmutex_lock *l;
     CHECK_OK(redmutex_lock_new(&l, c, name, kind, &o));
     return l;
@@ -38,7 +39,7 @@ static redmutex_lock *ev_lock(redmutex_client *c, const char *name, redmutex_kin
 static bool readable(int fd, int ms)
 {
     struct pollfd p = {fd, POLLIN, 0};
-    return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+    return poll(&p, 1, (int)rt_scaled_ms(ms)) == 1 && (p.revents & POLLIN);
 }
 
 typedef struct event {
@@ -109,7 +110,7 @@ static void test_stopped_server_gives_failing_then_lost_events(void)
     CHECK(e.lock_id == redmutex_lock_id(l) && e.state == REDMUTEX_STATE_LOST);
     int64_t lost_after = rt_now_ms() - paused;
     /* At the end of validity (at most a lease after the stop), not a renewal attempt later. */
-    CHECKF(lost_after <= lease + 600, "LOST came %lld ms after the stop", (long long)lost_after);
+    CHECKF(lost_after <= rt_scaled_ms(lease + 600), "LOST came %lld ms after the stop", (long long)lost_after);
     rs_resume(&srv);
     check_empty(c);
     redmutex_lock_free(l);
@@ -143,7 +144,7 @@ static void test_explicit_lease_expiry_gives_lost_event(void)
     CHECK_OK(redmutex_lock_acquire(l, "job-7", 0));
     event e = next_event(c, 2000);
     int64_t at = rt_now_ms() - t0;
-    CHECKF(at >= 280 && at <= 1000, "expiry event after %lld ms for a 300 ms lease", (long long)at);
+    CHECKF(at >= rt_scaled_ms(280) && at <= rt_scaled_ms(1000), "expiry event after %lld ms for a 300 ms lease", (long long)at);
     CHECK(e.lock_id == redmutex_lock_id(l) && e.state == REDMUTEX_STATE_LOST && strcmp(e.owner, "job-7") == 0);
     check_empty(c);
     CHECK_RC(redmutex_lock_release(l, "job-7"), REDMUTEX_ELOST);
