@@ -241,8 +241,8 @@ static void free_from_callback(redmutex_lock *l, const char *owner, redmutex_sta
 static void test_handle_freed_from_its_own_callback(void)
 {
     rs_start(&srv, NULL);
-    const int64_t lease = 900;
-    redmutex_client *c = lt_client(lease, 300, 1000);
+    const int64_t lease = rt_scaled_ms(900);
+    redmutex_client *c = lt_client(lease, rt_scaled_ms(300), 1000);
     freeing_cb cb = {0};
     redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
     o.on_lost = free_from_callback;
@@ -262,7 +262,7 @@ static void test_handle_freed_from_its_own_callback(void)
     }
     int64_t t0 = rt_now_ms();
     CHECK_OK(redmutex_client_close(c));
-    CHECK(rt_now_ms() - t0 < 1000);
+    CHECK(rt_now_ms() - t0 < rt_scaled_ms(1000));
     CHECK(!rs_exists(&srv, "other"));
     redmutex_lock_free(other);
     redmutex_client_free(c);
@@ -311,8 +311,8 @@ static void test_handle_freed_while_held_is_released_by_close(void)
 static void test_handle_freed_while_held_is_no_longer_renewed(void)
 {
     rs_start(&srv, NULL);
-    const int64_t lease = 1000;
-    redmutex_client *c = lt_client(lease, 300, 1000);
+    const int64_t lease = rt_scaled_ms(1000);
+    redmutex_client *c = lt_client(lease, rt_scaled_ms(300), 1000);
     redmutex_lock *l = new_lock(c, "expiring", REDMUTEX_KIND_LOCK);
     redmutex_lock *kept = new_lock(c, "kept", REDMUTEX_KIND_LOCK);
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));

@@ -275,13 +275,14 @@ static void test_waiter_of_silent_holder_retries_within_backoff_cap(void)
     waiter_arg a = {l, 10000, 99, 0};
     pthread_t t;
     pthread_create(&t, NULL, waiter_thread, &a);
-    rt_sleep_ms(300);
+    rt_sleep_ms(2000); /* an uncapped backoff would be 0.8 s or more by now */
     int64_t deleted_at = rt_now_us();
     CHECK(rs_int(&srv, "DEL silent") == 1); /* what redis-py's release does: no PUBLISH */
     pthread_join(t, NULL);
     CHECK_OK(a.rc);
     int64_t latency_ms = (a.acquired_at_us - deleted_at) / 1000;
-    CHECKF(latency_ms <= 400, "waiter took %lld ms with a 200 ms cap", (long long)latency_ms);
+    CHECKF(latency_ms <= 200 + rt_scaled_ms(200),
+           "waiter took %lld ms with a 200 ms cap", (long long)latency_ms);
     redmutex_lock_free(l);
     redmutex_client_close(c);
     redmutex_client_free(c);
@@ -301,7 +302,8 @@ static void test_waiter_retries_when_holder_ttl_ends(void)
     int64_t t0 = rt_now_ms();
     CHECK_OK(redmutex_lock_acquire(l, NULL, 4000));
     int64_t waited = rt_now_ms() - t0;
-    CHECKF(waited >= 600 && waited < 1000, "acquired after %lld ms, holder TTL was 700 ms", (long long)waited);
+    CHECKF(waited >= 600 && waited < 700 + rt_scaled_ms(300),
+           "acquired after %lld ms, holder TTL was 700 ms", (long long)waited);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
     redmutex_client_close(c);
@@ -390,7 +392,7 @@ static void test_sigkilled_holder_frees_lock_after_ttl(void)
     pid_t pid = fork();
     if (pid == 0) {
         redmutex_client *c = rt_client(&srv, 0);
-        redmutex_lock *l = new_lock(c, "crash", 800);
+        redmutex_lock *l = new_lock(c, "crash", rt_scaled_ms(800));
         if (redmutex_lock_acquire(l, NULL, 0) != 0)
             _exit(2);
         for (;;)
@@ -405,7 +407,8 @@ static void test_sigkilled_holder_frees_lock_after_ttl(void)
     CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_ETIMEDOUT);
     CHECK_OK(redmutex_lock_acquire(l, NULL, 3000));
     int64_t after = rt_now_ms() - held_at;
-    CHECKF(after < 1500, "took %lld ms to get a lock whose holder died with 800 ms left", (long long)after);
+    CHECKF(after < rt_scaled_ms(1500),
+           "took %lld ms to get a lock whose holder died with 800 ms left", (long long)after);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
     redmutex_client_close(c);

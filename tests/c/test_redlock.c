@@ -83,7 +83,8 @@ static void run_scenario(size_t n, const enum srv_state *st, int64_t timeout_ms,
     CHECKF(want ? rc == 0 : rc != 0, "N=%zu [%s]: acquire returned %d (%s), expected %s", n, desc, rc,
            redmutex_last_error(), want ? "success" : "failure");
     if (!want)
-        CHECKF(rc == REDMUTEX_ETIMEDOUT || rc == REDMUTEX_ECONN, "N=%zu [%s]: unexpected code %d", n, desc, rc);
+        CHECKF(rc == REDMUTEX_ETIMEDOUT || rc == REDMUTEX_ECONN,
+               "N=%zu [%s]: unexpected code %d", n, desc, rc);
     if (rc == 0)
         CHECK_OK(redmutex_lock_release(l, NULL));
     for (size_t i = 0; i < n; i++)
@@ -171,8 +172,8 @@ static void test_holder_survives_two_of_five_dead_loses_on_third(void)
     const char *urls[5];
     for (int i = 0; i < 5; i++)
         urls[i] = servers[i].url;
-    const int64_t lease = 600;
-    redmutex_client *c = quorum_client(5, urls, 150, lease);
+    const int64_t lease = rt_scaled_ms(600);
+    redmutex_client *c = quorum_client(5, urls, rt_scaled_ms(150), lease);
     lost_flag flag = {0};
     redmutex_lock *l = flagged_lock(c, "quorum-hold", REDMUTEX_KIND_RLOCK, &flag);
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
@@ -190,7 +191,8 @@ static void test_holder_survives_two_of_five_dead_loses_on_third(void)
     rs_kill(&servers[2]);
     WAIT_FOR(atomic_load(&flag.lost) == 1, 3000);
     int64_t after = rt_now_ms() - t0;
-    CHECKF(after <= lease + 300, "lost reported %lld ms after the third server died", (long long)after);
+    CHECKF(after <= lease + rt_scaled_ms(300),
+           "lost reported %lld ms after the third server died", (long long)after);
     CHECK_OK(redmutex_lock_state(&st, l, NULL));
     CHECK(st == REDMUTEX_STATE_LOST);
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
@@ -206,8 +208,8 @@ static void test_restarted_server_vote_no_longer_counts(void)
     for (int i = 0; i < 3; i++)
         rs_start(&servers[i], "save 3600 1\n");
     const char *urls[3] = {servers[0].url, servers[1].url, servers[2].url};
-    const int64_t lease = 800;
-    redmutex_client *c = quorum_client(3, urls, 150, lease);
+    const int64_t lease = rt_scaled_ms(800);
+    redmutex_client *c = quorum_client(3, urls, rt_scaled_ms(150), lease);
     lost_flag flag = {0};
     redmutex_lock *l = flagged_lock(c, "restart", REDMUTEX_KIND_LOCK, &flag);
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
@@ -254,7 +256,8 @@ static void test_restarted_server_is_no_vote_for_a_lease(void)
     CHECK(rs_int(&servers[1], "DEL young") == 1);
     CHECK_RC(redmutex_lock_acquire(x, NULL, 0), REDMUTEX_ETIMEDOUT);
     CHECK(rt_now_ms() - held_at < lease); /* ... while the holder's validity could still be open */
-    CHECKF(strstr(redmutex_last_error(), "restarted less than a lease ago"), "message: %s", redmutex_last_error());
+    CHECKF(strstr(redmutex_last_error(),
+           "restarted less than a lease ago"), "message: %s", redmutex_last_error());
     CHECK(!rs_exists(&servers[2], "young")); /* its grant there was taken back */
     /* Once the lease has passed since the restart was seen, s3 counts again. */
     WAIT_FOR(redmutex_lock_acquire(x, NULL, 0) == 0, 3 * lease);
@@ -276,7 +279,7 @@ static void test_stalled_server_costs_one_timeout_not_n(void)
     const char *urls[5];
     for (int i = 0; i < 5; i++)
         urls[i] = servers[i].url;
-    const int64_t timeout = 300;
+    const int64_t timeout = rt_scaled_ms(300);
     redmutex_client *c = quorum_client(5, urls, timeout, 30000);
     redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
     o.lease_ms = 10000;
@@ -302,7 +305,8 @@ static void test_stalled_server_costs_one_timeout_not_n(void)
     CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_ETIMEDOUT);
     int64_t fail_ms = rt_now_ms() - t0;
     /* One timeout for the attempt and one for the cleanup on all five: not five of each. */
-    CHECKF(fail_ms >= timeout - 20 && fail_ms < 2 * timeout + 200, "failed acquire took %lld ms", (long long)fail_ms);
+    CHECKF(fail_ms >= timeout - 20 && fail_ms < 2 * timeout + rt_scaled_ms(200),
+           "failed acquire took %lld ms", (long long)fail_ms);
     printf("     acquire %lld ms, release %lld ms, failed acquire %lld ms (per-server timeout %lld ms)\n",
            (long long)acquire_ms, (long long)release_ms, (long long)fail_ms, (long long)timeout);
     rs_resume(&servers[3]);
