@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "waiter.h" /* rm_waiters_queued: every waiter has begun its wait */
 
 #include <pthread.h>
 #include <signal.h>
@@ -160,6 +161,8 @@ static int64_t from_another_thread(void)
     waiter w[3];
     for (int i = 0; i < 3; i++)
         start_waiter(&w[i], c, "busy", i == 0 ? REDMUTEX_WAIT_FOREVER : 60000);
+    /* All three have begun (a wait that begins after the interrupt goes on). */
+    WAIT_FOR(rm_waiters_queued(c, "redisson_lock__channel:{busy}") == 3, 5000);
     wait_until_waiting("busy");
     int64_t t0 = rt_now_us();
     redmutex_client_interrupt(c);
