@@ -405,7 +405,7 @@ static void test_sigkilled_holder_frees_lock_after_ttl(void)
     redmutex_client *c = rt_client(&srv, 0);
     redmutex_lock *l = new_lock(c, "crash", 5000);
     CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_ETIMEDOUT);
-    CHECK_OK(redmutex_lock_acquire(l, NULL, 3000));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, rt_scaled_ms(3000)));
     int64_t after = rt_now_ms() - held_at;
     CHECKF(after < rt_scaled_ms(1500),
            "took %lld ms to get a lock whose holder died with 800 ms left", (long long)after);
