@@ -280,10 +280,6 @@ static int nested_lost(rm_err *err, redmutex_lock *l, const char *owner)
                    l->name);
 }
 
-/* Takes back whatever the attempt may have left on servers that granted it
-   or whose answer is unknown. The release travels behind the acquisition on
-   each server (per-server order), and is not waited for beyond the attempt's
-   deadline: a slow server still gets it, after the acquisition it undoes. */
 /* The servers an undo goes to: those that granted the attempt or whose
    answer is unknown. False when there are none. */
 static bool undo_targets(const rm_call *call, const rm_votes *v, bool dirty[REDMUTEX_SERVERS_MAX])
@@ -307,6 +303,10 @@ static void undo_send(rm_call *call, const rm_req *req, const bool *dirty, int64
     call->only = NULL;
 }
 
+/* Takes back whatever the attempt may have left on servers that granted it
+   or whose answer is unknown. The release travels behind the acquisition on
+   each server (per-server order), and is not waited for beyond the attempt's
+   deadline: a slow server still gets it, after the acquisition it undoes. */
 static void undo_attempt(redmutex_lock *l, rm_call *call, const char *value, const rm_votes *v, int64_t deadline)
 {
     bool dirty[REDMUTEX_SERVERS_MAX] = {false};
