@@ -1,0 +1,27 @@
+/*
+ * Redis Cluster hash slots (slots.c): CRC16 and the hash-tag rule, exactly
+ * as the servers compute them, so that a key is routed to the node that
+ * owns it without asking.
+ *
+ * Layering: wire (with url, resp and scripts): pure functions, no I/O.
+ */
+#ifndef REDMUTEX_SLOTS_H
+#define REDMUTEX_SLOTS_H
+
+#include "internal.h"
+
+/* A cluster has 16384 hash slots. */
+#define RM_SLOTS 16384
+
+/** CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), as Redis Cluster uses it. */
+uint16_t rm_crc16(const void *data, size_t len);
+
+/**
+ * The hash slot of a key, as CLUSTER KEYSLOT computes it: when the key has
+ * a '{' followed later by a '}' with at least one byte between them, only
+ * the bytes between the first '{' and the first '}' after it are hashed
+ * (the hash tag); otherwise the whole key.
+ */
+int rm_keyslot(const void *key, size_t len);
+
+#endif
