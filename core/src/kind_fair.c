@@ -449,7 +449,7 @@ void rm_fair_leave(redmutex_lock *l, const char *value, const bool *only, bool g
     a[8] = st.num[0];
     a[9] = st.num[1];
     a[10] = give_back ? "1" : "0";
-    rm_req req = {1, {{RM_SCRIPT_FAIR_LEAVE, 11, a, NULL}}, l->name};
+    rm_req req = {1, {{RM_SCRIPT_FAIR_LEAVE, 11, a, NULL}}, l->name, NULL, NULL};
     rm_call call;
     if (rm_call_begin(NULL, &call, c) == 0) {
         /* Like a release: sent to every server, in order behind this owner's attempts. */

@@ -145,10 +145,14 @@ const char *rm_script_sha(int id)
     return script_sha[id];
 }
 
-int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval)
+const char rm_arg_publish[] = "publish";
+
+int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish)
 {
     if (cmd->script < 0)
         return rm_format_command(b, cmd->argc, cmd->argv, cmd->lens);
+    if (!publish)
+        publish = "publish";
     const char *small_argv[16];
     size_t small_lens[16];
     const char **argv = small_argv;
@@ -168,8 +172,9 @@ int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval)
     argv[1] = eval ? rm_script_text(cmd->script) : rm_script_sha(cmd->script);
     lens[1] = strlen(argv[1]);
     for (int k = 0; k < cmd->argc; k++) {
-        argv[k + 2] = cmd->argv[k];
-        lens[k + 2] = cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
+        bool verb = cmd->argv[k] == rm_arg_publish;
+        argv[k + 2] = verb ? publish : cmd->argv[k];
+        lens[k + 2] = verb ? strlen(publish) : cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
     }
     int rc = rm_format_command(b, argc, argv, lens);
     if (argv != small_argv) {

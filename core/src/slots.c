@@ -47,3 +47,12 @@ int rm_keyslot(const void *key, size_t len)
     }
     return rm_crc16(k, len) & (RM_SLOTS - 1);
 }
+
+bool rm_name_fits_one_slot(const char *name, size_t len)
+{
+    const char *open = memchr(name, '{', len);
+    if (!open)
+        return memchr(name, '}', len) == NULL;
+    const char *close = memchr(open + 1, '}', len - (size_t)(open + 1 - name));
+    return close && close > open + 1;
+}

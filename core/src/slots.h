@@ -24,4 +24,14 @@ uint16_t rm_crc16(const void *data, size_t len);
  */
 int rm_keyslot(const void *key, size_t len);
 
+/**
+ * Whether every key of a lock named `name` lands in the name's own slot
+ * under Redisson's naming ("prefix:{NAME}suffix", or "prefix:NAMEsuffix"
+ * when NAME holds a '{'): a name without '{' must not hold a '}' (the
+ * braces added would end early), and a name with a '{' must have a
+ * non-empty hash tag of its own ("a{}b" has none: it hashes whole, its
+ * derived keys differ). Only such names can be used on a cluster.
+ */
+bool rm_name_fits_one_slot(const char *name, size_t len);
+
 #endif

@@ -160,7 +160,7 @@ static rm_conn *connect_pubsub(redmutex_client *c, rm_subscriber *sub, size_t i)
         }
         rm_reply *rep;
         while (ok && got < n && rm_reader_next(conn->reader, &rep, err, sizeof err) == 1) {
-            if (rm_conn_check_handshake(NULL, conn, got, n, false, rep) != 0)
+            if (rm_conn_check_handshake(NULL, conn, got, n, false, &rep) != 0)
                 ok = false;
             rm_reply_free(rep);
             got++;

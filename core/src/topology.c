@@ -1,0 +1,75 @@
+/* Cluster topology replies (topology.h). */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "slots.h"
+#include "topology.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* host and port of a CLUSTER SLOTS node entry [ip, port, id, ...]. */
+static bool node_address(const rm_reply *n, char host[256], int *port)
+{
+    if (n->type != RM_REPLY_ARRAY || n->elements < 2 || n->element[0]->type != RM_REPLY_STRING ||
+        n->element[1]->type != RM_REPLY_INTEGER || n->element[1]->integer <= 0 || n->element[1]->integer > 65535 ||
+        n->element[0]->len >= 256)
+        return false;
+    /* "?" or "" (a node that does not know its address, Redis 7): the address it was reached at. */
+    const char *ip = n->element[0]->str;
+    snprintf(host, 256, "%s", strcmp(ip, "?") == 0 ? "" : ip);
+    *port = (int)n->element[1]->integer;
+    return true;
+}
+
+int rm_topo_read_slots(const rm_reply *r, void (*fn)(void *ud, const rm_topo_range *range), void *ud)
+{
+    if (!r || r->type != RM_REPLY_ARRAY)
+        return -1;
+    int n = 0;
+    for (size_t k = 0; k < r->elements; k++) {
+        const rm_reply *e = r->element[k];
+        if (e->type != RM_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != RM_REPLY_INTEGER ||
+            e->element[1]->type != RM_REPLY_INTEGER)
+            continue;
+        rm_topo_range range;
+        range.first = (int)e->element[0]->integer;
+        range.last = (int)e->element[1]->integer;
+        if (range.first < 0 || range.last >= RM_SLOTS || range.first > range.last ||
+            !node_address(e->element[2], range.host, &range.port))
+            continue;
+        fn(ud, &range);
+        n++;
+    }
+    return n;
+}
+
+int rm_topo_read_redirect(const char *msg, int *slot, char host[256], int *port)
+{
+    int kind = strncmp(msg, "MOVED ", 6) == 0 ? 1 : strncmp(msg, "ASK ", 4) == 0 ? 2 : 0;
+    if (!kind)
+        return 0;
+    const char *p = msg + (kind == 1 ? 6 : 4);
+    char *end;
+    long s = strtol(p, &end, 10);
+    if (end == p || *end != ' ' || s < 0 || s >= RM_SLOTS)
+        return 0;
+    const char *addr = end + 1;
+    const char *colon = strrchr(addr, ':');
+    if (!colon || (size_t)(colon - addr) >= 256)
+        return 0;
+    long prt = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || prt <= 0 || prt > 65535)
+        return 0;
+    size_t hlen = (size_t)(colon - addr);
+    /* [IPv6]:port */
+    if (hlen >= 2 && addr[0] == '[' && addr[hlen - 1] == ']') {
+        addr++;
+        hlen -= 2;
+    }
+    memcpy(host, addr, hlen);
+    host[hlen] = '\0';
+    *slot = (int)s;
+    *port = (int)prt;
+    return kind;
+}
