@@ -10,6 +10,8 @@
 #include "slots.h"
 
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -97,12 +99,162 @@ static void every_kind_on_200_names_over_all_masters_excludes_another_client(voi
     redmutex_client_free(b);
 }
 
+/* Holds over every master renewed by the watchdog for several periods: still held, no CROSSSLOT, no MOVED. */
+static void watchdog_renews_holds_over_all_masters_by_slot(void)
+{
+    ensure_cluster();
+    rc_resetstat(&cl);
+    redmutex_client_options o;
+    redmutex_client_options_init(&o, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    o.watchdog_lease_ms = 600;
+    const char *url = cl.url;
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &o));
+    enum { N = 60 };
+    redmutex_lock *l[N];
+    for (int k = 0; k < N; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "renew:%d", k);
+        CHECK_OK(redmutex_lock_new(&l[k], c, name, all_kinds[k % 5], NULL));
+        CHECK_OK(redmutex_lock_acquire(l[k], NULL, 0));
+    }
+    rt_sleep_ms(rt_scaled_ms(2000)); /* three leases: every hold was renewed several times */
+    for (int k = 0; k < N; k++) {
+        redmutex_state st;
+        CHECK_OK(redmutex_lock_state(&st, l[k], NULL));
+        CHECKF(st == REDMUTEX_STATE_HELD, "hold %d is in state %d", k, (int)st);
+        int64_t ttl;
+        CHECK_OK(redmutex_lock_ttl(&ttl, l[k]));
+        CHECKF(ttl > 0, "lock %d has TTL %lld", k, (long long)ttl);
+    }
+    CHECK(rc_errorstat_all(&cl, "CROSSSLOT") == 0);
+    CHECK(rc_errorstat_all(&cl, "MOVED") <= 3); /* the first routing only, never per renewal */
+    for (int k = 0; k < N; k++) {
+        CHECK_OK(redmutex_lock_release(l[k], NULL));
+        redmutex_lock_free(l[k]);
+    }
+    redmutex_client_free(c);
+}
+
+static void *release_later(void *arg)
+{
+    rt_sleep_ms(300);
+    return redmutex_lock_release(arg, "holder") == 0 ? NULL : arg;
+}
+
+/* A waiter is woken by the release message through the cluster, well before its backoff cap. */
+static void waiter_is_woken_by_the_release_on_a_cluster(void)
+{
+    ensure_cluster();
+    redmutex_client_options o;
+    redmutex_client_options_init(&o, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    o.wait_backoff_cap_ms = 5000; /* a wake-up by timer would take seconds */
+    const char *url = cl.url;
+    redmutex_client *a, *b;
+    CHECK_OK(redmutex_client_new(&a, &url, 1, &o));
+    CHECK_OK(redmutex_client_new(&b, &url, 1, &o));
+    for (int kind_i = 0; kind_i < 3; kind_i++) {
+        char name[64];
+        snprintf(name, sizeof name, "wake:%d", kind_i);
+        redmutex_lock *la, *lb;
+        CHECK_OK(redmutex_lock_new(&la, a, name, all_kinds[kind_i], NULL));
+        CHECK_OK(redmutex_lock_new(&lb, b, name, all_kinds[kind_i], NULL));
+        CHECK_OK(redmutex_lock_acquire(la, "holder", 0));
+        pthread_t t;
+        pthread_create(&t, NULL, release_later, la);
+        int64_t t0 = rt_now_ms();
+        CHECK_OK(redmutex_lock_acquire(lb, NULL, 10000));
+        int64_t waited = rt_now_ms() - t0;
+        void *rc;
+        pthread_join(t, &rc);
+        CHECK(rc == NULL);
+        CHECKF(waited < 300 + rt_scaled_ms(1500), "kind %d: woken after %lld ms", kind_i, (long long)waited);
+        CHECK_OK(redmutex_lock_release(lb, NULL));
+        redmutex_lock_free(la);
+        redmutex_lock_free(lb);
+    }
+    redmutex_client_free(a);
+    redmutex_client_free(b);
+}
+
+/* Names whose keys would land in different slots are refused before anything is sent; {x}y and binary names work. */
+static void names_with_braces_follow_redissons_rule_and_never_meet_crossslot(void)
+{
+    ensure_cluster();
+    redmutex_client *c = cluster_client(cl.url, 0);
+    static const char *bad[] = {"a{}b", "{}", "a}b", "x{y", "}{"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        redmutex_lock *l;
+        CHECK_OK(redmutex_lock_new(&l, c, bad[k], REDMUTEX_KIND_RLOCK, NULL));
+        CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_EINVAL);
+        CHECKF(strstr(redmutex_last_error(), "hash slots"), "'%s': %s", bad[k], redmutex_last_error());
+        redmutex_lock_free(l);
+    }
+    static const char *good[] = {"{x}y", "y{x}", "{user1000}.lock", "caf\xc3\xa9\x01\xff", "a:b:c"};
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++)
+        for (size_t kind = 0; kind < 5; kind++) {
+            redmutex_lock *l;
+            CHECK_OK(redmutex_lock_new(&l, c, good[k], all_kinds[kind], NULL));
+            CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+            CHECK_OK(redmutex_lock_release(l, NULL));
+            redmutex_lock_free(l);
+        }
+    CHECK(rc_errorstat_all(&cl, "CROSSSLOT") == 0);
+    redmutex_client_free(c);
+}
+
+/* ?topology= overrides detection; a multi-host URL whose first seed is down works. */
+static void topology_override_and_first_seed_down(void)
+{
+    ensure_cluster();
+    char url[600];
+    int dead = rt_free_port();
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d,127.0.0.1:%d/0", dead, cl.node[1].port);
+    redmutex_client *c = cluster_client(url, 0);
+    redmutex_lock *l;
+    for (int k = 0; k < 20; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "seed:%d", k);
+        CHECK_OK(redmutex_lock_new(&l, c, name, REDMUTEX_KIND_LOCK, NULL));
+        CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+        CHECK_OK(redmutex_lock_release(l, NULL));
+        redmutex_lock_free(l);
+    }
+    redmutex_client_free(c);
+    /* topology=cluster on a standalone server: a clear error, nothing written. */
+    rs_server plain;
+    rs_start(&plain, NULL);
+    snprintf(url, sizeof url, "%s/0?topology=cluster", plain.url);
+    c = cluster_client(url, 0);
+    CHECK_OK(redmutex_lock_new(&l, c, "t", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_EINVAL);
+    CHECKF(strstr(redmutex_last_error(), "not a cluster node"), "%s", redmutex_last_error());
+    CHECK(!rs_exists(&plain, "t"));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    /* topology=standalone on a cluster node: never asks, and MOVED is an error it reports (not followed). */
+    char name[64];
+    rc_name_on(&cl, &cl.node[0], "standalone:%d", name, sizeof name);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0?topology=standalone", cl.node[0].port);
+    c = cluster_client(url, 0);
+    CHECK_OK(redmutex_lock_new(&l, c, name, REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0)); /* its own slot: served */
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+}
+
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
         {"keyslot_matches_cluster_keyslot_on_a_real_node", keyslot_matches_cluster_keyslot_on_a_real_node},
         {"every_kind_on_200_names_over_all_masters_excludes_another_client",
          every_kind_on_200_names_over_all_masters_excludes_another_client},
+        {"watchdog_renews_holds_over_all_masters_by_slot", watchdog_renews_holds_over_all_masters_by_slot},
+        {"waiter_is_woken_by_the_release_on_a_cluster", waiter_is_woken_by_the_release_on_a_cluster},
+        {"names_with_braces_follow_redissons_rule_and_never_meet_crossslot",
+         names_with_braces_follow_redissons_rule_and_never_meet_crossslot},
+        {"topology_override_and_first_seed_down", topology_override_and_first_seed_down},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }
