@@ -233,7 +233,7 @@ void rc_migrate_keys(rc_cluster *cl, int slot, rs_server *from, rs_server *to)
             return;
         }
         for (size_t k = 0; k < r->elements; k++) {
-            redisReply *m = rs_cmd(from, "MIGRATE 127.0.0.1 %d \"\" 0 5000 KEYS %b", to->port, r->element[k]->str,
+            redisReply *m = rs_cmd(from, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %b", to->port, "", r->element[k]->str,
                                    r->element[k]->len);
             if (!m || m->type == REDIS_REPLY_ERROR)
                 rt_fail(__FILE__, __LINE__, "MIGRATE failed: %s", m && m->str ? m->str : "no reply");
