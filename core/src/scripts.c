@@ -29,14 +29,15 @@
 #define NOPERM(what) RM_LUA_NOPERM(what)
 
 static const char *const script_text[RM_SCRIPT_COUNT] = {
-    /* RM_SCRIPT_FORCE_RELEASE: KEYS name, channel; ARGV expected type (string|hash). */
+    /* RM_SCRIPT_FORCE_RELEASE: KEYS name, channel; ARGV expected type (string|hash),
+       the publish command (RM_ARG_PUBLISH: spublish on a 7.0+ cluster). */
     [RM_SCRIPT_FORCE_RELEASE] =
         "local t = redis.call('type', KEYS[1])['ok']\n"
         "if t == 'none' then return 0 end\n"
         "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n" MAY_DEF
-        "if not may('publish', KEYS[2], '0') then " NOPERM("PUBLISH the release") " end\n"
+        "if not may(ARGV[2], KEYS[2], '0') then " NOPERM("PUBLISH the release") " end\n"
         "redis.call('del', KEYS[1])\n"
-        "redis.call('publish', KEYS[2], '0')\n"
+        "redis.call(ARGV[2], KEYS[2], '0')\n"
         "return 1\n",
 
     /* RM_SCRIPT_INSPECT: KEYS name; ARGV expected type, owner value ('' = nobody).
