@@ -28,7 +28,7 @@ LAYERS = [
     ["quorum.c", "tally.c"],
     ["kind.c", "kind_plain.c", "kind_rlock.c", "kind_fair.c", "kind_rw.c"],
     ["handle.c", "owner.c", "holds.c", "watchdog.c", "renew.c", "events.c", "unsettled.c"],
-    ["subscriber.c"],
+    ["subscriber.c", "shard.c"],
     ["interrupt.c", "waiter.c"],
     ["request.c", "attempt.c", "acquire.c", "release.c", "extend.c", "query.c"],
     ["pollwait.c"],

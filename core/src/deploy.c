@@ -137,6 +137,30 @@ static bool map_load(redmutex_client *c, size_t i, const rm_reply *slots, const 
     return rm_topo_read_slots(slots, map_range, &mb) >= 0 && !mb.failed;
 }
 
+rm_server *rm_deploy_route_locked(redmutex_client *c, size_t i, int slot)
+{
+    rm_deploy *d = c->servers[i].dep;
+    uint16_t k = d->slot_node && slot >= 0 ? d->slot_node[slot] : RM_NO_NODE;
+    return k != RM_NO_NODE ? d->nodes[k] : NULL;
+}
+
+bool rm_deploy_sharded_locked(redmutex_client *c, size_t i)
+{
+    rm_deploy *d = c->servers[i].dep;
+    return atomic_load(&d->topology) == RM_TOPOLOGY_CLUSTER && d->sharded;
+}
+
+rm_server *rm_deploy_moved_locked(redmutex_client *c, size_t i, int slot, const char *host, int port)
+{
+    rm_deploy *d = c->servers[i].dep;
+    size_t k;
+    rm_server *node = d->slot_node ? node_at(c, i, host, port, &k) : NULL;
+    if (node)
+        d->slot_node[slot] = (uint16_t)k;
+    atomic_fetch_add(&d->redirects, 1);
+    return node;
+}
+
 rm_server *rm_deploy_route(rm_err *err, redmutex_client *c, size_t i, int slot)
 {
     rm_server *entry = &c->servers[i];
@@ -189,14 +213,9 @@ int rm_deploy_learn(rm_err *err, redmutex_client *c, rm_conn *conn)
 
 rm_server *rm_deploy_moved(redmutex_client *c, size_t i, int slot, const char *host, int port)
 {
-    rm_deploy *d = c->servers[i].dep;
-    size_t k;
     rm_client_lock(c);
-    rm_server *node = d->slot_node ? node_at(c, i, host, port, &k) : NULL;
-    if (node)
-        d->slot_node[slot] = (uint16_t)k;
+    rm_server *node = rm_deploy_moved_locked(c, i, slot, host, port);
     rm_client_unlock(c);
-    atomic_fetch_add(&d->redirects, 1);
     return node;
 }
 

@@ -56,6 +56,12 @@ rm_server *rm_deploy_route(rm_err *err, redmutex_client *c, size_t i, int slot);
  * or an error code (topology=cluster on a server that is no cluster node).
  */
 int rm_deploy_learn(rm_err *err, redmutex_client *c, rm_conn *conn);
+/** rm_deploy_route for a caller that holds c->mu (NULL when no master owns the slot). */
+rm_server *rm_deploy_route_locked(redmutex_client *c, size_t i, int slot);
+/** Whether deployment i is a cluster that speaks sharded pub/sub (7.0+). Caller holds c->mu. */
+bool rm_deploy_sharded_locked(redmutex_client *c, size_t i);
+/** rm_deploy_moved for a caller that holds c->mu. */
+rm_server *rm_deploy_moved_locked(redmutex_client *c, size_t i, int slot, const char *host, int port);
 /** MOVED slot host:port from deployment i: the slot's owner is that node from now on. The node, or NULL (no memory). */
 rm_server *rm_deploy_moved(redmutex_client *c, size_t i, int slot, const char *host, int port);
 /** ASK slot host:port: the node to ask (found or added), or NULL. The map is not changed. */
