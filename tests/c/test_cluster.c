@@ -258,6 +258,50 @@ static void topology_override_and_first_seed_down(void)
     redmutex_client_free(c);
 }
 
+/* A slot no master serves: a clear error within the call's deadline, never a hang; served again once it is covered. */
+static void an_uncovered_slot_is_a_clear_error_within_the_deadline(void)
+{
+    ensure_cluster();
+    const char *name = "uncovered:job";
+    int slot = rm_keyslot(name, strlen(name));
+    rs_server *owner = rc_owner(&cl, slot);
+    char owner_id[64];
+    rc_node_id(owner, owner_id);
+    redmutex_client *c = cluster_client(cl.url, 500);
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, name, REDMUTEX_KIND_RLOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0)); /* the map knows the slot's owner */
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    for (int i = 0; i < cl.n; i++) {
+        redisReply *r = rs_cmd(&cl.node[i], "CONFIG SET cluster-require-full-coverage no");
+        if (r)
+            freeReplyObject(r);
+        r = rs_cmd(&cl.node[i], "CLUSTER DELSLOTS %d", slot);
+        if (r)
+            freeReplyObject(r);
+    }
+    int64_t t0 = rt_now_ms();
+    int rc = redmutex_lock_acquire(l, NULL, 0);
+    int64_t took = rt_now_ms() - t0;
+    CHECKF(rc == REDMUTEX_ECONN, "acquire on an uncovered slot returned %d: %s", rc, redmutex_last_error());
+    CHECKF(strstr(redmutex_last_error(), "slot") && !strstr(redmutex_last_error(), "MOVED"), "%s", redmutex_last_error());
+    CHECKF(took < rt_scaled_ms(1500), "the error took %lld ms", (long long)took);
+    printf("     %lld ms: %s\n", (long long)took, redmutex_last_error());
+    /* Covered again: served again. */
+    for (int i = 0; i < cl.n; i++) {
+        redisReply *r = rs_cmd(&cl.node[i], "CLUSTER SETSLOT %d NODE %s", slot, owner_id);
+        if (r)
+            freeReplyObject(r);
+    }
+    redisReply *r = rs_cmd(owner, "CLUSTER ADDSLOTS %d", slot);
+    if (r)
+        freeReplyObject(r);
+    WAIT_FOR(redmutex_lock_acquire(l, NULL, 0) == 0, 10000);
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+}
+
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
@@ -269,6 +313,7 @@ int main(int argc, char **argv)
         {"names_with_braces_follow_redissons_rule_and_never_meet_crossslot",
          names_with_braces_follow_redissons_rule_and_never_meet_crossslot},
         {"topology_override_and_first_seed_down", topology_override_and_first_seed_down},
+        {"an_uncovered_slot_is_a_clear_error_within_the_deadline", an_uncovered_slot_is_a_clear_error_within_the_deadline},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }
