@@ -130,6 +130,7 @@ void rm_conn_close(rm_conn *c)
         close(c->fd);
     rm_reader_free(c->reader);
     rm_reply_free(c->topo);
+    rm_reply_free(c->topo_shards);
     free(c->order_keys);
     rm_buf_free(&c->later);
     rm_buf_free(&c->out);
@@ -271,10 +272,11 @@ size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info)
        standalone server answers CLUSTER SLOTS with an error, ignored. */
     c->topo_asked = want_info && atomic_load(&c->srv->ask_topology);
     if (c->topo_asked) {
-        const char *info[2] = {"INFO", "cluster"}, *slots[2] = {"CLUSTER", "SLOTS"};
+        const char *info[2] = {"INFO", "cluster"}, *shards[2] = {"CLUSTER", "SHARDS"}, *slots[2] = {"CLUSTER", "SLOTS"};
         rm_format_command(b, 2, info, NULL);
+        rm_format_command(b, 2, shards, NULL);
         rm_format_command(b, 2, slots, NULL);
-        n += 2;
+        n += 3;
     }
     return n;
 }
@@ -290,18 +292,19 @@ int rm_conn_check_handshake(rm_err *err, rm_conn *c, size_t i, size_t n, bool wa
 {
     const rm_endpoint *ep = &c->srv->ep;
     const rm_reply *r = *rp;
-    size_t topo_n = c->topo_asked ? 2 : 0;
+    size_t topo_n = c->topo_asked ? 3 : 0;
     size_t auth_i = ep->password ? 0 : SIZE_MAX;
     size_t select_i = ep->db != 0 ? (ep->password ? 1 : 0) : SIZE_MAX;
     size_t info_i = want_info ? n - topo_n - RM_SCRIPT_COUNT - 1 : SIZE_MAX;
-    if (topo_n && i == n - 2) { /* INFO cluster: an error (ACL) is taken as "no cluster" */
+    if (topo_n && i == n - 3) { /* INFO cluster: an error (ACL) is taken as "no cluster" */
         c->cluster_enabled = r->type == RM_REPLY_STRING && strstr(r->str, "cluster_enabled:1") ? 1 : 0;
         return 0;
     }
-    if (topo_n && i == n - 1) { /* CLUSTER SLOTS: kept for the deployment */
-        rm_reply_free(c->topo);
-        c->topo = r->type == RM_REPLY_ARRAY ? *rp : NULL;
-        if (c->topo)
+    if (topo_n && i >= n - 2) { /* CLUSTER SHARDS, CLUSTER SLOTS: kept for the deployment */
+        rm_reply **keep = i == n - 2 ? &c->topo_shards : &c->topo;
+        rm_reply_free(*keep);
+        *keep = r->type == RM_REPLY_ARRAY ? *rp : NULL;
+        if (*keep)
             *rp = NULL;
         return 0;
     }

@@ -47,7 +47,8 @@ typedef struct rm_conn {
        SLOTS reply, kept for the deployment (deploy.c) to read and free. */
     bool topo_asked;
     int cluster_enabled;
-    rm_reply *topo;
+    rm_reply *topo;        /* CLUSTER SLOTS */
+    rm_reply *topo_shards; /* CLUSTER SHARDS (7.0+; NULL on 6.x, which answers with an error) */
     int major;           /* redis_version's major number from INFO server (0: not known) */
 } rm_conn;
 

@@ -125,8 +125,10 @@ static void map_range(void *ud, const rm_topo_range *r)
     mb->ranges++;
 }
 
-/* Rebuilds deployment i's map from a CLUSTER SLOTS reply. Caller holds c->mu. False: unreadable. */
-static bool map_load(redmutex_client *c, size_t i, const rm_reply *slots, const char *reached_host)
+/* Rebuilds deployment i's map from a CLUSTER SHARDS reply, else (6.x) a
+   CLUSTER SLOTS reply. Caller holds c->mu. False: unreadable. */
+static bool map_load(redmutex_client *c, size_t i, const rm_reply *shards, const rm_reply *slots,
+                     const char *reached_host)
 {
     rm_deploy *d = c->servers[i].dep;
     if (!d->slot_node && !(d->slot_node = malloc(RM_SLOTS * sizeof *d->slot_node)))
@@ -134,7 +136,10 @@ static bool map_load(redmutex_client *c, size_t i, const rm_reply *slots, const 
     for (int s = 0; s < RM_SLOTS; s++)
         d->slot_node[s] = RM_NO_NODE;
     map_build mb = {c, i, reached_host, 0, false};
-    return rm_topo_read_slots(slots, map_range, &mb) >= 0 && !mb.failed;
+    int n = rm_topo_read_shards(shards, c->servers[i].ep.tls, map_range, &mb);
+    if (n < 0)
+        n = rm_topo_read_slots(slots, map_range, &mb);
+    return n >= 0 && !mb.failed;
 }
 
 rm_server *rm_deploy_route_locked(redmutex_client *c, size_t i, int slot)
@@ -188,7 +193,7 @@ int rm_deploy_learn(rm_err *err, redmutex_client *c, rm_conn *conn)
     int rc = 0;
     rm_client_lock(c);
     if (conn->cluster_enabled == 1 && d->wanted != RM_TOPOLOGY_STANDALONE) {
-        if (!map_load(c, i, conn->topo, conn->srv->ep.host))
+        if (!map_load(c, i, conn->topo_shards, conn->topo, conn->srv->ep.host))
             rc = rm_fail(err, REDMUTEX_EPROTOCOL, "%s is a cluster node, but its CLUSTER SLOTS reply could not be read",
                          conn->srv->ep.display);
         d->sharded = conn->major >= 7;
@@ -207,7 +212,8 @@ int rm_deploy_learn(rm_err *err, redmutex_client *c, rm_conn *conn)
         atomic_store(&entry->ask_topology, false);
     rm_client_unlock(c);
     rm_reply_free(conn->topo);
-    conn->topo = NULL;
+    rm_reply_free(conn->topo_shards);
+    conn->topo = conn->topo_shards = NULL;
     return rc;
 }
 
@@ -241,7 +247,7 @@ void rm_deploy_counts(redmutex_client *c, size_t i, uint64_t *redirects, uint64_
     *refreshes = atomic_load(&c->servers[i].dep->refreshes);
 }
 
-/* The commands of a refresh: AUTH (when the URL has a password) and CLUSTER SLOTS. */
+/* The commands of a refresh: AUTH (when the URL has a password), CLUSTER SHARDS and CLUSTER SLOTS. */
 static size_t slots_request(const rm_endpoint *ep, rm_buf *b)
 {
     size_t n = 0;
@@ -250,14 +256,17 @@ static size_t slots_request(const rm_endpoint *ep, rm_buf *b)
         rm_format_command(b, ep->user ? 3 : 2, argv, NULL);
         n++;
     }
-    const char *argv[2] = {"CLUSTER", "SLOTS"};
-    rm_format_command(b, 2, argv, NULL);
-    return n + 1;
+    const char *shards[2] = {"CLUSTER", "SHARDS"}, *slots[2] = {"CLUSTER", "SLOTS"};
+    rm_format_command(b, 2, shards, NULL);
+    rm_format_command(b, 2, slots, NULL);
+    return n + 2;
 }
 
-/* CLUSTER SLOTS from srv (seed number `seed`) on a connection of its own, by deadline; NULL when it did not come. */
-static rm_reply *ask_slots(rm_server *srv, int seed, int64_t deadline)
+/* CLUSTER SHARDS (*shards, NULL on 6.x) and CLUSTER SLOTS from srv (seed number `seed`) on a connection of
+   its own, by deadline; NULL when they did not come. */
+static rm_reply *ask_slots(rm_server *srv, int seed, int64_t deadline, rm_reply **shards)
 {
+    *shards = NULL;
     rm_conn *conn = NULL;
     if (rm_conn_open_seed(NULL, &conn, srv, seed) != 0)
         return NULL;
@@ -284,6 +293,8 @@ static rm_reply *ask_slots(rm_server *srv, int seed, int64_t deadline)
         while (ok && got < n && rm_reader_next(conn->reader, &r, why, sizeof why) == 1) {
             if (++got == n)
                 slots = r;
+            else if (got == n - 1 && r->type == RM_REPLY_ARRAY)
+                *shards = r;
             else
                 rm_reply_free(r);
         }
@@ -293,6 +304,10 @@ static rm_reply *ask_slots(rm_server *srv, int seed, int64_t deadline)
     if (slots && slots->type != RM_REPLY_ARRAY) {
         rm_reply_free(slots);
         slots = NULL;
+    }
+    if (!slots) {
+        rm_reply_free(*shards);
+        *shards = NULL;
     }
     return slots;
 }
@@ -331,12 +346,14 @@ int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadlin
     for (size_t k = 0; k < total && rm_now_ns() < deadline_ns; k++) {
         rm_server *srv = k < n ? nodes[(start + k) % n] : entry;
         int seed = k < n ? 0 : (int)(k - n);
-        rm_reply *slots = ask_slots(srv, seed, deadline_ns);
+        rm_reply *shards, *slots = ask_slots(srv, seed, deadline_ns, &shards);
         if (!slots)
             continue;
         rm_client_lock(c);
-        bool loaded = map_load(c, i, slots, seed && srv == entry ? entry->ep.seed_host[seed] : srv->ep.host);
+        bool loaded =
+            map_load(c, i, shards, slots, seed && srv == entry ? entry->ep.seed_host[seed] : srv->ep.host);
         rm_client_unlock(c);
+        rm_reply_free(shards);
         rm_reply_free(slots);
         if (loaded) {
             atomic_fetch_add(&d->refreshes, 1);

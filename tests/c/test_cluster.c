@@ -7,7 +7,9 @@
 #define _GNU_SOURCE
 #include "cluster.h"
 #include "harness.h"
+#include "resp.h"
 #include "slots.h"
+#include "topology.h"
 
 #include <pthread.h>
 #include <sys/wait.h>
@@ -47,6 +49,74 @@ static void keyslot_matches_cluster_keyslot_on_a_real_node(void)
         CHECKF(rm_keyslot(key, len) == want, "random key %d (len %zu): core %d, server %d", k, len,
                rm_keyslot(key, len), want);
     }
+}
+
+/* A hiredis reply as the core's reply type (for the topology readers). */
+static rm_reply *to_rm(const redisReply *r)
+{
+    rm_reply *o = calloc(1, sizeof *o);
+    switch (r->type) {
+    case REDIS_REPLY_INTEGER: o->type = RM_REPLY_INTEGER; o->integer = r->integer; break;
+    case REDIS_REPLY_NIL: o->type = RM_REPLY_NIL; break;
+    case REDIS_REPLY_ARRAY:
+        o->type = RM_REPLY_ARRAY;
+        o->elements = r->elements;
+        o->element = calloc(r->elements ? r->elements : 1, sizeof *o->element);
+        for (size_t k = 0; k < r->elements; k++)
+            o->element[k] = to_rm(r->element[k]);
+        break;
+    default:
+        o->type = r->type == REDIS_REPLY_ERROR ? RM_REPLY_ERROR : r->type == REDIS_REPLY_STATUS ? RM_REPLY_STATUS
+                                                                                                : RM_REPLY_STRING;
+        o->len = r->len;
+        o->str = malloc(r->len + 1);
+        memcpy(o->str, r->str, r->len + 1);
+    }
+    return o;
+}
+
+static int range_owner[16384];
+static void note_range(void *ud, const rm_topo_range *r)
+{
+    (void)ud;
+    for (int s = r->first; s <= r->last; s++)
+        range_owner[s] = r->port;
+}
+
+/* CLUSTER SHARDS and CLUSTER SLOTS, as real nodes answer them, read into the same map; MOVED and ASK parsed. */
+static void topology_replies_read_as_the_cluster_says(void)
+{
+    ensure_cluster();
+    int slots_owner[16384];
+    for (int which = 0; which < 2; which++) {
+        memset(range_owner, 0, sizeof range_owner);
+        redisReply *r = rs_cmd(&cl.node[0], which ? "CLUSTER SLOTS" : "CLUSTER SHARDS");
+        CHECK(r && r->type == REDIS_REPLY_ARRAY);
+        rm_reply *m = to_rm(r);
+        int n = which ? rm_topo_read_slots(m, note_range, NULL) : rm_topo_read_shards(m, false, note_range, NULL);
+        CHECKF(n >= 3, "%s: %d ranges", which ? "SLOTS" : "SHARDS", n);
+        CHECK(which ? rm_topo_read_shards(m, false, note_range, NULL) == -1 : true); /* a SLOTS reply is no SHARDS reply */
+        rm_reply_free(m);
+        freeReplyObject(r);
+        for (int slot = 0; slot < 16384; slot++) {
+            if (slot % 997 == 0) /* spot checks against CLUSTER SLOTS as the harness reads it */
+                CHECKF(range_owner[slot] == rc_owner(&cl, slot)->port, "slot %d", slot);
+            CHECK(range_owner[slot] != 0);
+            if (which)
+                CHECK(range_owner[slot] == slots_owner[slot]);
+            else
+                slots_owner[slot] = range_owner[slot];
+        }
+    }
+    char host[256];
+    int slot, port;
+    CHECK(rm_topo_read_redirect("MOVED 3999 127.0.0.1:6381", &slot, host, &port) == 1 && slot == 3999 &&
+          port == 6381 && strcmp(host, "127.0.0.1") == 0);
+    CHECK(rm_topo_read_redirect("ASK 1 [::1]:7000", &slot, host, &port) == 2 && strcmp(host, "::1") == 0);
+    CHECK(rm_topo_read_redirect("MOVED 1 :7000", &slot, host, &port) == 1 && host[0] == '\0' && port == 7000);
+    CHECK(rm_topo_read_redirect("MOVED 16384 h:1", &slot, host, &port) == 0);
+    CHECK(rm_topo_read_redirect("MOVED x h:1", &slot, host, &port) == 0);
+    CHECK(rm_topo_read_redirect("ERR MOVED", &slot, host, &port) == 0);
 }
 
 static redmutex_client *cluster_client(const char *url, int64_t command_timeout_ms)
@@ -306,6 +376,7 @@ int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
         {"keyslot_matches_cluster_keyslot_on_a_real_node", keyslot_matches_cluster_keyslot_on_a_real_node},
+        {"topology_replies_read_as_the_cluster_says", topology_replies_read_as_the_cluster_says},
         {"every_kind_on_200_names_over_all_masters_excludes_another_client",
          every_kind_on_200_names_over_all_masters_excludes_another_client},
         {"watchdog_renews_holds_over_all_masters_by_slot", watchdog_renews_holds_over_all_masters_by_slot},
