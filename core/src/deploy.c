@@ -135,6 +135,7 @@ static bool map_load(redmutex_client *c, size_t i, const rm_reply *shards, const
         return false;
     for (int s = 0; s < RM_SLOTS; s++)
         d->slot_node[s] = RM_NO_NODE;
+    d->loaded_ns = rm_now_ns();
     map_build mb = {c, i, reached_host, 0, false};
     int n = rm_topo_read_shards(shards, c->servers[i].ep.tls, map_range, &mb);
     if (n < 0)
@@ -233,6 +234,17 @@ rm_server *rm_deploy_asked(redmutex_client *c, size_t i, const char *host, int p
     rm_client_unlock(c);
     atomic_fetch_add(&c->servers[i].dep->redirects, 1);
     return node;
+}
+
+int rm_deploy_refresh_stale(rm_err *err, redmutex_client *c, size_t i, int64_t max_age_ns, int64_t deadline_ns)
+{
+    rm_deploy *d = c->servers[i].dep;
+    if (atomic_load(&d->topology) != RM_TOPOLOGY_CLUSTER)
+        return 0;
+    rm_client_lock(c);
+    bool stale = rm_now_ns() - d->loaded_ns > max_age_ns;
+    rm_client_unlock(c);
+    return stale ? rm_deploy_refresh(err, c, i, deadline_ns) : 0;
 }
 
 const char *rm_deploy_publish_verb(redmutex_client *c, size_t i)

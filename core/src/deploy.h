@@ -28,6 +28,7 @@ typedef struct rm_deploy {
     size_t n_nodes, cap_nodes;
     uint16_t *slot_node;   /* RM_SLOTS entries: index into nodes, RM_NO_NODE when uncovered */
     int64_t next_refresh_ns; /* a full refresh is not done again before this */
+    int64_t loaded_ns;       /* when the whole map was last loaded */
     _Atomic uint64_t redirects, refreshes; /* diagnostics (rm_deploy_counts) */
 } rm_deploy;
 
@@ -72,6 +73,12 @@ rm_server *rm_deploy_asked(redmutex_client *c, size_t i, const char *host, int p
  * (then 1 at once). Blocks. 0, 1 (skipped: too soon), or an error code.
  */
 int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadline_ns);
+/**
+ * Reloads deployment i's map when it is older than max_age_ns (the
+ * watchdog's periodic look, so a failover without traffic is noticed).
+ * Blocks up to deadline_ns; 0 when nothing was due.
+ */
+int rm_deploy_refresh_stale(rm_err *err, redmutex_client *c, size_t i, int64_t max_age_ns, int64_t deadline_ns);
 /** The command a release script of deployment i publishes with: "spublish" on a 7.0+ cluster, else "publish". */
 const char *rm_deploy_publish_verb(redmutex_client *c, size_t i);
 /** Redirects followed and full refreshes done by deployment i (tests, diagnostics). */

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "client.h"
+#include "deploy.h"
 #include "events.h"
 #include "fanout.h"
 #include "handle.h"
@@ -39,6 +40,8 @@
 #include <unistd.h>
 
 #define RM_RENEW_BATCH 1000
+/* A cluster's slot map older than this is reloaded before a renewal. */
+#define RM_MAP_MAX_AGE_NS (30000 * RM_NS_PER_MS)
 
 typedef struct rm_watchdog {
     pthread_t thread;
@@ -318,6 +321,10 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
     for (size_t j = 0; j < k; j++)
         total += strlen(batch[j]->value) + 2;
     char *vals = malloc(total ? total : 1);
+    /* A cluster's map is looked at again now and then, so that a failover
+       nobody's request ran into is noticed here, off the callers' path. */
+    for (size_t i = 0; atomic_load(&c->has_cluster) && i < c->n; i++)
+        rm_deploy_refresh_stale(NULL, c, i, RM_MAP_MAX_AGE_NS, rm_deadline_after_ms(c->opts.command_timeout_ms));
     rm_call call;
     rm_renew_plan *plan;
     bool ran = renew_send(c, batch, k, argv, vals, &call, &plan);
