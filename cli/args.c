@@ -147,6 +147,9 @@ int cli_servers_finish(cli_servers *s)
         s->urls[s->n++] = DEFAULT_URL;
         return 0;
     }
+    size_t len = strlen(env);
+    if (env[0] == ',' || env[len - 1] == ',' || strstr(env, ",,"))
+        return cli_usage_error("REDMUTEX_URL has an empty entry (a comma too many)");
     s->env_copy = strdup(env);
     if (!s->env_copy) {
         cli_error("out of memory");
