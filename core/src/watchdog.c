@@ -278,13 +278,15 @@ static bool same_life(void *ud, size_t i)
 }
 
 /* A cluster moved h's slot: renewed again at once on the new owner (the map
-   knows it now), not counted as a failure. Caller holds c->mu. */
+   knows it now), not counted as a failure. (A few milliseconds later: a
+   cluster that sends MOVED back and forth while it settles must not make
+   the watchdog spin.) Caller holds c->mu. */
 static void renew_again(redmutex_client *c, rm_hold *h, int64_t now)
 {
     h->renewing = false;
     if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
         return;
-    h->due_ns = now;
+    h->due_ns = now + 5 * RM_NS_PER_MS;
     if (c->wd && h->heap_index == SIZE_MAX && heap_push(c->wd, h) != 0)
         rm_hold_set_state(c, h, REDMUTEX_STATE_RENEWAL_FAILING);
 }

@@ -83,6 +83,32 @@ static void note_range(void *ud, const rm_topo_range *r)
         range_owner[s] = r->port;
 }
 
+/* Seed lists and ?topology= parse, or are refused with a clear message that never shows a password. */
+static void seed_lists_and_topology_options_parse_or_are_refused_clearly(void)
+{
+    static const char *good[] = {"redis://127.0.0.1:7000,127.0.0.1:7001/0", "redis://[::1]:7000,h-2:7001/0?topology=cluster",
+                                 "rediss://u:pw@a:1,b:2/0?topology=standalone&ssl_cert_reqs=none", "redis://a,b,c"};
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        redmutex_client *c = NULL;
+        CHECK_OK(redmutex_client_new(&c, &good[k], 1, NULL));
+        redmutex_client_free(c);
+    }
+    static const struct {
+        const char *url, *why;
+    } bad[] = {{"redis://u:secret@h1:1,,h2:2/0", "no host"},
+               {"redis://u:secret@h1:1/0?topology=mesh", "topology must be"},
+               {"redis://u:secret@h1:1/0?topology=cluster&topology=auto", "twice"},
+               {"redis://u:secret@h1:1/0?ssl_ca_certs=/x", "rediss://"},
+               {"redis://u:secret@a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q/0", "more than 16"},
+               {"redis://u:secret@h1:1,h2:0/0", "port"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        redmutex_client *c = NULL;
+        CHECK_RC(redmutex_client_new(&c, &bad[k].url, 1, NULL), REDMUTEX_EINVAL);
+        CHECKF(strstr(redmutex_last_error(), bad[k].why), "%s: %s", bad[k].url, redmutex_last_error());
+        CHECKF(!strstr(redmutex_last_error(), "secret"), "%s", redmutex_last_error());
+    }
+}
+
 /* CLUSTER SHARDS and CLUSTER SLOTS, as real nodes answer them, read into the same map; MOVED and ASK parsed. */
 static void topology_replies_read_as_the_cluster_says(void)
 {
@@ -176,7 +202,7 @@ static void watchdog_renews_holds_over_all_masters_by_slot(void)
     rc_resetstat(&cl);
     redmutex_client_options o;
     redmutex_client_options_init(&o, REDMUTEX_CLIENT_OPTIONS_VERSION);
-    o.watchdog_lease_ms = 600;
+    o.watchdog_lease_ms = rt_scaled_ms(600);
     const char *url = cl.url;
     redmutex_client *c;
     CHECK_OK(redmutex_client_new(&c, &url, 1, &o));
@@ -306,7 +332,7 @@ static void topology_override_and_first_seed_down(void)
     }
     redmutex_client_free(c);
     /* topology=cluster on a standalone server: a clear error, nothing written. */
-    rs_server plain;
+    static rs_server plain; /* the harness stops it after the test: it must outlive this frame */
     rs_start(&plain, NULL);
     snprintf(url, sizeof url, "%s/0?topology=cluster", plain.url);
     c = cluster_client(url, 0);
@@ -376,6 +402,8 @@ int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
         {"keyslot_matches_cluster_keyslot_on_a_real_node", keyslot_matches_cluster_keyslot_on_a_real_node},
+        {"seed_lists_and_topology_options_parse_or_are_refused_clearly",
+         seed_lists_and_topology_options_parse_or_are_refused_clearly},
         {"topology_replies_read_as_the_cluster_says", topology_replies_read_as_the_cluster_says},
         {"every_kind_on_200_names_over_all_masters_excludes_another_client",
          every_kind_on_200_names_over_all_masters_excludes_another_client},

@@ -28,10 +28,10 @@ static redmutex_client *client_with(int64_t lease_ms, int64_t min_replicas, int6
     redmutex_client_options o;
     redmutex_client_options_init(&o, REDMUTEX_CLIENT_OPTIONS_VERSION);
     o.wait_backoff_cap_ms = 5000; /* a waiter woken by its timer would take seconds: only a message is quick */
-    o.watchdog_lease_ms = lease_ms;
+    o.watchdog_lease_ms = rt_scaled_ms(lease_ms);
     o.min_replicas = min_replicas;
     if (command_timeout_ms)
-        o.command_timeout_ms = command_timeout_ms;
+        o.command_timeout_ms = rt_scaled_ms(command_timeout_ms);
     const char *url = cl.url;
     redmutex_client *c = NULL;
     CHECK_OK(redmutex_client_new(&c, &url, 1, &o));
