@@ -354,6 +354,58 @@ static void topology_override_and_first_seed_down(void)
     redmutex_client_free(c);
 }
 
+/* Redlock over three deployments, one of them a cluster: one code path; renewals batch per node and per server. */
+static void redlock_over_a_cluster_and_two_servers(void)
+{
+    ensure_cluster();
+    static rs_server s1, s2;
+    rs_start(&s1, NULL);
+    rs_start(&s2, NULL);
+    const char *urls[3] = {cl.url, s1.url, s2.url};
+    redmutex_client_options o;
+    redmutex_client_options_init(&o, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    o.watchdog_lease_ms = rt_scaled_ms(600);
+    redmutex_client *a, *b;
+    CHECK_OK(redmutex_client_new(&a, urls, 3, &o));
+    CHECK_OK(redmutex_client_new(&b, urls, 3, &o));
+    enum { N = 12 };
+    redmutex_lock *l[N], *other;
+    for (int k = 0; k < N; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "redlock:%d", k);
+        CHECK_OK(redmutex_lock_new(&l[k], a, name, all_kinds[k % 5], NULL));
+        CHECK_OK(redmutex_lock_acquire(l[k], NULL, 0));
+        /* A majority holds it (the cluster may be the one not waited for: its first request finds its topology). */
+        CHECK(rs_exists(&s1, name) + rs_exists(&s2, name) + rs_exists(rc_owner(&cl, rm_keyslot(name, strlen(name))), name) >= 2);
+    }
+    rt_sleep_ms(rt_scaled_ms(2000)); /* several renewals: per node on the cluster, one call per server */
+    int on_cluster = 0;
+    for (int k = 0; k < N; k++) {
+        redmutex_state st;
+        CHECK_OK(redmutex_lock_state(&st, l[k], NULL));
+        CHECKF(st == REDMUTEX_STATE_HELD, "hold %d: state %d", k, (int)st);
+        char name[32];
+        snprintf(name, sizeof name, "redlock:%d", k);
+        rs_server *owner = rc_owner(&cl, rm_keyslot(name, strlen(name)));
+        if (rs_exists(owner, name)) {
+            on_cluster++;
+            CHECKF(rs_int(owner, "PTTL %s", name) > rt_scaled_ms(600) / 3, "%s not renewed on the cluster", name);
+        }
+    }
+    printf("     %d of %d holds include the cluster\n", on_cluster, N);
+    CHECK_OK(redmutex_lock_new(&other, b, "redlock:1", REDMUTEX_KIND_RLOCK, NULL));
+    CHECK_RC(redmutex_lock_acquire(other, NULL, 0), REDMUTEX_ETIMEDOUT);
+    for (int k = 0; k < N; k++) {
+        CHECK_OK(redmutex_lock_release(l[k], NULL));
+        redmutex_lock_free(l[k]);
+    }
+    CHECK_OK(redmutex_lock_acquire(other, NULL, 0));
+    CHECK_OK(redmutex_lock_release(other, NULL));
+    redmutex_lock_free(other);
+    redmutex_client_free(a);
+    redmutex_client_free(b);
+}
+
 /* A slot no master serves: a clear error within the call's deadline, never a hang; served again once it is covered. */
 static void an_uncovered_slot_is_a_clear_error_within_the_deadline(void)
 {
@@ -412,6 +464,7 @@ int main(int argc, char **argv)
         {"names_with_braces_follow_redissons_rule_and_never_meet_crossslot",
          names_with_braces_follow_redissons_rule_and_never_meet_crossslot},
         {"topology_override_and_first_seed_down", topology_override_and_first_seed_down},
+        {"redlock_over_a_cluster_and_two_servers", redlock_over_a_cluster_and_two_servers},
         {"an_uncovered_slot_is_a_clear_error_within_the_deadline", an_uncovered_slot_is_a_clear_error_within_the_deadline},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
