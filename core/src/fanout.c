@@ -21,6 +21,7 @@
 #include "scripts.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <poll.h>
 #include <stdio.h>
@@ -33,7 +34,7 @@
 
 int rm_call_begin_targets(rm_err *err, rm_call *call, redmutex_client *c, size_t n)
 {
-    memset(call, 0, sizeof *call);
+    memset(call, 0, offsetof(rm_call, inline_slots)); /* the slots not used stay as they are */
     call->c = c;
     call->n = n;
     if (n <= RM_INLINE_SLOTS) {

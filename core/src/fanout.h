@@ -89,7 +89,6 @@ struct rm_call {
     redmutex_client *c;
     size_t n;
     rm_slot *slots;
-    rm_slot inline_slots[RM_INLINE_SLOTS];
     int64_t started_ns; /* when the last run's requests started going out */
     bool strict_deadline; /* new connections get no connect_timeout beyond the deadline */
     const bool *only;     /* when set, servers i with only[i] false are left out of the run */
@@ -105,6 +104,8 @@ struct rm_call {
     const uint64_t *order_keys;
     size_t n_order_keys;
     bool *pending;        /* rm_call_run's: slots waiting to start (a busy connection, a retry's pause) */
+    /* Last: a call clears only the fields above and the slots it uses. */
+    rm_slot inline_slots[RM_INLINE_SLOTS];
 };
 
 int rm_call_begin(rm_err *err, rm_call *call, redmutex_client *c);
