@@ -96,6 +96,50 @@ static void held_lock_slot_migrated_while_a_waiter_waits(void)
     redmutex_client_free(b);
 }
 
+typedef struct ender {
+    int slot;
+    rs_server *to;
+    int64_t after_ms;
+} ender;
+
+static void *end_migration_later(void *p)
+{
+    ender *e = p;
+    rt_sleep_ms(e->after_ms);
+    rc_migrate_end(&cl, e->slot, e->to);
+    return NULL;
+}
+
+/* A release sent while its slot is half moved: ASK is followed, TRYAGAIN retried until the move ends, within the deadline. */
+static void a_release_during_a_migration_follows_ask_and_retries(void)
+{
+    ensure_cluster();
+    rc_resetstat(&cl);
+    redmutex_client *a = client_with(30000, 0, 3000);
+    const char *name = "midmove:job";
+    int slot = rm_keyslot(name, strlen(name));
+    rs_server *from = rc_owner(&cl, slot), *to = rc_master(&cl, 0) == from ? rc_master(&cl, 1) : rc_master(&cl, 0);
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, a, name, REDMUTEX_KIND_RLOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    rc_migrate_begin(&cl, slot, from, to);
+    rc_migrate_keys(&cl, slot, from, to);
+    CHECK(rs_int(to, "CLUSTER COUNTKEYSINSLOT %d", slot) == 1); /* moved, while the slot is still the old owner's */
+    ender e = {slot, to, 300};
+    pthread_t t;
+    pthread_create(&t, NULL, end_migration_later, &e);
+    int64_t t0 = rt_now_ms();
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    int64_t took = rt_now_ms() - t0;
+    pthread_join(t, NULL);
+    CHECK(!rs_exists(to, name) && !rs_exists(from, name));
+    printf("     released in %lld ms; the cluster answered ASK %lld, TRYAGAIN %lld, MOVED %lld times\n", (long long)took,
+           rc_errorstat_all(&cl, "ASK"), rc_errorstat_all(&cl, "TRYAGAIN"), rc_errorstat_all(&cl, "MOVED"));
+    CHECK(rc_errorstat_all(&cl, "ASK") >= 1);
+    redmutex_lock_free(l);
+    redmutex_client_free(a);
+}
+
 /* CLUSTER FAILOVER on the replica of the lock's master: with min_replicas=1 the lock is on the replica and survives. */
 static void cluster_failover_keeps_a_lock_taken_with_min_replicas(void)
 {
@@ -198,6 +242,7 @@ int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
         {"held_lock_slot_migrated_while_a_waiter_waits", held_lock_slot_migrated_while_a_waiter_waits},
+        {"a_release_during_a_migration_follows_ask_and_retries", a_release_during_a_migration_follows_ask_and_retries},
         {"cluster_failover_keeps_a_lock_taken_with_min_replicas", cluster_failover_keeps_a_lock_taken_with_min_replicas},
         {"sigkill_of_a_master_without_min_replicas", sigkill_of_a_master_without_min_replicas},
         {"sigkill_of_a_master_with_min_replicas_leaves_the_key_on_the_replica", sigkill_of_a_master_with_min_replicas_leaves_the_key_on_the_replica},
