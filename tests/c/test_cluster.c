@@ -12,6 +12,7 @@
 #include "topology.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -354,6 +355,66 @@ static void topology_override_and_first_seed_down(void)
     redmutex_client_free(c);
 }
 
+typedef struct contender {
+    redmutex_client *c;
+    int id;
+    _Atomic int *inside; /* per name: holders right now */
+    _Atomic long *overlaps, *holds, *errors;
+} contender;
+
+static void *contend(void *p)
+{
+    contender *w = p;
+    redmutex_lock *l[5];
+    for (int k = 0; k < 5; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "contend:%d", k);
+        CHECK_OK(redmutex_lock_new(&l[k], w->c, name, all_kinds[k] == REDMUTEX_KIND_READ ? REDMUTEX_KIND_WRITE : all_kinds[k],
+                                   NULL));
+    }
+    int64_t end = rt_now_ms() + 2000;
+    for (unsigned i = (unsigned)w->id; rt_now_ms() < end; i++) {
+        int k = (int)(i % 5);
+        if (redmutex_lock_acquire(l[k], NULL, 2000) != 0) {
+            atomic_fetch_add(w->errors, 1);
+            continue;
+        }
+        if (atomic_fetch_add(&w->inside[k], 1) != 0)
+            atomic_fetch_add(w->overlaps, 1);
+        rt_sleep_ms(1);
+        atomic_fetch_sub(&w->inside[k], 1);
+        atomic_fetch_add(w->holds, 1);
+        if (redmutex_lock_release(l[k], NULL) != 0)
+            atomic_fetch_add(w->errors, 1);
+    }
+    for (int k = 0; k < 5; k++)
+        redmutex_lock_free(l[k]);
+    return NULL;
+}
+
+/* Two clients, four threads each, on names over all masters: never two holders, no errors. */
+static void contending_clients_exclude_each_other_on_a_cluster(void)
+{
+    ensure_cluster();
+    redmutex_client *c[2] = {cluster_client(cl.url, 0), cluster_client(cl.url, 0)};
+    static _Atomic int inside[5];
+    static _Atomic long overlaps, holds, errors;
+    contender w[8];
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++) {
+        w[i] = (contender){c[i % 2], i, inside, &overlaps, &holds, &errors};
+        pthread_create(&t[i], NULL, contend, &w[i]);
+    }
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    printf("     %ld holds, %ld overlaps, %ld errors\n", atomic_load(&holds), atomic_load(&overlaps), atomic_load(&errors));
+    CHECK(atomic_load(&overlaps) == 0);
+    CHECK(atomic_load(&errors) == 0);
+    CHECK(atomic_load(&holds) > 50);
+    redmutex_client_free(c[0]);
+    redmutex_client_free(c[1]);
+}
+
 /* Redlock over three deployments, one of them a cluster: one code path; renewals batch per node and per server. */
 static void redlock_over_a_cluster_and_two_servers(void)
 {
@@ -464,6 +525,7 @@ int main(int argc, char **argv)
         {"names_with_braces_follow_redissons_rule_and_never_meet_crossslot",
          names_with_braces_follow_redissons_rule_and_never_meet_crossslot},
         {"topology_override_and_first_seed_down", topology_override_and_first_seed_down},
+        {"contending_clients_exclude_each_other_on_a_cluster", contending_clients_exclude_each_other_on_a_cluster},
         {"redlock_over_a_cluster_and_two_servers", redlock_over_a_cluster_and_two_servers},
         {"an_uncovered_slot_is_a_clear_error_within_the_deadline", an_uncovered_slot_is_a_clear_error_within_the_deadline},
     };
