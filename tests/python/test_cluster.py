@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from typing import Iterator
 
 import pytest
@@ -56,3 +57,28 @@ def test_asyncio_client_takes_the_same_url(cluster: Cluster) -> None:
                     pass
 
     asyncio.run(main())
+
+
+def test_asyncio_waiter_is_woken_by_a_sharded_release(cluster: Cluster) -> None:
+    async def main() -> float:
+        a = redmutex.asyncio.AsyncClient(cluster.url, wait_backoff_cap=5.0)
+        b = redmutex.asyncio.AsyncClient(cluster.url, wait_backoff_cap=5.0)
+        async with a, b:
+            holder = a.lock("py:async:wake")
+            await holder.acquire()
+            released: list[float] = []
+
+            async def release_later() -> None:
+                await asyncio.sleep(2.0)  # the waiter's backoff grows past a second meanwhile
+                released.append(time.monotonic())
+                await holder.release()
+
+            task = asyncio.ensure_future(release_later())
+            waiter = b.lock("py:async:wake")
+            await waiter.acquire(timeout=10)
+            woken = time.monotonic() - released[0]
+            await waiter.release()
+            await task
+            return woken
+
+    assert asyncio.run(main()) < 0.5
