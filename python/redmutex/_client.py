@@ -707,20 +707,44 @@ class Lock:
         A signal ends the C wait (REDMUTEX_EINTR, nothing held); the pending
         Python handlers run here and what they raise propagates. If they
         return, the wait goes on for the time that is left (PEP 475).
+
+        A signal whose round trip was in flight lets that round trip finish,
+        and it may win: the handler's exception is then raised right as the
+        C call returns, before this method could hand the lock to anyone (a
+        ``with`` whose entry raises never exits). The lock is given back
+        before the exception propagates: whatever raises out of acquire()
+        leaves nothing held by it.
         """
         deadline = None if wait_ms == _WAIT_FOREVER else time.monotonic() + wait_ms / 1000
         client_ptr = self.client._ptr
+        rc_out = ffi.new("int *")
         while True:
-            slot = _signals.begin_wait(client_ptr) if wait_ms != 0 else -1
+            rc_out[0] = 1  # not run
             try:
-                rc = lib.redmutex_lock_acquire(self._ptr, self._owner, wait_ms)
-            finally:
-                _signals.end_wait(slot)
-            if rc != _EINTR:
-                return rc == 0 if rc == _ETIMEDOUT else check(rc) == 0
-            _signals.run_pending_handlers()
+                interruptible = _signals.interruptible(wait_ms)
+                lib.rmpy_acquire(client_ptr, self._ptr, self._owner, wait_ms, interruptible, rc_out)
+                rc = rc_out[0]
+                if rc != _EINTR:
+                    return rc == 0 if rc == _ETIMEDOUT else check(rc) == 0
+                _signals.run_pending_handlers()
+            except BaseException as exc:
+                if rc_out[0] == 0:
+                    self._give_back(exc)
+                raise
             if deadline is not None:
                 wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
+
+    def _give_back(self, exc: BaseException) -> None:
+        """Releases the hold an acquisition just won, as exc propagates instead
+        of the acquisition's result; says so on exc when it cannot."""
+        rc = lib.redmutex_lock_release(self._ptr, self._owner)
+        if rc < 0:
+            message = ffi.string(lib.redmutex_last_error()).decode("utf-8", "replace")
+            _add_note(
+                exc,
+                f"redmutex: lock {self._name!r} was acquired as this exception came and could not be "
+                f"given back ({message}); release it, or it ends with its lease or the client's close()",
+            )
 
     def _timeout_error(self, waited: float) -> LockTimeout:
         return LockTimeout(
