@@ -57,6 +57,7 @@ from ._client import (
     _lock_options,
     _to_bytes,
     _to_ms,
+    _wait_ms,
 )
 from ._errors import (
     ClosedError,
@@ -654,7 +655,7 @@ class AsyncLock:
         self._owner: bytes | None = (
             None if owner is None else _to_bytes(owner, "owner", lib.REDMUTEX_OWNER_MAX)
         )
-        self._timeout_ms = _WAIT_FOREVER if timeout is None else _to_ms(timeout, "timeout")
+        self._timeout_ms = _wait_ms(timeout)
         self.timeout = timeout
         if on_lost is not None and not callable(on_lost):
             raise InvalidArgument("on_lost must be callable")
@@ -916,7 +917,18 @@ class AsyncLock:
         return int(out[0])
 
     def __repr__(self) -> str:
-        return f"<redmutex.asyncio.{type(self).__name__} {self._name!r}>"
+        """asyncio's form, "<redmutex.asyncio.AsyncLock object at 0x... name='x' [locked]>":
+        locked when this owner (the running task's, for a reentrant lock) holds
+        it, as known locally (no I/O)."""
+        try:
+            owner = self._owner_key()
+            out = ffi.new("redmutex_state *")
+            rc = lib.redmutex_lock_state(out, self._ptr, ffi.NULL if owner is None else owner)
+            held = rc == 0 and out[0] in (lib.REDMUTEX_STATE_HELD, lib.REDMUTEX_STATE_RENEWAL_FAILING)
+        except Exception:  # noqa: BLE001 - repr must not raise (no task, say)
+            held = False
+        kind, locked = type(self).__name__, "locked" if held else "unlocked"
+        return f"<redmutex.asyncio.{kind} object at {id(self):#x} name={self._name!r} [{locked}]>"
 
 
 class AsyncRLock(AsyncLock):
