@@ -615,7 +615,9 @@ static void test_interrupted_fair_wait_around_a_hand_off_leaves_no_orphan(void)
     CHECKF(held < 40, "the interrupt never came before the hand-off (%d of 40 held)", held);
     redmutex_lock_free(l);
     redmutex_lock_free(h);
+    redmutex_client_close(c); /* threads stopped before the test ends */
     redmutex_client_free(c);
+    redmutex_client_close(hc); /* threads stopped before the test ends */
     redmutex_client_free(hc);
 }
 

@@ -495,6 +495,7 @@ static void test_fair_wait_cancelled_at_a_hand_off_and_retried_before_its_free_l
     CHECK(!rs_exists(&srv, "pw:fair")); /* no level left that nobody holds */
     CHECK(rs_count_keys(&srv, "*lock_queue*") == 0);
     redmutex_lock_free(l);
+    redmutex_client_close(c); /* threads stopped before the test ends */
     redmutex_client_free(c);
     rs_stop(&srv);
 }
@@ -543,6 +544,7 @@ static void test_blocking_retry_waits_behind_a_cancelled_fair_wait_of_its_owner(
     CHECK(!rs_exists(&srv, "pw:fairb"));
     redmutex_lock_free(l);
     redmutex_lock_free(l2);
+    redmutex_client_close(c); /* threads stopped before the test ends */
     redmutex_client_free(c);
     rs_stop(&srv);
 }
@@ -587,7 +589,9 @@ static void test_fair_wait_cancelled_around_a_hand_off_never_orphans_the_lock(vo
     }
     redmutex_lock_free(l);
     redmutex_lock_free(h);
+    redmutex_client_close(c); /* threads stopped before the test ends */
     redmutex_client_free(c);
+    redmutex_client_close(hc); /* threads stopped before the test ends */
     redmutex_client_free(hc);
     rs_stop(&srv);
 }
