@@ -106,6 +106,11 @@ def _expire(fut: asyncio.Future[bool]) -> None:
         fut.set_result(False)
 
 
+def _expire_none(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 # Who a lock call acts for, on one lock name: (name, owner id) or (name, the
 # lock object's id) for a plain lock's anonymous owner. Clean-ups of
 # cancelled calls are tracked by it (AsyncClient._settling).
@@ -474,16 +479,24 @@ class AsyncClient:
             if not jobs:
                 del self._settling[key]
 
-    async def _after_cleanups(self, key: _OwnerKey) -> None:
+    async def _after_cleanups(self, key: _OwnerKey, deadline: float | None = None) -> bool:
         """Waits until the clean-ups of this owner's cancelled calls on this
         lock have run (each is at most a round trip or two): a new acquisition
-        must not race them."""
+        must not race them. False when the deadline (loop time) came first."""
         while self._settling.get(key):
             loop = self._bind()
             fut: asyncio.Future[None] = loop.create_future()
             for addr in self._settling[key]:
                 self._pending[addr].waiters.append(fut)
-            await fut
+            timer = None if deadline is None else loop.call_at(deadline, _expire_none, fut)
+            try:
+                await fut
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if deadline is not None and loop.time() >= deadline and self._settling.get(key):
+                return False
+        return True
 
     def _start(self, job: Any) -> asyncio.Future[None]:
         """Hands a job to the pool; the future is done when the job is.
@@ -582,7 +595,8 @@ class AsyncClient:
         """Acquires within wait_ms (or forever) through a pollable wait of the core."""
         loop = self._bind()
         deadline = None if wait_ms == _WAIT_FOREVER else loop.time() + wait_ms / 1000
-        await self._after_cleanups(key)
+        if not await self._after_cleanups(key, deadline):
+            return False  # the owner's own clean-up outlasted the wait: not acquired in time
         out = ffi.new("redmutex_wait **")
         check(lib.redmutex_wait_new(out, lock._ptr, ffi.NULL if owner is None else owner))
         wait = out[0]
