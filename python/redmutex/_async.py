@@ -498,19 +498,19 @@ class AsyncClient:
                 return False
         return True
 
-    def _start(self, job: Any) -> asyncio.Future[None]:
+    def _start(self, job: Any, key: _OwnerKey | None = None) -> asyncio.Future[None]:
         """Hands a job to the pool; the future is done when the job is.
         Raises ClosedError (the job never ran) when the pool is gone."""
         loop = self._bind()
         fut: asyncio.Future[None] = loop.create_future()
-        if not self._queue(job, fut):
+        if not self._queue(job, fut, key):
             raise ClosedError("the client was closed", ClosedError.code)
         return fut
 
-    async def _submit(self, job: Any) -> None:
+    async def _submit(self, job: Any, key: _OwnerKey | None = None) -> None:
         """Runs a job on the pool and waits for it. CancelledError leaves the
         job running: the caller abandons it (see _abandon)."""
-        await self._start(job)
+        await self._start(job, key)
 
     def _abandon(self, job: Any, key: _OwnerKey | None = None) -> bool:
         """Gives up on a job whose task was cancelled. True: the pool undoes
@@ -579,7 +579,7 @@ class AsyncClient:
         await self._after_cleanups(key)
         job = self._new_job(lib.RMPY_OP_ACQUIRE_NOW, lock, owner)
         try:
-            await self._submit(job)
+            await self._submit(job, key)
         except asyncio.CancelledError:
             if not self._abandon(job, key) and job.rc == 0:
                 self._run_detached(self._new_job(lib.RMPY_OP_RELEASE, lock, owner), lock, owner, key)
@@ -607,7 +607,7 @@ class AsyncClient:
             tries, last = 0, False
             while True:
                 job = self._new_job(lib.RMPY_OP_WAIT_TRY, lock, owner, wait)
-                done = self._start(job)
+                done = self._start(job, key)
                 # From here until its result is read, the attempt is in flight:
                 # whoever ends the wait meanwhile abandons it (_give_up_wait).
                 readiness.job = job
