@@ -117,8 +117,9 @@ void rm_wait_leave(redmutex_lock *l, const char *value, bool fair_queued, rm_wai
 
 bool rm_fair_wait_behind(redmutex_lock *l, const char *value, const char *channel, rm_waiter *w)
 {
-    /* The owner holds it: a nested acquisition, which never waits. */
-    return !rm_hold_value_live(l, value) && !rm_waiter_clear(l->c, channel, w);
+    /* Unless the owner holds it: a nested acquisition never waits. (The
+       channel first: it is one lookup, the holds a walk over the client's.) */
+    return !rm_waiter_clear(l->c, channel, w) && !rm_hold_value_live(l, value);
 }
 
 int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns)
