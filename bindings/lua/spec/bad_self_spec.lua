@@ -30,6 +30,12 @@ describe("objects that are not live", function()
     { "a collected client", "local c = native.Client(arg[1]); getmetatable(c).__gc(c); c:lock('x')", "freed" },
     { "a collected guard", "local g = client:lock('lua:self'):guard(); getmetatable(g).__gc(g); g:held()", "freed" },
   }
+  it("a Lock method on a Client: SWIG's own type check refuses it", function()
+    local status, out = dies_cleanly("client:lock('lua:self').name(client)")
+    assert.are.equal(0, status, out)
+    assert.truthy(out:find("Error in Lock_name (arg 1)", 1, true), out)
+  end)
+
   for _, case in ipairs(cases) do
     it(case[1], function()
       local status, out = dies_cleanly(case[2])

@@ -37,4 +37,13 @@ dies_cleanly('my $l = $client->lock("pl:self"); my $p = tied(%$l); Redmutexc::de
 dies_cleanly('Redmutexc::_scope_leave(bless \(my $x = 123456), "Redmutex::_Scope")', qr/not a live scope/,
     'a forged with_lock scope');
 
+# A Lock method on a Client, or on something made up: SWIG's own type check refuses it.
+for my $case (['Redmutex::Lock::acquire($client)', 'a Lock method on a Client'],
+              ['Redmutex::Lock::name(bless {}, "Redmutex::Lock")', 'a Lock method on a made-up object']) {
+    my ($status, $out, $err) = run_perl('use Redmutex; my $client = Redmutex::Client->new($ARGV[0]); '
+        . "$case->[0]; print qq{survived\\n};", url());
+    is $status & 127, 0, "$case->[1]: no crash";
+    like $err, qr/TypeError in method 'Lock_(acquire|name)', argument 1/, "$case->[1]: a type error";
+}
+
 done_testing;
