@@ -119,9 +119,9 @@ static void run(rmb_call *call, rmb_client *client, bool interruptible)
 
 int rmb_close(rmb_client *c)
 {
+    rmb_exit_closing(true); /* an exit from now on waits for this close, which it leaves to us */
     atomic_store(&c->closed, true);
     rmb_call call = {.fn = call_close, .client = c};
-    rmb_exit_closing(true); /* an exit meanwhile waits for this close */
     run(&call, c, false);
     rmb_exit_closing(false);
     return rmb_check(call.rc);
