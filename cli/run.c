@@ -192,9 +192,15 @@ static int open_lock(run_ctx *r)
     return rc ? cli_library_error("bad lock name", rc) : 0;
 }
 
-static int acquire(run_ctx *r)
+/*
+ * Takes the lock within --wait. *held says whether it was taken: the exit
+ * status alone cannot, since -E may make a conflict exit 0, and CMD must
+ * never start unless *held. Returns the exit status when not held.
+ */
+static int acquire(run_ctx *r, bool *held)
 {
     int rc = redmutex_lock_acquire(r->lock, NULL, r->o.wait_ms);
+    *held = rc == 0;
     if (rc == 0)
         return 0;
     if (rc == REDMUTEX_EINTR)
@@ -360,8 +366,9 @@ static int finish(run_ctx *r, int status)
 
 static int hold_and_run(run_ctx *r)
 {
-    int rc = acquire(r);
-    if (rc)
+    bool held;
+    int rc = acquire(r, &held);
+    if (!held)
         return rc;
     if (cli_signal_first()) { /* a signal came while the lock was taken: do not start CMD */
         redmutex_lock_release(r->lock, NULL);
