@@ -105,37 +105,56 @@ void cli_wake_drain(void);
 int cli_signal_take(void);
 /* The first forwarded signal that ever arrived (not SIGCHLD), or 0. Async-signal-safe. */
 int cli_signal_first(void);
+/* Whether sig was ignored when redmutex started (then CMD inherits that, and redmutex never dies of it). */
+bool cli_signal_inherited_ignored(int sig);
+/*
+ * Ends redmutex by signal sig, as if it had not caught it (a shell that runs
+ * redmutex in a loop stops only when its child dies of SIGINT, not when it
+ * exits 130); with whole_group, sends it to redmutex's whole process group.
+ * Returns only if the signal did not end the process.
+ */
+void cli_signals_die_by(int sig, bool whole_group);
 /* Blocks every signal in the calling thread; *old receives the previous mask. */
 void cli_signals_block(sigset_t *old);
-/* In a forked child, before exec: default actions for the signals redmutex catches. Async-signal-safe. */
+/* In a forked child, before exec: the dispositions redmutex inherited, for the signals it
+   catches or ignores itself. Async-signal-safe. */
 void cli_signals_child_defaults(void);
 
 /* ---- child.c: CMD in its own process group ------------------------------ */
 
 typedef struct cli_child {
-    pid_t pid; /* CMD, also the id of its process group */
-    int tty;   /* the terminal handed to CMD's group, or -1 */
+    pid_t pid;           /* CMD, also the id of its process group */
+    int tty;             /* redmutex's terminal (its own descriptor), handed to CMD's group; or -1 */
+    bool ended;          /* CMD has ended: */
+    int status;          /*   its exit status, or 128+N if signal N killed it */
+    int signal;          /*   N if signal N killed it, else 0 */
+    bool had_terminal;   /*   whether its group had the terminal then */
+    bool resume_pending; /* redmutex was continued after a job-control stop; CMD waits for cli_child_resume() */
 } cli_child;
 
 /*
  * Starts argv (searched in PATH) with `envp`, in a new process group that
  * gets the terminal when redmutex runs in the terminal's foreground. CMD
- * gets SIGTERM if redmutex dies (Linux). Returns 0, or an exit status with
- * the reason printed (CLI_EXIT_NOT_FOUND, CLI_EXIT_CANNOT_EXEC, CLI_EXIT_OSERR).
+ * gets SIGTERM if redmutex dies (Linux); the processes CMD leaves behind
+ * become redmutex's children (child subreaper). Returns 0, or an exit
+ * status with the reason printed (CLI_EXIT_NOT_FOUND, CLI_EXIT_CANNOT_EXEC,
+ * CLI_EXIT_OSERR).
  */
 int cli_child_spawn(cli_child *ch, char *const argv[], char *const envp[]);
 /*
- * Reaps CMD if it ended: returns 1 with *status set (its exit status, or
- * 128+N if signal N killed it), 0 while it runs. Follows job control: when
- * the terminal stopped CMD, redmutex stops too and continues CMD when it
- * is continued itself.
+ * Reaps every child that ended (CMD, and the orphans of its group) without
+ * waiting. Returns whether CMD has ended (ch->status, ch->signal). Follows
+ * job control: when the terminal stopped CMD, redmutex stops too, and when
+ * it is continued sets ch->resume_pending.
  */
-int cli_child_poll(cli_child *ch, int *status);
+bool cli_child_poll(cli_child *ch);
+/* Continues CMD after a job-control stop, with the terminal if redmutex has it. */
+void cli_child_resume(cli_child *ch);
 /* Sends sig to CMD's process group. */
 void cli_child_signal(const cli_child *ch, int sig);
 /* Whether any process is left in CMD's process group. */
 bool cli_child_group_alive(const cli_child *ch);
-/* Takes the terminal back after CMD ended (when it had it). */
+/* Takes the terminal back after CMD's group ended (when it had it), and closes it. */
 void cli_child_release_terminal(cli_child *ch);
 
 /* ---- inspect.c: per-server facts the public API does not give ----------- */
