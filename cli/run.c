@@ -211,26 +211,66 @@ static int stopped_before_cmd(run_ctx *r)
     return 128 + sig;
 }
 
+/* Errors a server may get over while a wait goes on: no answer, BUSY, LOADING, a failover. */
+static bool passing(int code)
+{
+    return code == REDMUTEX_ECONN || code == REDMUTEX_ESERVER || code == REDMUTEX_EREPLICAS;
+}
+
+/* Sleeps up to ms, less when a signal arrives. */
+static void pause_ms(int64_t ms)
+{
+    struct pollfd pfd = {cli_wake_fd(), POLLIN, 0};
+    if (poll(&pfd, 1, (int)ms) > 0)
+        cli_wake_drain();
+}
+
+#define RETRY_PAUSE_MIN_MS 100
+#define RETRY_PAUSE_MAX_MS 1000
+
 /*
  * Takes the lock within --wait. *held says whether it was taken: the exit
  * status alone cannot, since -E may make a conflict exit 0, and CMD must
  * never start unless *held. Returns the exit status when not held.
+ *
+ * A wait is for the lock, whatever stands in the way: servers that do not
+ * answer for a while (a stall, a restart, a failover) are tried again with
+ * a growing pause until the wait ends, so `--wait` (and waiting forever)
+ * outlast them; -n tries once.
  */
 static int acquire(run_ctx *r, bool *held)
 {
-    int rc = redmutex_lock_acquire(r->lock, NULL, r->o.wait_ms);
-    *held = rc == 0;
-    if (rc == 0)
-        return 0;
-    if (rc == REDMUTEX_EINTR)
-        return stopped_before_cmd(r);
-    if (rc == REDMUTEX_ETIMEDOUT) {
-        /* Silent like flock(1) unless someone watches: cron would mail it every time. */
-        if (isatty(STDERR_FILENO))
-            cli_error("%s", redmutex_last_error());
-        return r->o.conflict_exit;
+    bool forever = r->o.wait_ms == REDMUTEX_WAIT_FOREVER;
+    int64_t end = forever ? 0 : now_ms() + r->o.wait_ms, pause = RETRY_PAUSE_MIN_MS;
+    bool told = false;
+    for (;;) {
+        int64_t left = forever ? REDMUTEX_WAIT_FOREVER : end - now_ms();
+        int rc = redmutex_lock_acquire(r->lock, NULL, forever || left > 0 ? left : 0);
+        *held = rc == 0;
+        if (rc == 0) {
+            if (told)
+                cli_error("lock '%s' acquired: the servers answer again", r->o.name);
+            return 0;
+        }
+        if (rc == REDMUTEX_EINTR || cli_signal_first())
+            return stopped_before_cmd(r);
+        if (rc == REDMUTEX_ETIMEDOUT) {
+            /* Silent like flock(1) unless someone watches: cron would mail it every time. */
+            if (isatty(STDERR_FILENO))
+                cli_error("%s", redmutex_last_error());
+            return r->o.conflict_exit;
+        }
+        left = forever ? RETRY_PAUSE_MAX_MS : end - now_ms();
+        if (!passing(rc) || r->o.wait_ms == 0 || left <= 0)
+            return cli_library_error("cannot acquire the lock", rc);
+        if (!told)
+            cli_error("%s; trying again until the wait ends", redmutex_last_error());
+        told = true;
+        pause_ms(pause < left ? pause : left);
+        if (cli_signal_first())
+            return stopped_before_cmd(r);
+        pause = pause * 2 < RETRY_PAUSE_MAX_MS ? pause * 2 : RETRY_PAUSE_MAX_MS;
     }
-    return cli_library_error("cannot acquire the lock", rc);
 }
 
 /*

@@ -12,6 +12,7 @@ process then exits the way the command did (dying of its signal).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -27,7 +28,9 @@ def main() -> None:
         os.tcsetpgrp(tty, os.getpid())
         signal.signal(signal.SIGTTOU, signal.SIG_DFL)
         os.execvp(sys.argv[1], sys.argv[1:])
-    os.setpgid(pid, pid)
+    # As the child does, whichever runs first; once it has exec'd (EACCES), it has.
+    with contextlib.suppress(PermissionError):
+        os.setpgid(pid, pid)
     continue_after = float(os.environ.get("FG_JOB_CONTINUE_AFTER", "0.5"))
     while True:
         _, status = os.waitpid(pid, os.WUNTRACED)

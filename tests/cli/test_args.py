@@ -92,7 +92,13 @@ def test_without_u_or_redmutex_url_the_default_server_is_used(cli: Cli) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [["run", "job", "--", "touch", "ran"], ["status", "job"], ["release", "--force", "job"]]
+    "command",
+    [
+        ["run", "-n", "job", "--", "touch", "ran"],
+        ["run", "--wait", "0.5", "job", "--", "touch", "ran"],  # tries again until the wait ends
+        ["status", "job"],
+        ["release", "--force", "job"],
+    ],
 )
 def test_an_unreachable_server_exits_69_naming_it_without_the_password(cli: Cli, command: list[str]) -> None:
     port = free_port()
