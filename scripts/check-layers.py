@@ -21,7 +21,7 @@ import sys
 
 LAYERS = [
     ["util.c", "error.c", "options.c"],
-    ["url.c", "resp.c", "scripts.c"],
+    ["redact.c", "url.c", "resp.c", "scripts.c"],
     ["conn.c", "tls.c"],
     ["pool.c"],
     ["fanout.c"],

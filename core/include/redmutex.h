@@ -368,6 +368,24 @@ REDMUTEX_API int redmutex_client_new(redmutex_client **out, const char *const *u
                                      const redmutex_client_options *opts);
 
 /**
+ * Writes `url` into out[size] with every secret it may hold masked as
+ * "***": the password of its user part (user:password@), and the value of
+ * every query option that is not known to be harmless (password=,
+ * ssl_password=, a misspelt option...). It works on any text, whether or
+ * not it parses as a server URL, and changes nothing else, so a message
+ * can show what the user typed. Every message of the library that shows a
+ * URL shows it this way; bindings and tools use it for their own.
+ *
+ * out is NUL-terminated and truncated to fit (out may be NULL when size is
+ * 0, to learn the length). Returns the length of the whole redacted text,
+ * without the NUL (>= size means it was truncated), as snprintf does; or
+ * REDMUTEX_EINVAL when url is NULL, or out is NULL with size > 0.
+ * Never blocks; thread-safe; async-signal-unsafe (it may allocate).
+ * Since 1.1.
+ */
+REDMUTEX_API int redmutex_url_redact(char *out, size_t size, const char *url);
+
+/**
  * Closes the client: releases the locks still held through it (or, with
  * REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE, leaves them to expire), including
  * those of lock handles freed while they held a lock; ends every wait in
