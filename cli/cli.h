@@ -47,11 +47,14 @@ int cli_bad_option(int c, char **argv, int index);
 int cli_exit_for(int code);
 
 /*
- * Parses a duration in seconds ("30", "2.5", "0.1") into milliseconds.
- * Accepts 0 only when allow_zero. Returns 0, or -1 when `text` is not a
- * finite, non-negative number of at most REDMUTEX_TIME_MAX_MS.
+ * Parses a duration in seconds ("30", "2.5", "0.1") into whole milliseconds,
+ * rounded up. Returns 0, or -1 when `text` is not a finite, non-negative
+ * number of at most REDMUTEX_TIME_MAX_MS. Callers check their own minimum
+ * and say it in seconds, the unit the user gave.
  */
-int cli_parse_seconds(int64_t *out, const char *text, bool allow_zero);
+int cli_parse_seconds(int64_t *out, const char *text);
+/* The longest duration, in seconds, for messages. */
+#define CLI_SECONDS_MAX ((long long)(REDMUTEX_TIME_MAX_MS / 1000))
 /* Parses an exit status 0..255. Returns 0 or -1. */
 int cli_parse_exit_code(int *out, const char *text);
 /* Whether `name` can be an environment variable name ([A-Za-z_][A-Za-z0-9_]*). */

@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #define DEFAULT_KILL_AFTER_MS 10000
+/* The shortest lease the library takes (a shorter one would run out in the drift allowance). */
+#define LEASE_MIN_MS 10
 
 extern char **environ;
 
@@ -81,12 +83,16 @@ static int run_option(run_opts *o, int c, const char *arg)
     case 'u':
         return cli_servers_add(&o->servers, arg);
     case OPT_LEASE:
-        if (cli_parse_seconds(&o->lease_ms, arg, false))
-            return cli_usage_error("--lease needs a number of seconds > 0, not '%s'", arg);
+        if (cli_parse_seconds(&o->lease_ms, arg))
+            return cli_usage_error("--lease needs a number of seconds (at most %lld), not '%s'", CLI_SECONDS_MAX,
+                                   arg);
+        if (o->lease_ms < LEASE_MIN_MS)
+            return cli_usage_error("--lease must be at least %g seconds, not '%s'", LEASE_MIN_MS / 1000.0, arg);
         return 0;
     case OPT_WAIT:
-        if (cli_parse_seconds(&o->wait_ms, arg, true))
-            return cli_usage_error("--wait needs a number of seconds >= 0, not '%s'", arg);
+        if (cli_parse_seconds(&o->wait_ms, arg))
+            return cli_usage_error("--wait needs a number of seconds >= 0 (at most %lld), not '%s'",
+                                   CLI_SECONDS_MAX, arg);
         o->wait_given = true;
         return 0;
     case 'n':
@@ -97,8 +103,9 @@ static int run_option(run_opts *o, int c, const char *arg)
             return cli_usage_error("-E needs an exit status from 0 to 255, not '%s'", arg);
         return 0;
     case OPT_KILL_AFTER:
-        if (cli_parse_seconds(&o->kill_after_ms, arg, true))
-            return cli_usage_error("--kill-after needs a number of seconds >= 0, not '%s'", arg);
+        if (cli_parse_seconds(&o->kill_after_ms, arg))
+            return cli_usage_error("--kill-after needs a number of seconds >= 0 (at most %lld), not '%s'",
+                                   CLI_SECONDS_MAX, arg);
         return 0;
     case OPT_FENCE_ENV:
         if (!cli_valid_env_name(arg))

@@ -49,6 +49,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 Name = Union[str, bytes]
 
 _TIME_MAX_MS: int = lib.REDMUTEX_TIME_MAX_MS
+# The core's smallest lease and watchdog lease (handle.c, client.c): checked
+# here too, so that the message says them in seconds, as they were given.
+_LEASE_MIN_MS = 10
+_WATCHDOG_LEASE_MIN_MS = 30
 _WAIT_FOREVER: int = lib.REDMUTEX_WAIT_FOREVER
 _ETIMEDOUT: int = lib.REDMUTEX_ETIMEDOUT
 _EINTR: int = lib.REDMUTEX_EINTR
@@ -91,8 +95,13 @@ def _to_bytes(value: object, what: str, max_len: int) -> bytes:
     return data
 
 
-def _to_ms(value: object, what: str, *, allow_zero: bool = True) -> int:
-    """Seconds (int or float) to whole milliseconds, rounded up, validated."""
+def _to_ms(value: object, what: str, *, allow_zero: bool = True, minimum_ms: int = 0) -> int:
+    """Seconds (int or float) to whole milliseconds, rounded up, validated.
+
+    Messages speak in seconds, the unit the caller gave: a value below the
+    minimum (a positive one that rounds to no time at all included) is
+    refused as "must be at least N seconds", never as zero or negative.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgument(f"{what} must be a number of seconds, not {type(value).__name__}")
     seconds = float(value) if isinstance(value, float) else value
@@ -106,8 +115,9 @@ def _to_ms(value: object, what: str, *, allow_zero: bool = True) -> int:
             f"at most {_TIME_MAX_MS // 1000} seconds (one year) are allowed"
         )
     ms = math.ceil(round(seconds * 1000, 3))
-    if ms == 0 and not allow_zero:
-        raise InvalidArgument(f"{what} must be positive (got {value!r})")
+    floor = max(minimum_ms, 0 if allow_zero else 1)
+    if ms < floor:
+        raise InvalidArgument(f"{what} must be at least {floor / 1000:g} seconds (got {value!r})")
     return int(ms)
 
 
@@ -137,7 +147,7 @@ def _lock_options(lease: object, fencing: object, max_hold: object, max_extensio
     opts = ffi.new("redmutex_lock_options *")
     check(lib.redmutex_lock_options_init(opts, lib.REDMUTEX_LOCK_OPTIONS_VERSION))
     if lease is not None:
-        opts.lease_ms = _to_ms(lease, "lease", allow_zero=False)
+        opts.lease_ms = _to_ms(lease, "lease", minimum_ms=_LEASE_MIN_MS)
     if max_hold is not None:
         opts.max_hold_ms = _to_ms(max_hold, "max_hold", allow_zero=False)
     if max_extensions is not None:
@@ -346,17 +356,17 @@ class Client:
 
         opts = ffi.new("redmutex_client_options *")
         check(lib.redmutex_client_options_init(opts, lib.REDMUTEX_CLIENT_OPTIONS_VERSION))
-        opts.watchdog_lease_ms = _to_ms(watchdog_lease, "watchdog_lease", allow_zero=False)
-        for value, field, what in (
-            (connect_timeout, "connect_timeout_ms", "connect_timeout"),
-            (command_timeout, "command_timeout_ms", "command_timeout"),
-            (wait_backoff_cap, "wait_backoff_cap_ms", "wait_backoff_cap"),
-            (replica_timeout, "replica_timeout_ms", "replica_timeout"),
-            (retry_delay, "retry_delay_ms", "retry_delay"),
-            (shutdown_timeout, "shutdown_timeout_ms", "shutdown_timeout"),
+        opts.watchdog_lease_ms = _to_ms(watchdog_lease, "watchdog_lease", minimum_ms=_WATCHDOG_LEASE_MIN_MS)
+        for value, field, what, minimum_ms in (
+            (connect_timeout, "connect_timeout_ms", "connect_timeout", 1),
+            (command_timeout, "command_timeout_ms", "command_timeout", 1),
+            (wait_backoff_cap, "wait_backoff_cap_ms", "wait_backoff_cap", 1),
+            (replica_timeout, "replica_timeout_ms", "replica_timeout", 1),
+            (retry_delay, "retry_delay_ms", "retry_delay", 0),
+            (shutdown_timeout, "shutdown_timeout_ms", "shutdown_timeout", 0),
         ):
             if value is not None:
-                setattr(opts, field, _to_ms(value, what))
+                setattr(opts, field, _to_ms(value, what, minimum_ms=minimum_ms))
         opts.min_replicas = _to_count(min_replicas, "min_replicas")
         if retry_count is not None:
             opts.retry_count = _to_count(retry_count, "retry_count")
