@@ -169,27 +169,6 @@ int cli_client_new(redmutex_client **out, const cli_servers *s, const redmutex_c
     return 0;
 }
 
-int cli_open_existing(redmutex_lock **out, int *out_locked, redmutex_client *client, const char *name)
-{
-    static const redmutex_kind kinds[] = {REDMUTEX_KIND_LOCK, REDMUTEX_KIND_RLOCK};
-    for (size_t i = 0; i < 2; i++) {
-        redmutex_lock *lock;
-        int rc = redmutex_lock_new(&lock, client, name, kinds[i], NULL);
-        if (rc)
-            return cli_library_error("bad lock name", rc);
-        rc = redmutex_lock_is_locked(out_locked, lock);
-        if (rc == 0) {
-            *out = lock;
-            return 0;
-        }
-        redmutex_lock_free(lock);
-        if (rc != REDMUTEX_EWRONGTYPE)
-            return cli_library_error("cannot read the lock", rc);
-    }
-    cli_error("'%s' is not a lock: the key holds neither a token (string) nor a Redisson hash", name);
-    return CLI_EXIT_DATAERR;
-}
-
 int cli_bad_option(int c, char **argv, int index)
 {
     const char *arg = argv[index - 1];

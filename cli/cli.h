@@ -1,9 +1,9 @@
 /*
  * The redmutex command-line tool: declarations shared by its files.
  *
- * The tool uses only the public API (redmutex.h). `status` also reads a few
- * keys directly (owner token, fence counter) through inspect.c, because the
- * public API has no query for them.
+ * The tool uses only the public API (redmutex.h): every server it talks to
+ * is reached through the library, with its transport (TLS, AUTH, ACL
+ * users), its URL forms and its redaction of URLs in messages.
  */
 #ifndef REDMUTEX_CLI_H
 #define REDMUTEX_CLI_H
@@ -26,6 +26,7 @@ enum {
     CLI_EXIT_UNAVAILABLE = 69,  /* EX_UNAVAILABLE: servers unreachable or refusing */
     CLI_EXIT_SOFTWARE = 70,     /* EX_SOFTWARE: an error that should not happen */
     CLI_EXIT_OSERR = 71,        /* EX_OSERR: fork, pipe or memory failed */
+    CLI_EXIT_IOERR = 74,        /* EX_IOERR: the output could not be written */
     CLI_EXIT_TEMPFAIL = 75,     /* EX_TEMPFAIL: the lock is held by someone else (default of -E) */
     CLI_EXIT_LOST = 76,         /* the lock was lost while CMD ran */
     CLI_EXIT_NOPERM = 77,       /* EX_NOPERM: authentication refused */
@@ -79,14 +80,6 @@ void cli_servers_clear(cli_servers *s);
  * prints the reason and returns the exit status; 0 on success.
  */
 int cli_client_new(redmutex_client **out, const cli_servers *s, const redmutex_client_options *opts);
-
-/*
- * Opens a handle on `name` whatever kind of lock is stored there: tries a
- * plain lock, then a reentrant one when the key is a hash. *out_locked
- * receives whether it is held. Returns 0 or an exit status (message printed):
- * CLI_EXIT_DATAERR when the key holds something else.
- */
-int cli_open_existing(redmutex_lock **out, int *out_locked, redmutex_client *client, const char *name);
 
 /* ---- signals.c: signals and wake-ups for the main thread --------------------- */
 
@@ -159,29 +152,6 @@ void cli_child_signal(const cli_child *ch, int sig);
 bool cli_child_group_alive(const cli_child *ch);
 /* Takes the terminal back after CMD's group ended (when it had it), and closes it. */
 void cli_child_release_terminal(cli_child *ch);
-
-/* ---- inspect.c: per-server facts the public API does not give ----------- */
-
-#define CLI_OWNER_MAX 300
-
-typedef struct cli_server_view {
-    char url[1400]; /* with the password masked */
-    bool reachable;
-    char error[200];           /* why not, when !reachable */
-    char type[16];             /* Redis TYPE of the key: "none", "string", "hash", ... */
-    char owner[CLI_OWNER_MAX]; /* token prefix (plain) or hash field (reentrant); "" if none */
-    int64_t holds;             /* hold count of that owner (1 for a plain lock) */
-    int64_t ttl_ms;            /* PTTL: -2 absent, -1 no expiry */
-    bool has_fence;
-    int64_t fence; /* redisson_lock_token:{NAME} */
-} cli_server_view;
-
-/*
- * Reads what one server stores for lock `name`, within timeout_ms (connect
- * and reply each). The URL was already accepted by redmutex_client_new().
- * Always fills *out; out->reachable says whether the reading worked.
- */
-void cli_inspect_server(cli_server_view *out, const char *url, const char *name, int64_t timeout_ms);
 
 /* ---- json.c ------------------------------------------------------------ */
 
