@@ -847,8 +847,9 @@ typedef struct redmutex_lock_info {
      * in read mode, the first of its readers in byte order. Truncated to fit
      * and NUL-terminated. A reentrant lock's field is read with HGETALL: a
      * user whose ACL lacks it gets "" (see docs/security.md).
+     * (REDMUTEX_LOCK_INFO_OWNER_SIZE bytes, spelt as a number for binding generators.)
      */
-    char owner[REDMUTEX_LOCK_INFO_OWNER_SIZE];
+    char owner[264];
 } redmutex_lock_info;
 
 #define REDMUTEX_LOCK_INFO_INIT {REDMUTEX_LOCK_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, {0}}

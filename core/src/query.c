@@ -338,6 +338,9 @@ static void aggregate(redmutex_lock_info *out, const lock_reading *r, size_t n, 
     agreed_owner(out, r, n, quorum);
 }
 
+_Static_assert(sizeof(((redmutex_lock_info *)0)->owner) == REDMUTEX_LOCK_INFO_OWNER_SIZE,
+               "redmutex_lock_info.owner is REDMUTEX_LOCK_INFO_OWNER_SIZE bytes");
+
 /* The bytes of each version of redmutex_lock_info (index: version). */
 static const size_t lock_info_sizes[] = {0, sizeof(redmutex_lock_info)};
 

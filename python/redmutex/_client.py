@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import dataclasses
 import enum
 import functools
 import inspect
@@ -70,6 +71,64 @@ class LockState(enum.IntEnum):
     RENEWAL_FAILING = lib.REDMUTEX_STATE_RENEWAL_FAILING
     #: Definitely not held any more: the lease ran out or renewal found it gone.
     LOST = lib.REDMUTEX_STATE_LOST
+
+
+_KIND_NAMES = {
+    lib.REDMUTEX_KIND_LOCK: "lock",
+    lib.REDMUTEX_KIND_RLOCK: "rlock",
+    lib.REDMUTEX_KIND_FAIR: "fair",
+    lib.REDMUTEX_KIND_READ: "read",
+    lib.REDMUTEX_KIND_WRITE: "write",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class LockInfo:
+    """What the servers hold under a lock's name, whatever its kind (Lock.inspect()).
+
+    With several servers (Redlock) ``held`` and ``ttl`` are what a majority
+    says, ``owner`` the one a majority agrees on, ``fence`` the highest.
+    """
+
+    #: Whether a majority of the servers hold the lock (by anyone, either side of a read-write lock).
+    held: bool
+    #: What is stored: "lock", "rlock", "fair" (a fair lock with waiters, or read through a
+    #: fair_lock() handle), "read" or "write" (a read-write lock's mode); None when nothing is.
+    kind: str | None
+    #: The holder: the first 8 characters of a plain lock's token (the whole one would let anyone
+    #: release it), a Redisson owner field, a read-write lock's writer or first reader; None if unknown.
+    owner: str | None
+    #: The owner's hold count (1 for a plain lock).
+    hold_count: int
+    #: Remaining time to live in seconds; None when not held, or held without a TTL.
+    ttl: float | None
+    #: The fencing counter (the last token issued); None when none was ever issued.
+    fence: int | None
+    #: Waiters in a fair lock's queue.
+    queue_length: int
+    #: Owners holding the read side of a read-write lock.
+    readers: int
+    #: How many servers answered.
+    servers_answered: int
+
+
+def _inspect(ptr: Any) -> LockInfo:
+    """redmutex_lock_inspect on a C lock handle (blocks one round trip; the GIL is released)."""
+    info = ffi.new("redmutex_lock_info *")
+    info.version = lib.REDMUTEX_LOCK_INFO_VERSION
+    check(lib.redmutex_lock_inspect(info, ptr))
+    owner = ffi.string(info.owner).decode("utf-8", "surrogateescape")
+    return LockInfo(
+        held=bool(info.held),
+        kind=_KIND_NAMES.get(info.kind),
+        owner=owner or None,
+        hold_count=int(info.hold_count),
+        ttl=None if info.ttl_ms < 0 else info.ttl_ms / 1000,
+        fence=None if info.fence < 0 else int(info.fence),
+        queue_length=int(info.queue_length),
+        readers=int(info.readers),
+        servers_answered=int(info.servers_answered),
+    )
 
 
 # ---- argument conversion ---------------------------------------------------
@@ -831,6 +890,14 @@ class Lock:
         out = ffi.new("int *")
         check(lib.redmutex_lock_force_release(out, self._ptr))
         return bool(out[0])
+
+    def inspect(self) -> LockInfo:
+        """What the servers hold under this lock's name, whatever kind of lock
+        it is (one round trip): held, kind, owner, hold count, TTL, fencing
+        counter, a fair lock's queue, a read-write lock's readers. Raises
+        WrongTypeError when the key holds something that is no lock."""
+        self._raise_pending()
+        return _inspect(self._ptr)
 
     # -- properties -----------------------------------------------------------
 
