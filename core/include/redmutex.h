@@ -324,11 +324,16 @@ REDMUTEX_API int redmutex_client_options_init(redmutex_client_options *opts, uns
  *
  * URLs: redis://[user[:password]@]host[:port][/db] (user and password
  * percent-decoded, IPv6 hosts in brackets, port 6379 by default) or
- * unix:///path/to/socket[?db=N]. With a password and no user, AUTH is sent
- * with the password alone; with both, ACL AUTH user password.
+ * unix:///path/to/socket. Every scheme also takes redis-py's query options
+ * db=N, username=U and password=P (values percent-decoded), e.g.
+ * redis://host?password=P or unix:///run/redis.sock?db=2&password=P; a
+ * value given twice (user part and query, /N and ?db=N) is refused. With a
+ * password and no user, AUTH is sent with the password alone; with both,
+ * ACL AUTH user password. Messages show a URL only through
+ * redmutex_url_redact(), never with its password.
  *
  * TLS: rediss://[user[:password]@]host[:port][/db][?option=value&...] with
- * redis-py's query options (values percent-decoded):
+ * redis-py's query options (values percent-decoded), the ones above and:
  *   ssl_ca_certs=PATH        CA certificates (PEM) to trust; default the
  *                            system trust store
  *   ssl_certfile=PATH        client certificate chain (PEM), for mutual TLS
