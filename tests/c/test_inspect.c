@@ -87,13 +87,14 @@ static void test_plain_and_reentrant_locks_show_owner_count_ttl_and_fence(void)
 
 typedef struct waiter {
     redmutex_lock *l;
+    int64_t wait_ms; /* worked out on the main thread: the harness's time scale is read once, there */
     int rc;
 } waiter;
 
 static void *wait_for_it(void *p)
 {
     waiter *w = p;
-    w->rc = redmutex_lock_acquire(w->l, NULL, rt_scaled_ms(20000));
+    w->rc = redmutex_lock_acquire(w->l, NULL, w->wait_ms);
     if (w->rc == 0)
         redmutex_lock_release(w->l, NULL);
     return NULL;
@@ -109,7 +110,7 @@ static void test_a_fair_lock_shows_its_queue(void)
     CHECK(inspect(c, "f", REDMUTEX_KIND_RLOCK).kind == REDMUTEX_KIND_RLOCK);
     CHECK(inspect(c, "f", REDMUTEX_KIND_FAIR).kind == REDMUTEX_KIND_FAIR);
     redmutex_client *other = rt_client(&srv, 0);
-    waiter w = {new_lock(other, "f", REDMUTEX_KIND_FAIR, 0), -99};
+    waiter w = {new_lock(other, "f", REDMUTEX_KIND_FAIR, 0), rt_scaled_ms(20000), -99};
     pthread_t t;
     pthread_create(&t, NULL, wait_for_it, &w);
     WAIT_FOR(rs_int(&srv, "LLEN redisson_lock_queue:{f}") == 1, 10000);
