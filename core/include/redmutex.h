@@ -378,8 +378,9 @@ REDMUTEX_API int redmutex_client_new(redmutex_client **out, const char *const *u
  * every query option that is not known to be harmless (password=,
  * ssl_password=, a misspelt option...). It works on any text, whether or
  * not it parses as a server URL, and changes nothing else, so a message
- * can show what the user typed. Every message of the library that shows a
- * URL shows it this way; bindings and tools use it for their own.
+ * can show what the user typed (a text over 16 KiB is shown as "(a URL too
+ * long to show)"). Every message of the library that shows a URL shows it
+ * this way; bindings and tools use it for their own.
  *
  * out is NUL-terminated and truncated to fit (out may be NULL when size is
  * 0, to learn the length). Returns the length of the whole redacted text,
