@@ -69,8 +69,9 @@
 /*
  * Shared by all fair scripts. KEYS: [1] lock, [2] queue, [3] timeouts,
  * [4] redmutex waiter records, [5] channel prefix, [6] fencing counter.
- * Before anything is written: every key's type, and (Redis 7+) the ACL
- * permission of a write to each of them.
+ * Before anything is written: every key's type (a read-write lock's hash
+ * is another kind, lua.h), and (Redis 7+) the ACL permission of a write to
+ * each of them.
  */
 #define FAIR_CHECKS                                                                               \
     "local function kind_is(k, ty)\n"                                                            \
@@ -78,7 +79,8 @@
     "  return t == 'none' or t == ty\n"                                                          \
     "end\n"                                                                                      \
     "if not (kind_is(KEYS[1], 'hash') and kind_is(KEYS[2], 'list') and kind_is(KEYS[3], 'zset') and " \
-    "kind_is(KEYS[4], 'hash')) then return " RM_LUA_WRONGTYPE " end\n" RM_LUA_MAY_DEF            \
+    "kind_is(KEYS[4], 'hash')) then return " RM_LUA_WRONGTYPE " end\n"                            \
+    RM_LUA_MAY_DEF RM_LUA_AT_LEAST_DEF                                                             \
     "if not (may('hset', KEYS[1], 'f', '1') and may('rpush', KEYS[2], 'f') and "                  \
     "may('zadd', KEYS[3], '0', 'f') and may('hset', KEYS[4], 'f', 'v') and "                      \
     "may('publish', KEYS[5] .. ':f', '0')) then " RM_LUA_NOPERM("change the keys of this fair lock") " end\n"
@@ -157,7 +159,9 @@
  *
  * A waiting attempt ('r') that finds its own field was handed the lock by a
  * releasing script (the message may be late or lost): it takes that hold as
- * it is. A first attempt finding its field is a reentrant acquisition.
+ * it is. A first attempt finding its field is a reentrant acquisition,
+ * which only raises the key's TTL (lua.h, RM_LUA_AT_LEAST_DEF; Redisson's
+ * sets it to this lease, cutting an outer hold with a longer one short).
  */
 const char rm_lua_fair_acquire[] =
     FAIR_CHECKS
@@ -179,7 +183,7 @@ const char rm_lua_fair_acquire[] =
     "    return {1, tonumber(redis.call('hget', KEYS[1], ARGV[2])), cur_fence(), redis.call('pttl', KEYS[1])}\n"
     "  end\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  at_least(KEYS[1], ARGV[1])\n"
     "  return {1, n, cur_fence(), tonumber(ARGV[1])}\n"
     "end\n"
     "local evicted = prune()\n"
@@ -218,7 +222,9 @@ const char rm_lua_fair_acquire[] =
  * clock ms, [5] latch ms. Replies 1 deleted (and passed on), 0 decremented,
  * nil not the owner, or an earlier attempt's result from the latch. Unlike
  * Redisson's, a release that finds the lock gone answers nil (its holder
- * learns that it was lost) - after passing the free lock on to the head.
+ * learns that it was lost) - after passing the free lock on to the head;
+ * and a release that leaves levels behind keeps the key's TTL (Redisson's
+ * sets it to this lease: lua.h, RM_LUA_AT_LEAST_DEF). ARGV[1] is unused.
  */
 const char rm_lua_fair_release[] =
     "local l = redis.call('get', KEYS[7])\n"
@@ -233,7 +239,6 @@ const char rm_lua_fair_release[] =
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end\n"
     "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "if n > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "  redis.call('set', KEYS[7], 0, 'px', ARGV[5])\n"
     "  return 0\n"
     "end\n"
