@@ -59,6 +59,10 @@ typedef struct rm_acq_in {
 typedef struct rm_kind_ops {
     /* The hash field an owner is stored under (the owner id, or a form of it). */
     void (*field)(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1]);
+    /* Why an explicit owner id cannot be one of this kind's owners (it would
+       be stored as a field the format reserves), or NULL when it can; the
+       member itself is NULL when the kind reserves nothing. */
+    const char *(*refuse_owner)(const redmutex_lock *l, const char *owner);
     /* The channel a waiter of this owner subscribes to. */
     void (*wait_channel)(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX]);
     rm_cmd (*acquire)(const redmutex_lock *l, const rm_acq_in *in, rm_kargs *st);

@@ -79,7 +79,7 @@
     "  return t == 'none' or t == ty\n"                                                          \
     "end\n"                                                                                      \
     "if not (kind_is(KEYS[1], 'hash') and kind_is(KEYS[2], 'list') and kind_is(KEYS[3], 'zset') and " \
-    "kind_is(KEYS[4], 'hash')) then return " RM_LUA_WRONGTYPE " end\n"                            \
+    "kind_is(KEYS[4], 'hash')) then return " RM_LUA_WRONGTYPE " end\n" RM_LUA_NOT_RWLOCK          \
     RM_LUA_MAY_DEF RM_LUA_AT_LEAST_DEF                                                             \
     "if not (may('hset', KEYS[1], 'f', '1') and may('rpush', KEYS[2], 'f') and "                  \
     "may('zadd', KEYS[3], '0', 'f') and may('hset', KEYS[4], 'f', 'v') and "                      \

@@ -37,7 +37,7 @@
    key's TTL (lua.h, RM_LUA_AT_LEAST_DEF): Redisson's sets it to this
    lease, cutting an outer hold with a longer one short. */
 const char rm_lua_rlock_acquire[] =
-        RM_LUA_AT_LEAST_DEF
+        RM_LUA_NOT_RWLOCK RM_LUA_AT_LEAST_DEF
         "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
         "if ARGV[3] == '1' then\n" RM_LUA_FENCE_CHECK("KEYS[2]") "end\n"
         RM_LUA_NEST_GUARD("4", "KEYS[3]", "ARGV[5]")
@@ -65,7 +65,7 @@ const char rm_lua_rlock_acquire[] =
    owner. */
 const char rm_lua_rlock_release[] =
         "local val = redis.call('get', KEYS[3])\n"
-        "if val ~= false then return tonumber(val) end\n"
+        "if val ~= false then return tonumber(val) end\n" RM_LUA_NOT_RWLOCK
         "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil end\n" RM_LUA_MAY_DEF
         "if not may(ARGV[4], KEYS[2], ARGV[1]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
         "if not may('set', KEYS[3], '1', 'px', ARGV[5]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"

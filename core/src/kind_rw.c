@@ -245,8 +245,12 @@ const char rm_lua_rw_force[] =
 
 /*
  * Queries for one side (Redisson's isLocked: read-locked when in read mode or
- * when the writer holds read locks too). KEYS: [1] NAME. ARGV: [1] mode,
- * [2] field ('' = nobody). Replies {held, pttl (-2 when not), field's count}.
+ * when the writer holds read locks too). KEYS: [1] NAME[, [2] the reader's
+ * timeout prefix]. ARGV: [1] mode, [2] field ('' = nobody). Replies {held,
+ * pttl (-2 when not), field's count}. A reader's count is that of its holds
+ * whose timeout keys are still there: the field of a reader whose leases
+ * ran out stays in the hash while other readers keep the lock alive, but
+ * it holds nothing any more.
  */
 const char rm_lua_rw_inspect[] =
     "local t = redis.call('type', KEYS[1])['ok']\n"
@@ -256,7 +260,12 @@ const char rm_lua_rw_inspect[] =
     "if mode ~= 'read' and mode ~= 'write' then return " RM_LUA_WRONGTYPE " end\n"
     "local held = mode == ARGV[1] or (ARGV[1] == 'read' and redis.call('hlen', KEYS[1]) > 2)\n"
     "local n = 0\n"
-    "if ARGV[2] ~= '' then n = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0') end\n"
+    "if ARGV[2] ~= '' then n = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0') or 0 end\n"
+    "if KEYS[2] then\n"
+    "  local live = 0\n"
+    "  for i = 1, n do live = live + redis.call('exists', KEYS[2] .. ':' .. i) end\n"
+    "  n = live\n"
+    "end\n"
     "if not held then return {0, -2, n} end\n"
     "return {1, redis.call('pttl', KEYS[1]), n}\n";
 
@@ -275,6 +284,21 @@ static bool is_write(const redmutex_lock *l)
 static void rw_field(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1])
 {
     snprintf(out, RM_VALUE_MAX + 1, "%s%s", owner_key, is_write(l) ? WRITE_SUFFIX : "");
+}
+
+/* A reader's field is its owner id as it is: "mode" is the lock's mode, and
+   "<owner>:write" a writer's field (a reader by that name would count as
+   the writer's read hold, and the writer's hold as its own). */
+static const char *rw_refuse_owner(const redmutex_lock *l, const char *owner)
+{
+    size_t n = strlen(owner), k = sizeof WRITE_SUFFIX - 1;
+    if (is_write(l))
+        return NULL; /* stored as "<owner>:write": never "mode", never a reader's */
+    if (strcmp(owner, "mode") == 0)
+        return "is the field a read-write lock keeps its mode in";
+    if (n >= k && memcmp(owner + n - k, WRITE_SUFFIX, k) == 0)
+        return "ends in \"" WRITE_SUFFIX "\", as a writer's field does";
+    return NULL;
 }
 
 static void rw_wait_channel(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX])
@@ -365,6 +389,11 @@ static rm_cmd rw_extend(const redmutex_lock *l, const char *value, int64_t ms, b
 
 static rm_cmd rw_inspect(const redmutex_lock *l, const char *value, rm_kargs *st)
 {
+    if (!is_write(l) && value[0]) { /* a reader's holds are its timeout keys */
+        const char *argv[] = {"2", l->name, timeout_prefix(l, value, st->key[0]), "read", value};
+        memcpy(st->argv, argv, sizeof argv);
+        return (rm_cmd){RM_SCRIPT_RW_INSPECT, 5, st->argv, NULL};
+    }
     const char *argv[] = {"1", l->name, is_write(l) ? "write" : "read", value};
     memcpy(st->argv, argv, sizeof argv);
     return (rm_cmd){RM_SCRIPT_RW_INSPECT, 4, st->argv, NULL};
@@ -394,6 +423,7 @@ static rm_cmd rw_force(const redmutex_lock *l, rm_kargs *st)
 
 const rm_kind_ops rm_rw_ops = {
     .field = rw_field,
+    .refuse_owner = rw_refuse_owner,
     .wait_channel = rw_wait_channel,
     .acquire = rw_acquire,
     .release = rw_release,

@@ -34,7 +34,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
     [RM_SCRIPT_FORCE_RELEASE] =
         "local t = redis.call('type', KEYS[1])['ok']\n"
         "if t == 'none' then return 0 end\n"
-        "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n" MAY_DEF
+        "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n" RM_LUA_NOT_RWLOCK MAY_DEF
         "if not may('publish', KEYS[2], '0') then " NOPERM("PUBLISH the release") " end\n"
         "redis.call('del', KEYS[1])\n"
         "redis.call('publish', KEYS[2], '0')\n"
@@ -45,7 +45,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
     [RM_SCRIPT_INSPECT] =
         "local t = redis.call('type', KEYS[1])['ok']\n"
         "if t == 'none' then return {0, -2, 0} end\n"
-        "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n"
+        "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n" RM_LUA_NOT_RWLOCK
         "local n = 0\n"
         "if ARGV[2] ~= '' then\n"
         "  if t == 'string' then\n"
