@@ -80,12 +80,13 @@ const char rm_lua_rlock_release[] =
         "  return 1\n"
         "end\n";
 
-/* RM_SCRIPT_RLOCK_EXTEND: KEYS name; ARGV field, ms, mode, longest TTL. As
-   LOCK_EXTEND, but the key keeps the other holds it carries (lua.h,
-   RM_LUA_EXTEND_HASH_TTL). Also a writer's, for a read-write lock. */
+/* RM_SCRIPT_RLOCK_EXTEND: KEYS name; ARGV field, ms, mode, longest TTL[,
+   a writer's reader field]. As LOCK_EXTEND, but the key keeps the other
+   holds it carries (lua.h, RM_LUA_EXTEND_HASH_TTL). Also a writer's, for a
+   read-write lock. */
 const char rm_lua_rlock_extend[] =
         "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
-        RM_LUA_EXTEND_HASH_TTL("ARGV[1]");
+        RM_LUA_EXTEND_HASH_TTL;
 
 /* clang-format on */
 

@@ -376,10 +376,13 @@ static rm_cmd rw_extend(const redmutex_lock *l, const char *value, int64_t ms, b
     snprintf(st->num[1], sizeof st->num[1], "%" PRId64, (int64_t)REDMUTEX_TIME_MAX_MS);
     const char *mode = replace ? "1" : "0";
     if (is_write(l)) {
-        /* A writer's field extends like a reentrant lock's. */
-        const char *argv[] = {"1", l->name, value, st->num[0], mode, st->num[1]};
+        /* A writer's field extends like a reentrant lock's; its owner's
+           read holds (the field without ":write") are holds of the key too. */
+        size_t n = strlen(value) - (sizeof WRITE_SUFFIX - 1);
+        snprintf(st->key[1], sizeof st->key[1], "%.*s", (int)n, value);
+        const char *argv[] = {"1", l->name, value, st->num[0], mode, st->num[1], st->key[1]};
         memcpy(st->argv, argv, sizeof argv);
-        return (rm_cmd){RM_SCRIPT_RLOCK_EXTEND, 6, st->argv, NULL};
+        return (rm_cmd){RM_SCRIPT_RLOCK_EXTEND, 7, st->argv, NULL};
     }
     const char *argv[] = {"2",  l->name,   timeout_prefix(l, value, st->key[0]), value, st->num[0],
                           mode, st->num[1]};

@@ -103,23 +103,24 @@
     "return new\n"
 
 /*
- * The same for a hash kind (reentrant, fair, a writer; `field` the owner's
- * field): the hold's new TTL is returned as its validity, but the key is
- * only lowered to it when this field's one level is all the key carries (a
- * read-write lock's `mode` aside); otherwise the other holds keep theirs
- * (RM_LUA_AT_LEAST_DEF).
+ * The same for a hash kind (reentrant, fair, a writer): the hold's new TTL
+ * is returned as its validity, but the key is only lowered to it when this
+ * owner's one level is all the key carries; otherwise the other holds keep
+ * theirs (RM_LUA_AT_LEAST_DEF). While the owner holds such a lock no other
+ * owner has a field in it (it is exclusive), so the owner's count says it -
+ * and, for a writer, ARGV[5]: the same owner's reader field, which may also
+ * be there (a writer may read). Only commands the least-privilege ACL of
+ * docs/security.md allows.
  */
-#define RM_LUA_EXTEND_HASH_TTL(field)                                                                        \
+#define RM_LUA_EXTEND_HASH_TTL                                                                               \
     RM_LUA_AT_LEAST_DEF                                                                                      \
     "local ttl = redis.call('pttl', KEYS[1])\n"                                                              \
     "if ttl < 0 then ttl = 0 end\n"                                                                          \
     "local new = tonumber(ARGV[2])\n"                                                                        \
     "if ARGV[3] == '0' then new = new + ttl end\n"                                                           \
     "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"                                          \
-    "local others = redis.call('hlen', KEYS[1]) - 1\n"                                                       \
-    "local md = redis.call('hget', KEYS[1], 'mode')\n"                                                       \
-    "if md == 'read' or md == 'write' then others = others - 1 end\n"                                        \
-    "if others == 0 and redis.call('hget', KEYS[1], " field ") == '1' then\n"                                \
+    "if redis.call('hget', KEYS[1], ARGV[1]) == '1' and "                                                    \
+    "(ARGV[5] == nil or redis.call('hexists', KEYS[1], ARGV[5]) == 0) then\n"                               \
     "  redis.call('pexpire', KEYS[1], new)\n"                                                                \
     "else\n"                                                                                                 \
     "  at_least(KEYS[1], new)\n"                                                                             \
