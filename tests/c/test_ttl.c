@@ -72,7 +72,7 @@ static void key_covers(const char *name, redmutex_lock *l, const char *when)
 /* Another client cannot take the lock (a writer for a read-write lock). */
 static void others_excluded(const char *name, redmutex_kind kind, const char *when)
 {
-    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_client *c = rt_client(&srv, rt_scaled_ms(1000));
     redmutex_kind k = kind == REDMUTEX_KIND_READ ? REDMUTEX_KIND_WRITE : kind;
     redmutex_lock *l = handle(c, name, k, 5000);
     int rc = redmutex_lock_acquire(l, NULL, 0);
@@ -105,7 +105,7 @@ static void short_second_handle(redmutex_kind kind, bool short_first)
 {
     char name[64];
     snprintf(name, sizeof name, "ttl:%s:%s", kind_name(kind), short_first ? "short-first" : "long-first");
-    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_client *c = rt_client(&srv, rt_scaled_ms(1000));
     int64_t short_ms = rt_scaled_ms(400);
     redmutex_lock *lng = handle(c, name, kind, LONG_MS), *shrt = handle(c, name, kind, short_ms);
     int64_t short_end = rt_now_ms() + short_ms;
@@ -149,7 +149,7 @@ static void nested_after_extend(redmutex_kind kind)
 {
     char name[64];
     snprintf(name, sizeof name, "ttl:ext:%s", kind_name(kind));
-    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_client *c = rt_client(&srv, rt_scaled_ms(1000));
     int64_t short_ms = rt_scaled_ms(400);
     redmutex_lock *l = handle(c, name, kind, short_ms);
     int64_t short_end = rt_now_ms() + short_ms;
@@ -187,7 +187,7 @@ static void replace_shorter(redmutex_kind kind)
 {
     char name[64];
     snprintf(name, sizeof name, "ttl:replace:%s", kind_name(kind));
-    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_client *c = rt_client(&srv, rt_scaled_ms(1000));
     int64_t short_ms = rt_scaled_ms(400);
     redmutex_lock *a = handle(c, name, kind, LONG_MS), *b = handle(c, name, kind, LONG_MS);
     CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
@@ -222,7 +222,7 @@ static void test_shortening_one_hold_by_extend_replace_keeps_the_others(void)
 static void test_extend_replace_still_shortens_a_hold_that_is_alone(void)
 {
     rs_start(&srv, NULL);
-    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_client *c = rt_client(&srv, rt_scaled_ms(1000));
     redmutex_kind kinds[] = {REDMUTEX_KIND_LOCK, REDMUTEX_KIND_RLOCK, REDMUTEX_KIND_FAIR, REDMUTEX_KIND_READ,
                              REDMUTEX_KIND_WRITE};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
@@ -287,7 +287,7 @@ static void a1(redmutex_kind kind)
 {
     char name[64];
     snprintf(name, sizeof name, "a1:%s", kind_name(kind));
-    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_client *c = rt_client(&srv, rt_scaled_ms(1000));
     redmutex_lock *outer = handle(c, name, kind, LONG_MS), *inner = handle(c, name, kind, rt_scaled_ms(1000));
     CHECK_OK(redmutex_lock_acquire(outer, NULL, 0));
     int64_t inner_end = rt_now_ms() + rt_scaled_ms(1000);
@@ -315,7 +315,7 @@ static void test_a2_read_release_does_not_cut_the_same_owners_write_hold(void)
 {
     rs_start(&srv, NULL);
     const char *name = "a2";
-    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_client *c = rt_client(&srv, rt_scaled_ms(1000));
     redmutex_lock *w = handle(c, name, REDMUTEX_KIND_WRITE, LONG_MS);
     redmutex_lock *r = handle(c, name, REDMUTEX_KIND_READ, rt_scaled_ms(1000));
     CHECK_OK(redmutex_lock_acquire(w, NULL, 0));
