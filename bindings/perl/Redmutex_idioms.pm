@@ -14,7 +14,7 @@
 
 package Redmutex;
 
-our $VERSION = '1.0.0';
+our $VERSION = '1.1.0';
 our @EXPORT_OK = qw(with_lock);
 
 # with_lock { BLOCK } $lock, timeout => $seconds;

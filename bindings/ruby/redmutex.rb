@@ -12,7 +12,7 @@
 require "redmutex_native"
 
 module Redmutex
-  VERSION = "1.0.0"
+  VERSION = "1.1.0"
 
   # Locks with an on_lost block, by id; weak, so watching keeps no lock alive.
   WATCHED = ObjectSpace::WeakMap.new

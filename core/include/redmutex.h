@@ -53,11 +53,11 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define REDMUTEX_VERSION_MAJOR 1
-#define REDMUTEX_VERSION_MINOR 0
+#define REDMUTEX_VERSION_MINOR 1
 #define REDMUTEX_VERSION_PATCH 0
-#define REDMUTEX_VERSION_STRING "1.0.0"
+#define REDMUTEX_VERSION_STRING "1.1.0"
 /** A single number that increases with every release: 10000*major + 100*minor + patch. */
-#define REDMUTEX_VERSION_NUMBER 10000
+#define REDMUTEX_VERSION_NUMBER 10100
 
 /**
  * The version of the library actually loaded, as "MAJOR.MINOR.PATCH"
