@@ -20,7 +20,7 @@ import re
 import sys
 
 LAYERS = [
-    ["util.c", "error.c", "options.c"],
+    ["util.c", "error.c", "options.c", "stats.c"],
     ["url.c", "resp.c", "scripts.c"],
     ["conn.c", "tls.c"],
     ["pool.c"],

@@ -6,6 +6,7 @@
 #define REDMUTEX_CLIENT_H
 
 #include "conn.h"
+#include "stats.h"
 
 /* ---- client ---------------------------------------------------------- */
 
@@ -51,6 +52,7 @@ struct redmutex_client {
     void (*on_server_restart)(struct redmutex_client *c, size_t i);
     struct rm_unsettled_list *unsettled; /* unsettled.c: releases of unknown outcome (c->mu) */
     _Atomic int n_unsettled;             /* ... how many: 0 keeps acquisitions off c->mu */
+    rm_stats stats;                      /* stats.c: counts and the log callback (atomics, no mutex) */
 };
 
 /** Locks client->mu. */

@@ -65,6 +65,7 @@ typedef struct rm_server {
     _Atomic int64_t restart_seen_ns;
     _Atomic bool duplicate; /* read by callers without the client mutex */
     struct rm_tls *tls; /* rediss:// servers: the TLS settings (tls.c), else NULL */
+    struct rm_stats_server *stats; /* stats.c: this server's counts, by its address (NULL: not counted) */
 } rm_server;
 
 /** Reads, without blocking, what a connection owes and drops it. -1 if the connection is broken. */

@@ -140,6 +140,7 @@ static int build_request(rm_slot *s, const rm_req *req, bool eval)
     s->got = 0;
     s->total = s->skip + req->ncmds;
     s->used_eval = eval;
+    s->req_ns = rm_now_ns();
     return 0;
 }
 
@@ -172,6 +173,7 @@ static void slot_complete(rm_slot *s, const rm_req *req)
         return;
     }
     s->status = RM_SLOT_DONE;
+    s->done_ns = rm_now_ns();
 }
 
 static void slot_read(rm_slot *s, const rm_req *req)
@@ -379,6 +381,7 @@ static void slot_reset(rm_slot *s, int64_t deadline_ns)
     s->not_waited = false;
     s->excluded = false;
     s->handshaking = false;
+    s->timed_out = false;
     s->deadline_ns = deadline_ns;
 }
 
@@ -446,6 +449,7 @@ static void poll_prepare(rm_call *call, const rm_req *req, int64_t connect_deadl
         if (s->status != RM_SLOT_RUNNING)
             continue;
         if (now >= s->deadline_ns) {
+            s->timed_out = true;
             if (pending[i]) {
                 pending[i] = false;
                 slot_defer(call, s, i, req, connect_deadline);
@@ -529,6 +533,24 @@ static void run_loop(rm_call *call, const rm_req *req, int64_t connect_deadline,
     }
 }
 
+/* Statistics and log messages (stats.c): each server's round trip, or the
+   class of its failure; servers left out or not waited for tell nothing. */
+static void count_servers(const rm_call *call)
+{
+    if (!rm_stats_watching(&call->c->stats))
+        return;
+    for (size_t i = 0; i < call->n; i++) {
+        const rm_slot *s = &call->slots[i];
+        const char *refused = NULL; /* an error reply: answered all the same */
+        for (size_t k = 0; k < RM_REQ_MAX_CMDS && !s->err && !refused; k++)
+            if (s->replies[k] && s->replies[k]->type == RM_REPLY_ERROR)
+                refused = s->replies[k]->str;
+        if (s->status == RM_SLOT_DONE && !s->excluded && !s->not_waited)
+            rm_stats_server_done(call->c->servers[i].stats, s->err, s->timed_out, s->done_ns - s->req_ns,
+                                 s->err ? s->msg : refused);
+    }
+}
+
 int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decided_fn decided, void *ud)
 {
     redmutex_client *c = call->c;
@@ -556,6 +578,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
     }
     run_loop(call, req, connect_deadline, pending, decided, ud, &ps);
     end_unwaited(call, pending);
+    count_servers(call);
     if (ps.pfds != small_pfds) {
         free(ps.pfds);
         free(ps.map);

@@ -48,6 +48,11 @@ typedef struct rm_slot {
     bool excluded;        /* not part of this run (rm_call.only) */
     int64_t deadline_ns;  /* this slot's deadline (longer while connecting) */
     rm_reply *replies[RM_REQ_MAX_CMDS];
+    /* Statistics (stats.c): when the request went out (after a new
+       connection's handshake) and when its last reply came, or that the
+       deadline ended it. */
+    int64_t req_ns, done_ns;
+    bool timed_out;
 } rm_slot;
 
 typedef struct rm_call rm_call;
