@@ -521,18 +521,18 @@ static uint64_t allocations_for_pairs(redmutex_client *c, const char *name, int 
         CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
         CHECK_OK(redmutex_lock_release(l, NULL));
     }
-    uint64_t got = 0;
 #if COUNT_ALLOCATIONS
     allocations = 0;
     measuring = true;
+#endif
     for (int i = 0; i < n; i++) {
         CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
         CHECK_OK(redmutex_lock_release(l, NULL));
     }
+    uint64_t got = 0;
+#if COUNT_ALLOCATIONS
     measuring = false;
     got = allocations;
-#else
-    (void)n;
 #endif
     redmutex_lock_free(l);
     return got;
