@@ -33,6 +33,7 @@ import functools
 import inspect
 import itertools
 import os
+import time
 import weakref
 from typing import Any, Awaitable, Callable, Sequence, TypeVar, cast
 
@@ -44,6 +45,7 @@ from ._client import (
     _acquire_wait_ms,
     _add_note,
     _lock_options,
+    _observe_acquire,
     _to_bytes,
     _to_ms,
 )
@@ -188,6 +190,10 @@ class AsyncClient:
     def server_count(self) -> int:
         """How many servers (N) the client uses; N > 1 means Redlock."""
         return self._client.server_count
+
+    def stats(self) -> dict[str, Any]:
+        """What the client has counted: as redmutex.Client.stats() (no I/O, never blocks)."""
+        return self._client.stats()
 
     @property
     def pool_threads(self) -> int:
@@ -594,7 +600,24 @@ class AsyncLock:
         if exc is not None:
             raise exc
 
+    def _observer_owner(self) -> object:
+        """Whose hold a per-name observer times (see redmutex.Lock)."""
+        return self._owner_key()
+
     async def _acquire_ms(self, wait_ms: int) -> bool:
+        observers = self.client._client._observers
+        if not observers:  # the usual case: the C core counts by itself
+            return await self._acquire_c(wait_ms)
+        start = time.monotonic()
+        try:
+            acquired = await self._acquire_c(wait_ms)
+        except BaseException as exc:
+            _observe_acquire(observers, self, exc, False, start)
+            raise
+        _observe_acquire(observers, self, None, acquired, start)
+        return acquired
+
+    async def _acquire_c(self, wait_ms: int) -> bool:
         owner = self._owner_key()
         if wait_ms == 0:
             return await self.client._acquire_now(self, owner)
@@ -622,6 +645,10 @@ class AsyncLock:
         pending = self._take_pending()
         try:
             job = await self.client._call(lib.RMPY_OP_RELEASE, self, self._owner_key())
+            observers = self.client._client._observers
+            if observers and job.rc in (0, lib.REDMUTEX_ELOST):
+                for observer in observers:
+                    observer.released(self, self._observer_owner(), self._kind)
             _raise_job_error(job)
         except BaseException as err:
             if pending is not None and isinstance(err, LockLostError):
