@@ -326,3 +326,28 @@ def test_metrics_modules_are_not_imported_by_the_package() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_grafana_dashboard_and_the_docs_use_the_exposed_metric_names(make_client: Any) -> None:
+    import json
+    import os
+    import re
+
+    import redmutex.prometheus
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    c = make_client()
+    with c.lock("py-names"):
+        pass
+    exposed = set()
+    for family in _exposition(redmutex.prometheus.Collector(c)).values():
+        exposed |= {s.name for s in family.samples}
+    with open(os.path.join(root, "docs", "grafana", "redmutex-dashboard.json")) as f:
+        dashboard = json.load(f)
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {name for e in exprs for name in re.findall(r"\bredmutex_[a-z_]+", e)}
+    assert used and used <= exposed, used - exposed
+    with open(os.path.join(root, "docs", "observability.md")) as f:
+        documented = set(re.findall(r"^\| `(redmutex_[a-z_]+)` \|", f.read(), re.M))
+    base = {re.sub(r"_(bucket|count|sum)$", "", n) for n in exposed}
+    assert documented == base, documented ^ base
