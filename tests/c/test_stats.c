@@ -391,8 +391,10 @@ static void test_a_stopped_server_counts_errors_for_that_server_only(void)
         for (int e = 0; e < REDMUTEX_STATS_ERROR_CLASSES; e++)
             errors += sv.errors[e];
         if (i == 1) {
-            /* Each acquisition reached for it and failed at once; releases went only where the lock was. */
-            CHECKF(sv.errors[REDMUTEX_SERVER_ERROR_CONNECTION] == (uint64_t)n && errors == (uint64_t)n,
+            /* Each acquisition reached for it and failed at once (unless the other two decided
+               first: a request not waited for counts nothing); releases went only where the lock was. */
+            uint64_t refused = sv.errors[REDMUTEX_SERVER_ERROR_CONNECTION];
+            CHECKF(refused >= 1 && refused <= (uint64_t)n && errors == refused,
                    "server 2: %llu connection errors, %llu in all", (unsigned long long)sv.errors[1],
                    (unsigned long long)errors);
             CHECK(sv.round_trip.count == before[i] && sv.reachable == 0);

@@ -123,7 +123,9 @@ def test_a_stopped_server_counts_errors_for_that_server_only(
         assert list(stats) == [f"{s.url}/0" for s in servers]
         for addr, sv in stats.items():
             if addr == dead:
-                assert sv["errors"]["connection"] == n and sum(sv["errors"].values()) == n
+                # At once for each acquisition (unless the live two decided first: not waited for,
+                # not counted); releases went only where the lock was.
+                assert 1 <= sv["errors"]["connection"] == sum(sv["errors"].values()) <= n
                 assert not sv["reachable"] and sv["round_trip_seconds"]["count"] == before[addr]
             else:
                 assert not any(sv["errors"].values()) and sv["reachable"]
