@@ -308,7 +308,7 @@ static void test_a_lock_deleted_under_the_watchdog_counts_one_loss(void)
     rs_start(&srv, NULL);
     const char *url = srv.url;
     logs_clear();
-    redmutex_client *c = stats_client(&url, 1, 400, 200, 0);
+    redmutex_client *c = stats_client(&url, 1, 1200, 400, 0);
     redmutex_lock *l = new_lock(c, "deleted", REDMUTEX_KIND_LOCK);
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     WAIT_FOR(snap(c).renewals[REDMUTEX_RENEWAL_RENEWED] >= 1, 5000);
