@@ -48,16 +48,26 @@ def colour(key: str) -> str:
 
 def subtitle(res: dict) -> str:
     m = res.get("machine", {})
-    load = m.get("load_start"), m.get("load_end")
-    loads = " to ".join(f"{x[0]:.1f}" for x in load if x) if all(load) else "?"
-    return f"{m.get('date', '')} · {m.get('cpu', '')} · Redis {m.get('redis', '')} on loopback · load {loads}"
+    start, end = m.get("load_start"), m.get("load_end")
+    load = f", load {start[0]:.1f}\u2013{end[0]:.1f}" if start and end else ""
+    return f"run of {m.get('date', '?')}, {m.get('cpus', '?')} x {m.get('cpu', '?')}{load}"
+
+
+# A waiter that acquired before the holder's release call returned has a delay <= 0: drawn here.
+WAKE_FLOOR_US = 10.0
+
+
+def mark(ax, x: float, text: str) -> None:
+    """A dashed vertical reference line, labelled at the bottom of the plot."""
+    ax.axvline(x, color=FLOOR, linestyle="--", linewidth=1)
+    ax.annotate(text, (x, 0.01), xycoords=("data", "axes fraction"), color="#7f8c8d", fontsize=8, va="bottom")
 
 
 def strip_chart(ax, rows: list[tuple[str, str, list[float]]], xlabel: str) -> None:
     """One row per series: its values as dots over a box of their quartiles, log scale."""
     rows = sorted(rows, key=lambda r: sorted(r[2])[len(r[2]) // 2], reverse=True)
     data = [r[2] for r in rows]
-    ax.boxplot(data, vert=False, widths=0.6, showfliers=False, medianprops={"color": "black"})
+    ax.boxplot(data, orientation="horizontal", widths=0.6, showfliers=False, medianprops={"color": "black"})
     for i, (key, _, values) in enumerate(rows, start=1):
         jitter = [i + ((j * 0.37) % 0.5 - 0.25) for j in range(len(values))]
         ax.scatter(values, jitter, s=7, color=colour(key), alpha=0.75, zorder=3, linewidths=0)
@@ -77,8 +87,7 @@ def pairs_chart(res: dict, versions: dict, out: str) -> None:
         rows.append((key, label(key, versions), [1e6 / r for r in entry["rates"] if r > 0]))
     fig, ax = plt.subplots(figsize=(8.5, 0.34 * len(rows) + 1.4))
     strip_chart(ax, rows, "µs per acquire + release (log scale), one dot per block of the run")
-    ax.axvline(2 * pairs["rtt_us"], color=FLOOR, linestyle="--", linewidth=1)
-    ax.text(2 * pairs["rtt_us"], 0.45, " 2 round trips", color="#7f8c8d", fontsize=8)
+    mark(ax, 2 * pairs["rtt_us"], " 2 round trips (raw PING)")
     ax.set_title("Uncontended acquire + release, one server, one thread\n" + subtitle(res), fontsize=9)
     fig.tight_layout()
     fig.savefig(out, metadata={"Date": None})
@@ -113,14 +122,14 @@ def scale_chart(res: dict, versions: dict, out: str) -> None:
 def wake_chart(res: dict, versions: dict, out: str) -> None:
     wake = res["wake"]
     rows = [
-        (key, label(key, versions), [max(s, 1.0) for s in entry["samples"]])
+        (key, label(key, versions), [max(s, WAKE_FLOOR_US) for s in entry["samples"]])
         for key, entry in wake["series"].items()
         if entry["samples"]
     ]
     fig, ax = plt.subplots(figsize=(8.5, 0.34 * len(rows) + 1.4))
-    strip_chart(ax, rows, "µs from the release to the waiter's acquire (log scale), one dot per sample")
-    ax.axvline(wake["rtt_us"], color=FLOOR, linestyle="--", linewidth=1)
-    ax.text(wake["rtt_us"], 0.45, " 1 round trip", color="#7f8c8d", fontsize=8)
+    xlabel = f"µs from release to the waiter's acquire (log; ≤ {WAKE_FLOOR_US:g} drawn at {WAKE_FLOOR_US:g})"
+    strip_chart(ax, rows, xlabel)
+    mark(ax, wake["rtt_us"], " 1 round trip (raw PING)")
     ax.set_title("Wake-up delay of a blocked waiter\n" + subtitle(res), fontsize=9)
     fig.tight_layout()
     fig.savefig(out, metadata={"Date": None})
