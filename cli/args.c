@@ -126,6 +126,18 @@ int cli_servers_add(cli_servers *s, const char *url)
     return 0;
 }
 
+/* The first comma of p that is followed by a URL scheme ("redis://", "unix://", ...), or NULL. */
+static char *next_deployment(char *p)
+{
+    for (char *comma = strchr(p, ','); comma; comma = strchr(comma + 1, ',')) {
+        const char *q = comma + 1;
+        size_t n = strspn(q, "abcdefghijklmnopqrstuvwxyz0123456789+.-");
+        if (n > 0 && q[0] >= 'a' && q[0] <= 'z' && strncmp(q + n, "://", 3) == 0)
+            return comma;
+    }
+    return NULL;
+}
+
 int cli_servers_finish(cli_servers *s)
 {
     if (s->n)
@@ -135,13 +147,18 @@ int cli_servers_finish(cli_servers *s)
         s->urls[s->n++] = DEFAULT_URL;
         return 0;
     }
+    size_t len = strlen(env);
+    if (env[0] == ',' || env[len - 1] == ',' || strstr(env, ",,"))
+        return cli_usage_error("REDMUTEX_URL has an empty entry (a comma too many)");
     s->env_copy = strdup(env);
     if (!s->env_copy) {
         cli_error("out of memory");
         return CLI_EXIT_OSERR;
     }
+    /* A comma followed by a scheme starts the next deployment; a comma
+       followed by host:port adds a seed to the current URL (DESIGN §6). */
     for (char *p = s->env_copy;;) {
-        char *comma = strchr(p, ',');
+        char *comma = next_deployment(p);
         if (comma)
             *comma = '\0';
         if (!p[0])

@@ -50,7 +50,7 @@ static int inspect(rm_err *err, redmutex_lock *l, const char *value, inspect_res
 {
     redmutex_client *c = l->c;
     rm_kargs kargs;
-    rm_req req = {1, {rm_kind_of(l)->inspect(l, value, &kargs)}, NULL};
+    rm_req req = {1, {rm_kind_of(l)->inspect(l, value, &kargs)}, NULL, l->name, NULL};
     rm_call call;
     int rc = rm_call_begin(err, &call, c);
     if (rc)
@@ -177,7 +177,7 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
         return rm_publish(err, rc);
     redmutex_client *c = l->c;
     rm_kargs kargs;
-    rm_req req = {1, {rm_kind_of(l)->force(l, &kargs)}, l->name};
+    rm_req req = {1, {rm_kind_of(l)->force(l, &kargs)}, l->name, NULL, NULL};
     rm_call call;
     if ((rc = rm_call_begin(err, &call, c)))
         return rm_publish(err, rc);

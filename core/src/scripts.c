@@ -29,14 +29,15 @@
 #define NOPERM(what) RM_LUA_NOPERM(what)
 
 static const char *const script_text[RM_SCRIPT_COUNT] = {
-    /* RM_SCRIPT_FORCE_RELEASE: KEYS name, channel; ARGV expected type (string|hash). */
+    /* RM_SCRIPT_FORCE_RELEASE: KEYS name, channel; ARGV expected type (string|hash),
+       the publish command (RM_ARG_PUBLISH: spublish on a 7.0+ cluster). */
     [RM_SCRIPT_FORCE_RELEASE] =
         "local t = redis.call('type', KEYS[1])['ok']\n"
         "if t == 'none' then return 0 end\n"
         "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n" MAY_DEF
-        "if not may('publish', KEYS[2], '0') then " NOPERM("PUBLISH the release") " end\n"
+        "if not may(ARGV[2], KEYS[2], '0') then " NOPERM("PUBLISH the release") " end\n"
         "redis.call('del', KEYS[1])\n"
-        "redis.call('publish', KEYS[2], '0')\n"
+        "redis.call(ARGV[2], KEYS[2], '0')\n"
         "return 1\n",
 
     /* RM_SCRIPT_INSPECT: KEYS name; ARGV expected type, owner value ('' = nobody).
@@ -145,10 +146,14 @@ const char *rm_script_sha(int id)
     return script_sha[id];
 }
 
-int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval)
+const char rm_arg_publish[] = "publish";
+
+int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish)
 {
     if (cmd->script < 0)
         return rm_format_command(b, cmd->argc, cmd->argv, cmd->lens);
+    if (!publish)
+        publish = "publish";
     const char *small_argv[16];
     size_t small_lens[16];
     const char **argv = small_argv;
@@ -168,8 +173,9 @@ int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval)
     argv[1] = eval ? rm_script_text(cmd->script) : rm_script_sha(cmd->script);
     lens[1] = strlen(argv[1]);
     for (int k = 0; k < cmd->argc; k++) {
-        argv[k + 2] = cmd->argv[k];
-        lens[k + 2] = cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
+        bool verb = cmd->argv[k] == rm_arg_publish;
+        argv[k + 2] = verb ? publish : cmd->argv[k];
+        lens[k + 2] = verb ? strlen(publish) : cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
     }
     int rc = rm_format_command(b, argc, argv, lens);
     if (argv != small_argv) {

@@ -3,6 +3,9 @@
  *   redis://[user[:password]@]host[:port][/db]
  *   rediss://[user[:password]@]host[:port][/db][?ssl_option=value&...]
  *   unix:///path/to/socket[?db=N]
+ * Several hosts (redis://h1:p1,h2:p2/db) are seeds of one deployment, tried
+ * in order; ?topology=auto|standalone|cluster says what that deployment is
+ * (default auto: a node that reports cluster_enabled:1 makes it a cluster).
  * Messages about a URL show it with the password masked, never the password.
  */
 #define _GNU_SOURCE
@@ -71,6 +74,8 @@ static int parse_uint(const char *s, size_t n, long max, long *out)
 void rm_endpoint_clear(rm_endpoint *ep)
 {
     free(ep->host);
+    for (int k = 0; k < ep->n_seeds; k++)
+        free(ep->seed_host[k]);
     free(ep->path);
     free(ep->user);
     if (ep->password) {
@@ -102,10 +107,16 @@ static int make_display(rm_endpoint *ep)
         if (ep->db)
             snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "?db=%d", ep->db);
     } else {
-        bool v6 = strchr(ep->host, ':') != NULL;
-        snprintf(buf, sizeof buf, "%s://%s%s%s%s%s%s:%d/%d", ep->tls ? "rediss" : "redis", ep->user ? ep->user : "",
-                 ep->password ? ":***" : "", ep->user || ep->password ? "@" : "", v6 ? "[" : "",
-                 ep->host, v6 ? "]" : "", ep->port, ep->db);
+        int n = snprintf(buf, sizeof buf, "%s://%s%s%s", ep->tls ? "rediss" : "redis", ep->user ? ep->user : "",
+                         ep->password ? ":***" : "", ep->user || ep->password ? "@" : "");
+        for (int k = 0; k < ep->n_seeds && n < (int)sizeof buf; k++) {
+            bool v6 = strchr(ep->seed_host[k], ':') != NULL;
+            n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%s%s%s:%d", k ? "," : "", v6 ? "[" : "",
+                          ep->seed_host[k], v6 ? "]" : "", ep->seed_port[k]);
+        }
+        static const char *const topo[] = {"", "?topology=standalone", "?topology=cluster"};
+        if (n < (int)sizeof buf)
+            snprintf(buf + n, sizeof buf - (size_t)n, "/%d%s", ep->db, topo[ep->topology]);
     }
     ep->display = strdup(buf);
     return ep->display ? 0 : REDMUTEX_ENOMEM;
@@ -192,9 +203,26 @@ static int tls_option(rm_err *err, rm_endpoint *ep, const char *name, size_t nam
     return 0;
 }
 
-/* The query of a rediss:// URL: ssl_* options separated by '&'. */
-static int parse_tls_query(rm_err *err, rm_endpoint *ep, const char *q, const char *end, const char *shown)
+/* topology=auto|standalone|cluster (any scheme). 1 when `name` is not that option. */
+static int topology_option(rm_err *err, rm_endpoint *ep, const char *name, size_t name_len, const char *value,
+                           const char *shown, bool *seen)
 {
+    if (name_len != 8 || memcmp(name, "topology", 8) != 0)
+        return 1;
+    static const char *const names[] = {"auto", "standalone", "cluster"};
+    for (int k = 0; k < 3 && !*seen; k++)
+        if (strcmp(value, names[k]) == 0) {
+            ep->topology = k;
+            *seen = true;
+            return 0;
+        }
+    return bad(err, ep, shown, *seen ? "topology is given twice" : "topology must be auto, standalone or cluster");
+}
+
+/* The query: ssl_* options (rediss:// only) and topology, separated by '&'. */
+static int parse_query(rm_err *err, rm_endpoint *ep, const char *q, const char *end, const char *shown)
+{
+    bool topology_seen = false;
     while (q < end) {
         const char *amp = memchr(q, '&', (size_t)(end - q));
         const char *item_end = amp ? amp : end;
@@ -204,7 +232,19 @@ static int parse_tls_query(rm_err *err, rm_endpoint *ep, const char *q, const ch
         char *value = percent_decode(eq + 1, (size_t)(item_end - eq - 1));
         if (!value)
             return bad(err, ep, shown, "bad percent-escape in a query option");
-        int rc = tls_option(err, ep, q, (size_t)(eq - q), value, shown);
+        int rc = topology_option(err, ep, q, (size_t)(eq - q), value, shown, &topology_seen);
+        if (rc != 1) {
+            free(value);
+            if (rc != 0)
+                return rc;
+            q = amp ? amp + 1 : end;
+            continue;
+        }
+        if (!ep->tls) {
+            free(value);
+            return bad(err, ep, shown, "query options (ssl_*) need a rediss:// URL (redis:// takes topology only)");
+        }
+        rc = tls_option(err, ep, q, (size_t)(eq - q), value, shown);
         if (rc != 0)
             return rc;
         q = amp ? amp + 1 : end;
@@ -310,6 +350,59 @@ static int parse_host_port(rm_err *err, rm_endpoint *ep, const char *p, const ch
     return 0;
 }
 
+/* h1[:p1],h2[:p2],...: the seeds, each as parse_host_port reads it. */
+static int parse_hosts(rm_err *err, rm_endpoint *ep, const char *p, const char *authority_end, const char *shown)
+{
+    for (;;) {
+        const char *comma = memchr(p, ',', (size_t)(authority_end - p));
+        const char *host_end = comma ? comma : authority_end;
+        if (ep->n_seeds == RM_SEEDS_MAX)
+            return bad(err, ep, shown, "more than 16 hosts");
+        free(ep->host);
+        ep->host = NULL;
+        int rc = parse_host_port(err, ep, p, host_end, shown);
+        if (rc != 0)
+            return rc;
+        if (!ep->host || !(ep->seed_host[ep->n_seeds] = strdup(ep->host)))
+            return bad(err, ep, shown, "out of memory");
+        ep->seed_port[ep->n_seeds++] = ep->port;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    /* The first seed is the one tried first. */
+    free(ep->host);
+    ep->host = strdup(ep->seed_host[0]);
+    ep->port = ep->seed_port[0];
+    return ep->host ? 0 : bad(err, ep, shown, "out of memory");
+}
+
+int rm_endpoint_derive(rm_err *err, rm_endpoint *out, const rm_endpoint *ep, const char *host, int port)
+{
+    memset(out, 0, sizeof *out);
+    out->is_unix = false;
+    out->port = port;
+    out->db = ep->db;
+    out->tls = ep->tls;
+    out->tls_verify = ep->tls_verify;
+    out->tls_check_hostname = ep->tls_check_hostname;
+    out->topology = ep->topology;
+    out->n_seeds = 1;
+    out->seed_port[0] = port;
+    bool ok = (out->host = strdup(host)) && (out->seed_host[0] = strdup(host)) &&
+              (!ep->user || (out->user = strdup(ep->user))) && (!ep->password || (out->password = strdup(ep->password)));
+    const char *const *files[] = {(const char *const *)&ep->tls_ca_file, (const char *const *)&ep->tls_cert_file,
+                                  (const char *const *)&ep->tls_key_file, (const char *const *)&ep->tls_server_name};
+    char **dst[] = {&out->tls_ca_file, &out->tls_cert_file, &out->tls_key_file, &out->tls_server_name};
+    for (int k = 0; ok && k < 4; k++)
+        ok = !*files[k] || (*dst[k] = strdup(*files[k]));
+    if (!ok || make_display(out)) {
+        rm_endpoint_clear(out);
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
 int rm_endpoint_parse(rm_err *err, rm_endpoint *ep, const char *url)
 {
     memset(ep, 0, sizeof *ep);
@@ -338,9 +431,7 @@ int rm_endpoint_parse(rm_err *err, rm_endpoint *ep, const char *url)
         return bad(err, ep, shown, "fragments are not supported");
     const char *query = memchr(p, '?', (size_t)(end - p));
     if (query) {
-        if (!ep->tls)
-            return bad(err, ep, shown, "query options (ssl_*) need a rediss:// URL");
-        int rc = parse_tls_query(err, ep, query + 1, end, shown);
+        int rc = parse_query(err, ep, query + 1, end, shown);
         if (rc != 0)
             return rc;
         end = query;
@@ -349,7 +440,7 @@ int rm_endpoint_parse(rm_err *err, rm_endpoint *ep, const char *url)
     const char *authority_end = slash ? slash : end;
     int rc = parse_userinfo(err, ep, &p, authority_end, shown);
     if (rc == 0)
-        rc = parse_host_port(err, ep, p, authority_end, shown);
+        rc = parse_hosts(err, ep, p, authority_end, shown);
     if (rc != 0)
         return rc;
     if (slash && slash + 1 < end) {

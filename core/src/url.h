@@ -8,10 +8,22 @@
 
 /* ---- URLs and servers (url.c) ---------------------------------------- */
 
+/* What a URL says its deployment is (?topology=): found out, or fixed. */
+enum rm_topology { RM_TOPOLOGY_AUTO, RM_TOPOLOGY_STANDALONE, RM_TOPOLOGY_CLUSTER };
+
+/* Most hosts one URL may list (seeds of one deployment). */
+#define RM_SEEDS_MAX 16
+
 typedef struct rm_endpoint {
     bool is_unix;
-    char *host; /* TCP host (no brackets) */
+    char *host; /* TCP host (no brackets): the first seed */
     int port;
+    /* redis://h1:p1,h2:p2/...: every host given, in order (seed 0 is
+       host/port above); n_seeds is 1 for a single host or a Unix socket. */
+    int n_seeds;
+    char *seed_host[RM_SEEDS_MAX];
+    int seed_port[RM_SEEDS_MAX];
+    int topology; /* enum rm_topology, ?topology= (default auto) */
     char *path; /* Unix socket path */
     char *user;     /* NULL when absent */
     char *password; /* NULL when absent */
@@ -31,5 +43,11 @@ typedef struct rm_endpoint {
 /** Parses url into ep (zeroed first). REDMUTEX_EINVAL with a message on bad input. */
 int rm_endpoint_parse(rm_err *err, rm_endpoint *ep, const char *url);
 void rm_endpoint_clear(rm_endpoint *ep);
+/**
+ * A node of the same deployment at host:port (found in a cluster's
+ * topology): ep's credentials, database and TLS settings with another
+ * address, into out (zeroed first). 0 or REDMUTEX_ENOMEM.
+ */
+int rm_endpoint_derive(rm_err *err, rm_endpoint *out, const rm_endpoint *ep, const char *host, int port);
 
 #endif
