@@ -7,7 +7,9 @@
  * counting allocates nothing.
  */
 #define _GNU_SOURCE
+#include "cluster.h"
 #include "harness.h"
+#include "slots.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -411,6 +413,42 @@ static void test_a_stopped_server_counts_errors_for_that_server_only(void)
     redmutex_client_free(c);
 }
 
+/* On a cluster, each request counts for the node it went to, under that node's own address. */
+static void test_cluster_nodes_are_counted_by_their_own_address(void)
+{
+    static rc_cluster cl; /* the harness stops it after the test */
+    rc_start(&cl, 3, 0, NULL);
+    const char *url = cl.url;
+    redmutex_client *c = stats_client(&url, 1, 30000, 1000, 0);
+    /* Names whose slots lie on each of the three masters. */
+    const char *names[3] = {"{a}job", "{b}job", "{c}job"};
+    for (int k = 0; k < 3; k++) {
+        redmutex_lock *l = new_lock(c, names[k], REDMUTEX_KIND_RLOCK);
+        CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+        CHECK_OK(redmutex_lock_release(l, NULL));
+        redmutex_lock_free(l);
+    }
+    redmutex_stats s = snap(c);
+    CHECK(s.server_count >= 2); /* the seed list's entry, and the nodes it led to */
+    for (int k = 0; k < 3; k++) {
+        rs_server *owner = rc_owner(&cl, rm_keyslot(names[k], strlen(names[k])));
+        CHECK(owner != NULL);
+        char address[160];
+        snprintf(address, sizeof address, "redis://127.0.0.1:%d/0", owner->port);
+        uint64_t round_trips = 0;
+        for (uint64_t i = 0; i < s.server_count; i++) {
+            redmutex_server_stats sv = server_snap(c, i);
+            if (strcmp(sv.address, address) == 0)
+                round_trips = sv.round_trip.count;
+        }
+        CHECKF(round_trips >= 2, "node %s (owner of '%s') has %llu round trips", address, names[k],
+               (unsigned long long)round_trips);
+    }
+    CHECK(outcome_count(&s, REDMUTEX_KIND_RLOCK, REDMUTEX_ACQUIRE_ACQUIRED) == 3 && s.hold[REDMUTEX_KIND_RLOCK].count == 3);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+}
+
 static void test_counting_off_reports_zeros_and_still_logs(void)
 {
     const char *url = "redis://127.0.0.1:1"; /* nobody listens: connections are refused */
@@ -573,6 +611,7 @@ int main(int argc, char **argv)
         {"a_lock_deleted_under_the_watchdog_counts_one_loss", test_a_lock_deleted_under_the_watchdog_counts_one_loss},
         {"a_stalled_server_logs_failing_renewal_then_recovery", test_a_stalled_server_logs_failing_renewal_then_recovery},
         {"a_stopped_server_counts_errors_for_that_server_only", test_a_stopped_server_counts_errors_for_that_server_only},
+        {"cluster_nodes_are_counted_by_their_own_address", test_cluster_nodes_are_counted_by_their_own_address},
         {"counting_off_reports_zeros_and_still_logs", test_counting_off_reports_zeros_and_still_logs},
         {"bad_arguments_to_the_snapshots_are_refused", test_bad_arguments_to_the_snapshots_are_refused},
         {"counting_allocates_nothing_on_the_fast_path", test_counting_allocates_nothing_on_the_fast_path},
