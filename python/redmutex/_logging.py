@@ -24,7 +24,7 @@ from ._redmutex_cffi import ffi, lib
 
 logger = logging.getLogger("redmutex")
 
-_mu = threading.Lock()
+_mu = threading.Lock()  # replaced in a forked child: the parent's may be held
 _thread: threading.Thread | None = None
 _pid = -1
 
@@ -46,6 +46,19 @@ def ensure_thread() -> None:
         _pid = os.getpid()
         _thread = threading.Thread(target=_run, args=(fd,), name="redmutex-log", daemon=True)
         _thread.start()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has no thread of its parent's: it gets its own if the parent had one."""
+    global _thread, _mu
+    _mu = threading.Lock()
+    if _thread is not None:
+        _thread = None
+        ensure_thread()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _run(fd: int) -> None:

@@ -11,6 +11,7 @@ through the SDK's in-memory reader: every surface shows the same numbers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 from typing import Any
@@ -353,3 +354,27 @@ def test_the_grafana_dashboard_and_the_docs_use_the_exposed_metric_names(make_cl
         documented = set(re.findall(r"^\| `(redmutex_[a-z_]+)` \|", f.read(), re.M))
     base = {re.sub(r"_(bucket|count|sum)$", "", n) for n in exposed}
     assert documented == base, documented ^ base
+
+
+def test_a_forked_child_logs_through_its_own_thread(make_client: Any, tmp_path: Any) -> None:
+    import os
+    import sys
+
+    make_client()  # the parent's log thread runs
+    out = tmp_path / "child.log"
+    pid = os.fork()
+    if pid == 0:  # the child: a message of its own reaches its own `redmutex` logger
+        code = 1
+        try:
+            handler = logging.FileHandler(str(out))
+            logging.getLogger("redmutex").addHandler(handler)
+            dead = redmutex.Client("redis://127.0.0.1:1")
+            with contextlib.suppress(redmutex.ConnectionError):
+                dead.lock("py-child").acquire(blocking=False)
+            wait_until(lambda: out.exists() and "unreachable" in out.read_text(), what="the child's log")
+            code = 0
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
