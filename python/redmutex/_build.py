@@ -216,6 +216,23 @@ def _rel(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+# A distribution that ships libredmutex.so links the extension to it rather than
+# compiling a second copy of the core in (debian/rules): this names the directory
+# holding libredmutex.so at build time.
+SHARED_LIBDIR_ENV = "REDMUTEX_SHARED_LIBDIR"
+
+
+def _core() -> tuple[list[str], list[str], list[str], list[str], list[str]]:
+    """(core sources, include dirs, extra compile args, library dirs, libraries)."""
+    shared = os.environ.get(SHARED_LIBDIR_ENV)
+    if shared:
+        return [], [], [], [shared], ["redmutex"]
+    sources = sorted(glob.glob(os.path.join(SOURCE_DIR, "*.c")))
+    if not sources:
+        raise RuntimeError(f"no C sources found in {SOURCE_DIR}")
+    return (sources, *_pkg_config_dependencies())
+
+
 def make_ffibuilder():  # type: ignore[no-untyped-def]
     """The FFI builder for setuptools (source paths relative to setup.py)."""
     from cffi import FFI
@@ -223,10 +240,7 @@ def make_ffibuilder():  # type: ignore[no-untyped-def]
     cdef, _ = generate_cdef()
     ffibuilder = FFI()
     ffibuilder.cdef(cdef + SIGNALS_CDEF + AIO_CDEF + LOG_CDEF)
-    include_dirs, extra_cflags, library_dirs, libraries = _pkg_config_dependencies()
-    sources = sorted(glob.glob(os.path.join(SOURCE_DIR, "*.c")))
-    if not sources:
-        raise RuntimeError(f"no C sources found in {SOURCE_DIR}")
+    sources, include_dirs, extra_cflags, library_dirs, libraries = _core()
     ffibuilder.set_source(
         "redmutex._redmutex_cffi",
         '#include "redmutex.h"\n#include "_aio.h"\n#include "_log.h"\n',
