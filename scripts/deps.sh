@@ -6,7 +6,9 @@
 # abigail-tools for the ABI check, valgrind, for the SWIG bindings swig with the
 # Ruby, Perl, Tcl and Lua 5.4 headers and test runners (and Tclx, whose signal
 # traps the Tcl tests use), and for the fault-injection harness libfaketime,
-# stress-ng, nftables, iproute2 and util-linux's setpriv and taskset).
+# stress-ng, nftables, iproute2 and util-linux's setpriv and taskset), and for the
+# packaging stage (scripts/package.sh, tests/packages/run) debhelper, dh-python,
+# python3-cffi (the Debian build's Python package), lintian and luarocks.
 # Safe to run repeatedly.
 set -euo pipefail
 
@@ -14,7 +16,8 @@ packages=(build-essential cmake ninja-build pkg-config libhiredis-dev libssl-dev
           python3-dev python3-venv libffi-dev libpython3.11-testsuite binutils openjdk-17-jdk-headless maven
           python3-pytest groff-base clang libclang-rt-14-dev abigail-tools valgrind
           swig ruby-dev ruby-minitest libperl-dev tcl-dev tclx8.4 liblua5.4-dev lua5.4 lua-busted
-          faketime stress-ng nftables iproute2 util-linux)
+          faketime stress-ng nftables iproute2 util-linux
+          debhelper dh-python python3-cffi lintian luarocks)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
