@@ -109,6 +109,12 @@ int rt_free_port(void)
     return ntohs(sa.sin_port);
 }
 
+const char *rs_server_binary(void)
+{
+    const char *bin = getenv("REDMUTEX_TEST_SERVER");
+    return bin && bin[0] ? bin : "redis-server";
+}
+
 static void spawn(rs_server *s)
 {
     char conf[1024];
@@ -130,7 +136,7 @@ static void spawn(rs_server *s)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(1);
-        execlp("redis-server", "redis-server", conf, (char *)NULL);
+        execlp(rs_server_binary(), rs_server_binary(), conf, (char *)NULL);
         _exit(127);
     }
     s->pid = pid;
@@ -145,9 +151,9 @@ static void spawn(rs_server *s)
         }
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid)
-            rt_fail(__FILE__, __LINE__, "redis-server exited at start (see %s/redis.log)", s->dir);
+            rt_fail(__FILE__, __LINE__, "%s exited at start (see %s/redis.log)", rs_server_binary(), s->dir);
         if (rt_now_ms() > deadline)
-            rt_fail(__FILE__, __LINE__, "redis-server did not start within 10 s");
+            rt_fail(__FILE__, __LINE__, "%s did not start within 10 s", rs_server_binary());
         rt_sleep_ms(5);
     }
 }

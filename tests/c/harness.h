@@ -87,7 +87,14 @@ typedef struct rs_server {
     int tls_port; /* TLS port, 0 without TLS */
 } rs_server;
 
-/* Starts redis-server with optional extra config lines ("key value\n..."). Fails the test on error. */
+/*
+ * The server binary the tests start: REDMUTEX_TEST_SERVER if set (a
+ * valkey-server, say: scripts/valkey.sh fetches one), else redis-server
+ * from the PATH. Every test that starts a server runs against it.
+ */
+const char *rs_server_binary(void);
+
+/* Starts the server (rs_server_binary) with optional extra config lines ("key value\n..."). Fails the test on error. */
 void rs_start(rs_server *s, const char *extra_config);
 
 /* ---- TLS ----------------------------------------------------------------- */
