@@ -24,7 +24,7 @@ LAYERS = [
     ["url.c", "resp.c", "scripts.c"],
     ["conn.c", "tls.c"],
     ["pool.c"],
-    ["fanout.c"],
+    ["fanout.c", "slot.c"],
     ["quorum.c", "tally.c"],
     ["kind.c", "kind_plain.c", "kind_rlock.c", "kind_fair.c", "kind_rw.c"],
     ["handle.c", "owner.c", "holds.c", "watchdog.c", "events.c", "unsettled.c"],

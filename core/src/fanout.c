@@ -18,6 +18,7 @@
 #include "pool.h"
 #include "resp.h"
 #include "scripts.h"
+#include "slot.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -27,8 +28,12 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* Beyond this many owed replies a connection is not worth keeping. */
-#define RM_OWED_MAX 256
+/* Beyond this many owed replies a connection is not kept. Closing one ends
+   the per-server order of the requests it carried, and on a server that
+   stalls its replacement waits in a handshake that is not answered either:
+   a stall of seconds owes thousands. (A request that does not fit in the
+   socket's buffers is not sent whole, and closes it anyway.) */
+#define RM_OWED_MAX 65536
 
 int rm_call_begin(rm_err *err, rm_call *call, redmutex_client *c)
 {
@@ -73,212 +78,37 @@ void rm_call_end(rm_call *call)
     call->slots = NULL;
 }
 
-static void slot_fail(rm_slot *s, int code, const char *msg)
+/* When slot s's server counts as stalling if it shows no progress meanwhile; 0 if unknown. */
+static int64_t stall_time(const rm_call *call, const rm_slot *s)
 {
-    s->err = code;
-    snprintf(s->msg, sizeof s->msg, "%s", msg);
-    s->status = RM_SLOT_DONE;
+    int64_t since = s->conn ? atomic_load_explicit(&s->conn->progress_ns, memory_order_relaxed) : s->busy_since;
+    return since > 0 && since < INT64_MAX ? since + call->c->opts.command_timeout_ms * RM_NS_PER_MS : 0;
 }
 
-/* A transport failure: the connection's state is unknown, so it is closed. */
-static void slot_break(rm_slot *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void slot_break(rm_slot *s, int code, const char *fmt, ...)
+/* Server i stalls (stalls()): the request is not sent there. */
+static void slot_skip_stalled(rm_call *call, rm_slot *s, int64_t now)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
-    va_end(ap);
-    s->err = code;
-    s->status = RM_SLOT_DONE;
-    s->broken = true;
+    const rm_server *srv = &call->c->servers[s - call->slots];
+    int64_t since = atomic_load_explicit(&srv->answered_ns, memory_order_relaxed);
     if (s->conn) {
-        rm_pool_give(s->conn->srv->client, s->conn, false, 0); /* closes it, off every list */
+        rm_pool_give(call->c, s->conn, true, 0); /* it stays listed as owing what it owed */
         s->conn = NULL;
     }
-}
-
-/*
- * A fresh connection sends its handshake (AUTH, SELECT, INFO, SCRIPT LOAD)
- * alone and the request only once every handshake reply said yes: a failed
- * AUTH or SELECT must not let a lock command run as the default user or in
- * the wrong database. It costs one round trip per new connection.
- */
-static void build_handshake(rm_slot *s)
-{
-    rm_conn *conn = s->conn;
-    conn->out.len = 0;
-    s->skip = 0;
-    /* Every server's run_id is tracked, one server or many: a restart
-       without persistence loses the locks it held (see client.c). */
-    s->want_info = true;
-    s->handshake_n = rm_conn_handshake(conn, &conn->out, s->want_info);
-    conn->fresh = false;
-    s->got = 0;
-    s->total = s->handshake_n;
-    s->handshaking = true;
-}
-
-static int build_request(rm_slot *s, const rm_req *req, bool eval)
-{
-    rm_conn *conn = s->conn;
-    conn->out.len = 0;
-    s->handshaking = false;
-    s->handshake_n = 0;
-    s->skip = conn->owed;
-    conn->owed = 0;
-    if (conn->later_count) {
-        if (rm_buf_append(&conn->out, conn->later.data, conn->later.len))
-            return REDMUTEX_ENOMEM;
-        s->skip += conn->later_count;
-        conn->later.len = 0;
-        conn->later_count = 0;
-        conn->flush_later = false;
-    }
-    for (size_t k = 0; k < req->ncmds; k++)
-        if (rm_cmd_format(&conn->out, &req->cmds[k], eval))
-            return REDMUTEX_ENOMEM;
-    s->got = 0;
-    s->total = s->skip + req->ncmds;
-    s->used_eval = eval;
-    return 0;
-}
-
-static bool is_noscript(const rm_reply *r)
-{
-    return r && r->type == RM_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
-}
-
-/* Called when every reply of the request is in. */
-static void slot_write(rm_slot *s);
-
-static void slot_complete(rm_slot *s, const rm_req *req)
-{
-    bool noscript = false;
-    for (size_t k = 0; k < req->ncmds; k++)
-        if (req->cmds[k].script >= 0 && is_noscript(s->replies[k]))
-            noscript = true;
-    if (noscript && !s->used_eval) {
-        /* The server lost its script cache (restart, SCRIPT FLUSH): send the
-           request again with the script bodies. A NOSCRIPT reply means the
-           script did not run, and our other commands (PTTL, WAIT) have no
-           side effects; the one exception, a hand-off's SET NX riding behind
-           a release, is treated as unknown by its caller (used_eval). */
-        for (size_t k = 0; k < req->ncmds; k++) {
-            rm_reply_free(s->replies[k]);
-            s->replies[k] = NULL;
-        }
-        if (build_request(s, req, true) != 0)
-            slot_break(s, REDMUTEX_ENOMEM, "out of memory");
-        return;
-    }
-    s->status = RM_SLOT_DONE;
-}
-
-static void slot_read(rm_slot *s, const rm_req *req)
-{
-    rm_err e;
-    rm_err_reset(&e);
-    char buf[16384];
-    rm_conn *conn = s->conn;
-    const char *who = conn->srv->ep.display;
-    for (;;) {
-        ssize_t n = rm_conn_recv(&e, conn, buf, sizeof buf);
-        if (n < 0) {
-            slot_break(s, (int)n, "%s", e.msg);
-            return;
-        }
-        if (n == 0)
-            break;
-        char err[160];
-        if (rm_reader_feed(conn->reader, buf, (size_t)n, err, sizeof err) != 0) {
-            slot_break(s, REDMUTEX_EPROTOCOL, "%s sent a bad reply: %s", who, err);
-            return;
-        }
-        if ((size_t)n < sizeof buf)
-            break;
-    }
-    for (;;) {
-        rm_reply *r = NULL;
-        char err[160];
-        int got = rm_reader_next(conn->reader, &r, err, sizeof err);
-        if (got < 0) {
-            slot_break(s, REDMUTEX_EPROTOCOL, "%s sent a bad reply: %s", who, err);
-            return;
-        }
-        if (got == 0)
-            return;
-        size_t idx = s->got++;
-        if (idx >= s->total) {
-            rm_reply_free(r);
-            slot_break(s, REDMUTEX_EPROTOCOL, "%s sent a reply nobody asked for", who);
-            return;
-        }
-        if (s->handshaking) {
-            int rc = rm_conn_check_handshake(&e, conn, idx, s->handshake_n, s->want_info, r);
-            if (rc == 0 && conn->run_id[0]) {
-                /* INFO's run_id: the server's life, recorded by its pool. */
-                rc = rm_server_note_run_id(&e, conn->srv->client, conn->srv, conn->run_id);
-                conn->run_id[0] = '\0';
-            }
-            rm_reply_free(r);
-            if (rc != 0) {
-                slot_break(s, rc, "%s", e.msg);
-                return;
-            }
-        } else if (idx < s->skip) {
-            rm_reply_free(r);
-        } else {
-            s->replies[idx - s->skip] = r;
-        }
-        if (s->got == s->total) {
-            if (rm_reader_pending(conn->reader) > 0) {
-                /* Bytes nobody asked for would be taken as the next request's reply. */
-                slot_break(s, REDMUTEX_EPROTOCOL, "%s sent more than was asked for", who);
-                return;
-            }
-            if (!s->handshaking) {
-                slot_complete(s, req);
-                return;
-            }
-            /* The handshake succeeded: now the request. */
-            if (build_request(s, req, false) != 0) {
-                slot_break(s, REDMUTEX_ENOMEM, "out of memory");
-                return;
-            }
-            slot_write(s);
-            return;
-        }
-    }
-}
-
-static void slot_write(rm_slot *s)
-{
-    rm_conn *conn = s->conn;
-    rm_err e;
-    rm_err_reset(&e);
-    int rc = rm_conn_establish(&e, conn); /* connect() and the TLS handshake */
-    if (rc < 0)
-        slot_break(s, rc, "%s", e.msg);
-    if (rc != 0)
-        return;
-    while (s->conn->out.len > 0) {
-        ssize_t n = rm_conn_send(&e, conn, s->conn->out.data, s->conn->out.len);
-        if (n < 0) {
-            slot_break(s, (int)n, "%s", e.msg);
-            return;
-        }
-        if (n == 0)
-            return;
-        rm_buf_consume(&s->conn->out, (size_t)n);
-        if (!s->handshaking)
-            s->sent = true;
-    }
+    rm_slot_fail(s, REDMUTEX_ECONN, "");
+    s->stalled = true;
+    if (since > 0)
+        snprintf(s->msg, sizeof s->msg, "%s has answered nothing for %lld ms (it stalls): not asked", srv->ep.display,
+                 (long long)((now - since) / RM_NS_PER_MS));
+    else
+        snprintf(s->msg, sizeof s->msg, "%s has not answered yet (it stalls): not asked", srv->ep.display);
 }
 
 /* Lists conn as owing replies for every lock name the call orders. */
 static int mark_owing(rm_call *call, rm_conn *conn)
 {
     if (call->order_key && rm_pool_mark_owing(call->c, conn, call->order_key) != 0)
+        return -1;
+    if (call->owner_key && rm_pool_mark_owing(call->c, conn, call->owner_key) != 0)
         return -1;
     for (size_t k = 0; k < call->n_order_keys; k++)
         if (rm_pool_mark_owing(call->c, conn, call->order_keys[k]) != 0)
@@ -301,9 +131,16 @@ static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
         s->err = REDMUTEX_ECONN;
         snprintf(s->msg, sizeof s->msg, "%s %s", conn->srv->ep.display, why);
         s->status = RM_SLOT_DONE;
+        /* Back to the pool's owing list now, not at the call's end: the
+           call may go on waiting for other servers for a while, and the
+           next request for these names, from any thread, is to follow this
+           connection (its replies are read then), not to wait for the call. */
+        s->owing = true;
+        s->conn = NULL;
+        rm_pool_give(call->c, conn, true, call->order_key);
     } else {
         const char *step = conn ? rm_conn_pending_step(conn) : NULL;
-        slot_break(s, REDMUTEX_ECONN, "%s %s%s%s%s", conn ? conn->srv->ep.display : "server", why,
+        rm_slot_break(s, REDMUTEX_ECONN, "%s %s%s%s%s", conn ? conn->srv->ep.display : "server", why,
                    step ? " (" : "", step ? step : "", step ? ")" : "");
     }
 }
@@ -313,31 +150,40 @@ static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
 static bool slot_start(rm_call *call, rm_slot *s, size_t i, const rm_req *req, int64_t connect_deadline)
 {
     redmutex_client *c = call->c;
-    if (!s->conn) {
-        rm_err e;
-        rm_err_reset(&e);
-        int rc = rm_pool_take(&e, c, i, call->order_key, &s->conn);
-        if (rc == RM_CONN_BUSY)
-            return false;
-        if (rc != 0) {
-            slot_break(s, rc, "%s", e.msg);
-            return true;
-        }
+    rm_err e;
+    rm_err_reset(&e);
+    int64_t now = rm_now_ns();
+    if (!call->must_send && !s->conn && rm_server_stalls(call->c, i, 0, now)) {
+        slot_skip_stalled(call, s, now);
+        return true;
+    }
+    /* The connection of the call's last request here, unless another one must
+       be followed now (see rm_pool_retake). */
+    int rc = rm_pool_retake(&e, c, i, call->order_key, &s->conn, &s->busy_since);
+    if (rc == RM_CONN_BUSY)
+        return false;
+    if (rc != 0) {
+        rm_slot_break(s, rc, "%s", e.msg);
+        return true;
+    }
+    int64_t since = atomic_load_explicit(&s->conn->progress_ns, memory_order_relaxed);
+    if (!call->must_send && rm_server_stalls(call->c, i, s->conn->owed > 0 ? since : 0, now)) {
+        slot_skip_stalled(call, s, now);
+        return true;
     }
     if (s->conn->fresh && connect_deadline > s->deadline_ns && !call->strict_deadline)
         s->deadline_ns = connect_deadline;
-    int rc = 0;
     if (s->conn->fresh)
-        build_handshake(s);
+        rm_slot_handshake(s);
     else
-        rc = build_request(s, req, false);
+        rc = rm_slot_build(s, req, false);
     if (rc != 0) {
-        slot_break(s, REDMUTEX_ENOMEM, "out of memory");
+        rm_slot_break(s, REDMUTEX_ENOMEM, "out of memory");
         return true;
     }
     /* Most requests are small: try to send at once, saving a poll. */
     if (!s->conn->connecting)
-        slot_write(s);
+        rm_slot_write(s);
     return true;
 }
 
@@ -356,17 +202,17 @@ static void slot_defer(rm_call *call, rm_slot *s, size_t i, const rm_req *req, i
         for (size_t k = 0; rc == 0 && k < req->ncmds; k++)
             rc = rm_cmd_format(&b, &req->cmds[k], true); /* EVAL: the script cache may be gone by then */
         if (rc == 0)
-            rc = rm_pool_defer(call->c, i, call->order_key, b.data, b.len, req->ncmds);
+            rc = rm_pool_defer(call->c, i, call->order_key, call->owner_key, b.data, b.len, req->ncmds);
         rm_buf_free(&b);
         if (rc == 0) {
-            slot_fail(s, REDMUTEX_ECONN, "queued behind an earlier request for this lock that is still unanswered");
+            rm_slot_fail(s, REDMUTEX_ECONN, "queued behind an earlier request for this lock that is still unanswered");
             s->sent = true; /* it will run there: its outcome is unknown */
             return;
         }
         if (rc == 1 && slot_start(call, s, i, req, connect_deadline))
             return; /* the earlier request was answered meanwhile: sent now, abandoned at the next turn */
     }
-    slot_fail(s, REDMUTEX_ECONN, "an earlier request for this lock is still unanswered there");
+    rm_slot_fail(s, REDMUTEX_ECONN, "an earlier request for this lock is still unanswered there");
 }
 
 static void slot_reset(rm_slot *s, int64_t deadline_ns)
@@ -377,9 +223,12 @@ static void slot_reset(rm_slot *s, int64_t deadline_ns)
     s->broken = false;
     s->sent = false;
     s->not_waited = false;
+    s->owing = false;
+    s->stalled = false;
     s->excluded = false;
     s->handshaking = false;
     s->deadline_ns = deadline_ns;
+    s->busy_since = 0;
 }
 
 /* Per-slot wait state for the poll loop: a slot waiting for its connection
@@ -410,11 +259,11 @@ static void start_slots(rm_call *call, const rm_req *req, int64_t deadline_ns, i
         slot_reset(s, deadline_ns);
         if (call->only && !call->only[i]) {
             s->excluded = true;
-            slot_fail(s, REDMUTEX_ENOTOWNER, "not sent: this server did not grant the lock");
+            rm_slot_fail(s, REDMUTEX_ENOTOWNER, "not sent: this server did not grant the lock");
             continue;
         }
         if (atomic_load(&c->servers[i].duplicate)) {
-            slot_fail(s, REDMUTEX_EDUPLICATE, "server is a duplicate of another endpoint");
+            rm_slot_fail(s, REDMUTEX_EDUPLICATE, "server is a duplicate of another endpoint");
             continue;
         }
         pending[i] = !slot_start(call, s, i, req, connect_deadline);
@@ -445,6 +294,15 @@ static void poll_prepare(rm_call *call, const rm_req *req, int64_t connect_deadl
             pending[i] = !slot_start(call, s, i, req, connect_deadline);
         if (s->status != RM_SLOT_RUNNING)
             continue;
+        if (pending[i] && rm_server_stalls(call->c, i, s->busy_since, now)) {
+            /* The connection it must follow is lent, and its server stalls. */
+            pending[i] = false;
+            if (call->must_send)
+                slot_defer(call, s, i, req, connect_deadline);
+            else
+                slot_skip_stalled(call, s, now);
+            continue;
+        }
         if (now >= s->deadline_ns) {
             if (pending[i]) {
                 pending[i] = false;
@@ -455,6 +313,10 @@ static void poll_prepare(rm_call *call, const rm_req *req, int64_t connect_deadl
         }
         if (s->deadline_ns < ps->next_deadline)
             ps->next_deadline = s->deadline_ns;
+        /* The moment its server would count as stalling may decide the call. */
+        int64_t stalls_at = stall_time(call, s);
+        if (stalls_at > now && stalls_at < ps->next_deadline)
+            ps->next_deadline = stalls_at;
         if (pending[i]) {
             ps->retrying = true;
             continue;
@@ -475,12 +337,12 @@ static void poll_dispatch(rm_call *call, const rm_req *req, const poll_set *ps)
         if (!ev || s->status != RM_SLOT_RUNNING)
             continue;
         if (ev & POLLOUT || s->conn->connecting)
-            slot_write(s);
+            rm_slot_write(s);
         /* Any event may let TLS read on (it can wait for writability too). */
         if (s->status == RM_SLOT_RUNNING && !s->conn->connecting)
-            slot_read(s, req);
+            rm_slot_read(s, req);
         if (s->status == RM_SLOT_RUNNING && s->conn->out.len > 0 && !s->conn->connecting)
-            slot_write(s);
+            rm_slot_write(s);
     }
 }
 
@@ -492,7 +354,7 @@ static void end_unwaited(rm_call *call, const bool *pending)
         if (s->status != RM_SLOT_RUNNING)
             continue;
         if (pending[i]) {
-            slot_fail(s, REDMUTEX_ECONN, "was not waited for (outcome already decided)");
+            rm_slot_fail(s, REDMUTEX_ECONN, "was not waited for (outcome already decided)");
         } else {
             slot_abandon(call, s, "was not waited for (outcome already decided)");
         }
@@ -522,7 +384,7 @@ static void run_loop(rm_call *call, const rm_req *req, int64_t connect_deadline,
             if (errno == EINTR)
                 continue;
             for (size_t k = 0; k < ps->np; k++)
-                slot_break(&call->slots[ps->map[k]], REDMUTEX_ECONN, "poll: %s", strerror(errno));
+                rm_slot_break(&call->slots[ps->map[k]], REDMUTEX_ECONN, "poll: %s", strerror(errno));
             break;
         }
         poll_dispatch(call, req, ps);
@@ -535,6 +397,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
     rm_call_clear(call);
     call->started_ns = rm_now_ns();
     call->order_key = req->order_name ? rm_order_key(req->order_name) : 0;
+    call->owner_key = req->order_name && call->order_owner ? rm_owner_key(req->order_name, call->order_owner) : 0;
     int64_t connect_deadline = call->started_ns + c->opts.connect_timeout_ms * RM_NS_PER_MS;
     bool pending[REDMUTEX_SERVERS_MAX] = {false}; /* waiting for a lent connection */
     start_slots(call, req, deadline_ns, connect_deadline, pending);
@@ -550,7 +413,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
             free(ps.map);
             for (size_t k = 0; k < call->n; k++)
                 if (call->slots[k].status == RM_SLOT_RUNNING)
-                    slot_break(&call->slots[k], REDMUTEX_ENOMEM, "out of memory");
+                    rm_slot_break(&call->slots[k], REDMUTEX_ENOMEM, "out of memory");
             return REDMUTEX_ENOMEM;
         }
     }
@@ -563,21 +426,16 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
     return 0;
 }
 
-size_t rm_call_failed(const rm_call *call)
+size_t rm_call_stalled(const rm_call *call)
 {
+    int64_t now = rm_now_ns();
     size_t n = 0;
     for (size_t i = 0; i < call->n; i++) {
         const rm_slot *s = &call->slots[i];
-        n += s->err != 0 && !s->excluded && !s->not_waited;
+        if (s->status != RM_SLOT_RUNNING)
+            continue;
+        int64_t since = s->conn ? atomic_load_explicit(&s->conn->progress_ns, memory_order_relaxed) : s->busy_since;
+        n += rm_server_stalls(call->c, i, since, now);
     }
-    return n;
-}
-
-size_t rm_call_answered(const rm_call *call)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < call->n; i++)
-        if (call->slots[i].status == RM_SLOT_DONE && call->slots[i].err == 0)
-            n++;
     return n;
 }

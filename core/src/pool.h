@@ -16,10 +16,37 @@
  * Takes a connection for server i for a request ordered by `order_key` (0:
  * no order): the connection that still owes replies for that key if there is
  * one, else a pooled or new one. RM_CONN_BUSY when that owing connection is
- * lent to another call right now (try again shortly: nothing was sent).
- * Caller holds no mutex.
+ * lent to another call right now (try again shortly: nothing was sent); then
+ * *busy_since (may be NULL) is the last progress (conn->progress_ns) of the
+ * connection(s) it waits for. Caller holds no mutex.
  */
-int rm_pool_take(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out);
+int rm_pool_take(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out, int64_t *busy_since);
+/**
+ * Takes the connection for a further request of the same call on server i:
+ * *conn, the one the slot used for the last request (NULL: none yet, as
+ * rm_pool_take), is kept unless another connection owes replies for
+ * order_key; then *conn is given back and that one is taken (as
+ * rm_pool_take: RM_CONN_BUSY, *conn NULL, while it is lent). Caller holds
+ * no mutex.
+ */
+int rm_pool_retake(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, rm_conn **conn,
+                   int64_t *busy_since);
+/**
+ * Called when a call has read every reply its connection owed: it orders
+ * nothing any more, so it leaves the owing list (it stays with the call)
+ * and the next request for its lock names, from any thread, may take any
+ * connection instead of waiting for this call to end. One with a release
+ * queued behind it meanwhile (rm_pool_defer) stays listed.
+ */
+void rm_pool_paid(redmutex_client *c, rm_conn *conn);
+/**
+ * Moves the commands queued behind conn (rm_pool_defer, rm_pool_queue_later)
+ * to the end of out, for the request its call sends now; their count, or
+ * (size_t)-1 when out of memory.
+ */
+size_t rm_pool_take_later(redmutex_client *c, rm_conn *conn, rm_buf *out);
+/** rm_conn_queue_later under the client mutex (a deferred release may be queued on conn meanwhile). */
+bool rm_pool_queue_later(redmutex_client *c, rm_conn *conn, int argc, const char *const *argv);
 /**
  * Returns a connection to the pool, or to the owing list when it still owes
  * replies (then order_key, the key of the request it owes for, is recorded).
@@ -37,13 +64,34 @@ int rm_pool_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key);
 /**
  * Queues `len` bytes holding `count` commands (a release that could not be
  * sent by its deadline because the connection it must follow was lent to
- * another call) behind every connection to server i that owes replies for
- * order_key. Each is sent as soon as its connection is free: at once if it
- * is, else when the call that has it gives it back. 0 when queued, 1 when no
- * connection owes for order_key (the request may take a connection itself),
- * REDMUTEX_ENOMEM. Never blocks beyond one non-blocking send.
+ * another call) behind the connection to server i that owes replies for
+ * order_key. When several do (two calls' requests were left unanswered
+ * together), it goes behind those that also owe for owner_key (the same
+ * owner's earlier requests: a copy behind another one could run before
+ * them, and its latch would turn away the copy that runs after them), or
+ * behind each of them when none does. Each is sent as soon as its
+ * connection is free: at once if it is, else when the call that has it
+ * gives it back. 0 when queued, 1 when no connection owes for order_key (the
+ * request may take a connection itself), REDMUTEX_ENOMEM. Never blocks
+ * beyond one non-blocking send.
  */
-int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, const void *bytes, size_t len, size_t count);
+int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, uint64_t owner_key, const void *bytes, size_t len,
+                  size_t count);
+/**
+ * Whether server i stalls. A server stalls when a request to it has waited a command timeout for its
+ * answer and the server answered nothing, on any connection, meanwhile: a
+ * long script, a fork, swapping, or a hang (conn.h, progress_ns). From then
+ * until it answers again, for a command timeout at most, it counts as
+ * stalling whatever the connection (after that a request goes out again,
+ * and a connection still owing shows the stall anew). It answers no
+ * request sooner than its stall ends, so a request that need not reach it
+ * (an acquisition, a renewal, a query) is not sent there: it gets no vote,
+ * as from a server that is down. A release or an undo still goes, behind
+ * what it owes (fanout.c). `since`: when the wait for an answer on the
+ * connection at hand began (its progress_ns), 0 if none waits; `now`: the
+ * time. Any thread, no mutex.
+ */
+bool rm_server_stalls(redmutex_client *c, size_t i, int64_t since, int64_t now);
 /** Called with the run_id a fresh connection reported; detects restarts and duplicates. */
 int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const char *run_id);
 /** In a forked child: closes the parent's pooled and owing connections (our copies of them). */
