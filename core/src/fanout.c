@@ -154,8 +154,11 @@ static bool slot_start(rm_call *call, rm_slot *s, size_t i, const rm_req *req, i
     rm_err_reset(&e);
     int64_t now = rm_now_ns();
     if (!call->must_send && !s->conn && rm_server_stalls(call->c, i, 0, now)) {
-        slot_skip_stalled(call, s, now);
-        return true;
+        rm_pool_settle(c, i); /* a stall that ended shows in the replies owed */
+        if (rm_server_stalls(call->c, i, 0, now)) {
+            slot_skip_stalled(call, s, now);
+            return true;
+        }
     }
     /* The connection of the call's last request here, unless another one must
        be followed now (see rm_pool_retake). */

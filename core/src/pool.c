@@ -340,6 +340,13 @@ void rm_pool_give(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t orde
         rm_conn_close(conn);
 }
 
+void rm_pool_settle(redmutex_client *c, size_t i)
+{
+    rm_client_lock(c);
+    owing_settle(c, &c->servers[i]);
+    rm_client_unlock(c);
+}
+
 bool rm_server_stalls(redmutex_client *c, size_t i, int64_t since, int64_t now)
 {
     rm_server *srv = &c->servers[i];

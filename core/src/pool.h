@@ -92,6 +92,13 @@ int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, uint64_t own
  * time. Any thread, no mutex.
  */
 bool rm_server_stalls(redmutex_client *c, size_t i, int64_t since, int64_t now);
+/**
+ * Reads, without blocking, what server i's owing connections that no call
+ * has received (a server that ends a stall answers there first; its
+ * answered_ns moves on), and returns those paid up to the pool. Caller
+ * holds no mutex.
+ */
+void rm_pool_settle(redmutex_client *c, size_t i);
 /** Called with the run_id a fresh connection reported; detects restarts and duplicates. */
 int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const char *run_id);
 /** In a forked child: closes the parent's pooled and owing connections (our copies of them). */
