@@ -153,12 +153,12 @@ static bool slot_start(rm_call *call, rm_slot *s, size_t i, const rm_req *req, i
     rm_err e;
     rm_err_reset(&e);
     int64_t now = rm_now_ns();
-    if (!call->must_send && !s->conn && rm_server_stalls(call->c, i, 0, now)) {
-        rm_pool_settle(c, i); /* a stall that ended shows in the replies owed */
-        if (rm_server_stalls(call->c, i, 0, now)) {
-            slot_skip_stalled(call, s, now);
-            return true;
-        }
+    /* A stall that ended shows in the replies owed; with none awaited any
+       more, this request goes, to see whether it has. */
+    if (!call->must_send && !s->conn && rm_server_stalls(c, i, 0, now) && rm_pool_settle(c, i) &&
+        rm_server_stalls(c, i, 0, now)) {
+        slot_skip_stalled(call, s, now);
+        return true;
     }
     /* The connection of the call's last request here, unless another one must
        be followed now (see rm_pool_retake). */
@@ -170,7 +170,7 @@ static bool slot_start(rm_call *call, rm_slot *s, size_t i, const rm_req *req, i
         return true;
     }
     int64_t since = atomic_load_explicit(&s->conn->progress_ns, memory_order_relaxed);
-    if (!call->must_send && rm_server_stalls(call->c, i, s->conn->owed > 0 ? since : 0, now)) {
+    if (!call->must_send && s->conn->owed > 0 && rm_server_stalls(c, i, since, now)) {
         slot_skip_stalled(call, s, now);
         return true;
     }

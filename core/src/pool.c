@@ -340,11 +340,16 @@ void rm_pool_give(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t orde
         rm_conn_close(conn);
 }
 
-void rm_pool_settle(redmutex_client *c, size_t i)
+bool rm_pool_settle(redmutex_client *c, size_t i)
 {
+    rm_server *srv = &c->servers[i];
+    bool awaits = false;
     rm_client_lock(c);
-    owing_settle(c, &c->servers[i]);
+    owing_settle(c, srv);
+    for (size_t k = 0; k < srv->n_owing && !awaits; k++)
+        awaits = srv->owing[k]->lent || srv->owing[k]->owed > 0;
     rm_client_unlock(c);
+    return awaits;
 }
 
 bool rm_server_stalls(redmutex_client *c, size_t i, int64_t since, int64_t now)
@@ -356,8 +361,7 @@ bool rm_server_stalls(redmutex_client *c, size_t i, int64_t since, int64_t now)
         atomic_store_explicit(&srv->stall_seen_ns, now, memory_order_relaxed);
         return true;
     }
-    int64_t seen = atomic_load_explicit(&srv->stall_seen_ns, memory_order_relaxed);
-    return seen > answered && now - seen < limit;
+    return atomic_load_explicit(&srv->stall_seen_ns, memory_order_relaxed) > answered;
 }
 
 int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const char *run_id)

@@ -78,27 +78,26 @@ int rm_pool_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key);
 int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, uint64_t owner_key, const void *bytes, size_t len,
                   size_t count);
 /**
- * Whether server i stalls. A server stalls when a request to it has waited a command timeout for its
- * answer and the server answered nothing, on any connection, meanwhile: a
- * long script, a fork, swapping, or a hang (conn.h, progress_ns). From then
- * until it answers again, for a command timeout at most, it counts as
- * stalling whatever the connection (after that a request goes out again,
- * and a connection still owing shows the stall anew). It answers no
- * request sooner than its stall ends, so a request that need not reach it
- * (an acquisition, a renewal, a query) is not sent there: it gets no vote,
- * as from a server that is down. A release or an undo still goes, behind
- * what it owes (fanout.c). `since`: when the wait for an answer on the
- * connection at hand began (its progress_ns), 0 if none waits; `now`: the
- * time. Any thread, no mutex.
+ * Whether server i stalls: a request to it has waited a command timeout
+ * for its answer and the server answered nothing, on any connection,
+ * meanwhile (a long script, a fork, swapping, a hang; conn.h,
+ * progress_ns). From then until it answers again it counts as stalling,
+ * whatever the connection. It answers no request sooner than its stall
+ * ends: no call waits for it, and a request that need not reach it (an
+ * acquisition, a renewal, a query) is not sent there, unless nothing sent
+ * there awaits an answer any more (then one goes, to see it recover). A
+ * release or an undo still goes, behind what it owes (fanout.c). `since`:
+ * when the wait for an answer on the connection at hand began (its
+ * progress_ns), 0 if none waits; `now`: the time. Any thread, no mutex.
  */
 bool rm_server_stalls(redmutex_client *c, size_t i, int64_t since, int64_t now);
 /**
  * Reads, without blocking, what server i's owing connections that no call
  * has received (a server that ends a stall answers there first; its
- * answered_ns moves on), and returns those paid up to the pool. Caller
- * holds no mutex.
+ * answered_ns moves on), and returns those paid up to the pool. Whether a
+ * request sent there still awaits its answer. Caller holds no mutex.
  */
-void rm_pool_settle(redmutex_client *c, size_t i);
+bool rm_pool_settle(redmutex_client *c, size_t i);
 /** Called with the run_id a fresh connection reported; detects restarts and duplicates. */
 int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const char *run_id);
 /** In a forked child: closes the parent's pooled and owing connections (our copies of them). */

@@ -790,7 +790,7 @@ static void test_stalling_minority_costs_only_its_votes(void)
     t[2] = rt_now_ms(), holds[2] = atomic_load(&run.sh.holds), errors[2] = atomic_load(&run.sh.errors);
     /* Hung for good: stopped (it owes replies to requests made meanwhile). */
     rs_pause(&srv[2]);
-    rt_sleep_ms(6000);
+    rt_sleep_ms(4000);
     t[3] = rt_now_ms(), holds[3] = atomic_load(&run.sh.holds), errors[3] = atomic_load(&run.sh.errors);
     rs_resume(&srv[2]);
     stress_stop(&run);
