@@ -310,8 +310,13 @@ static void poll_prepare(rm_call *call, const rm_req *req, int64_t connect_deadl
             if (pending[i]) {
                 pending[i] = false;
                 slot_defer(call, s, i, req, connect_deadline);
-            } else
-                slot_abandon(call, s, "did not answer in time");
+            } else {
+                /* Unanswered for a command timeout: the server stalls, if
+                   it answered nothing else meanwhile either. */
+                bool stalled = rm_server_stalls(call->c, i, atomic_load(&s->conn->progress_ns), now);
+                slot_abandon(call, s, stalled ? "did not answer in time (it stalls)" : "did not answer in time");
+                s->stalled = stalled;
+            }
             continue;
         }
         if (s->deadline_ns < ps->next_deadline)

@@ -46,7 +46,7 @@ typedef struct rm_slot {
     bool sent;            /* bytes of the request went out: it may have run */
     bool not_waited;      /* the outcome was decided before this server answered */
     bool owing;           /* left unanswered: its connection went back to the pool owing the reply */
-    bool stalled;         /* not sent: the server stalls (rm_server_stalls) */
+    bool stalled;         /* not sent, or unanswered in time: the server stalls (rm_server_stalls) */
     bool excluded;        /* not part of this run (rm_call.only) */
     int64_t deadline_ns;  /* this slot's deadline (longer while connecting) */
     int64_t busy_since;   /* waiting for a lent connection: that one's last progress */

@@ -357,7 +357,7 @@ bool rm_server_stalls(redmutex_client *c, size_t i, int64_t since, int64_t now)
     rm_server *srv = &c->servers[i];
     int64_t limit = c->opts.command_timeout_ms * RM_NS_PER_MS;
     int64_t answered = atomic_load_explicit(&srv->answered_ns, memory_order_relaxed);
-    if (since > 0 && since < INT64_MAX && now - since >= limit && now - answered >= limit) {
+    if (answered > 0 && since > 0 && since < INT64_MAX && now - since >= limit && now - answered >= limit) {
         atomic_store_explicit(&srv->stall_seen_ns, now, memory_order_relaxed);
         return true;
     }

@@ -79,9 +79,10 @@ int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, uint64_t own
                   size_t count);
 /**
  * Whether server i stalls: a request to it has waited a command timeout
- * for its answer and the server answered nothing, on any connection,
- * meanwhile (a long script, a fork, swapping, a hang; conn.h,
- * progress_ns). From then until it answers again it counts as stalling,
+ * for its answer and the server, which answered this client before,
+ * answered nothing on any connection meanwhile (a long script, a fork,
+ * swapping, a hang; conn.h, progress_ns). One that never answered is
+ * unreachable, not stalling. From then until it answers again it counts as stalling,
  * whatever the connection. It answers no request sooner than its stall
  * ends: no call waits for it, and a request that need not reach it (an
  * acquisition, a renewal, a query) is not sent there, unless nothing sent

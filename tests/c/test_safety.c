@@ -865,6 +865,69 @@ static void minority_down_waiter(size_t n)
 static void test_waiter_keeps_waiting_with_one_of_three_down(void) { minority_down_waiter(3); }
 static void test_waiter_keeps_waiting_with_one_of_five_down(void) { minority_down_waiter(5); }
 
+typedef struct resume_later_arg {
+    size_t n;
+    int64_t after_ms;
+} resume_later_arg;
+
+static void *resume_later(void *p)
+{
+    resume_later_arg *a = p;
+    rt_sleep_ms(a->after_ms);
+    for (size_t i = 0; i < a->n; i++)
+        rs_resume(&srv[i]);
+    return NULL;
+}
+
+/*
+ * A wait is for the lock, whatever stands in the way: an acquire that may
+ * wait rides out servers that stall (they answered before, they answer
+ * nothing now) with its usual pauses, instead of ending at its first
+ * command timeout with ECONN, which a caller could only try again at once.
+ * Without a wait a stalled majority is ECONN within one command timeout; a
+ * wait that ends during the stall is ETIMEDOUT within wait + T.
+ */
+static void waiting_through_a_stall(size_t n, size_t stalled)
+{
+    const char *urls[3];
+    for (size_t i = 0; i < n; i++) {
+        rs_start(&srv[i], NULL);
+        urls[i] = srv[i].url;
+    }
+    redmutex_client *c = client_for(urls, n, 300, 5000); /* T = 300 ms */
+    redmutex_lock *l = lock_for(c, "ride-out", REDMUTEX_KIND_LOCK, 5000, NULL, NULL);
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0)); /* every server has answered this client */
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    for (size_t i = 0; i < stalled; i++)
+        rs_pause(&srv[i]);
+    /* First the wait meets the stall (its first attempt's timeout shows it). */
+    int64_t t0 = rt_now_ms();
+    CHECK_RC(redmutex_lock_acquire(l, NULL, 800), REDMUTEX_ETIMEDOUT);
+    int64_t took = rt_now_ms() - t0;
+    CHECKF(took >= 800 && took <= 800 + 300 + rt_scaled_ms(150), "a wait of 800 ms: %lld ms", (long long)took);
+    CHECKF(strstr(redmutex_last_error(), "slow or down") != NULL, "message: %s", redmutex_last_error());
+    t0 = rt_now_ms();
+    CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_ECONN);
+    took = rt_now_ms() - t0;
+    CHECKF(took <= 300 + rt_scaled_ms(150), "without a wait: %lld ms", (long long)took);
+    resume_later_arg ra = {stalled, 1500};
+    pthread_t t;
+    pthread_create(&t, NULL, resume_later, &ra);
+    t0 = rt_now_ms();
+    CHECK_OK(redmutex_lock_acquire(l, NULL, rt_scaled_ms(10000)));
+    took = rt_now_ms() - t0;
+    pthread_join(t, NULL);
+    CHECKF(took >= 1400, "acquired after %lld ms, before the servers answered again", (long long)took);
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    stop_all(n);
+}
+
+static void test_waiting_acquire_rides_out_a_stall(void) { waiting_through_a_stall(1, 1); }
+static void test_waiting_acquire_rides_out_a_stall_redlock(void) { waiting_through_a_stall(3, 2); }
+
 static void test_majority_down_counts_only_real_failures(void)
 {
     const char *urls[5];
@@ -1357,6 +1420,8 @@ int main(int argc, char **argv)
         {"waiter_keeps_waiting_with_one_of_three_down", test_waiter_keeps_waiting_with_one_of_three_down},
         {"waiter_keeps_waiting_with_one_of_five_down", test_waiter_keeps_waiting_with_one_of_five_down},
         {"majority_down_counts_only_real_failures", test_majority_down_counts_only_real_failures},
+        {"waiting_acquire_rides_out_a_stall", test_waiting_acquire_rides_out_a_stall},
+        {"waiting_acquire_rides_out_a_stall_redlock", test_waiting_acquire_rides_out_a_stall_redlock},
         {"nested_acquire_never_recreates_a_lost_rlock", test_nested_acquire_never_recreates_a_lost_rlock},
         {"lost_is_reported_at_validity_end_with_the_server_stopped",
          test_lost_is_reported_at_validity_end_with_the_server_stopped},
