@@ -20,15 +20,15 @@ import re
 import sys
 
 LAYERS = [
-    ["util.c", "error.c", "options.c"],
-    ["url.c", "resp.c", "scripts.c"],
+    ["util.c", "error.c", "options.c", "stats.c"],
+    ["redact.c", "url.c", "resp.c", "scripts.c", "slots.c", "topology.c"],
     ["conn.c", "tls.c"],
-    ["pool.c"],
-    ["fanout.c", "slot.c"],
+    ["pool.c", "deploy.c"],
+    ["fanout.c", "slot.c", "redirect.c"],
     ["quorum.c", "tally.c"],
     ["kind.c", "kind_plain.c", "kind_rlock.c", "kind_fair.c", "kind_rw.c"],
-    ["handle.c", "owner.c", "holds.c", "watchdog.c", "events.c", "unsettled.c"],
-    ["subscriber.c"],
+    ["handle.c", "owner.c", "holds.c", "watchdog.c", "renew.c", "events.c", "unsettled.c"],
+    ["subscriber.c", "shard.c"],
     ["interrupt.c", "waiter.c"],
     ["request.c", "attempt.c", "acquire.c", "release.c", "extend.c", "query.c"],
     ["pollwait.c"],

@@ -8,6 +8,7 @@
  * Libraries ("LIB" below):
  *
  *   redmutex:lock, redmutex:rlock   the C core, plain / reentrant lock, defaults
+ *   redmutex:fair                   the C core, fair lock (contention only)
  *                                   (watchdog lease), one client per URL list
  *   floor:2rt                       raw SET NAME TOKEN NX PX 30000, then DEL NAME
  *   floor:lock, floor:rlock         exactly what redmutex sends for that kind: the
@@ -208,9 +209,9 @@ static void floor_pair(floor_peer *f, const char *kind, const char *name)
         add_cmd(&s, 6, set);
         run_step(f, &s, "OK");
         s.ncmds = 0;
-        const char *rel[] = {
-            "EVALSHA", rm_script_sha(RM_SCRIPT_LOCK_RELEASE), "3", name, channel, latch, token, LATCH_MS};
-        add_cmd(&s, 8, rel);
+        const char *rel[] = {"EVALSHA", rm_script_sha(RM_SCRIPT_LOCK_RELEASE), "3", name, channel, latch, token,
+                             LATCH_MS, "publish"};
+        add_cmd(&s, 9, rel);
     } else {
         derived(token_key, "redisson_lock_token", name, "");
         const char *acq[] = {
@@ -306,7 +307,9 @@ static peer *peer_get(const char *lib, const char *name, const char **urls, size
     snprintf(p->name, sizeof p->name, "%s", name);
     if (!strncmp(lib, "redmutex:", 9)) {
         p->client = client_for(urls, n, ukey);
-        redmutex_kind kind = !strcmp(lib + 9, "rlock") ? REDMUTEX_KIND_RLOCK : REDMUTEX_KIND_LOCK;
+        redmutex_kind kind = !strcmp(lib + 9, "rlock")  ? REDMUTEX_KIND_RLOCK
+                             : !strcmp(lib + 9, "fair") ? REDMUTEX_KIND_FAIR
+                                                        : REDMUTEX_KIND_LOCK;
         if (redmutex_lock_new(&p->lock, p->client, name, kind, NULL) != 0)
             die("redmutex_lock_new", redmutex_last_error());
     } else if (!strncmp(lib, "floor:", 6)) {

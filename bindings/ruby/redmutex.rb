@@ -12,7 +12,24 @@
 require "redmutex_native"
 
 module Redmutex
-  VERSION = "1.0.0"
+  VERSION = "1.1.0"
+
+  class << self
+    # Where the library's log messages go (renewal failing, lock lost, a
+    # server unreachable, and their recoveries): a Logger, or anything with
+    # #warn and #info. nil (the default): Kernel#warn. Messages are handed
+    # over on the calling thread at the end of a call into redmutex.
+    attr_accessor :logger
+
+    # Called by the extension with each message (level 30 WARNING, 20 INFO).
+    def deliver_log(level, message)
+      if logger
+        level >= 30 ? logger.warn(message) : logger.info(message)
+      else
+        warn("redmutex: #{level >= 30 ? 'WARNING' : 'INFO'}: #{message}")
+      end
+    end
+  end
 
   # Locks with an on_lost block, by id; weak, so watching keeps no lock alive.
   WATCHED = ObjectSpace::WeakMap.new
@@ -28,7 +45,18 @@ module Redmutex
     end
   end
 
+  # A Client or Lock stands for one C object, which is not copied: a copy
+  # would share it, and each would free it.
+  module Uncopyable
+    def initialize_copy(_original)
+      raise TypeError, "a #{self.class} cannot be copied (dup, clone); use the same object, or make another"
+    end
+  end
+  private_constant :Uncopyable
+
   class Client
+    include Uncopyable
+
     # Runs the block under the lock +name+ (a fresh lock object per call, so
     # threads calling it exclude each other). +reentrant+ uses rlock; the
     # other options are those of #lock (+timeout:+, +lease:+, ...).
@@ -58,10 +86,14 @@ module Redmutex
 
     def inspect
       "#<Redmutex::Client #{id} servers=#{server_count}#{closed? ? ' closed' : ''}>"
+    rescue Redmutex::Error
+      "#<Redmutex::Client (not made by Client.new)>" # allocated without it: see redmutex.i
     end
   end
 
   class Lock
+    include Uncopyable
+
     # Tries once; true when acquired.
     def try_lock
       acquire(0)
@@ -82,6 +114,8 @@ module Redmutex
     def inspect
       cls = { rlock: "RLock", fair: "FairLock", read: "ReadLock", write: "WriteLock" }.fetch(kind, "Lock")
       "#<Redmutex::#{cls} #{name.inspect} #{state}>"
+    rescue Redmutex::Error
+      "#<Redmutex::Lock (not made by a client)>" # allocated without one: see redmutex.i
     end
   end
 end

@@ -76,6 +76,12 @@ struct redmutex_wait {
     bool fair;
     bool in_fair_queue;
     char nonce[17];
+    /* Statistics (stats.c): a wait is one acquisition from its creation to
+       the try that acquires or to its free; a waiter while tries find the
+       lock held. */
+    int64_t start_ns;
+    int last_rc; /* of the last try; 0 before the first */
+    bool waiting;
 };
 
 static _Atomic uint64_t last_wait_id;
@@ -278,6 +284,7 @@ int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owne
     w->l = lock;
     w->id = atomic_fetch_add(&last_wait_id, 1) + 1;
     w->explicit_owner = owner != NULL;
+    w->start_ns = rm_now_ns();
     w->backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
     w->due_ns = INT64_MAX;
     rm_lock_channel(lock, w->value, w->channel);
@@ -320,6 +327,8 @@ static int join(rm_err *err, redmutex_wait *w)
     bool subscribed;
     if (rm_waiter_join(c, w->channel, notify, w, &w->waiter, &subscribed) != 0)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
+    if (rm_handoff_by_script(w->l))
+        rm_waiter_serial(c, w->waiter); /* a hand-off to it is for it alone (waiter.h) */
     /* As for a blocked acquire: with one server and no replica wait, a
        releasing thread of this client may acquire for this wait in its
        release's round trip (see release.c). */
@@ -366,19 +375,34 @@ static int busy(rm_err *err, const redmutex_wait *w, const char *why)
                    why);
 }
 
-int redmutex_wait_try(redmutex_wait *w)
+/* Statistics: how a wait ended (rc: its last try's result, 0 acquired). */
+static void count_end(redmutex_wait *w, int rc)
 {
-    rm_err e_, *err = rm_err_reset(&e_);
-    if (!w)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: wait is NULL"));
+    if (w->waiting)
+        rm_stats_waiting(&w->c->stats, -1);
+    w->waiting = false;
+    rm_stats_acquire(&w->c->stats, w->l->kind, rc, w->start_ns);
+}
+
+static int counted_try(redmutex_wait *w, int rc)
+{
+    w->last_rc = rc;
+    if (rc == 0)
+        count_end(w, 0);
+    else if (rc == REDMUTEX_ETIMEDOUT && !w->waiting) {
+        w->waiting = true;
+        rm_stats_waiting(&w->c->stats, 1);
+    }
+    return rc;
+}
+
+/* One step of redmutex_wait_try for a wait that has not acquired yet. */
+static int wait_try(rm_err *err, redmutex_wait *w)
+{
     redmutex_client *c = w->c;
-    if (w->done)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL,
-                                       "redmutex_wait_try: this wait acquired lock '%s' already; free it",
-                                       w->l->name));
     int rc = rm_client_usable(err, c);
     if (rc)
-        return rm_publish(err, rc);
+        return rc;
     rm_client_lock(c);
     unqueue(c->pw, w);
     w->due_ns = INT64_MAX;
@@ -386,21 +410,26 @@ int redmutex_wait_try(redmutex_wait *w)
     /* Notifications from here on make the wait ready again: none is lost. */
     int news = w->waiter ? rm_waiter_take(c, w->waiter) : 0;
     if (news < 0)
-        return rm_publish(err, busy(err, w, "is held by another owner")); /* a releasing thread acquires for us: its result makes the wait ready */
+        return busy(err, w, "is held by another owner"); /* a releasing thread acquires for us: its result makes the wait ready */
     if (news == RM_WAIT_GRANTED) {
         w->done = true;
-        return rm_publish(err, 0);
+        return 0;
     }
     if (news == RM_WAIT_UNKNOWN)
         rm_lock_release_value(w->l, w->value); /* the acquisition made for us may have happened */
 
     /* Like a blocked acquire, a new wait queues behind the client's waits
-       for the same lock instead of racing them (unless it re-enters). */
+       for the same lock instead of racing them (unless it re-enters). A
+       fair wait makes no attempt while another wait of its owner in this
+       client goes first, however often it is tried: that wait may have
+       been handed the lock on the server (rm_fair_wait_behind). */
     bool first = !w->tried;
-    bool skip = first && !w->fair && rm_waiters_queued(c, w->channel) > 0 && !rm_lock_holds(w->l, w->owner_key);
+    bool skip = w->fair ? rm_fair_wait_behind(w->l, w->value, w->channel, w->waiter)
+                        : first && rm_waiters_queued(c, w->channel) > 0 && !rm_lock_holds(w->l, w->owner_key);
     int64_t ttl_ms = -1;
     bool split = false;
-    const char *why = "is held by another owner";
+    const char *why = w->fair && skip ? "is waited for by another wait of this owner in this client, which goes first"
+                                      : "is held by another owner";
     w->tried = true;
     if (!skip) {
         /* A fair lock's try takes a hand-off to this wait from the server
@@ -409,20 +438,32 @@ int redmutex_wait_try(redmutex_wait *w)
                                 &why, &w->in_fair_queue);
         if (rc == 0) {
             w->done = true;
-            return rm_publish(err, 0);
+            return 0;
         }
         if (rc < 0)
-            return rm_publish(err, rc);
+            return rc;
     }
     if (!w->waiter && (rc = join(err, w)) != 0)
-        return rm_publish(err, rc);
+        return rc;
     int64_t pause_ms = next_pause_ms(w, ttl_ms, split, !first && news == 0);
     rm_client_lock(c);
     set_due(c->pw, w, rm_now_ns() + pause_ms * RM_NS_PER_MS);
     rm_client_unlock(c);
     if (w->waiter)
         rm_waiter_sleep(c, w->waiter);
-    return rm_publish(err, busy(err, w, why));
+    return busy(err, w, why);
+}
+
+int redmutex_wait_try(redmutex_wait *w)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    if (!w)
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: wait is NULL"));
+    if (w->done)
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL,
+                                       "redmutex_wait_try: this wait acquired lock '%s' already; free it",
+                                       w->l->name));
+    return rm_publish(err, counted_try(w, wait_try(err, w)));
 }
 
 void redmutex_wait_free(redmutex_wait *w)
@@ -447,14 +488,17 @@ void redmutex_wait_free(redmutex_wait *w)
             rm_client_unlock(c);
             news = rm_waiter_take(c, w->waiter);
         }
-        if (news == RM_WAIT_GRANTED)
-            rm_lock_release_key(NULL, w->l, w->owner_key, w->explicit_owner);
-        else if (news == RM_WAIT_UNKNOWN)
-            rm_lock_release_value(w->l, w->value);
-        rm_waiter_end(c, w->waiter); /* a release message it did not use goes to the next waiter */
+        /* A hold that cannot be given back stays recorded for the owner
+           (released by the owner or the client's close, never renewed
+           past its lease once its release failed). */
+        rm_handoff_give_back(w->l, w->owner_key, w->value, w->explicit_owner, news);
     }
-    if (w->fair && w->in_fair_queue && !w->done)
-        rm_fair_stop_waiting(w->l, w->value); /* out of the queue, and a hand-off given back */
+    /* Out of the queue (a hand-off by the script given back), then off the
+       channel: a release message it did not use, and the turn of its owner's
+       next wait, go on from there. */
+    rm_wait_leave(w->l, w->value, w->fair && w->in_fair_queue && !w->done, w->waiter);
+    if (!w->done && w->last_rc)
+        count_end(w, w->last_rc); /* given up: timeout when the lock was held, else its error */
     release_refs(w);
 }
 

@@ -11,6 +11,7 @@
 #include "client.h"
 #include "conn.h"
 #include "internal.h"
+#include "deploy.h"
 #include "pool.h"
 
 #include <stdio.h>
@@ -136,9 +137,9 @@ static int ride_owing(redmutex_client *c, rm_server *srv, rm_conn **out)
     return 0;
 }
 
-int rm_pool_take(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out, int64_t *busy_since)
+int rm_pool_take(rm_err *err, redmutex_client *c, rm_server *srv, uint64_t order_key, rm_conn **out,
+                 int64_t *busy_since)
 {
-    rm_server *srv = &c->servers[i];
     rm_client_lock(c);
     int rc = take_owing(c, srv, order_key, out, busy_since);
     rm_client_unlock(c);
@@ -163,7 +164,7 @@ int rm_pool_take(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, 
     rm_client_lock(c);
     /* A request for this name may have been left unanswered meanwhile. */
     rc = take_owing(c, srv, order_key, out, busy_since);
-    if (rc == -1 && !c->closed && rm_server_stalls(c, i, 0, rm_now_ns()))
+    if (rc == -1 && !c->closed && rm_server_stalls(c, srv, 0, rm_now_ns()))
         rc = ride_owing(c, srv, out);
     rm_client_unlock(c);
     if (rc != -1)
@@ -171,19 +172,18 @@ int rm_pool_take(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, 
     return rm_conn_open(err, out, srv);
 }
 
-int rm_pool_retake(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, rm_conn **conn,
+int rm_pool_retake(rm_err *err, redmutex_client *c, rm_server *srv, uint64_t order_key, rm_conn **conn,
                    int64_t *busy_since)
 {
     rm_conn *mine = *conn;
     if (!mine)
-        return rm_pool_take(err, c, i, order_key, conn, busy_since);
+        return rm_pool_take(err, c, srv, order_key, conn, busy_since);
     /* A connection that still owes for the name carries this call's own
        unanswered request: the next one follows it there. One that was paid
        up (rm_pool_paid) orders nothing, and another call may have left a
        request for the name unanswered on another connection since: the
        next one follows that. */
-    rm_server *srv = &c->servers[i];
-    bool follow = false;
+    bool follow = mine->srv != srv; /* a cluster's slot moved to another node */
     rm_client_lock(c);
     for (size_t k = 0; order_key && !(mine->lent && rm_conn_owes_for(mine, order_key)) && k < srv->n_owing; k++)
         if (srv->owing[k] != mine && rm_conn_owes_for(srv->owing[k], order_key))
@@ -193,7 +193,7 @@ int rm_pool_retake(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key
         return 0;
     *conn = NULL;
     rm_pool_give(c, mine, true, order_key);
-    return rm_pool_take(err, c, i, order_key, conn, busy_since);
+    return rm_pool_take(err, c, srv, order_key, conn, busy_since);
 }
 
 void rm_pool_paid(redmutex_client *c, rm_conn *conn)
@@ -232,6 +232,7 @@ bool rm_pool_queue_later(redmutex_client *c, rm_conn *conn, int argc, const char
     rm_client_unlock(c);
     return ok;
 }
+
 
 static bool pool_push(rm_server *srv, rm_conn *conn)
 {
@@ -282,10 +283,9 @@ int rm_pool_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key)
     return rc;
 }
 
-int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, uint64_t owner_key, const void *bytes, size_t len,
-                  size_t count)
+int rm_pool_defer(redmutex_client *c, rm_server *srv, uint64_t order_key, uint64_t owner_key, const void *bytes,
+                  size_t len, size_t count)
 {
-    rm_server *srv = &c->servers[i];
     int rc = 1;
     rm_client_lock(c);
     size_t owing = 0, own = 0;
@@ -340,9 +340,8 @@ void rm_pool_give(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t orde
         rm_conn_close(conn);
 }
 
-bool rm_pool_settle(redmutex_client *c, size_t i)
+bool rm_pool_settle(redmutex_client *c, rm_server *srv)
 {
-    rm_server *srv = &c->servers[i];
     bool awaits = false;
     rm_client_lock(c);
     owing_settle(c, srv);
@@ -352,9 +351,8 @@ bool rm_pool_settle(redmutex_client *c, size_t i)
     return awaits;
 }
 
-bool rm_server_stalls(redmutex_client *c, size_t i, int64_t since, int64_t now)
+bool rm_server_stalls(redmutex_client *c, rm_server *srv, int64_t since, int64_t now)
 {
-    rm_server *srv = &c->servers[i];
     int64_t limit = c->opts.command_timeout_ms * RM_NS_PER_MS;
     int64_t answered = atomic_load_explicit(&srv->answered_ns, memory_order_relaxed);
     if (answered > 0 && since > 0 && since < INT64_MAX && now - since >= limit && now - answered >= limit) {
@@ -369,6 +367,14 @@ int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const
     int rc = 0;
     const rm_server *dup = NULL;
     rm_client_lock(c);
+    /* A cluster's locks are judged by their keys wherever the slot lives
+       now (a failover, a migration): no restart rule, and its nodes are
+       not compared with other deployments' servers. */
+    if (srv->node || atomic_load(&srv->dep->topology) == RM_TOPOLOGY_CLUSTER) {
+        snprintf(srv->run_id, sizeof srv->run_id, "%s", run_id);
+        rm_client_unlock(c);
+        return 0;
+    }
     if (strcmp(srv->run_id, run_id) != 0) {
         /* A new run_id means the server restarted: locks granted by its
            previous life no longer count towards a quorum. */

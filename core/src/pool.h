@@ -13,23 +13,26 @@
 /** rm_pool_take: the connection that must carry the request is lent to another call. */
 #define RM_CONN_BUSY 1
 /**
- * Takes a connection for server i for a request ordered by `order_key` (0:
- * no order): the connection that still owes replies for that key if there is
- * one, else a pooled or new one. RM_CONN_BUSY when that owing connection is
- * lent to another call right now (try again shortly: nothing was sent); then
- * *busy_since (may be NULL) is the last progress (conn->progress_ns) of the
- * connection(s) it waits for. Caller holds no mutex.
+ * Takes a connection to srv (deployment i itself, or one of its cluster
+ * nodes) for a request ordered by `order_key` (0: no order): the connection
+ * that still owes replies for that key if there is one, else a pooled or
+ * new one. RM_CONN_BUSY when that owing connection is lent to another call
+ * right now (try again shortly: nothing was sent); then *busy_since (may be
+ * NULL) is the last progress (conn->progress_ns) of the connection(s) it
+ * waits for. Caller holds no mutex.
  */
-int rm_pool_take(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out, int64_t *busy_since);
+int rm_pool_take(rm_err *err, redmutex_client *c, rm_server *srv, uint64_t order_key, rm_conn **out,
+                 int64_t *busy_since);
 /**
- * Takes the connection for a further request of the same call on server i:
+ * Takes the connection to srv for a further request of the same call:
  * *conn, the one the slot used for the last request (NULL: none yet, as
- * rm_pool_take), is kept unless another connection owes replies for
- * order_key; then *conn is given back and that one is taken (as
- * rm_pool_take: RM_CONN_BUSY, *conn NULL, while it is lent). Caller holds
- * no mutex.
+ * rm_pool_take), is kept while it still owes for order_key (this call's own
+ * unanswered request), or while no other connection owes for it; else it is
+ * given back and the one that owes is taken (as rm_pool_take: RM_CONN_BUSY,
+ * *conn NULL, while it is lent). One to another node (a cluster's slot
+ * moved) is given back too. Caller holds no mutex.
  */
-int rm_pool_retake(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, rm_conn **conn,
+int rm_pool_retake(rm_err *err, redmutex_client *c, rm_server *srv, uint64_t order_key, rm_conn **conn,
                    int64_t *busy_since);
 /**
  * Called when a call has read every reply its connection owed: it orders
@@ -64,7 +67,7 @@ int rm_pool_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key);
 /**
  * Queues `len` bytes holding `count` commands (a release that could not be
  * sent by its deadline because the connection it must follow was lent to
- * another call) behind the connection to server i that owes replies for
+ * another call) behind the connection to srv that owes replies for
  * order_key. When several do (two calls' requests were left unanswered
  * together), it goes behind those that also owe for owner_key (the same
  * owner's earlier requests: a copy behind another one could run before
@@ -75,14 +78,14 @@ int rm_pool_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key);
  * request may take a connection itself), REDMUTEX_ENOMEM. Never blocks
  * beyond one non-blocking send.
  */
-int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, uint64_t owner_key, const void *bytes, size_t len,
-                  size_t count);
+int rm_pool_defer(redmutex_client *c, rm_server *srv, uint64_t order_key, uint64_t owner_key, const void *bytes,
+                  size_t len, size_t count);
 /**
- * Whether server i stalls: a request to it has waited a command timeout
- * for its answer and the server, which answered this client before,
- * answered nothing on any connection meanwhile (a long script, a fork,
- * swapping, a hang; conn.h, progress_ns). One that never answered is
- * unreachable, not stalling. From then until it answers again it counts as stalling,
+ * Whether srv stalls: a request to it has waited a command timeout for its
+ * answer and the server, which answered this client before, answered
+ * nothing on any connection meanwhile (a long script, a fork, swapping, a
+ * hang; conn.h, progress_ns). One that never answered is unreachable, not
+ * stalling. From then until it answers again it counts as stalling,
  * whatever the connection. It answers no request sooner than its stall
  * ends: no call waits for it, and a request that need not reach it (an
  * acquisition, a renewal, a query) is not sent there, unless nothing sent
@@ -91,14 +94,14 @@ int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, uint64_t own
  * when the wait for an answer on the connection at hand began (its
  * progress_ns), 0 if none waits; `now`: the time. Any thread, no mutex.
  */
-bool rm_server_stalls(redmutex_client *c, size_t i, int64_t since, int64_t now);
+bool rm_server_stalls(redmutex_client *c, rm_server *srv, int64_t since, int64_t now);
 /**
- * Reads, without blocking, what server i's owing connections that no call
- * has received (a server that ends a stall answers there first; its
- * answered_ns moves on), and returns those paid up to the pool. Whether a
- * request sent there still awaits its answer. Caller holds no mutex.
+ * Reads, without blocking, what srv's owing connections that no call has
+ * received (a server that ends a stall answers there first; its answered_ns
+ * moves on), and returns those paid up to the pool. Whether a request sent
+ * there still awaits its answer. Caller holds no mutex.
  */
-bool rm_pool_settle(redmutex_client *c, size_t i);
+bool rm_pool_settle(redmutex_client *c, rm_server *srv);
 /** Called with the run_id a fresh connection reported; detects restarts and duplicates. */
 int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const char *run_id);
 /** In a forked child: closes the parent's pooled and owing connections (our copies of them). */

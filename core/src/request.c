@@ -43,6 +43,8 @@ void rm_release_request(redmutex_lock *l, const char *value, const char *latch_k
     int64_t latch_ms = rm_latch_ms(l->c);
     req->ncmds = 1;
     req->order_name = l->name;
+    req->route_name = NULL;
+    req->many = NULL;
     req->cmds[0] = rm_kind_of(l)->release(l, value, latch_key, lease_ms, latch_ms, st);
 }
 
@@ -75,12 +77,18 @@ void rm_release_forget_latch(rm_call *call, const char *latch_key)
 
 int64_t rm_latch_ms(const redmutex_client *c) { return c->opts.command_timeout_ms * 10; }
 
+bool rm_handoff_by_script(const redmutex_lock *l)
+{
+    /* A hand-off by the releasing script needs a watchdog to extend it and
+       one server whose reply needs no WAIT (kind_fair.c). */
+    const redmutex_client *c = l->c;
+    return rm_kind_of(l)->server_queue && l->opts.lease_ms == 0 && c->n == 1 && c->opts.min_replicas == 0;
+}
+
 rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, const char *nest_latch, int mode, const char *nonce,
                           rm_kargs *st, rm_acq_form *form)
 {
     redmutex_client *c = l->c;
-    /* A hand-off by the releasing script needs a watchdog to extend it and
-       one server whose reply needs no WAIT (kind_fair.c). */
     rm_acq_in in = {value,
                     rm_lock_lease_ms(l),
                     (l->opts.flags & REDMUTEX_LOCK_FENCING) != 0,
@@ -88,7 +96,7 @@ rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, const char *nest_
                     rm_latch_ms(c),
                     mode,
                     nonce,
-                    l->opts.lease_ms == 0 && c->n == 1 && c->opts.min_replicas == 0};
+                    rm_handoff_by_script(l)};
     rm_cmd cmd = rm_kind_of(l)->acquire(l, &in, st);
     *form = cmd.script < 0 ? RM_ACQ_SET : RM_ACQ_SCRIPT;
     return cmd;

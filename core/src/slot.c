@@ -1,22 +1,33 @@
 /*
- * One server's part of a call: the handshake of a fresh connection, the
- * request behind the replies the connection still owes, the replies read
- * and checked (a NOSCRIPT answer sends the scripts whole), and the end of
- * the slot when they are all in or the transport fails.
+ * One slot of a fan-out (slot.c): the handshake and the request on its
+ * connection, sending, reading the replies, and acting on what they say
+ * (NOSCRIPT, a cluster's redirects). fanout.c runs the slots together.
+ *
+ * Layering: the fan-out's own (fanout.c, slot.c, redirect.c).
  */
 #define _GNU_SOURCE
 #include "client.h"
 #include "conn.h"
+#include "deploy.h"
 #include "fanout.h"
 #include "internal.h"
 #include "pool.h"
 #include "resp.h"
 #include "scripts.h"
-#include "slot.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* Frees slot s's replies (their array stays). */
+void rm_slot_clear(rm_slot *s)
+{
+    for (size_t k = 0; k < s->n_replies; k++) {
+        rm_reply_free(s->replies[k]);
+        s->replies[k] = NULL;
+    }
+}
 
 void rm_slot_fail(rm_slot *s, int code, const char *msg)
 {
@@ -63,10 +74,28 @@ void rm_slot_handshake(rm_slot *s)
     rm_conn_progress(conn); /* a fresh connection owes nothing yet */
 }
 
-int rm_slot_build(rm_slot *s, const rm_req *req, bool eval)
+/* Room for one reply per command of req. 0 or REDMUTEX_ENOMEM. */
+static int slot_room(rm_slot *s, const rm_req *req)
+{
+    if (req->ncmds <= s->n_replies)
+        return 0;
+    rm_reply **r = calloc(req->ncmds, sizeof *r);
+    if (!r)
+        return REDMUTEX_ENOMEM;
+    rm_slot_clear(s);
+    if (s->replies != s->small_replies)
+        free(s->replies);
+    s->replies = r;
+    s->n_replies = req->ncmds;
+    return 0;
+}
+
+int rm_slot_request(rm_slot *s, const rm_req *req, bool eval)
 {
     rm_conn *conn = s->conn;
     conn->out.len = 0;
+    if (slot_room(s, req) != 0)
+        return REDMUTEX_ENOMEM;
     s->handshaking = false;
     s->handshake_n = 0;
     s->skip = conn->owed;
@@ -78,12 +107,19 @@ int rm_slot_build(rm_slot *s, const rm_req *req, bool eval)
     s->skip += later;
     if (s->skip == 0)
         rm_conn_progress(conn); /* nothing was owed: the wait for this answer starts now */
+    /* The deployment's own publish command, and ASKING in front of each
+       command after an ASK (it holds for one command). */
+    redmutex_client *c = conn->srv->client;
+    const char *verb = rm_deploy_publish_verb(c, s->dep);
+    static const char *const asking[1] = {"ASKING"};
     for (size_t k = 0; k < req->ncmds; k++)
-        if (rm_cmd_format(&conn->out, &req->cmds[k], eval))
+        if ((s->asking && rm_format_command(&conn->out, 1, asking, NULL)) ||
+            rm_cmd_format(&conn->out, rm_req_cmd(req, k), eval, verb))
             return REDMUTEX_ENOMEM;
     s->got = 0;
-    s->total = s->skip + req->ncmds;
+    s->total = s->skip + req->ncmds * (s->asking ? 2 : 1);
     s->used_eval = eval;
+    s->req_ns = rm_now_ns();
     return 0;
 }
 
@@ -93,55 +129,176 @@ static bool is_noscript(const rm_reply *r)
 }
 
 /* Called when every reply of the request is in. */
-static void slot_complete(rm_slot *s, const rm_req *req)
+static bool follow_redirect(rm_call *call, rm_slot *s, const rm_req *req);
+
+static void slot_complete(rm_call *call, rm_slot *s, const rm_req *req)
 {
     bool noscript = false;
     for (size_t k = 0; k < req->ncmds; k++)
-        if (req->cmds[k].script >= 0 && is_noscript(s->replies[k]))
+        if (rm_req_cmd(req, k)->script >= 0 && is_noscript(s->replies[k]))
             noscript = true;
+    /* A cluster's redirects and retries first: a request that met them did not run. */
+    if (rm_deploy_is_cluster(call->c, s->dep) && follow_redirect(call, s, req))
+        return;
     if (noscript && !s->used_eval) {
         /* The server lost its script cache (restart, SCRIPT FLUSH): send the
            request again with the script bodies. A NOSCRIPT reply means the
            script did not run, and our other commands (PTTL, WAIT) have no
            side effects; the one exception, a hand-off's SET NX riding behind
            a release, is treated as unknown by its caller (used_eval). */
-        for (size_t k = 0; k < req->ncmds; k++) {
-            rm_reply_free(s->replies[k]);
-            s->replies[k] = NULL;
-        }
-        if (rm_slot_build(s, req, true) != 0)
+        rm_slot_clear(s);
+        if (rm_slot_request(s, req, true) != 0)
             rm_slot_break(s, REDMUTEX_ENOMEM, "out of memory");
         return;
     }
     s->status = RM_SLOT_DONE;
+    s->done_ns = rm_now_ns();
     /* Every reply it owed is read: it no longer holds up the requests of
        other calls for the same lock (rm_pool_paid). */
-    rm_pool_paid(s->conn->srv->client, s->conn);
+    rm_pool_paid(call->c, s->conn);
 }
 
-void rm_slot_read(rm_slot *s, const rm_req *req)
+/* The connection goes back to its pool and the slot starts again towards
+   s->node (a redirect, or the owner of the slot the first handshake found):
+   nothing of the request ran on it. */
+static void slot_restart(rm_call *call, rm_slot *s, const rm_req *req)
+{
+    rm_pool_give(call->c, s->conn, true, 0); /* it owes nothing: every reply was read */
+    s->conn = NULL;
+    s->sent = false;
+    s->handshaking = false;
+    if (call->pending)
+        call->pending[s - call->slots] = !rm_slot_start(call, s, req, s->deadline_ns);
+}
+
+/*
+ * A cluster answered MOVED, ASK or asked for a retry (redirect.c): the
+ * request did not run there. It goes again to the node named, now or after
+ * a pause, within the run's deadline; or the slot fails with the reason.
+ * True when the replies were such an answer.
+ *
+ * Per-node order holds across a move: a request abandoned on the old owner
+ * (still owed there) either ran before the slot left it - its effect moved
+ * with the keys, before the new owner served anything of that slot - or it
+ * meets MOVED/ASK there and never runs. A release lost that way leaves the
+ * key to its lease.
+ */
+static bool follow_redirect(rm_call *call, rm_slot *s, const rm_req *req)
+{
+    int action = rm_redirect_read(call, s, req);
+    if (action == RM_REDIRECT_NONE)
+        return false;
+    rm_slot_clear(s);
+    s->sent = false; /* it did not run */
+    if (action == RM_REDIRECT_FAIL) {
+        s->status = RM_SLOT_DONE; /* the connection is healthy: it goes back to its pool at the end */
+        return true;
+    }
+    if (action == RM_REDIRECT_NOW) {
+        slot_restart(call, s, req);
+        return true;
+    }
+    rm_pool_give(call->c, s->conn, true, 0); /* RM_REDIRECT_LATER: at s->retry_at */
+    s->conn = NULL;
+    call->pending[s - call->slots] = true;
+    return true;
+}
+
+/* One handshake reply: the server's life, and what the deployment is once
+   the last reply is in. 0 or an error code (e's message). */
+static int handshake_reply(rm_call *call, rm_slot *s, size_t idx, rm_reply **r, rm_err *e)
+{
+    rm_conn *conn = s->conn;
+    int rc = rm_conn_check_handshake(e, conn, idx, s->handshake_n, s->want_info, r);
+    if (rc == 0 && conn->run_id[0]) {
+        /* INFO's run_id: the server's life, recorded by its pool. */
+        rc = rm_server_note_run_id(e, call->c, conn->srv, conn->run_id);
+        conn->run_id[0] = '\0';
+    }
+    if (rc == 0 && idx + 1 == s->handshake_n && conn->topo_asked)
+        rc = rm_deploy_learn(e, call->c, conn);
+    return rc;
+}
+
+/* Every reply of the handshake or of the request is in. */
+static void slot_all_in(rm_call *call, rm_slot *s, const rm_req *req)
+{
+    if (rm_reader_pending(s->conn->reader) > 0) {
+        /* Bytes nobody asked for would be taken as the next request's reply. */
+        rm_slot_break(s, REDMUTEX_EPROTOCOL, "%s sent more than was asked for", s->conn->srv->ep.display);
+        return;
+    }
+    if (!s->handshaking) {
+        slot_complete(call, s, req);
+        return;
+    }
+    /* The handshake succeeded. On a deployment found to be a cluster just
+       now, the request goes to the owner of its slot, and a name whose keys
+       cannot share a slot goes nowhere. */
+    if (rm_deploy_is_cluster(call->c, s->dep) && !s->fixed_node) {
+        rm_err e;
+        rm_err_reset(&e);
+        if (rm_redirect_route(&e, call, s, req) != 0) {
+            rm_slot_fail(s, e.code, e.msg);
+            return;
+        }
+        if (s->node != s->conn->srv) {
+            slot_restart(call, s, req);
+            return;
+        }
+    }
+    if (rm_slot_request(s, req, false) != 0) {
+        rm_slot_break(s, REDMUTEX_ENOMEM, "out of memory");
+        return;
+    }
+    rm_slot_write(s);
+}
+
+/* Reads what the connection has; false when the slot broke. */
+static bool slot_receive(rm_slot *s)
 {
     rm_err e;
     rm_err_reset(&e);
     char buf[16384];
     rm_conn *conn = s->conn;
-    const char *who = conn->srv->ep.display;
     for (;;) {
         ssize_t n = rm_conn_recv(&e, conn, buf, sizeof buf);
         if (n < 0) {
             rm_slot_break(s, (int)n, "%s", e.msg);
-            return;
+            return false;
         }
         if (n == 0)
-            break;
+            return true;
         char err[160];
         if (rm_reader_feed(conn->reader, buf, (size_t)n, err, sizeof err) != 0) {
-            rm_slot_break(s, REDMUTEX_EPROTOCOL, "%s sent a bad reply: %s", who, err);
-            return;
+            rm_slot_break(s, REDMUTEX_EPROTOCOL, "%s sent a bad reply: %s", conn->srv->ep.display, err);
+            return false;
         }
         if ((size_t)n < sizeof buf)
-            break;
+            return true;
     }
+}
+
+/* Where reply number idx of a request goes: the slot's replies, or nowhere (a skipped reply, an ASKING's OK). */
+static rm_reply **reply_place(rm_slot *s, size_t idx)
+{
+    if (idx < s->skip)
+        return NULL;
+    size_t k = idx - s->skip;
+    if (s->asking) {
+        if (k % 2 == 0)
+            return NULL;
+        k /= 2;
+    }
+    return &s->replies[k];
+}
+
+void rm_slot_read(rm_call *call, rm_slot *s, const rm_req *req)
+{
+    if (!slot_receive(s))
+        return;
+    rm_conn *conn = s->conn;
+    const char *who = conn->srv->ep.display;
     for (;;) {
         rm_reply *r = NULL;
         char err[160];
@@ -160,38 +317,23 @@ void rm_slot_read(rm_slot *s, const rm_req *req)
             return;
         }
         if (s->handshaking) {
-            int rc = rm_conn_check_handshake(&e, conn, idx, s->handshake_n, s->want_info, r);
-            if (rc == 0 && conn->run_id[0]) {
-                /* INFO's run_id: the server's life, recorded by its pool. */
-                rc = rm_server_note_run_id(&e, conn->srv->client, conn->srv, conn->run_id);
-                conn->run_id[0] = '\0';
-            }
+            rm_err e;
+            rm_err_reset(&e);
+            int rc = handshake_reply(call, s, idx, &r, &e);
             rm_reply_free(r);
             if (rc != 0) {
                 rm_slot_break(s, rc, "%s", e.msg);
                 return;
             }
-        } else if (idx < s->skip) {
-            rm_reply_free(r);
         } else {
-            s->replies[idx - s->skip] = r;
+            rm_reply **place = reply_place(s, idx);
+            if (place)
+                *place = r;
+            else
+                rm_reply_free(r);
         }
         if (s->got == s->total) {
-            if (rm_reader_pending(conn->reader) > 0) {
-                /* Bytes nobody asked for would be taken as the next request's reply. */
-                rm_slot_break(s, REDMUTEX_EPROTOCOL, "%s sent more than was asked for", who);
-                return;
-            }
-            if (!s->handshaking) {
-                slot_complete(s, req);
-                return;
-            }
-            /* The handshake succeeded: now the request. */
-            if (rm_slot_build(s, req, false) != 0) {
-                rm_slot_break(s, REDMUTEX_ENOMEM, "out of memory");
-                return;
-            }
-            rm_slot_write(s);
+            slot_all_in(call, s, req);
             return;
         }
     }
@@ -220,3 +362,5 @@ void rm_slot_write(rm_slot *s)
             s->sent = true;
     }
 }
+
+/* Lists conn as owing replies for every lock name the call orders. */

@@ -48,14 +48,14 @@
  * script) does not hold up every new wait for the whole subscription
  * deadline. Caller holds c->mu.
  */
-static bool subscribed_enough(const redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch)
+static bool subscribed_enough(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch)
 {
     size_t confirmed = 0;
     bool all_up = true;
     for (size_t i = 0; i < c->n; i++) {
         if (ch->confirmed[i])
             confirmed++;
-        else if (sub->up[i])
+        else if (rm_channel_up(c, sub, ch, i))
             all_up = false;
     }
     return confirmed >= c->quorum || (all_up && confirmed > 0);
@@ -319,8 +319,9 @@ void rm_waiter_end(redmutex_client *c, rm_waiter *w)
             w->next->prev = w->prev;
         else
             ch->tail = w->prev;
-        /* A wake-up this waiter did not use goes to the next one. */
-        if (w->notified)
+        /* A wake-up this waiter did not use goes to the next one, and so
+           does the turn on a serial channel. */
+        if (w->notified || w->serial)
             rm_channel_wake_one(ch);
         if (c->sub && c->sub->leader == w)
             c->sub->leader = NULL; /* the subscriber thread reads again (woken below) */
@@ -333,6 +334,24 @@ void rm_waiter_end(redmutex_client *c, rm_waiter *w)
     if (w->efd >= 0)
         close(w->efd);
     free(w);
+}
+
+void rm_waiter_serial(redmutex_client *c, rm_waiter *w)
+{
+    rm_client_lock(c);
+    w->serial = true;
+    rm_client_unlock(c);
+}
+
+bool rm_waiter_clear(redmutex_client *c, const char *channel, rm_waiter *w)
+{
+    rm_client_lock(c);
+    rm_channel *ch = w ? w->ch : c->sub ? rm_channel_find(c->sub, channel, strlen(channel)) : NULL;
+    bool clear = true;
+    for (rm_waiter *o = ch ? ch->head : NULL; o && o != w && clear; o = o->next)
+        clear = !o->serial;
+    rm_client_unlock(c);
+    return clear;
 }
 
 bool rm_waiter_subscribed(redmutex_client *c, const char *channel)

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "client.h"
+#include "deploy.h"
 #include "events.h"
 #include "fanout.h"
 #include "handle.h"
@@ -26,18 +27,20 @@
 #include "kind.h" /* each kind's tag in the RENEW script */
 #include "lifetime.h"
 #include "quorum.h"
+#include "renew.h"
 #include "resp.h"
 #include "scripts.h"
 #include "tally.h"
 #include "watchdog.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define RM_RENEW_BATCH 1000
+/* A cluster's slot map older than this is reloaded before a renewal. */
+#define RM_MAP_MAX_AGE_NS (30000 * RM_NS_PER_MS)
 
 typedef struct rm_watchdog {
     pthread_t thread;
@@ -128,16 +131,22 @@ void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st)
     if (h->state == st)
         return;
     h->state = st;
+    if (st == REDMUTEX_STATE_LOST)
+        rm_hold_count_end(c, h, true);
     if (h->orphan)
         return; /* its handle was freed: nobody to tell */
     rm_events_push(c, h->lock->id, st, h->owner);
-    if (!h->lock->opts.on_lost)
+    /* The callbacks run with c->mu released: on the watchdog thread. */
+    bool log = c->stats.log != NULL;
+    if (!h->lock->opts.on_lost && !log)
         return;
     rm_event *e = calloc(1, sizeof *e);
     if (!e)
         return;
     e->lock = h->lock;
     e->state = st;
+    e->call = h->lock->opts.on_lost != NULL;
+    e->log = log;
     snprintf(e->owner, sizeof e->owner, "%s", h->owner);
     rm_event **tail = &c->events;
     while (*tail)
@@ -161,10 +170,13 @@ static void run_callbacks_locked(redmutex_client *c)
         c->callback_lock = l;
         c->callback_thread = pthread_self();
         l->refs++; /* the callback may free the handle: it stays valid until the callback returns */
-        redmutex_lost_fn fn = l->opts.on_lost;
+        redmutex_lost_fn fn = e->call ? l->opts.on_lost : NULL;
         void *payload = l->opts.on_lost_payload;
         rm_client_unlock(c);
-        fn(l, e->owner[0] ? e->owner : NULL, e->state, payload);
+        if (e->log)
+            rm_log_hold_state(&c->stats, e->state, l->name, e->owner);
+        if (fn)
+            fn(l, e->owner[0] ? e->owner : NULL, e->state, payload);
         rm_client_lock(c);
         c->callback_lock = NULL;
         rm_lock_unref_locked(c, l);
@@ -176,18 +188,18 @@ static void run_callbacks_locked(redmutex_client *c)
 /* ---- renewal --------------------------------------------------------- */
 
 /* Builds the RENEW request for batch[0..k) into argv and vals and runs it
-   on every server; false when memory ran out (nothing was sent). */
-static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char **argv, char *vals, rm_call *call)
+   on every server (on a cluster, one call per slot on each node: *plan);
+   false when memory ran out (nothing was sent). */
+static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char **argv, char *vals, rm_call *call,
+                       rm_renew_plan **plan)
 {
     char lease_s[24], nkeys[24], nbuf[24], tbuf[24];
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)c->opts.watchdog_lease_ms);
     snprintf(nkeys, sizeof nkeys, "%zu", k);
     size_t argc = 1 + k + 1 + k;
-    if (!argv || !vals || rm_call_begin(NULL, call, c) != 0)
+    *plan = NULL;
+    if (!argv || !vals)
         return false;
-    /* A renewal must end within its timeout even on a fresh connection:
-       the lock's validity does not wait for a slow connect. */
-    call->strict_deadline = true;
     argv[0] = nkeys;
     char *p = vals;
     for (size_t j = 0; j < k; j++) {
@@ -220,6 +232,12 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
        release of any of these locks (fanout.h, order_keys). Without memory
        for the keys it is sent unordered: a late renewal of a released token
        finds nothing to renew. */
+    if (atomic_load(&c->has_cluster) ? !(*plan = rm_renew_plan_make(c, batch, k, &req, lease_s, call))
+                                      : rm_call_begin(NULL, call, c) != 0)
+        return false;
+    /* A renewal must end within its timeout even on a fresh connection:
+       the lock's validity does not wait for a slow connect. */
+    call->strict_deadline = true;
     uint64_t *keys = malloc(k * sizeof *keys);
     for (size_t j = 0; keys && j < k; j++)
         keys[j] = rm_order_key(batch[j]->lock->name);
@@ -260,6 +278,27 @@ static rm_vote renew_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *
     return r->element[it->j]->integer == 1 && same_life ? RM_VOTE_YES : RM_VOTE_NO;
 }
 
+/* Whether server i answers from the life that granted the hold (rm_renew_plan_count's test). */
+static bool same_life(void *ud, size_t i)
+{
+    const renew_item *it = ud;
+    return it->h->generations[i] == it->c->servers[i].generation + 1;
+}
+
+/* A cluster moved h's slot: renewed again at once on the new owner (the map
+   knows it now), not counted as a failure. (A few milliseconds later: a
+   cluster that sends MOVED back and forth while it settles must not make
+   the watchdog spin.) Caller holds c->mu. */
+static void renew_again(redmutex_client *c, rm_hold *h, int64_t now)
+{
+    h->renewing = false;
+    if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
+        return;
+    h->due_ns = now + 5 * RM_NS_PER_MS;
+    if (c->wd && h->heap_index == SIZE_MAX && heap_push(c->wd, h) != 0)
+        rm_hold_set_state(c, h, REDMUTEX_STATE_RENEWAL_FAILING);
+}
+
 /* Records a renewal's outcome in h and schedules its next one. Caller holds c->mu. */
 static void renew_settle(redmutex_client *c, rm_hold *h, size_t yes, size_t no, int64_t started, int64_t now)
 {
@@ -267,12 +306,16 @@ static void renew_settle(redmutex_client *c, rm_hold *h, size_t yes, size_t no, 
     h->renewing = false;
     if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
         return; /* a hold being released or freed gets no news (and no callback) */
-    if (yes >= c->quorum) {
+    int outcome = yes >= c->quorum ? REDMUTEX_RENEWAL_RENEWED
+                  : no > c->n - c->quorum || now >= h->validity_end_ns ? REDMUTEX_RENEWAL_LOST
+                                                                       : REDMUTEX_RENEWAL_FAILED;
+    rm_stats_renewal(&c->stats, outcome);
+    if (outcome == REDMUTEX_RENEWAL_RENEWED) {
         h->validity_end_ns = rm_validity_end_ns(started, lease);
         h->extensions++;
         rm_hold_set_state(c, h, REDMUTEX_STATE_HELD);
         h->due_ns = started + renew_interval_ns(lease);
-    } else if (no > c->n - c->quorum || now >= h->validity_end_ns) {
+    } else if (outcome == REDMUTEX_RENEWAL_LOST) {
         rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
         return;
     } else {
@@ -292,8 +335,13 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
     for (size_t j = 0; j < k; j++)
         total += strlen(batch[j]->value) + 2;
     char *vals = malloc(total ? total : 1);
+    /* A cluster's map is looked at again now and then, so that a failover
+       nobody's request ran into is noticed here, off the callers' path. */
+    for (size_t i = 0; atomic_load(&c->has_cluster) && i < c->n; i++)
+        rm_deploy_refresh_stale(NULL, c, i, RM_MAP_MAX_AGE_NS, rm_deadline_after_ms(c->opts.command_timeout_ms));
     rm_call call;
-    bool ran = renew_send(c, batch, k, argv, vals, &call);
+    rm_renew_plan *plan;
+    bool ran = renew_send(c, batch, k, argv, vals, &call, &plan);
     int64_t now = rm_now_ns();
     int64_t started = ran ? call.started_ns : now;
     rm_client_lock(c);
@@ -302,14 +350,21 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
         rm_tally_init(&t);
         renew_item it = {c, batch[j], j, k};
         rm_tally_spec spec = {"renew", batch[j]->lock->name, 0, false, renew_vote, &it};
-        if (ran)
+        bool again = false;
+        if (plan)
+            rm_renew_plan_count(plan, &call, j, &t.yes, &t.no, &again, same_life, &it);
+        else if (ran)
             rm_tally_call(&t, &call, &spec);
-        renew_settle(c, batch[j], t.yes, t.no, started, now);
+        if (again && t.yes < c->quorum)
+            renew_again(c, batch[j], now);
+        else
+            renew_settle(c, batch[j], t.yes, t.no, started, now);
     }
     pthread_cond_broadcast(&c->renew_done);
     rm_client_unlock(c);
     if (ran)
         rm_call_end(&call);
+    rm_renew_plan_free(plan);
     free(argv);
     free(vals);
 }
@@ -386,10 +441,6 @@ static void watchdog_exit(redmutex_client *c, rm_watchdog *wd)
 static void *watchdog_main(void *arg)
 {
     redmutex_client *c = arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-
     rm_client_lock(c);
     rm_watchdog *wd = c->wd;
     rm_hold **batch = malloc(RM_RENEW_BATCH * sizeof *batch);
@@ -441,7 +492,7 @@ static rm_watchdog *ensure_watchdog(redmutex_client *c)
     pthread_cond_init(&wd->cond, &attr);
     pthread_condattr_destroy(&attr);
     c->wd = wd;
-    if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
+    if (rm_thread_start(&wd->thread, NULL, watchdog_main, c) != 0) {
         c->wd = NULL;
         pthread_cond_destroy(&wd->cond);
         free(wd);

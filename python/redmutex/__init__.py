@@ -15,7 +15,7 @@ lock in Redisson's RReadWriteLock format. ``redmutex.asyncio`` has the same
 locks for asyncio (``AsyncClient``). See docs/python.md.
 """
 
-from ._client import Client, FairLock, Lock, LockState, ReadLock, ReadWriteLock, RLock, WriteLock
+from ._client import Client, FairLock, Lock, LockInfo, LockState, ReadLock, ReadWriteLock, RLock, WriteLock
 from ._errors import (
     AuthError,
     ClosedError,
@@ -41,7 +41,7 @@ from ._errors import (
 from ._redmutex_cffi import ffi as _ffi
 from ._redmutex_cffi import lib as _lib
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 
 #: Longest lock name, in bytes (UTF-8 for str names).
 NAME_MAX: int = _lib.REDMUTEX_NAME_MAX
@@ -71,6 +71,7 @@ __all__ = [
     "InvalidArgument",
     "LimitError",
     "Lock",
+    "LockInfo",
     "LockLostError",
     "LockState",
     "LockTimeout",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import dataclasses
 import enum
 import functools
 import inspect
@@ -33,12 +34,14 @@ import time
 import weakref
 from typing import Any, Callable, Sequence, TypeVar, Union, cast
 
-from . import _events, _signals
+from . import _events, _logging, _signals, _stats
 from ._errors import (
     ClosedError,
     InvalidArgument,
     LockLostError,
     LockTimeout,
+    NotOwnedError,
+    TimeoutOverflow,
     check,
 )
 from ._redmutex_cffi import ffi, lib
@@ -49,9 +52,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 Name = Union[str, bytes]
 
 _TIME_MAX_MS: int = lib.REDMUTEX_TIME_MAX_MS
+# The core's smallest lease and watchdog lease (handle.c, client.c): checked
+# here too, so that the message says them in seconds, as they were given.
+_LEASE_MIN_MS = 10
+_WATCHDOG_LEASE_MIN_MS = 30
 _WAIT_FOREVER: int = lib.REDMUTEX_WAIT_FOREVER
 _ETIMEDOUT: int = lib.REDMUTEX_ETIMEDOUT
 _EINTR: int = lib.REDMUTEX_EINTR
+_ELOST: int = lib.REDMUTEX_ELOST
 
 
 class LockState(enum.IntEnum):
@@ -66,6 +74,64 @@ class LockState(enum.IntEnum):
     RENEWAL_FAILING = lib.REDMUTEX_STATE_RENEWAL_FAILING
     #: Definitely not held any more: the lease ran out or renewal found it gone.
     LOST = lib.REDMUTEX_STATE_LOST
+
+
+_KIND_NAMES = {
+    lib.REDMUTEX_KIND_LOCK: "lock",
+    lib.REDMUTEX_KIND_RLOCK: "rlock",
+    lib.REDMUTEX_KIND_FAIR: "fair",
+    lib.REDMUTEX_KIND_READ: "read",
+    lib.REDMUTEX_KIND_WRITE: "write",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class LockInfo:
+    """What the servers hold under a lock's name, whatever its kind (Lock.inspect()).
+
+    With several servers (Redlock) ``held`` and ``ttl`` are what a majority
+    says, ``owner`` the one a majority agrees on, ``fence`` the highest.
+    """
+
+    #: Whether a majority of the servers hold the lock (by anyone, either side of a read-write lock).
+    held: bool
+    #: What is stored: "lock", "rlock", "fair" (a fair lock with waiters, or read through a
+    #: fair_lock() handle), "read" or "write" (a read-write lock's mode); None when nothing is.
+    kind: str | None
+    #: The holder: the first 8 characters of a plain lock's token (the whole one would let anyone
+    #: release it), a Redisson owner field, a read-write lock's writer or first reader; None if unknown.
+    owner: str | None
+    #: The owner's hold count (1 for a plain lock).
+    hold_count: int
+    #: Remaining time to live in seconds; None when not held, or held without a TTL.
+    ttl: float | None
+    #: The fencing counter (the last token issued); None when none was ever issued.
+    fence: int | None
+    #: Waiters in a fair lock's queue.
+    queue_length: int
+    #: Owners holding the read side of a read-write lock.
+    readers: int
+    #: How many servers answered.
+    servers_answered: int
+
+
+def _inspect(ptr: Any) -> LockInfo:
+    """redmutex_lock_inspect on a C lock handle (blocks one round trip; the GIL is released)."""
+    info = ffi.new("redmutex_lock_info *")
+    info.version = lib.REDMUTEX_LOCK_INFO_VERSION
+    check(lib.redmutex_lock_inspect(info, ptr))
+    owner = ffi.string(info.owner).decode("utf-8", "surrogateescape")
+    return LockInfo(
+        held=bool(info.held),
+        kind=_KIND_NAMES.get(info.kind),
+        owner=owner or None,
+        hold_count=int(info.hold_count),
+        ttl=None if info.ttl_ms < 0 else info.ttl_ms / 1000,
+        fence=None if info.fence < 0 else int(info.fence),
+        queue_length=int(info.queue_length),
+        readers=int(info.readers),
+        servers_answered=int(info.servers_answered),
+    )
 
 
 # ---- argument conversion ---------------------------------------------------
@@ -91,8 +157,13 @@ def _to_bytes(value: object, what: str, max_len: int) -> bytes:
     return data
 
 
-def _to_ms(value: object, what: str, *, allow_zero: bool = True) -> int:
-    """Seconds (int or float) to whole milliseconds, rounded up, validated."""
+def _to_ms(value: object, what: str, *, allow_zero: bool = True, minimum_ms: int = 0) -> int:
+    """Seconds (int or float) to whole milliseconds, rounded up, validated.
+
+    Messages speak in seconds, the unit the caller gave: a value below the
+    minimum (a positive one that rounds to no time at all included) is
+    refused as "must be at least N seconds", never as zero or negative.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgument(f"{what} must be a number of seconds, not {type(value).__name__}")
     seconds = float(value) if isinstance(value, float) else value
@@ -106,8 +177,9 @@ def _to_ms(value: object, what: str, *, allow_zero: bool = True) -> int:
             f"at most {_TIME_MAX_MS // 1000} seconds (one year) are allowed"
         )
     ms = math.ceil(round(seconds * 1000, 3))
-    if ms == 0 and not allow_zero:
-        raise InvalidArgument(f"{what} must be positive (got {value!r})")
+    floor = max(minimum_ms, 0 if allow_zero else 1)
+    if ms < floor:
+        raise InvalidArgument(f"{what} must be at least {floor / 1000:g} seconds (got {value!r})")
     return int(ms)
 
 
@@ -121,15 +193,31 @@ def _to_count(value: object, what: str) -> int:
     return value
 
 
+def _wait_ms(timeout: object, what: str = "timeout") -> int:
+    """A wait in seconds as a C wait in ms, by threading's rules for timeouts:
+    None or -1 wait forever, and so does a wait longer than the C core's
+    longest (a year) up to threading.TIMEOUT_MAX; a longer one raises an
+    InvalidArgument that is also an OverflowError, as threading raises."""
+    if timeout is None or (not isinstance(timeout, bool) and timeout == -1):
+        return _WAIT_FOREVER
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and not math.isnan(timeout):
+        if timeout > threading.TIMEOUT_MAX or math.isinf(timeout):
+            raise TimeoutOverflow(
+                f"{what} of {timeout!r} seconds is too large (threading.TIMEOUT_MAX is "
+                f"{threading.TIMEOUT_MAX})"
+            )
+        if timeout > _TIME_MAX_MS / 1000:
+            return _WAIT_FOREVER
+    return _to_ms(timeout, what)
+
+
 def _acquire_wait_ms(blocking: bool, timeout: object) -> int:
     """threading.Lock.acquire's argument rules, as a C wait in ms."""
     if not blocking:
         if timeout != -1:
             raise InvalidArgument("can't specify a timeout for a non-blocking call")
         return 0
-    if timeout is None or (not isinstance(timeout, bool) and timeout == -1):
-        return _WAIT_FOREVER
-    return _to_ms(timeout, "timeout")
+    return _wait_ms(timeout)
 
 
 def _lock_options(lease: object, fencing: object, max_hold: object, max_extensions: object) -> Any:
@@ -137,7 +225,7 @@ def _lock_options(lease: object, fencing: object, max_hold: object, max_extensio
     opts = ffi.new("redmutex_lock_options *")
     check(lib.redmutex_lock_options_init(opts, lib.REDMUTEX_LOCK_OPTIONS_VERSION))
     if lease is not None:
-        opts.lease_ms = _to_ms(lease, "lease", allow_zero=False)
+        opts.lease_ms = _to_ms(lease, "lease", minimum_ms=_LEASE_MIN_MS)
     if max_hold is not None:
         opts.max_hold_ms = _to_ms(max_hold, "max_hold", allow_zero=False)
     if max_extensions is not None:
@@ -280,6 +368,8 @@ class Client:
       and stopping the background threads (2.0).
     * ``leave_locks_on_close`` - close() leaves held locks to expire instead
       of releasing them.
+    * ``count_stats`` - count what stats() reports (default True; False
+      saves a few atomic additions per operation, stats() then reports zeros).
 
     TLS (``rediss://`` URLs) takes redis-py's options, as keyword arguments
     or as the URL's query options (the URL's win):
@@ -331,6 +421,7 @@ class Client:
         ssl_cert_reqs: str | ssl.VerifyMode | None = None,
         ssl_check_hostname: bool | None = None,
         ssl_server_hostname: str | None = None,
+        count_stats: bool = True,
     ) -> None:
         if isinstance(url_or_list, (str, bytes)):
             urls = [url_or_list]
@@ -346,22 +437,27 @@ class Client:
 
         opts = ffi.new("redmutex_client_options *")
         check(lib.redmutex_client_options_init(opts, lib.REDMUTEX_CLIENT_OPTIONS_VERSION))
-        opts.watchdog_lease_ms = _to_ms(watchdog_lease, "watchdog_lease", allow_zero=False)
-        for value, field, what in (
-            (connect_timeout, "connect_timeout_ms", "connect_timeout"),
-            (command_timeout, "command_timeout_ms", "command_timeout"),
-            (wait_backoff_cap, "wait_backoff_cap_ms", "wait_backoff_cap"),
-            (replica_timeout, "replica_timeout_ms", "replica_timeout"),
-            (retry_delay, "retry_delay_ms", "retry_delay"),
-            (shutdown_timeout, "shutdown_timeout_ms", "shutdown_timeout"),
+        opts.watchdog_lease_ms = _to_ms(watchdog_lease, "watchdog_lease", minimum_ms=_WATCHDOG_LEASE_MIN_MS)
+        for value, field, what, minimum_ms in (
+            (connect_timeout, "connect_timeout_ms", "connect_timeout", 1),
+            (command_timeout, "command_timeout_ms", "command_timeout", 1),
+            (wait_backoff_cap, "wait_backoff_cap_ms", "wait_backoff_cap", 1),
+            (replica_timeout, "replica_timeout_ms", "replica_timeout", 1),
+            (retry_delay, "retry_delay_ms", "retry_delay", 0),
+            (shutdown_timeout, "shutdown_timeout_ms", "shutdown_timeout", 0),
         ):
             if value is not None:
-                setattr(opts, field, _to_ms(value, what))
+                setattr(opts, field, _to_ms(value, what, minimum_ms=minimum_ms))
         opts.min_replicas = _to_count(min_replicas, "min_replicas")
         if retry_count is not None:
             opts.retry_count = _to_count(retry_count, "retry_count")
         if leave_locks_on_close:
             opts.flags |= lib.REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE
+        if not count_stats:
+            opts.flags |= lib.REDMUTEX_CLIENT_NO_STATS
+        # Log messages go through a queue to the `redmutex` logger (_logging.py).
+        opts.log = _logging.log_callback()
+        _logging.ensure_thread()
         # The C strings must live until redmutex_client_new returns (it does not keep them).
         tls_strings = _tls_options(
             opts,
@@ -390,6 +486,10 @@ class Client:
         # before the process ends.
         self._finalizer = weakref.finalize(self, _CClient.free, self._c)
         self._finalizer.atexit = False
+        # Per-name observers (redmutex.prometheus / redmutex.otel with name_label=):
+        # an immutable tuple, so the fast path reads it without a lock.
+        self._observers: tuple[_stats.NameObservations, ...] = ()
+        self._observers_mu = threading.Lock()
         _live_clients.add(self)
 
     # -- properties ---------------------------------------------------------
@@ -415,6 +515,38 @@ class Client:
         # raises ClosedError for every call on a closed client, as it always did.
         if self._closed:
             raise ClosedError("the client was closed", ClosedError.code)
+
+    def stats(self) -> dict[str, Any]:
+        """What the client has counted since it was made (no I/O, any thread, also after close).
+
+        The metrics of docs/observability.md, from the C core's snapshot::
+
+            {
+              "counting": True,             # False with count_stats=False
+              "bucket_bounds": [0.0001, ..., 3600.0, inf],   # seconds, every histogram's
+              "acquire_wait_seconds": {kind: {outcome: histogram}},
+              "hold_seconds": {kind: histogram},
+              "locks_held": 0, "waiters": 0,                 # gauges
+              "renewals": {"renewed": 0, "failed": 0, "lost": 0},
+              "locks_lost": 0,
+              "servers": {address: {"reachable": True, "round_trip_seconds": histogram,
+                                    "errors": {"timeout": 0, "connection": 0, ...}}},
+            }
+
+        kind is lock, rlock, fair, read or write; outcome acquired, timeout,
+        interrupted or error; a histogram is ``{"count", "sum" (seconds),
+        "buckets" (cumulative counts, one per bound)}``. Server addresses are
+        the URLs with the password masked.
+        """
+        return _stats.snapshot(self._ptr)
+
+    def _add_observer(self, observer: _stats.NameObservations) -> None:
+        with self._observers_mu:
+            self._observers = (*self._observers, observer)
+
+    def _remove_observer(self, observer: _stats.NameObservations) -> None:
+        with self._observers_mu:
+            self._observers = tuple(o for o in self._observers if o is not observer)
 
     def thread_owner(self) -> str:
         """The calling thread's default owner id of reentrant locks,
@@ -606,6 +738,21 @@ class Client:
 # ---- Lock -----------------------------------------------------------------
 
 
+def _observe_acquire(
+    observers: tuple[_stats.NameObservations, ...],
+    lock: Any,
+    owner: object,
+    exc: BaseException | None,
+    acquired: bool,
+    start: float,
+) -> None:
+    """Tells per-name observers how an acquire of `lock` for `owner` that began at `start` ended."""
+    seconds = time.monotonic() - start
+    outcome = _stats.outcome_of(exc, acquired)
+    for observer in observers:
+        observer.acquired(lock, owner, lock._kind, outcome, seconds)
+
+
 class Lock:
     """A plain, non-reentrant distributed lock (redis-py Lock wire format).
 
@@ -654,11 +801,15 @@ class Lock:
         self._name = name
         c_name = _to_bytes(name, "lock name", lib.REDMUTEX_NAME_MAX)
         self._owner: Any = ffi.NULL if owner is None else _to_bytes(owner, "owner", lib.REDMUTEX_OWNER_MAX)
-        self._timeout_ms = _WAIT_FOREVER if timeout is None else _to_ms(timeout, "timeout")
+        self._timeout_ms = _wait_ms(timeout)
         self.timeout = timeout
         if on_lost is not None and not callable(on_lost):
             raise InvalidArgument("on_lost must be callable")
         self._on_lost = on_lost
+        # Levels this object holds, per thread (or explicit owner): what
+        # _recursion_count() reports; the C core's local state is the truth
+        # about whether it holds at all.
+        self._levels: collections.defaultdict[object, int] = collections.defaultdict(int)
         # Exceptions raised by on_lost, at most one: appended on the event
         # thread (callbacks run one at a time), taken by the user's calls.
         self._pending: collections.deque[BaseException] = collections.deque(maxlen=1)
@@ -701,26 +852,92 @@ class Lock:
         if exc is not None:
             raise exc
 
+    def _observer_owner(self) -> object:
+        """Whose hold a per-name observer times: the explicit owner, else the
+        lock object (plain) or the calling thread (reentrant kinds)."""
+        if self._owner != ffi.NULL:
+            return self._owner
+        return None if self._kind == lib.REDMUTEX_KIND_LOCK else threading.get_ident()
+
     def _acquire_ms(self, wait_ms: int) -> bool:
+        observers = self.client._observers
+        if not observers:  # the usual case: the C core counts by itself
+            return self._acquire_c(wait_ms)
+        start = time.monotonic()
+        try:
+            acquired = self._acquire_c(wait_ms)
+        except BaseException as exc:
+            _observe_acquire(observers, self, self._observer_owner(), exc, False, start)
+            raise
+        _observe_acquire(observers, self, self._observer_owner(), None, acquired, start)
+        return acquired
+
+    def _acquire_c(self, wait_ms: int) -> bool:
         """Acquires within wait_ms (or forever); True, False on timeout, or raises.
 
         A signal ends the C wait (REDMUTEX_EINTR, nothing held); the pending
         Python handlers run here and what they raise propagates. If they
         return, the wait goes on for the time that is left (PEP 475).
+
+        A signal whose round trip was in flight lets that round trip finish,
+        and it may win: the handler's exception is then raised right as the
+        C call returns, before this method could hand the lock to anyone (a
+        ``with`` whose entry raises never exits). The lock is given back
+        before the exception propagates: whatever raises out of acquire()
+        leaves nothing held by it.
         """
         deadline = None if wait_ms == _WAIT_FOREVER else time.monotonic() + wait_ms / 1000
         client_ptr = self.client._ptr
+        rc_out = ffi.new("int *")
+        levels, key = self._levels, self._level_key()
         while True:
-            slot = _signals.begin_wait(client_ptr) if wait_ms != 0 else -1
+            rc_out[0] = 1  # not run
             try:
-                rc = lib.redmutex_lock_acquire(self._ptr, self._owner, wait_ms)
-            finally:
-                _signals.end_wait(slot)
-            if rc != _EINTR:
-                return rc == 0 if rc == _ETIMEDOUT else check(rc) == 0
-            _signals.run_pending_handlers()
+                interruptible = _signals.interruptible(wait_ms)
+                lib.rmpy_acquire(client_ptr, self._ptr, self._owner, wait_ms, interruptible, rc_out)
+                # No call from here to the return: a pending signal handler
+                # runs at calls, and only the one above may see a won lock.
+                rc = rc_out[0]
+                if rc == 0:
+                    levels[key] += 1
+                    return True
+                if rc == _ETIMEDOUT:
+                    return False
+                if rc != _EINTR:
+                    check(rc)
+                _signals.run_pending_handlers()
+            except BaseException as exc:
+                if rc_out[0] == 0:
+                    self._give_back(exc)
+                raise
             if deadline is not None:
                 wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
+
+    def _give_back(self, exc: BaseException) -> None:
+        """Releases the hold an acquisition just won, as exc propagates instead
+        of the acquisition's result; says so on exc when it cannot."""
+        rc = lib.redmutex_lock_release(self._ptr, self._owner)
+        if rc < 0:
+            message = ffi.string(lib.redmutex_last_error()).decode("utf-8", "replace")
+            _add_note(
+                exc,
+                f"redmutex: lock {self._name!r} was acquired as this exception came and could not be "
+                f"given back ({message}); release it, or it ends with its lease or the client's close()",
+            )
+
+    def _level_key(self) -> object:
+        """Whose levels _levels counts: the explicit owner, else the calling
+        thread (the default owner of the reentrant kinds)."""
+        return self._owner if self._owner != ffi.NULL else threading.get_ident()
+
+    def _is_owned(self) -> bool:
+        """Whether this owner (explicit, else: a plain lock's object, a
+        reentrant lock's calling thread) holds the lock through this object,
+        as known locally (no I/O). threading.Condition asks it."""
+        try:
+            return self._local_state() in (LockState.HELD, LockState.RENEWAL_FAILING)
+        except ClosedError:
+            return False
 
     def _timeout_error(self, waited: float) -> LockTimeout:
         return LockTimeout(
@@ -736,13 +953,16 @@ class Lock:
         ``blocking=False`` tries once (a timeout other than -1 is then a
         ValueError). Otherwise waits up to ``timeout`` seconds, or forever
         when it is -1 (or None). Returns True when acquired, False when the
-        lock could not be had in time; never raises LockTimeout. Raises
-        InvalidArgument (a ValueError) for bad timeouts, ConnectionError,
+        lock could not be had in time; never raises LockTimeout. A timeout
+        over a year (redmutex.TIME_MAX) up to threading.TIMEOUT_MAX waits
+        forever. Raises InvalidArgument (a ValueError; for a timeout over
+        threading.TIMEOUT_MAX also an OverflowError) for bad timeouts, ConnectionError,
         WrongTypeError, LockLostError (this owner's earlier hold through
         this lock object was lost and not released yet: release() it first,
         which reports the loss, then acquire again), ClosedError; a Ctrl-C
-        during the wait raises KeyboardInterrupt with nothing held. The GIL
-        is released while waiting.
+        during the wait raises KeyboardInterrupt with nothing held (also when
+        the acquisition won just then: it is given back first). The GIL is
+        released while waiting.
         """
         wait_ms = _acquire_wait_ms(blocking, timeout)
         self._raise_pending()
@@ -756,16 +976,26 @@ class Lock:
         on_lost exception is raised after the release has been done.
         """
         pending = self._take_pending()
+        key = self._level_key()
         try:
-            check(lib.redmutex_lock_release(self._ptr, self._owner))
+            rc = lib.redmutex_lock_release(self._ptr, self._owner)
+            if self.client._observers and rc in (0, _ELOST):
+                for observer in self.client._observers:
+                    observer.released(self, self._observer_owner(), self._kind)
+            check(rc)
         except LockLostError as lost:
+            self._levels.pop(key, None)
             if pending is not None:
                 raise pending from lost
             raise
-        except BaseException:
+        except BaseException as err:
+            if isinstance(err, NotOwnedError):
+                self._levels.pop(key, None)
             if pending is not None and not self._pending:
                 self._pending.append(pending)
             raise
+        if self._levels[key] > 0:
+            self._levels[key] -= 1
         if pending is not None:
             raise pending
 
@@ -821,6 +1051,14 @@ class Lock:
         out = ffi.new("int *")
         check(lib.redmutex_lock_force_release(out, self._ptr))
         return bool(out[0])
+
+    def inspect(self) -> LockInfo:
+        """What the servers hold under this lock's name, whatever kind of lock
+        it is (one round trip): held, kind, owner, hold count, TTL, fencing
+        counter, a fair lock's queue, a read-write lock's readers. Raises
+        WrongTypeError when the key holds something that is no lock."""
+        self._raise_pending()
+        return _inspect(self._ptr)
 
     # -- properties -----------------------------------------------------------
 
@@ -904,12 +1142,15 @@ class Lock:
         return int(out[0])
 
     def __repr__(self) -> str:
+        """threading's form, "<locked redmutex.RLock object name='x' state=HELD at 0x...>":
+        locked when this owner holds it, as known locally (no I/O)."""
         kind = type(self).__name__
         try:
             state = "CLOSED" if self.client.closed else self._local_state().name
         except Exception:  # noqa: BLE001 - repr must not raise
             state = "?"
-        return f"<redmutex.{kind} {self._name!r} {state}>"
+        locked = "locked" if state in ("HELD", "RENEWAL_FAILING") else "unlocked"
+        return f"<{locked} redmutex.{kind} object name={self._name!r} state={state} at {id(self):#x}>"
 
 
 class RLock(Lock):
@@ -923,6 +1164,32 @@ class RLock(Lock):
     """
 
     _kind = lib.REDMUTEX_KIND_RLOCK
+
+    # -- what threading.Condition uses of an RLock ------------------------------
+
+    def _release_save(self) -> int:
+        """Releases every level this owner holds through this object (one round
+        trip each) and returns how many, for _acquire_restore(): what
+        threading.Condition.wait() does around its wait. NotOwnedError (a
+        RuntimeError) when it holds none."""
+        if not self._is_owned():
+            raise NotOwnedError(
+                f"cannot release lock {self._name!r}: this owner does not hold it", NotOwnedError.code
+            )
+        count = 0
+        while self._is_owned():
+            self.release()
+            count += 1
+        return count
+
+    def _acquire_restore(self, count: int) -> None:
+        """Takes back the levels _release_save() released, waiting as long as it takes."""
+        for _ in range(count):
+            self._acquire_ms(_WAIT_FOREVER)
+
+    def _recursion_count(self) -> int:
+        """The levels this owner holds through this object (0 when it holds none), as threading.RLock's."""
+        return self._levels.get(self._level_key(), 0) if self._is_owned() else 0
 
 
 class FairLock(RLock):

@@ -85,16 +85,16 @@ typedef struct rs_server {
     char url[128];
     char extra[2048];
     int tls_port; /* TLS port, 0 without TLS */
+    bool keep;    /* rs_keep: left running between the tests of a binary */
 } rs_server;
 
-/*
- * The server binary the tests start: REDMUTEX_TEST_SERVER if set (a
- * valkey-server, say: scripts/valkey.sh fetches one), else redis-server
- * from the PATH. Every test that starts a server runs against it.
- */
-const char *rs_server_binary(void);
+/* The server binary the tests run: $REDMUTEX_TEST_SERVER (a valkey-server, say: scripts/valkey.sh
+   fetches one), default redis-server. */
+const char *rt_server_binary(void);
+/* Keeps s running between the tests of this binary (a cluster made once); it still dies with the process. */
+void rs_keep(rs_server *s);
 
-/* Starts the server (rs_server_binary) with optional extra config lines ("key value\n..."). Fails the test on error. */
+/* Starts redis-server with optional extra config lines ("key value\n..."). Fails the test on error. */
 void rs_start(rs_server *s, const char *extra_config);
 
 /* ---- TLS ----------------------------------------------------------------- */

@@ -5,8 +5,10 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 static rs_server srv;
 
@@ -392,6 +394,88 @@ static void test_live_waiter_keeps_its_place_past_the_waiter_lease(void)
     CHECK(all_gone(name));
 }
 
+/* Redisson's thread wait, how far apart queued timeouts are (kind_fair.c). */
+#define THREAD_WAIT_MS 300000
+
+/* The wall clock in ms, as the fair lock's timeouts (Redisson's) use it. */
+static long long wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static long long zscore(const char *name, const char *field)
+{
+    return rs_num(&srv, "ZSCORE redisson_lock_timeout:{%s} %s", name, field);
+}
+
+/*
+ * A waiter keeps its place however long it waits. Queued timeouts are one
+ * thread wait (5 minutes) apart, and every acquisition moves them all down
+ * by one. A waiter that has waited longer than a thread wait has pushed its
+ * timeout forward itself; when that put it only one thread wait ahead, the
+ * next acquisition in front of it left it at "now": the next script dropped
+ * it as gone, and it queued again at the tail. The timeout planted here is
+ * where a waiter stands after that long a wait (time passing brings every
+ * timeout closer to now); its next attempt must push it far enough ahead
+ * for every acquisition in front of it.
+ */
+static void test_waiter_keeps_its_place_however_long_it_waits(void)
+{
+    rs_start(&srv, NULL);
+    const char *name = "longq";
+    pid_t pid[3];
+    pid_t holder = queue_behind_holder(name, 0, 3, pid);
+    redisReply *r = rs_cmd(&srv, "LINDEX redisson_lock_queue:{%s} 1", name);
+    CHECK(r && r->type == REDIS_REPLY_STRING);
+    char second[256];
+    snprintf(second, sizeof second, "%s", r->str);
+    freeReplyObject(r);
+    long long planted = wall_ms() + 10000;
+    CHECK(rs_int(&srv, "ZADD redisson_lock_timeout:{%s} XX CH %lld %s", name, planted, second) == 1);
+    WAIT_FOR(zscore(name, second) > planted + 60000, 5000); /* its next attempt */
+    freeReplyObject(rs_cmd(&srv, "SET %s:go 1", name));
+    CHECK(proc_wait(holder, 10000) == 0);
+    for (int i = 0; i < 3; i++)
+        CHECKF(proc_wait(pid[i], 20000) == 0, "worker %d failed", i);
+    int ids[3];
+    CHECK(served(name, ids, NULL, 3) == 3);
+    CHECKF(ids[0] == 0 && ids[1] == 1 && ids[2] == 2, "served in the order %d %d %d", ids[0], ids[1], ids[2]);
+    CHECK(all_gone(name));
+}
+
+/*
+ * Waiters that die leave nothing behind for good: once the lock is gone,
+ * the queue, its timeouts and the waiter records carry a TTL that ends
+ * with the last queued timeout (plus one thread wait), not none at all.
+ */
+static void test_keys_of_dead_waiters_carry_a_ttl(void)
+{
+    rs_start(&srv, NULL);
+    const char *name = "deadq";
+    pid_t pid[2];
+    pid_t holder = queue_behind_holder(name, 0, 2, pid);
+    for (int i = 0; i < 2; i++) {
+        kill(pid[i], SIGKILL);
+        CHECK(proc_wait(pid[i], 5000) == -1);
+    }
+    freeReplyObject(rs_cmd(&srv, "SET %s:go 1", name));
+    CHECK(proc_wait(holder, 10000) == 0);
+    /* the lock went to the dead head with its waiter record's few seconds, then expired */
+    WAIT_FOR(!rs_exists(&srv, name), WAITER_LEASE_MS + 5000);
+    const char *prefix[] = {"redisson_lock_queue", "redisson_lock_timeout", "redmutex_lock_waiters"};
+    int left = 0;
+    for (int i = 0; i < 3; i++) {
+        char key[256];
+        snprintf(key, sizeof key, "%s:{%s}", prefix[i], name);
+        long long ttl = rs_int(&srv, "PTTL %s", key);
+        CHECKF(ttl == -2 || (ttl > 0 && ttl <= 3LL * THREAD_WAIT_MS), "%s has PTTL %lld", key, ttl);
+        left += ttl != -2;
+    }
+    CHECK(left > 0); /* the second waiter is still queued: what the TTLs are about */
+}
+
 static int counter_proc(void *p)
 {
     proc_arg *a = p;
@@ -550,6 +634,74 @@ static void test_interrupted_fair_waiter_leaves_the_queue(void)
     CHECK(all_gone("iq"));
     redmutex_lock_free(l);
     redmutex_client_free(c);
+}
+
+typedef struct owner_wait {
+    redmutex_lock *l;
+    const char *owner;
+    _Atomic int rc;
+} owner_wait;
+
+static void *owner_wait_main(void *p)
+{
+    owner_wait *a = p;
+    a->rc = redmutex_lock_acquire(a->l, a->owner, 20000);
+    return NULL;
+}
+
+static void *release_holder_main(void *p)
+{
+    owner_wait *a = p;
+    a->rc = redmutex_lock_release(a->l, a->owner);
+    return NULL;
+}
+
+/*
+ * The blocking side of a cancelled hand-off: a waiting acquire interrupted
+ * at any moment around the releasing script's hand-off to it (before,
+ * while the release runs, as the message arrives, after). The waiter either
+ * reports the lock held (it came with the hand-off) or holds nothing and
+ * gave the hand-off back: in no round is the lock left held by nobody.
+ */
+static void test_interrupted_fair_wait_around_a_hand_off_leaves_no_orphan(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0), *hc = rt_client(&srv, 0);
+    redmutex_lock *l = fair(c, "ih", 0, 0), *h = fair(hc, "ih", 0, 0);
+    int held = 0;
+    for (int i = 0; i < 40; i++) {
+        CHECK_OK(redmutex_lock_acquire(h, "holder", 0));
+        owner_wait w = {l, "me", -1}, r = {h, "holder", -1};
+        pthread_t tw, tr;
+        CHECK(pthread_create(&tw, NULL, owner_wait_main, &w) == 0);
+        WAIT_FOR(queue_len("ih") == 1, 10000);
+        CHECK(pthread_create(&tr, NULL, release_holder_main, &r) == 0);
+        if (i % 4 == 1)
+            sched_yield();
+        else if (i % 4 == 2)
+            rt_sleep_ms(i % 3);
+        else if (i % 4 == 3)
+            WAIT_FOR(rs_num(&srv, "HGET ih me") == 1 || w.rc != -1, 5000);
+        redmutex_client_interrupt(c);
+        pthread_join(tw, NULL);
+        pthread_join(tr, NULL);
+        CHECK_OK(r.rc);
+        int rc = w.rc;
+        CHECKF(rc == 0 || rc == REDMUTEX_EINTR, "round %d: the wait returned %d", i, rc);
+        if (rc == 0) {
+            held++;
+            CHECK(rs_num(&srv, "HGET ih me") == 1);
+            CHECK_OK(redmutex_lock_release(l, "me"));
+        }
+        CHECKF(all_gone("ih"), "round %d (wait returned %d) left the lock held by nobody", i, rc);
+    }
+    CHECKF(held < 40, "the interrupt never came before the hand-off (%d of 40 held)", held);
+    redmutex_lock_free(l);
+    redmutex_lock_free(h);
+    redmutex_client_close(c); /* threads stopped before the test ends */
+    redmutex_client_free(c);
+    redmutex_client_close(hc); /* threads stopped before the test ends */
+    redmutex_client_free(hc);
 }
 
 /* Polls the client's wait fd until the wait is reported ready and tries it; its result. */
@@ -757,6 +909,8 @@ int main(int argc, char **argv)
          test_sigkill_of_a_queued_waiter_does_not_stall_the_queue},
         {"live_waiter_keeps_its_place_past_the_waiter_lease",
          test_live_waiter_keeps_its_place_past_the_waiter_lease},
+        {"waiter_keeps_its_place_however_long_it_waits", test_waiter_keeps_its_place_however_long_it_waits},
+        {"keys_of_dead_waiters_carry_a_ttl", test_keys_of_dead_waiters_carry_a_ttl},
         {"8_processes_200_increments_exact", test_8_processes_200_increments_exact},
         {"thread_waiters_queue_in_arrival_order_in_redisson_keys",
          test_thread_waiters_queue_in_arrival_order_in_redisson_keys},
@@ -767,6 +921,8 @@ int main(int argc, char **argv)
         {"lost_fair_hold_is_reported_and_not_recreated", test_lost_fair_hold_is_reported_and_not_recreated},
         {"longest_name_and_owner", test_longest_name_and_owner},
         {"interrupted_fair_waiter_leaves_the_queue", test_interrupted_fair_waiter_leaves_the_queue},
+        {"interrupted_fair_wait_around_a_hand_off_leaves_no_orphan",
+         test_interrupted_fair_wait_around_a_hand_off_leaves_no_orphan},
         {"pollable_wait_queues_in_the_same_fifo", test_pollable_wait_queues_in_the_same_fifo},
         {"redlock_fair_excludes_and_cleans_up", test_redlock_fair_excludes_and_cleans_up},
     };
