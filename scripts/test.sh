@@ -14,7 +14,10 @@
 #      prove, tcltest, busted), the cross-language test (with the Python package of 6) and
 #      the install check;
 #   8. the fault-injection harness (tests/chaos): its own tests, then the quick profile of
-#      scenarios (about 5 minutes), which fails when a scenario's expectation fails.
+#      scenarios (about 5 minutes), which fails when a scenario's expectation fails;
+#   9. the packages: scripts/package.sh builds the wheel, sdist, gem, CPAN dist, rock, Tcl tarball
+#      and Debian packages into dist/, tests/packages/run installs each into a clean place and
+#      takes a lock with it (docs/packaging.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -52,8 +55,8 @@ if [ -d tests/python ]; then
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
   build-venv/bin/python -m pip install -q . pytest redis ruff hypothesis prometheus_client opentelemetry-sdk
-  build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench tests/rmcluster.py
-  build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench tests/rmcluster.py
+  build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench tests/rmcluster.py setup.py packaging
+  build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench tests/rmcluster.py setup.py packaging
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)
 
   echo "== Fault injection (tests/chaos): harness tests, then the quick profile"
@@ -64,4 +67,10 @@ echo "== SWIG bindings: Ruby, Perl, Tcl, Lua"
 build build-bindings RelWithDebInfo -DREDMUTEX_BINDINGS="ruby;perl;tcl;lua" -DREDMUTEX_BUILD_TESTS=OFF \
   -DREDMUTEX_BUILD_BENCH=OFF -DREDMUTEX_BUILD_CLI=OFF -DREDMUTEX_TEST_PYTHON="$PWD/build-venv/bin/python"
 (cd build-bindings && ctest --output-on-failure -L bindings)
+
+echo "== packages: built (scripts/package.sh), then installed and used in clean places (tests/packages/run)"
+packages_start=$SECONDS
+scripts/package.sh
+tests/packages/run
+echo "== packages: $((SECONDS - packages_start)) s"
 echo "== all test suites passed"
