@@ -25,9 +25,10 @@ import tempfile
 import time
 from typing import Any, Sequence
 
-from rmserver import Server, cli_binary, command, free_port, server_binary
+# (_encode and _read too: helpers written against this module's earlier RESP client import them.)
+from rmserver import Server, _encode, _read, cli_binary, command, free_port, server_binary
 
-__all__ = ["Cluster", "Node", "cli_binary", "command", "free_port", "server_binary"]
+__all__ = ["Cluster", "Node", "_encode", "_read", "cli_binary", "command", "free_port", "server_binary"]
 
 
 class Node:
