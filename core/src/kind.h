@@ -178,22 +178,48 @@ extern const char rm_lua_rw_force[];
 extern const char rm_lua_rw_inspect[];
 
 /*
+ * A reader's holds are its timeout keys, {NAME}:<field>:rwlock_timeout:<i>
+ * for i = 1..its count (Redisson's format): live(pre, n) tells whether any
+ * of them is still there (`pre` the prefix up to ":rwlock_timeout"). A
+ * reader whose leases all ran out leaves its field behind while other
+ * readers keep the hash alive; that field holds nothing. Every script that
+ * would take the field for a hold (acquire's "mine", extend, the watchdog's
+ * renewal, release) asks this first, and takes a dead field out: counted,
+ * an extension of it would succeed without a timeout key (and the next
+ * release, finding no key, would delete the lock under its "holder").
+ */
+#define RM_LUA_READER_LIVE_DEF                                                                               \
+    "local function live(pre, n)\n"                                                                          \
+    "  for i = 1, n do\n"                                                                                    \
+    "    if redis.call('exists', pre .. ':' .. i) == 1 then return true end\n"                              \
+    "  end\n"                                                                                                \
+    "  return false\n"                                                                                       \
+    "end\n"
+
+/*
  * The RENEW script's branch for a reader (tag 'r'), spliced into it by
- * scripts.c after its at_least() (lua.h): `key` is the lock, `who` the
- * reader's field, `ok` set to 1 when renewed. It extends the lock and every
- * timeout key of this reader (one per hold) to at least the lease, never
- * creating a key and never lowering one: another hold of the same reader
- * may have a longer lease.
+ * scripts.c after its at_least() (lua.h), live() (above) and may() (lua.h):
+ * `key` is the lock, `who` the reader's field, `ok` set to 1 when renewed.
+ * It extends the lock and every timeout key of this reader (one per hold)
+ * to at least the lease, never creating a key and never lowering one:
+ * another hold of the same reader may have a longer lease. A reader whose
+ * timeout keys are all gone is not renewed (its hold ran out: lost); its
+ * field goes, and the lock with it when no other field is left (no hold is
+ * left to wake anyone for: waiters try again within the TTL they saw).
  */
 #define RM_LUA_RENEW_READER                                                                                  \
     "    if t == 'hash' and redis.call('hexists', key, who) == 1 then\n"                                     \
-    "      ok = 1\n"                                                                                         \
-    "      at_least(key, ARGV[1])\n"                                                                         \
     "      local pre = key\n"                                                                                \
     "      if not string.find(key, '{', 1, true) then pre = '{' .. key .. '}' end\n"                         \
+    "      pre = pre .. ':' .. who .. ':rwlock_timeout'\n"                                                   \
     "      local n = tonumber(redis.call('hget', key, who)) or 0\n"                                          \
-    "      for i = 1, n do\n"                                                                                \
-    "        at_least(pre .. ':' .. who .. ':rwlock_timeout:' .. i, ARGV[1])\n"                              \
+    "      if live(pre, n) then\n"                                                                           \
+    "        ok = 1\n"                                                                                       \
+    "        at_least(key, ARGV[1])\n"                                                                       \
+    "        for i = 1, n do at_least(pre .. ':' .. i, ARGV[1]) end\n"                                       \
+    "      elseif may('hdel', key, who) and may('del', key) then\n"                                          \
+    "        redis.call('hdel', key, who)\n"                                                                 \
+    "        if redis.call('hlen', key) <= 1 then redis.call('del', key) end\n"                              \
     "      end\n"                                                                                            \
     "    end\n"
 

@@ -60,9 +60,11 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
        (a reader of a read-write lock, kind.h) for KEYS[i].
        Extends only locks still held by that owner; never creates a key, and
        never lowers a TTL: the key may carry other holds that last longer
-       (lua.h, RM_LUA_AT_LEAST_DEF). Returns one 1/0 per key. */
+       (lua.h, RM_LUA_AT_LEAST_DEF). A reader counts only while one of its
+       timeout keys lives (kind.h, RM_LUA_READER_LIVE_DEF). Returns one 1/0
+       per key. */
     [RM_SCRIPT_RENEW] =
-        RM_LUA_AT_LEAST_DEF
+        RM_LUA_AT_LEAST_DEF RM_LUA_READER_LIVE_DEF MAY_DEF
         "local res = {}\n"
         "for i = 1, #KEYS do\n"
         "  local a = ARGV[i + 1]\n"
