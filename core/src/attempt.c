@@ -126,7 +126,7 @@ static bool acquire_decided(rm_call *call, void *ud)
 {
     rm_acq_replies *a = ud;
     rm_acquire_count(a, call);
-    return rm_quorum_decided(a->v.t.yes, a->v.t.no + a->v.t.failed, call->n, call->c->quorum);
+    return rm_quorum_decided(a->v.t.yes, a->v.t.no + a->v.t.failed, call->n, a->l->quorum);
 }
 
 /* The inspection after a first failed SET NX: the holder's TTL (*ud, the
@@ -197,7 +197,7 @@ static bool fenced_quorum(redmutex_lock *l, rm_call *call, const rm_votes *v, in
     rm_tally_init(&t);
     rm_tally_spec spec = {"raise the fencing token of", l->name, 0, false, ratchet_vote, granted};
     rm_tally_call(&t, call, &spec);
-    return t.yes >= l->c->quorum;
+    return t.yes >= l->quorum;
 }
 
 /* Whether a live hold h (this handle's or another's) keeps its level on
@@ -431,7 +431,7 @@ static int attempt_verdict(rm_err *err, redmutex_lock *l, const char *owner, rm_
     case RM_VERDICT_BUSY:
         info->ttl_ms = v->ttl;
         info->split = v->t.yes > 0;
-        if (v->young > 0 && v->t.yes + v->young >= l->c->quorum)
+        if (v->young > 0 && v->t.yes + v->young >= l->quorum)
             info->why = "is free, but servers that restarted less than a lease ago cannot grant it yet";
         return RM_ATTEMPT_BUSY;
     case RM_VERDICT_UNREACHABLE:
@@ -477,14 +477,14 @@ static rm_acquire_verdict attempt_decide(redmutex_lock *l, rm_call *call, rm_vot
                                          int64_t deadline)
 {
     redmutex_client *c = l->c;
-    if ((l->opts.flags & REDMUTEX_LOCK_FENCING) && c->n > 1 && !nested && v->t.yes >= c->quorum &&
+    if ((l->opts.flags & REDMUTEX_LOCK_FENCING) && c->n > 1 && !nested && v->t.yes >= l->quorum &&
         !fenced_quorum(l, call, v, deadline))
         v->t.yes = 0; /* the token could not be made safe: the attempt fails and is undone */
     /* Servers that cannot answer at all: transport failures and error
        replies, not those the early decision merely did not wait for. */
     size_t broken = rm_call_failed(call) + v->t.errors;
     int64_t left = rm_validity_left_ns(rm_lock_lease_ms(l), rm_now_ns() - started);
-    return rm_acquire_decide(v, c->n, c->quorum, left, nested, broken);
+    return rm_acquire_decide(v, c->n, l->quorum, left, nested, broken);
 }
 
 static int attempt_run(rm_err *err, redmutex_lock *l, const char *owner, const char *value, bool retry,

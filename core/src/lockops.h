@@ -107,6 +107,11 @@ static inline void rm_acq_replies_init(rm_acq_replies *a, redmutex_lock *l, rm_a
 /** Counts the votes of every server that answered the acquisition into a->v. */
 void rm_acquire_count(rm_acq_replies *a, rm_call *call);
 
+/** redmutex_lock_acquire with the call's error (acquire.c). */
+int rm_lock_acquire(rm_err *err, redmutex_lock *l, const char *owner, int64_t wait_ms);
+/** redmutex_lock_extend with the call's error (extend.c). */
+int rm_lock_extend(rm_err *err, redmutex_lock *l, const char *owner, int64_t ms, redmutex_extend_mode mode);
+
 /* ---- releases (release.c) ------------------------------------------------ */
 
 /** Releases owner_key's hold (the caller's deadline: INT64_MAX, or shutdown's). */

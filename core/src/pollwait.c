@@ -260,18 +260,15 @@ static void release_refs(redmutex_wait *w)
     free(w);
 }
 
-int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owner)
+int rm_wait_new(rm_err *err, redmutex_wait **out, redmutex_lock *lock, const char *owner)
 {
-    rm_err e_, *err = rm_err_reset(&e_);
-    if (!out || !lock)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_new: %s is NULL", !out ? "out" : "lock"));
     redmutex_wait *w = calloc(1, sizeof *w);
     if (!w)
-        return rm_publish(err, rm_fail(err, REDMUTEX_ENOMEM, "out of memory"));
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     int rc = rm_acquire_prepare(err, lock, owner, w->owner_key, w->value);
     if (rc) {
         free(w);
-        return rm_publish(err, rc);
+        return rc;
     }
     redmutex_client *c = lock->c;
     w->c = c;
@@ -285,7 +282,7 @@ int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owne
     w->fair = ops && ops->server_queue;
     if (w->fair && (rc = rm_fair_new_nonce(err, w->nonce)) != 0) {
         free(w);
-        return rm_publish(err, rc);
+        return rc;
     }
 
     rm_client_lock(c);
@@ -293,7 +290,7 @@ int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owne
     if (!pw) {
         rm_client_unlock(c);
         free(w);
-        return rm_publish(err, c->closed ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed") : REDMUTEX_ENOMEM);
+        return c->closed ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed") : REDMUTEX_ENOMEM;
     }
     c->refs++;
     lock->refs++;
@@ -304,7 +301,15 @@ int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owne
     rm_client_unlock(c);
 
     *out = w;
-    return rm_publish(err, 0);
+    return 0;
+}
+
+int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owner)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    if (!out || !lock)
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_new: %s is NULL", !out ? "out" : "lock"));
+    return rm_publish(err, rm_wait_new(err, out, lock, owner));
 }
 
 /*

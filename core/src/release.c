@@ -89,12 +89,13 @@ static void release_tally_call(rm_tally *tt, release_tally *t, const rm_call *ca
     rm_tally_call(tt, call, &spec);
 }
 
-/* A release's outcome is decided once a majority said "released" or "not owner". */
+/* A release's outcome is decided once a quorum said "released" or "not owner" (ud: the lock). */
 static bool release_decided(rm_call *call, void *ud)
 {
+    const redmutex_lock *l = ud;
     rm_tally t;
-    release_tally_call(&t, NULL, call, ud, false);
-    return rm_tally_decided(&t, call->n, call->c->quorum);
+    release_tally_call(&t, NULL, call, l->name, false);
+    return rm_tally_decided(&t, call->n, l->quorum);
 }
 
 void rm_release_value(redmutex_lock *l, const char *value)
@@ -232,7 +233,7 @@ static int release_send(release *p, rm_call *call)
        still get the release (their replies are skipped later). A hand-off
        needs its one server's reply. */
     rm_call_run(call, &p->req, dl < p->deadline_ns ? dl : p->deadline_ns, c->n > 1 ? release_decided : NULL,
-                (void *)p->l->name);
+                p->l);
     return 0;
 }
 
@@ -258,7 +259,7 @@ static int release_settle(release *p, rm_call *call, const release_tally *t, int
 {
     redmutex_client *c = p->c;
     redmutex_lock *l = p->l;
-    size_t q = c->quorum;
+    size_t q = l->quorum;
     rm_client_lock(c);
     rm_hold *h = p->hold_id ? rm_hold_find_by_id(l, p->hold_id) : NULL;
     rm_err *err = p->err;

@@ -267,12 +267,13 @@ static void renew_settle(redmutex_client *c, rm_hold *h, size_t yes, size_t no, 
     h->renewing = false;
     if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
         return; /* a hold being released or freed gets no news (and no callback) */
-    if (yes >= c->quorum) {
+    size_t q = h->lock->quorum;
+    if (yes >= q) {
         h->validity_end_ns = rm_validity_end_ns(started, lease);
         h->extensions++;
         rm_hold_set_state(c, h, REDMUTEX_STATE_HELD);
         h->due_ns = started + renew_interval_ns(lease);
-    } else if (no > c->n - c->quorum || now >= h->validity_end_ns) {
+    } else if (no > c->n - q || now >= h->validity_end_ns) {
         rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
         return;
     } else {
