@@ -994,6 +994,225 @@ REDMUTEX_API int redmutex_client_wait_fd(redmutex_client *client);
  */
 REDMUTEX_API int redmutex_client_next_ready(redmutex_client *client, uint64_t *wait_id);
 
+/* ------------------------------------------------------------------------ */
+/* Semaphores: at most N holders at once (since 1.1)                         */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A counting semaphore in Redisson's RPermitExpirableSemaphore format
+ * (docs/wire-format.md): a Java service using Redisson's
+ * RPermitExpirableSemaphore and a redmutex client on the same name take
+ * permits from one capacity. Each acquisition gets a permit id with a lease,
+ * so a holder that dies gives its permits back when the lease ends; while
+ * held, the watchdog renews the lease (a permit acquired with lease_ms = 0),
+ * batched with the client's locks. Waiting is by notification on the
+ * semaphore's channel (redisson_sc:{NAME}), as for locks.
+ *
+ * A semaphore handle is separate from a lock handle: its holds are permits,
+ * named by permit ids that each acquisition returns, not owners; any thread
+ * may release a permit acquired by another (like a POSIX semaphore). The
+ * lost-permit events of redmutex_client_next_event() name the handle by
+ * redmutex_semaphore_id() and the permit by its id (the `owner`).
+ *
+ * Redlock (a client with N servers): a semaphore of capacity K holds a
+ * permit when Q = floor(K * N / (K + 1)) + 1 servers grant it, and releases
+ * it everywhere. Each server grants at most K permits, so at most K * N / Q
+ * < K + 1 permits can be held at once: never more than K. For K = 1 that is
+ * Redlock's majority; for larger K it grows towards N, so such a semaphore
+ * tolerates fewer unreachable servers (with N = 5: K = 1 or 2 tolerate 2,
+ * K = 3 or 4 tolerate 1, K >= 5 none). See docs/safety.md.
+ */
+
+/** A named semaphore on a client's servers. Since 1.1. */
+typedef struct redmutex_semaphore redmutex_semaphore;
+
+/** Most permits a semaphore may have. Since 1.1. */
+#define REDMUTEX_SEMAPHORE_PERMITS_MAX ((int64_t)1000000000)
+/** Most permits one acquisition may take. Since 1.1. */
+#define REDMUTEX_ACQUIRE_PERMITS_MAX 1024
+/**
+ * Room for a permit id and its NUL: 32 hex digits (Redisson's permit id),
+ * followed by "*<k>" for an acquisition of k > 1 permits. Since 1.1.
+ */
+#define REDMUTEX_PERMIT_ID_SIZE 48
+
+/**
+ * Called when a held permit changes to REDMUTEX_STATE_RENEWAL_FAILING or
+ * REDMUTEX_STATE_LOST (and back to HELD when renewal recovers), as
+ * redmutex_lost_fn is for locks, on the watchdog thread and under the same
+ * rules. `permit_id` is valid only during the call. Since 1.1.
+ */
+typedef void (*redmutex_permit_lost_fn)(redmutex_semaphore *sem, const char *permit_id, redmutex_state state,
+                                        void *payload);
+
+/** Bits for redmutex_semaphore_options.flags. Since 1.1. */
+enum {
+    /** Each acquisition increments the fencing counter redisson_lock_token:{NAME} and gets its value. */
+    REDMUTEX_SEMAPHORE_FENCING = 1u << 0,
+    /**
+     * The semaphore's capacity on the servers is set to this handle's
+     * `permits` when they differ (Redisson's setPermits: the permits held
+     * stay held; fewer available until enough are released). Without it a
+     * different capacity is an error (REDMUTEX_EINVAL) and nothing changes.
+     */
+    REDMUTEX_SEMAPHORE_RESIZE = 1u << 1
+};
+
+#define REDMUTEX_SEMAPHORE_OPTIONS_VERSION 1
+
+/** Semaphore options. Fill with redmutex_semaphore_options_init() or REDMUTEX_SEMAPHORE_OPTIONS_INIT. Since 1.1. */
+typedef struct redmutex_semaphore_options {
+    /** REDMUTEX_SEMAPHORE_OPTIONS_VERSION. */
+    uint32_t version;
+    /** REDMUTEX_SEMAPHORE_* bits. Default 0. */
+    uint32_t flags;
+    /**
+     * Lease of each permit in milliseconds. 0 (the default): the client's
+     * watchdog_lease_ms, renewed by the watchdog while held. A lease given
+     * here is not renewed (extend it with redmutex_semaphore_extend()).
+     */
+    int64_t lease_ms;
+    /** Watchdog: stop renewing a permit held this long (0 = no cap). */
+    int64_t max_hold_ms;
+    /** Most extensions (explicit or by the watchdog) per acquisition (0 = no cap). */
+    int64_t max_extensions;
+    /** See redmutex_permit_lost_fn. Default NULL. */
+    redmutex_permit_lost_fn on_lost;
+    /** Passed to on_lost. */
+    void *on_lost_payload;
+} redmutex_semaphore_options;
+
+#define REDMUTEX_SEMAPHORE_OPTIONS_INIT {REDMUTEX_SEMAPHORE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0}
+
+/**
+ * Fills `opts` with the defaults for `version` (REDMUTEX_SEMAPHORE_OPTIONS_VERSION).
+ * Errors: REDMUTEX_EINVAL (NULL, version 0 or newer than this library's).
+ * Does not block; thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_options_init(redmutex_semaphore_options *opts, unsigned int version);
+
+/**
+ * Makes a handle for the semaphore `name` with `permits` permits
+ * (1..REDMUTEX_SEMAPHORE_PERMITS_MAX). Sends nothing: the first acquisition
+ * creates the semaphore with that capacity when it does not exist
+ * (Redisson's trySetPermits), and fails with REDMUTEX_EINVAL, changing
+ * nothing, when it exists with another capacity (unless
+ * REDMUTEX_SEMAPHORE_RESIZE). `name` is used verbatim as the counter's key,
+ * 1..REDMUTEX_NAME_MAX bytes.
+ * Ownership: *out receives a new handle that keeps the client's memory
+ * alive; free it with redmutex_semaphore_free(). name and opts are copied.
+ * Errors: REDMUTEX_EINVAL (NULL, bad name, permits out of range, bad
+ * options), REDMUTEX_ECLOSED, REDMUTEX_ENOMEM. Does not block. Thread-safe.
+ * Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_new(redmutex_semaphore **out, redmutex_client *client, const char *name,
+                                        int64_t permits, const redmutex_semaphore_options *opts);
+
+/**
+ * Frees the handle. Permits it still holds are not released now: their
+ * renewal stops and they come back at the end of their lease (or when the
+ * client is closed before that, which releases them), as for a lock handle
+ * freed while holding. No on_lost callback starts after this returns.
+ * NULL is a no-op. Blocking and thread-safety as redmutex_lock_free().
+ * Since 1.1.
+ */
+REDMUTEX_API void redmutex_semaphore_free(redmutex_semaphore *sem);
+
+/** The semaphore's name (owned by the handle; "" for NULL). Thread-safe. Since 1.1. */
+REDMUTEX_API const char *redmutex_semaphore_name(const redmutex_semaphore *sem);
+
+/**
+ * The handle's id (> 0, unique in the process, 0 for NULL): the lock_id of
+ * its permits' events (redmutex_client_next_event). Thread-safe. Since 1.1.
+ */
+REDMUTEX_API uint64_t redmutex_semaphore_id(const redmutex_semaphore *sem);
+
+/** The capacity the handle was made with (0 for NULL). Thread-safe. Since 1.1. */
+REDMUTEX_API int64_t redmutex_semaphore_permits(const redmutex_semaphore *sem);
+
+/**
+ * Acquires `permits` permits (1..REDMUTEX_ACQUIRE_PERMITS_MAX, and at most
+ * the capacity) as one hold, and writes its permit id into out[size]
+ * (REDMUTEX_PERMIT_ID_SIZE bytes suffice). wait_ms as for
+ * redmutex_lock_acquire(): 0 tries once, REDMUTEX_WAIT_FOREVER waits as
+ * long as it takes. While waiting, the client listens on the semaphore's
+ * channel and tries again when permits are released, when the first lease
+ * of a holder ends, and at the latest after the capped backoff. Threads of
+ * one client waiting for the same semaphore are served in order, and a
+ * release may hand its permits to the oldest in its round trip.
+ * Errors: REDMUTEX_ETIMEDOUT (not enough permits free when the wait ran
+ * out), REDMUTEX_EINVAL (bad argument, or the semaphore exists with another
+ * capacity: nothing was changed), REDMUTEX_EWRONGTYPE, and the others of
+ * redmutex_lock_acquire(). On any error nothing is held and out is left
+ * untouched. Blocking: as redmutex_lock_acquire(). Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_acquire(char *out, size_t size, redmutex_semaphore *sem, int64_t permits,
+                                            int64_t wait_ms);
+
+/**
+ * Releases the permits of `permit_id` (the id an acquisition returned; any
+ * thread may release it) and publishes the count available. Renewal of it
+ * stops before the call returns. Idempotent across retries, as
+ * redmutex_lock_release().
+ * Errors: REDMUTEX_ENOTOWNER (no such permit is held: nothing changed),
+ * REDMUTEX_ELOST (it was held through this handle but its lease ended or it
+ * was taken away before the release; whatever was left of it is given
+ * back), REDMUTEX_EINVAL (malformed id), connection and server errors as for
+ * redmutex_lock_release() (REDMUTEX_ECONN: outcome unknown, retry). A
+ * permit id of another client or of Redisson may be released too (nothing
+ * is known of it locally). Blocking: as redmutex_lock_release().
+ * Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_release(redmutex_semaphore *sem, const char *permit_id);
+
+/**
+ * Extends the lease of a held permit by `ms` (or sets it to `ms`), only if
+ * it is still held: it never re-creates a permit. Errors and blocking as
+ * redmutex_lock_extend(). Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_extend(redmutex_semaphore *sem, const char *permit_id, int64_t ms,
+                                           redmutex_extend_mode mode);
+
+/**
+ * How many permits an acquisition could take now, as the servers see it
+ * (the available count plus permits whose lease ended and which the next
+ * acquisition reclaims); the handle's capacity when the semaphore does not
+ * exist on the servers yet. With N servers: the value a quorum reaches
+ * (the Q-th largest). *capacity (may be NULL) gets the capacity on the
+ * servers (0 when absent). Reads only.
+ * Errors: REDMUTEX_EWRONGTYPE, connection and server errors.
+ * Blocking: one command timeout. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_available(int64_t *out, int64_t *capacity, redmutex_semaphore *sem);
+
+/**
+ * The local state of a permit acquired through this handle
+ * (REDMUTEX_STATE_UNLOCKED when it is not held through it). Never blocks.
+ * Errors: REDMUTEX_EINVAL. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_state(redmutex_state *out, redmutex_semaphore *sem, const char *permit_id);
+
+/** The remaining validity of a permit held through this handle, in ms (0 if not held). Never blocks. Since 1.1. */
+REDMUTEX_API int redmutex_semaphore_validity(int64_t *out, redmutex_semaphore *sem, const char *permit_id);
+
+/**
+ * The fencing token of a permit held through this handle. Errors:
+ * REDMUTEX_ENOTOWNER (not held), REDMUTEX_EINVAL (no REDMUTEX_SEMAPHORE_FENCING).
+ * Never blocks. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_fence(int64_t *out, redmutex_semaphore *sem, const char *permit_id);
+
+/**
+ * A pollable acquisition of `permits` permits (see the pollable waits
+ * above): its permit id is chosen now and written into out[size];
+ * redmutex_wait_try() returns 0 once that permit is held (released with
+ * redmutex_semaphore_release() as usual), and redmutex_wait_free() ends the
+ * wait. Errors: as redmutex_semaphore_acquire()'s argument checks, and
+ * those of redmutex_wait_new(). Never blocks. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_wait_new(redmutex_wait **out, char *permit_id, size_t size,
+                                             redmutex_semaphore *sem, int64_t permits);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,9 +13,12 @@ extern const rm_kind_ops rm_plain_ops; /* kind_plain.c */
 extern const rm_kind_ops rm_rlock_ops; /* kind_rlock.c */
 extern const rm_kind_ops rm_fair_ops;  /* kind_fair.c */
 extern const rm_kind_ops rm_rw_ops;    /* kind_rw.c: both sides of a read-write lock */
+extern const rm_kind_ops rm_sem_ops;   /* kind_sem.c: a semaphore's permits */
 
 const rm_kind_ops *rm_kind_ops_of(redmutex_kind kind)
 {
+    if (kind == RM_KIND_SEMAPHORE) /* internal: no value of the public enum */
+        return &rm_sem_ops;
     switch (kind) {
     case REDMUTEX_KIND_RLOCK:
         return &rm_rlock_ops;
@@ -36,6 +39,8 @@ bool rm_kind_valid(int kind)
 
 char rm_kind_renew_tag(redmutex_kind kind)
 {
+    if (kind == RM_KIND_SEMAPHORE)
+        return 'p';
     switch (kind) {
     case REDMUTEX_KIND_LOCK:
         return 's';

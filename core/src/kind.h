@@ -9,6 +9,7 @@
  *   kind_fair.c   REDMUTEX_KIND_FAIR   Redisson RFairLock
  *   kind_rw.c     REDMUTEX_KIND_READ   Redisson RReadWriteLock, read side
  *                 REDMUTEX_KIND_WRITE  Redisson RReadWriteLock, write side
+ *   kind_sem.c    RM_KIND_SEMAPHORE    Redisson RPermitExpirableSemaphore
  *
  * (scripts.c keeps the scripts several kinds share: INSPECT, FORCE_RELEASE,
  * the watchdog's RENEW and the Redlock fencing ratchet.)
@@ -102,7 +103,8 @@ bool rm_kind_valid(int kind);
 
 /**
  * The watchdog's tag for a hold of this kind in the RENEW script: 's' token
- * of a plain lock, 'h' hash field, 'r' reader (hash field and its timeout keys).
+ * of a plain lock, 'h' hash field, 'r' reader (hash field and its timeout keys),
+ * 'p' a semaphore's permits.
  */
 char rm_kind_renew_tag(redmutex_kind kind);
 
@@ -188,6 +190,93 @@ extern const char rm_lua_rw_inspect[];
     "      local n = tonumber(redis.call('hget', key, who)) or 0\n"                                          \
     "      for i = 1, n do\n"                                                                                \
     "        redis.call('pexpire', pre .. ':' .. who .. ':rwlock_timeout:' .. i, ARGV[1])\n"                 \
+    "      end\n"                                                                                            \
+    "    end\n"
+
+/* ---- semaphores (kind_sem.c) --------------------------------------------- */
+
+/*
+ * The semaphore is a kind of its own, behind the redmutex_semaphore handle
+ * (semaphore.c): a hold is one acquisition of permits, its owner and value
+ * the permit id. Not a redmutex_kind a user can pass to redmutex_lock_new.
+ */
+#define RM_KIND_SEMAPHORE ((redmutex_kind)100)
+/* A permit id: 16 random bytes in hex, as Redisson's generateId() writes it. */
+#define RM_PERMIT_HEX 32
+/* Most permits one acquisition takes (each is a zset member the script writes). */
+#define RM_PERMITS_PER_ACQUIRE_MAX REDMUTEX_ACQUIRE_PERMITS_MAX
+
+/** redisson_sc:{NAME}: the semaphore's channel. */
+const char *rm_sem_channel_key(const redmutex_lock *l, char *out, size_t size);
+/** {NAME}:timeout: the zset of permit ids and the ends of their leases. */
+const char *rm_sem_timeout_key(const redmutex_lock *l, char *out, size_t size);
+/** How many permits a hold's value stands for ("<id>" 1, "<id>*<k>" k). */
+int64_t rm_sem_permits_of(const char *value);
+/** Whether value is a permit id redmutex writes: 32 lowercase hex digits, then "*<k>" for k > 1 permits. */
+bool rm_sem_value_valid(const char *value);
+/** RM_SCRIPT_SEM_INFO's command: {exists, available now, capacity}. */
+rm_cmd rm_sem_info_command(const redmutex_lock *l, rm_kargs *st);
+
+extern const char rm_lua_sem_acquire[];
+extern const char rm_lua_sem_release[];
+extern const char rm_lua_sem_extend[];
+extern const char rm_lua_sem_inspect[];
+extern const char rm_lua_sem_info[];
+extern const char rm_lua_sem_force[];
+
+/*
+ * Lua helpers of the semaphore's scripts (and of the RENEW script's branch
+ * for permits): now_ms(), the server's clock (TIME) in ms, on which leases
+ * end; permit_ids(value), the zset members of a hold (kind_sem.c says how
+ * they derive from its value); reclaim(), which gives back the permits whose
+ * lease ended, publishes the count available, and returns it.
+ */
+#define RM_LUA_PERMIT_DEFS                                                                                   \
+    "local function now_ms()\n"                                                                              \
+    "  local t = redis.call('time')\n"                                                                       \
+    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                                   \
+    "end\n"                                                                                                  \
+    "local function permit_ids(v)\n"                                                                         \
+    "  local base, k = string.match(v, '^(%x+)%*(%d+)$')\n"                                                  \
+    "  if base then k = tonumber(k) else base, k = v, 1 end\n"                                               \
+    "  local head, tail = string.sub(base, 1, 24), tonumber(string.sub(base, 25, 32), 16)\n"                 \
+    "  local out = {}\n"                                                                                     \
+    "  for j = 0, k - 1 do\n"                                                                                \
+    "    local h = head .. string.format('%08x', (tail + j) % 4294967296)\n"                                \
+    "    out[j + 1] = (string.gsub(h, '%x%x', function(x) return string.char(tonumber(x, 16)) end))\n"      \
+    "  end\n"                                                                                                \
+    "  return out\n"                                                                                         \
+    "end\n"                                                                                                  \
+    "local function reclaim(counter, zset, channel, verb, now)\n"                                            \
+    "  local dead = redis.call('zrangebyscore', zset, '-inf', now)\n"                                        \
+    "  if #dead == 0 then return tonumber(redis.call('get', counter)) end\n"                                 \
+    "  for i = 1, #dead, 1000 do redis.call('zrem', zset, unpack(dead, i, math.min(i + 999, #dead))) end\n" \
+    "  local v = redis.call('incrby', counter, #dead)\n"                                                     \
+    "  redis.call(verb, channel, v)\n"                                                                       \
+    "  return v\n"                                                                                           \
+    "end\n"
+
+/*
+ * The RENEW script's branch for a semaphore's hold (tag 'p'), spliced into
+ * it by scripts.c like the reader's: `key` is the counter, `who` the hold's
+ * value, `ok` set to 1 when every permit of it was still in its lease and
+ * is renewed to ARGV[1] ms from now (ZADD XX: a permit that is gone is
+ * never re-created). `now` is the script's, read once.
+ */
+#define RM_LUA_RENEW_PERMIT                                                                                  \
+    "    local pre = key\n"                                                                                  \
+    "    if not string.find(key, '{', 1, true) then pre = '{' .. key .. '}' end\n"                           \
+    "    local tk = pre .. ':timeout'\n"                                                                     \
+    "    if redis.call('type', tk)['ok'] == 'zset' then\n"                                                   \
+    "      if not now then now = now_ms() end\n"                                                            \
+    "      local mine = permit_ids(who)\n"                                                                   \
+    "      ok = 1\n"                                                                                         \
+    "      for p = 1, #mine do\n"                                                                            \
+    "        local s = redis.call('zscore', tk, mine[p])\n"                                                  \
+    "        if not s or tonumber(s) <= now then ok = 0 end\n"                                               \
+    "      end\n"                                                                                            \
+    "      if ok == 1 then\n"                                                                                \
+    "        for p = 1, #mine do redis.call('zadd', tk, 'XX', now + tonumber(ARGV[1]), mine[p]) end\n"      \
     "      end\n"                                                                                            \
     "    end\n"
 
