@@ -123,6 +123,19 @@ void rm_kind_lock_channel(const redmutex_lock *l, const char *value, char out[RM
 /** rm_kind_ops.nest_undo of the kinds whose owner's count is a hash field and nothing else (reentrant, fair, write). */
 rm_cmd rm_kind_nest_undo(const redmutex_lock *l, const char *value, const char *latch_key, int64_t latch_ms,
                          rm_kargs *st);
+/*
+ * Redisson's count-down latch channel: "redisson_countdownlatch__channel__{NAME}"
+ * (braces always, unlike prefixName). Its messages: "0" zero reached, "1" a
+ * new count (latch.c).
+ */
+#define RM_LATCH_CHANNEL_PREFIX "redisson_countdownlatch__channel__"
+
+/**
+ * How many waiters on `channel` a message `msg` wakes, as the kinds'
+ * messages mean it: SIZE_MAX every one, else that many (the oldest first).
+ */
+size_t rm_message_wakes(const char *channel, const char *msg);
+
 /** redisson_lock__channel:{NAME}: the release channel of the plain and reentrant kinds. */
 const char *rm_lock_channel_key(const redmutex_lock *l, char *out, size_t size);
 /** redisson_lock_token:{NAME}: the fencing counter of every kind. */
