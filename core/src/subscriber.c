@@ -24,7 +24,6 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -389,11 +388,6 @@ static void connected(redmutex_client *c, rm_subscriber *sub, size_t i, rm_conn 
 static void *subscriber_main(void *arg)
 {
     redmutex_client *c = arg;
-    /* The host's signals belong to its own threads. */
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-
     rm_client_lock(c);
     rm_subscriber *sub = c->sub;
     struct pollfd *pfds = calloc(c->n + 1, sizeof *pfds);
@@ -454,7 +448,7 @@ static rm_subscriber *ensure_subscriber(redmutex_client *c)
     sub->dead = calloc(c->n, sizeof *sub->dead);
     c->sub = sub;
     if (sub->wake_fd < 0 || !sub->conns || !sub->up || !sub->out || !sub->retry_at || !sub->backoff_ms ||
-        !sub->dead || pthread_create(&sub->thread, NULL, subscriber_main, c) != 0) {
+        !sub->dead || rm_thread_start(&sub->thread, NULL, subscriber_main, c) != 0) {
         c->sub = NULL;
         free_subscriber(c, sub);
         return NULL;
