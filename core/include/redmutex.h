@@ -1213,6 +1213,102 @@ REDMUTEX_API int redmutex_semaphore_fence(int64_t *out, redmutex_semaphore *sem,
 REDMUTEX_API int redmutex_semaphore_wait_new(redmutex_wait **out, char *permit_id, size_t size,
                                              redmutex_semaphore *sem, int64_t permits);
 
+/* ------------------------------------------------------------------------ */
+/* Count-down latches (since 1.1)                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A count-down latch in Redisson's RCountDownLatch format: a count that
+ * workers count down and waiters wait to reach zero, shared with Java
+ * services using RCountDownLatch on the same name (a latch counted down
+ * from Java releases a redmutex waiter and the other way round). The count
+ * is the key NAME; zero is an absent key. Waiting is by notification on
+ * redisson_countdownlatch__channel__{NAME}.
+ *
+ * With N servers every call goes to all of them: a count is set when a
+ * majority set it, count() is the count a majority has reached, and a wait
+ * ends when a majority is at zero. A count_down() whose outcome is unknown
+ * (REDMUTEX_ECONN) may have counted on some servers: it is not retried for
+ * the caller, as a retry could count twice.
+ */
+
+/** A named count-down latch on a client's servers. Since 1.1. */
+typedef struct redmutex_latch redmutex_latch;
+
+/**
+ * Makes a handle for the latch `name` (1..REDMUTEX_NAME_MAX bytes, the key
+ * used verbatim). Sends nothing. Ownership: *out receives a new handle that
+ * keeps the client's memory alive; free it with redmutex_latch_free().
+ * Errors: REDMUTEX_EINVAL (NULL, bad name), REDMUTEX_ECLOSED, REDMUTEX_ENOMEM.
+ * Does not block. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_new(redmutex_latch **out, redmutex_client *client, const char *name);
+
+/**
+ * Frees the handle (the latch on the servers is untouched). NULL is a
+ * no-op. No call on the handle, and no pollable wait of it, may be in
+ * progress or follow. Never blocks. Since 1.1.
+ */
+REDMUTEX_API void redmutex_latch_free(redmutex_latch *latch);
+
+/** The latch's name (owned by the handle; "" for NULL). Thread-safe. Since 1.1. */
+REDMUTEX_API const char *redmutex_latch_name(const redmutex_latch *latch);
+
+/**
+ * Sets the count to `count` (>= 1) if the latch has none (Redisson's
+ * trySetCount): *out (may be NULL) is 1 when it was set, 0 when a count
+ * was there already (it is left as it is). Errors: REDMUTEX_EINVAL (count
+ * < 1), REDMUTEX_EWRONGTYPE (the key holds no count; nothing changed),
+ * connection and server errors. Blocking: one command timeout.
+ * Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_try_set_count(int *out, redmutex_latch *latch, int64_t count);
+
+/**
+ * Counts down by one; at zero the latch opens (its key goes) and every
+ * waiter is woken. Counting down an open latch does nothing. Errors:
+ * REDMUTEX_EWRONGTYPE, connection and server errors (REDMUTEX_ECONN: it may
+ * or may not have counted). Blocking: one command timeout. Thread-safe.
+ * Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_count_down(redmutex_latch *latch);
+
+/**
+ * The current count (0 when open or never set). Reads only. Errors as
+ * redmutex_latch_count_down(). Blocking: one command timeout. Thread-safe.
+ * Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_count(int64_t *out, redmutex_latch *latch);
+
+/**
+ * Waits until the count is zero: returns 0 at once when it is, else waits
+ * up to wait_ms (0: does not wait; REDMUTEX_WAIT_FOREVER). Errors:
+ * REDMUTEX_ETIMEDOUT (not zero when the wait ran out), REDMUTEX_EINTR
+ * (redmutex_client_interrupt() or the interrupt callback), REDMUTEX_ECLOSED,
+ * REDMUTEX_EINVAL (bad wait), REDMUTEX_EWRONGTYPE, connection and server
+ * errors. Blocking: at most wait_ms plus one command timeout. Thread-safe.
+ * Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_wait(redmutex_latch *latch, int64_t wait_ms);
+
+/**
+ * Deletes the latch's count (Redisson's delete()): *out (may be NULL) is 1
+ * when a count was deleted. Waiters keep waiting for a new count to reach
+ * zero. Blocking: one command timeout. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_delete(int *out, redmutex_latch *latch);
+
+/**
+ * A pollable wait for the latch to reach zero (see the pollable waits
+ * above): redmutex_wait_try() returns 0 once it is (one round trip per
+ * try), REDMUTEX_ETIMEDOUT while it is not; the wait is then reported by
+ * redmutex_client_next_ready() on the latch's messages and after the capped
+ * backoff. Free it with redmutex_wait_free() before the latch handle.
+ * Errors: REDMUTEX_EINVAL, REDMUTEX_ECLOSED, REDMUTEX_ENOMEM. Never blocks.
+ * Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_wait_new(redmutex_wait **out, redmutex_latch *latch);
+
 #ifdef __cplusplus
 }
 #endif

@@ -131,6 +131,9 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
     [RM_SCRIPT_SEM_INSPECT] = rm_lua_sem_inspect,
     [RM_SCRIPT_SEM_INFO] = rm_lua_sem_info,
     [RM_SCRIPT_SEM_FORCE] = rm_lua_sem_force,
+    [RM_SCRIPT_LATCH_TRY_SET] = rm_lua_latch_try_set,
+    [RM_SCRIPT_LATCH_COUNT_DOWN] = rm_lua_latch_count_down,
+    [RM_SCRIPT_LATCH_DELETE] = rm_lua_latch_delete,
 };
 
 static char script_sha[RM_SCRIPT_COUNT][41];
