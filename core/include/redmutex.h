@@ -1309,6 +1309,95 @@ REDMUTEX_API int redmutex_latch_delete(int *out, redmutex_latch *latch);
  */
 REDMUTEX_API int redmutex_latch_wait_new(redmutex_wait **out, redmutex_latch *latch);
 
+/* ------------------------------------------------------------------------ */
+/* Multi-locks: all of several locks or none (since 1.1)                     */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * RedissonMultiLock's semantics over lock handles of one client, of any
+ * kinds: redmutex_multi_lock_acquire() holds every lock when it returns 0
+ * and none when it fails, and redmutex_multi_lock_release() releases them
+ * all. Each lock is an ordinary hold of its handle (renewed by the watchdog,
+ * its own lost-lock events, queries through the handle), so processes that
+ * take the same locks one by one, redmutex or Redisson, exclude a
+ * multi-lock and are excluded by it.
+ *
+ * Deadlock-free: an attempt takes the whole set, and one that does not get
+ * every lock gives back what it got before it waits; nobody waits while
+ * holding part of a set, so two multi-locks over overlapping sets in any
+ * orders never block each other for good. The wait listens on the channel
+ * of the lock that was busy and tries the set again on its release, its
+ * holder's lease end, or the capped backoff; after an attempt that got part
+ * of the set it pauses a random time up to retry_delay_ms first.
+ *
+ * Cost: with one server, one round trip per attempt and per release for up
+ * to 8 locks (7 with min_replicas), unless a lock is fair or held already
+ * by the owner; otherwise, and with Redlock, one attempt per lock, in a
+ * fixed order. A fair lock in a multi-lock is tried, never queued for.
+ */
+
+/** A set of locks acquired and released together. Since 1.1. */
+typedef struct redmutex_multi_lock redmutex_multi_lock;
+
+/** Most locks in one multi-lock. Since 1.1. */
+#define REDMUTEX_MULTI_LOCK_MAX 64
+
+/**
+ * Makes a multi-lock over locks[0..n) (1..REDMUTEX_MULTI_LOCK_MAX handles of
+ * one client, different names; not semaphores). Sends nothing. The
+ * multi-lock keeps a reference to each handle (they may be freed before
+ * it). Ownership: *out receives a new multi-lock, freed with
+ * redmutex_multi_lock_free(). Errors: REDMUTEX_EINVAL (NULL, n out of
+ * range, handles of different clients, a name twice), REDMUTEX_ENOMEM.
+ * Does not block. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_multi_lock_new(redmutex_multi_lock **out, redmutex_lock *const *locks, size_t n);
+
+/**
+ * Frees the multi-lock (holds it acquired stay held, released through
+ * their handles or redmutex_multi_lock_release() of another multi-lock over
+ * them). NULL is a no-op. No call on it may be in progress or follow.
+ * Never blocks. Since 1.1.
+ */
+REDMUTEX_API void redmutex_multi_lock_free(redmutex_multi_lock *multi);
+
+/** The number of locks in the multi-lock (0 for NULL). Thread-safe. Since 1.1. */
+REDMUTEX_API size_t redmutex_multi_lock_size(const redmutex_multi_lock *multi);
+
+/**
+ * Acquires every lock of the set for `owner` (NULL: each lock's default
+ * owner, see redmutex_lock_new()), or none. wait_ms as for
+ * redmutex_lock_acquire(). Errors: REDMUTEX_ETIMEDOUT (a lock was held by
+ * another owner when the wait ran out; the message names it) and the other
+ * errors of redmutex_lock_acquire(); on any error nothing of the set is
+ * held. Blocking: at most wait_ms plus one attempt's budget per lock (one
+ * for the set, with one server) and one release. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_multi_lock_acquire(redmutex_multi_lock *multi, const char *owner, int64_t wait_ms);
+
+/**
+ * Releases every lock of the set that `owner` holds through the set's
+ * handles (one hold each: a reentrant lock acquired again outside the set
+ * keeps those levels). Errors: as redmutex_lock_release() for the first
+ * lock in name order that failed (the others are released all the same),
+ * REDMUTEX_ENOTOWNER when a lock of the set was not held (the others were
+ * released). Blocking: one command timeout per 8 locks (first until a
+ * renewal in flight ends, as for a lock). Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_multi_lock_release(redmutex_multi_lock *multi, const char *owner);
+
+/**
+ * A pollable acquisition of the set for `owner` (see the pollable waits
+ * above): redmutex_wait_try() makes one attempt at the whole set and
+ * returns 0 when every lock is held (released with
+ * redmutex_multi_lock_release()), REDMUTEX_ETIMEDOUT when a lock was busy
+ * (the wait is then ready on its release, its holder's lease end or the
+ * backoff). Free the wait before the multi-lock. Errors: REDMUTEX_EINVAL,
+ * REDMUTEX_ECLOSED, REDMUTEX_ENOMEM, REDMUTEX_ESYSTEM. Never blocks.
+ * Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_multi_lock_wait_new(redmutex_wait **out, redmutex_multi_lock *multi, const char *owner);
+
 #ifdef __cplusplus
 }
 #endif
