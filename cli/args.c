@@ -79,7 +79,7 @@ int cli_library_error(const char *what, int code)
     return cli_exit_for(code);
 }
 
-int cli_parse_seconds(int64_t *out, const char *text, bool allow_zero)
+int cli_parse_seconds(int64_t *out, const char *text)
 {
     char *end;
     errno = 0;
@@ -87,13 +87,12 @@ int cli_parse_seconds(int64_t *out, const char *text, bool allow_zero)
     /* strtod also takes "inf", "nan" and hex floats; only plain decimals are seconds. */
     if (errno || end == text || *end || !isfinite(s) || s < 0 || strpbrk(text, "xXnN"))
         return -1;
-    double ms = s * 1000.0;
+    /* Whole milliseconds, rounded up (0.0001 s waits 1 ms rather than not at
+       all); rounded to microseconds first, so that 0.1 s is 100 ms, not 101. */
+    double ms = ceil(round(s * 1e6) / 1e3);
     if (ms > (double)REDMUTEX_TIME_MAX_MS)
         return -1;
-    int64_t v = (int64_t)llround(ms);
-    if (v == 0 && (s > 0 || !allow_zero))
-        return -1; /* rounds to nothing: a lease or timer of 0 ms means nothing */
-    *out = v;
+    *out = (int64_t)ms;
     return 0;
 }
 
@@ -126,6 +125,18 @@ int cli_servers_add(cli_servers *s, const char *url)
     return 0;
 }
 
+/* The first comma of p that is followed by a URL scheme ("redis://", "unix://", ...), or NULL. */
+static char *next_deployment(char *p)
+{
+    for (char *comma = strchr(p, ','); comma; comma = strchr(comma + 1, ',')) {
+        const char *q = comma + 1;
+        size_t n = strspn(q, "abcdefghijklmnopqrstuvwxyz0123456789+.-");
+        if (n > 0 && q[0] >= 'a' && q[0] <= 'z' && strncmp(q + n, "://", 3) == 0)
+            return comma;
+    }
+    return NULL;
+}
+
 int cli_servers_finish(cli_servers *s)
 {
     if (s->n)
@@ -135,13 +146,18 @@ int cli_servers_finish(cli_servers *s)
         s->urls[s->n++] = DEFAULT_URL;
         return 0;
     }
+    size_t len = strlen(env);
+    if (env[0] == ',' || env[len - 1] == ',' || strstr(env, ",,"))
+        return cli_usage_error("REDMUTEX_URL has an empty entry (a comma too many)");
     s->env_copy = strdup(env);
     if (!s->env_copy) {
         cli_error("out of memory");
         return CLI_EXIT_OSERR;
     }
+    /* A comma followed by a scheme starts the next deployment; a comma
+       followed by host:port adds a seed to the current URL (DESIGN §6). */
     for (char *p = s->env_copy;;) {
-        char *comma = strchr(p, ',');
+        char *comma = next_deployment(p);
         if (comma)
             *comma = '\0';
         if (!p[0])
@@ -168,27 +184,6 @@ int cli_client_new(redmutex_client **out, const cli_servers *s, const redmutex_c
     if (rc)
         return cli_library_error("cannot use the servers", rc);
     return 0;
-}
-
-int cli_open_existing(redmutex_lock **out, int *out_locked, redmutex_client *client, const char *name)
-{
-    static const redmutex_kind kinds[] = {REDMUTEX_KIND_LOCK, REDMUTEX_KIND_RLOCK};
-    for (size_t i = 0; i < 2; i++) {
-        redmutex_lock *lock;
-        int rc = redmutex_lock_new(&lock, client, name, kinds[i], NULL);
-        if (rc)
-            return cli_library_error("bad lock name", rc);
-        rc = redmutex_lock_is_locked(out_locked, lock);
-        if (rc == 0) {
-            *out = lock;
-            return 0;
-        }
-        redmutex_lock_free(lock);
-        if (rc != REDMUTEX_EWRONGTYPE)
-            return cli_library_error("cannot read the lock", rc);
-    }
-    cli_error("'%s' is not a lock: the key holds neither a token (string) nor a Redisson hash", name);
-    return CLI_EXIT_DATAERR;
 }
 
 int cli_bad_option(int c, char **argv, int index)

@@ -52,8 +52,8 @@ if [ -d tests/python ]; then
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
   build-venv/bin/python -m pip install -q . pytest redis ruff
-  build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench
-  build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench
+  build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench tests/rmcluster.py
+  build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench tests/rmcluster.py
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)
 
   echo "== Fault injection (tests/chaos): harness tests, then the quick profile"

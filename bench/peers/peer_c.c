@@ -208,9 +208,9 @@ static void floor_pair(floor_peer *f, const char *kind, const char *name)
         add_cmd(&s, 6, set);
         run_step(f, &s, "OK");
         s.ncmds = 0;
-        const char *rel[] = {
-            "EVALSHA", rm_script_sha(RM_SCRIPT_LOCK_RELEASE), "3", name, channel, latch, token, LATCH_MS};
-        add_cmd(&s, 8, rel);
+        const char *rel[] = {"EVALSHA", rm_script_sha(RM_SCRIPT_LOCK_RELEASE), "3", name, channel, latch, token,
+                             LATCH_MS, "publish"};
+        add_cmd(&s, 9, rel);
     } else {
         derived(token_key, "redisson_lock_token", name, "");
         const char *acq[] = {

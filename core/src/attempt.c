@@ -189,7 +189,7 @@ static bool fenced_quorum(redmutex_lock *l, rm_call *call, const rm_votes *v, in
     snprintf(token, sizeof token, "%" PRId64, v->fence);
     char token_key[RM_KEY_MAX];
     const char *argv[] = {"1", rm_lock_token_key(l, token_key, sizeof token_key), token};
-    rm_req req = {1, {{RM_SCRIPT_FENCE_RATCHET, 3, argv, NULL}}, l->name};
+    rm_req req = {1, {{RM_SCRIPT_FENCE_RATCHET, 3, argv, NULL}}, l->name, NULL, NULL};
     bool granted[REDMUTEX_SERVERS_MAX];
     memcpy(granted, v->t.yes_at, sizeof granted);
     rm_call_run(call, &req, deadline, NULL, NULL);
@@ -334,7 +334,7 @@ static void undo_nested(redmutex_lock *l, rm_call *call, const char *value, cons
     if (!undo_targets(call, v, dirty))
         return;
     rm_kargs k;
-    rm_req req = {1, {rm_kind_of(l)->nest_undo(l, value, latch_key, rm_latch_ms(l->c), &k)}, l->name};
+    rm_req req = {1, {rm_kind_of(l)->nest_undo(l, value, latch_key, rm_latch_ms(l->c), &k)}, l->name, NULL, NULL};
     undo_send(call, &req, dirty, deadline);
 }
 
@@ -344,7 +344,7 @@ static int inspect_after_set(rm_err *err, redmutex_lock *l, rm_call *call, int64
 {
     redmutex_client *c = l->c;
     rm_kargs k;
-    rm_req ireq = {1, {rm_kind_of(l)->inspect(l, "", &k)}, NULL};
+    rm_req ireq = {1, {rm_kind_of(l)->inspect(l, "", &k)}, NULL, l->name, NULL};
     rm_call_run(call, &ireq, deadline, c->n > 1 ? inspect_decided : NULL, l->name);
     rm_tally t;
     rm_tally_init(&t);

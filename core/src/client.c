@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "client.h"
 #include "conn.h"
+#include "deploy.h"
 #include "events.h"
 #include "fanout.h"
 #include "holds.h"
@@ -127,6 +128,7 @@ static void atfork_child(void)
 {
     for (redmutex_client *c = registry; c; c = c->next_all) {
         rm_pool_after_fork(c);
+        rm_deploy_after_fork(c);
         rm_watchdog_forget(c);
         rm_subscriber_forget(c);
         init_cond(&c->renew_done);
@@ -168,6 +170,7 @@ static void client_destroy(redmutex_client *c)
     for (size_t i = 0; i < c->n; i++) {
         rm_server *srv = &c->servers[i];
         rm_pool_clear(srv);
+        rm_deploy_free(srv);
         rm_tls_server_clear(srv);
         rm_endpoint_clear(&srv->ep);
     }
@@ -190,7 +193,7 @@ static int ping_all(rm_err *err, redmutex_client *c)
 {
     rm_call call;
     const char *argv[1] = {"PING"};
-    rm_req req = {1, {{-1, 1, argv, NULL}}, NULL};
+    rm_req req = {1, {{-1, 1, argv, NULL}}, NULL, NULL, NULL};
     if (rm_call_begin(err, &call, c) != 0)
         return REDMUTEX_ENOMEM;
     rm_call_run(&call, &req, rm_deadline_after_ms(c->opts.connect_timeout_ms), NULL, NULL);
@@ -259,6 +262,8 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
                          c->servers[i].ep.display);
         if (rc == 0)
             rc = rm_tls_server_init(err, &c->servers[i], &o);
+        if (rc == 0)
+            rc = rm_deploy_init(err, c, i);
         if (rc != 0) {
             if (n_urls > 1)
                 rm_fail(err, rc, "server %zu: %s", i + 1, err->msg);

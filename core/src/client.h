@@ -20,7 +20,7 @@ struct redmutex_client {
     pid_t pid;       /* process whose connections and threads these are */
     char id[REDMUTEX_CLIENT_ID_LEN + 1];
     redmutex_client_options opts;
-    size_t n;        /* servers */
+    size_t n;        /* servers: deployments, each named by one URL (deploy.h) */
     size_t quorum;   /* n/2 + 1 */
     rm_server *servers;
     struct rm_watchdog *wd;
@@ -51,6 +51,7 @@ struct redmutex_client {
     void (*on_server_restart)(struct redmutex_client *c, size_t i);
     struct rm_unsettled_list *unsettled; /* unsettled.c: releases of unknown outcome (c->mu) */
     _Atomic int n_unsettled;             /* ... how many: 0 keeps acquisitions off c->mu */
+    _Atomic bool has_cluster;            /* deploy.c: some deployment is a cluster (requests are routed by slot) */
 };
 
 /** Locks client->mu. */

@@ -48,7 +48,7 @@ static int connect_unix(rm_err *err, rm_conn *c, const rm_endpoint *ep)
     return rm_fail(err, REDMUTEX_ECONN, "%s: connect: %s", ep->display, strerror(errno));
 }
 
-static int connect_tcp(rm_err *err, rm_conn *c, const rm_endpoint *ep)
+static int connect_tcp(rm_err *err, rm_conn *c, const rm_endpoint *ep, int seed)
 {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
@@ -56,12 +56,14 @@ static int connect_tcp(rm_err *err, rm_conn *c, const rm_endpoint *ep)
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICSERV;
     char port[16];
-    snprintf(port, sizeof port, "%d", ep->port);
+    /* A multi-host URL: the seed its server says (the others are tried when this one fails). */
+    const char *host = seed > 0 && seed < ep->n_seeds ? ep->seed_host[seed] : ep->host;
+    snprintf(port, sizeof port, "%d", seed > 0 && seed < ep->n_seeds ? ep->seed_port[seed] : ep->port);
     /* Name resolution is the one step not bounded by the connect timeout;
        numeric addresses and /etc/hosts names resolve without the network. */
-    int gai = getaddrinfo(ep->host, port, &hints, &res);
+    int gai = getaddrinfo(host, port, &hints, &res);
     if (gai != 0)
-        return rm_fail(err, REDMUTEX_ECONN, "%s: cannot resolve host: %s", ep->display, gai_strerror(gai));
+        return rm_fail(err, REDMUTEX_ECONN, "%s: cannot resolve host %s: %s", ep->display, host, gai_strerror(gai));
     int last_errno = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
@@ -82,10 +84,16 @@ static int connect_tcp(rm_err *err, rm_conn *c, const rm_endpoint *ep)
         close(fd);
     }
     freeaddrinfo(res);
-    return rm_fail(err, REDMUTEX_ECONN, "%s: connect: %s", ep->display, strerror(last_errno ? last_errno : ECONNREFUSED));
+    return rm_fail(err, REDMUTEX_ECONN, "%s: connect to %s:%s: %s", ep->display, host, port,
+                   strerror(last_errno ? last_errno : ECONNREFUSED));
 }
 
 int rm_conn_open(rm_err *err, rm_conn **out, rm_server *srv)
+{
+    return rm_conn_open_seed(err, out, srv, atomic_load(&srv->seed));
+}
+
+int rm_conn_open_seed(rm_err *err, rm_conn **out, rm_server *srv, int seed)
 {
     rm_conn *c = calloc(1, sizeof *c);
     if (!c)
@@ -100,7 +108,8 @@ int rm_conn_open(rm_err *err, rm_conn **out, rm_server *srv)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     }
     errno = 0;
-    int rc = srv->ep.is_unix ? connect_unix(err, c, &srv->ep) : connect_tcp(err, c, &srv->ep);
+    c->cluster_enabled = -1;
+    int rc = srv->ep.is_unix ? connect_unix(err, c, &srv->ep) : connect_tcp(err, c, &srv->ep, seed);
     if (rc != 0) {
         rm_conn_close(c);
         return rc;
@@ -120,6 +129,8 @@ void rm_conn_close(rm_conn *c)
     if (c->fd >= 0)
         close(c->fd);
     rm_reader_free(c->reader);
+    rm_reply_free(c->topo);
+    rm_reply_free(c->topo_shards);
     free(c->order_keys);
     rm_buf_free(&c->later);
     rm_buf_free(&c->out);
@@ -256,15 +267,47 @@ size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info)
         rm_format_command(b, 3, argv, NULL);
         n++;
     }
+    /* What the deployment is, asked once (or again after a refresh was
+       wanted): in the same round trip, never in front of the request. A
+       standalone server answers CLUSTER SLOTS with an error, ignored. */
+    c->topo_asked = want_info && atomic_load(&c->srv->ask_topology);
+    if (c->topo_asked) {
+        const char *info[2] = {"INFO", "cluster"}, *shards[2] = {"CLUSTER", "SHARDS"}, *slots[2] = {"CLUSTER", "SLOTS"};
+        rm_format_command(b, 2, info, NULL);
+        rm_format_command(b, 2, shards, NULL);
+        rm_format_command(b, 2, slots, NULL);
+        n += 3;
+    }
     return n;
 }
 
-int rm_conn_check_handshake(rm_err *err, rm_conn *c, size_t i, size_t n, bool want_info, rm_reply *r)
+/* INFO server's redis_version major number (Valkey reports a Redis version too). */
+static int version_major(const char *info)
+{
+    const char *v = strstr(info, "redis_version:");
+    return v ? atoi(v + 14) : 0;
+}
+
+int rm_conn_check_handshake(rm_err *err, rm_conn *c, size_t i, size_t n, bool want_info, rm_reply **rp)
 {
     const rm_endpoint *ep = &c->srv->ep;
+    const rm_reply *r = *rp;
+    size_t topo_n = c->topo_asked ? 3 : 0;
     size_t auth_i = ep->password ? 0 : SIZE_MAX;
     size_t select_i = ep->db != 0 ? (ep->password ? 1 : 0) : SIZE_MAX;
-    size_t info_i = want_info ? n - RM_SCRIPT_COUNT - 1 : SIZE_MAX;
+    size_t info_i = want_info ? n - topo_n - RM_SCRIPT_COUNT - 1 : SIZE_MAX;
+    if (topo_n && i == n - 3) { /* INFO cluster: an error (ACL) is taken as "no cluster" */
+        c->cluster_enabled = r->type == RM_REPLY_STRING && strstr(r->str, "cluster_enabled:1") ? 1 : 0;
+        return 0;
+    }
+    if (topo_n && i >= n - 2) { /* CLUSTER SHARDS, CLUSTER SLOTS: kept for the deployment */
+        rm_reply **keep = i == n - 2 ? &c->topo_shards : &c->topo;
+        rm_reply_free(*keep);
+        *keep = r->type == RM_REPLY_ARRAY ? *rp : NULL;
+        if (*keep)
+            *rp = NULL;
+        return 0;
+    }
     if (i == auth_i) {
         if (r->type == RM_REPLY_ERROR)
             return rm_fail(err, REDMUTEX_EAUTH, "%s refused the credentials: %.200s", ep->display, r->str);
@@ -294,6 +337,7 @@ int rm_conn_check_handshake(rm_err *err, rm_conn *c, size_t i, size_t n, bool wa
         memcpy(run_id, id, len);
         run_id[len] = '\0';
         memcpy(c->run_id, run_id, len + 1); /* recorded by the caller's pool (rm_server_note_run_id) */
+        c->major = version_major(r->str);
         return 0;
     }
     /* SCRIPT LOAD: an error (an ACL without @scripting, say) shows up again,

@@ -42,6 +42,14 @@ typedef struct rm_conn {
     bool read_wants_write; /* TLS: the last read waits for the socket to be writable */
     bool received;       /* a byte has arrived (tells "refused TLS" from "closed") */
     char run_id[48];     /* what the handshake's INFO reported, for the pool to record ("" once taken) */
+    /* A handshake that also asked what the deployment is (srv->ask_topology):
+       INFO cluster's cluster_enabled (1, 0; -1 not asked) and the CLUSTER
+       SLOTS reply, kept for the deployment (deploy.c) to read and free. */
+    bool topo_asked;
+    int cluster_enabled;
+    rm_reply *topo;        /* CLUSTER SLOTS */
+    rm_reply *topo_shards; /* CLUSTER SHARDS (7.0+; NULL on 6.x, which answers with an error) */
+    int major;           /* redis_version's major number from INFO server (0: not known) */
 } rm_conn;
 
 typedef struct rm_server {
@@ -65,6 +73,14 @@ typedef struct rm_server {
     _Atomic int64_t restart_seen_ns;
     _Atomic bool duplicate; /* read by callers without the client mutex */
     struct rm_tls *tls; /* rediss:// servers: the TLS settings (tls.c), else NULL */
+    /* Deployments (deploy.c): c->servers[i] is deployment i, reached at its
+       seeds; a cluster's nodes are more rm_servers of the same deployment
+       (index i, node true, their TLS settings the deployment's). */
+    struct rm_deploy *dep;
+    bool node;
+    _Atomic int seed;              /* the seed a new connection goes to (a multi-host URL) */
+    _Atomic bool ask_topology;     /* a new connection's handshake asks what the deployment is */
+    int major;                     /* redis_version's major number, 0 until known */
 } rm_server;
 
 /** Reads, without blocking, what a connection owes and drops it. -1 if the connection is broken. */
@@ -77,18 +93,23 @@ int rm_conn_add_order_key(rm_conn *c, uint64_t key);
 uint64_t rm_order_key(const char *name);
 /** Starts a non-blocking connection. 0 or an error code (message set). */
 int rm_conn_open(rm_err *err, rm_conn **out, struct rm_server *srv);
+/** rm_conn_open to seed number `seed` of a multi-host URL (0: the first). */
+int rm_conn_open_seed(rm_err *err, rm_conn **out, struct rm_server *srv, int seed);
 void rm_conn_close(rm_conn *c);
 /** Connected, ready to use and nothing unexpected waiting on the socket. */
 bool rm_conn_looks_healthy(rm_conn *c);
-/** Appends the AUTH/SELECT handshake (and INFO server when asked) to b; returns the count. */
+/** Appends the AUTH/SELECT handshake (and INFO server when asked; with it,
+    INFO cluster and CLUSTER SLOTS when the server's ask_topology is set) to
+    b; returns the count. */
 size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info);
 /**
- * Interprets handshake reply i of n. 0 or an error code with message. The
- * run_id of INFO server (want_info) is left in c->run_id for the caller to
- * record with its pool (rm_server_note_run_id): a connection knows nothing
- * of the client above it.
+ * Interprets handshake reply *r, number i of n. 0 or an error code with
+ * message. The run_id of INFO server (want_info) is left in c->run_id for
+ * the caller to record with its pool (rm_server_note_run_id), the topology
+ * replies in c->cluster_enabled and c->topo (the reply is taken: *r becomes
+ * NULL): a connection knows nothing of the client above it.
  */
-int rm_conn_check_handshake(rm_err *err, rm_conn *c, size_t i, size_t n, bool want_info, rm_reply *r);
+int rm_conn_check_handshake(rm_err *err, rm_conn *c, size_t i, size_t n, bool want_info, rm_reply **r);
 /** Waits for fd events until deadline; EINTR is retried. Returns poll()'s result. */
 int rm_poll_fd(int fd, short events, int64_t deadline_ns);
 

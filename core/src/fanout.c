@@ -9,10 +9,17 @@
  * request on that connection. That keeps commands to one server in order
  * (an acquire that timed out and the release that cleans it up travel on the
  * same connection), and a slow server costs no reconnect.
+ *
+ * Each of the N servers is a deployment (deploy.h): a standalone server, or
+ * a cluster, where the request goes to the master of its lock name's hash
+ * slot and follows MOVED and ASK there (redirect.c) - a table lookup, no
+ * round trip. A call may also be made of targets that each carry their own
+ * request (the watchdog's batch per cluster node, renew.c).
  */
 #define _GNU_SOURCE
 #include "client.h"
 #include "conn.h"
+#include "deploy.h"
 #include "fanout.h"
 #include "internal.h"
 #include "pool.h"
@@ -20,6 +27,7 @@
 #include "scripts.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <poll.h>
 #include <stdio.h>
@@ -30,31 +38,37 @@
 /* Beyond this many owed replies a connection is not worth keeping. */
 #define RM_OWED_MAX 256
 
-int rm_call_begin(rm_err *err, rm_call *call, redmutex_client *c)
+int rm_call_begin_targets(rm_err *err, rm_call *call, redmutex_client *c, size_t n)
 {
-    memset(call, 0, sizeof *call);
+    memset(call, 0, offsetof(rm_call, inline_slots)); /* the slots not used stay as they are */
     call->c = c;
-    call->n = c->n;
-    if (c->n <= RM_INLINE_SLOTS) {
+    call->n = n;
+    if (n <= RM_INLINE_SLOTS) {
         call->slots = call->inline_slots;
-        memset(call->slots, 0, c->n * sizeof *call->slots);
+        memset(call->slots, 0, n * sizeof *call->slots);
     } else {
-        call->slots = calloc(c->n, sizeof *call->slots);
+        call->slots = calloc(n, sizeof *call->slots);
         if (!call->slots)
             return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        rm_slot *s = &call->slots[i];
+        s->dep = i < c->n ? i : 0;
+        s->replies = s->small_replies;
+        s->n_replies = RM_REQ_MAX_CMDS;
     }
     return 0;
 }
 
+int rm_call_begin(rm_err *err, rm_call *call, redmutex_client *c)
+{
+    return rm_call_begin_targets(err, call, c, c->n);
+}
+
 void rm_call_clear(rm_call *call)
 {
-    for (size_t i = 0; i < call->n; i++) {
-        rm_slot *s = &call->slots[i];
-        for (size_t k = 0; k < RM_REQ_MAX_CMDS; k++) {
-            rm_reply_free(s->replies[k]);
-            s->replies[k] = NULL;
-        }
-    }
+    for (size_t i = 0; i < call->n; i++)
+        rm_slot_clear(&call->slots[i]);
 }
 
 void rm_call_end(rm_call *call)
@@ -67,215 +81,15 @@ void rm_call_end(rm_call *call)
         if (s->conn)
             rm_pool_give(call->c, s->conn, !s->broken, call->order_key);
         s->conn = NULL;
+        if (s->replies != s->small_replies)
+            free(s->replies);
+        s->replies = s->small_replies;
     }
     if (call->slots != call->inline_slots)
         free(call->slots);
     call->slots = NULL;
 }
 
-static void slot_fail(rm_slot *s, int code, const char *msg)
-{
-    s->err = code;
-    snprintf(s->msg, sizeof s->msg, "%s", msg);
-    s->status = RM_SLOT_DONE;
-}
-
-/* A transport failure: the connection's state is unknown, so it is closed. */
-static void slot_break(rm_slot *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void slot_break(rm_slot *s, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
-    va_end(ap);
-    s->err = code;
-    s->status = RM_SLOT_DONE;
-    s->broken = true;
-    if (s->conn) {
-        rm_pool_give(s->conn->srv->client, s->conn, false, 0); /* closes it, off every list */
-        s->conn = NULL;
-    }
-}
-
-/*
- * A fresh connection sends its handshake (AUTH, SELECT, INFO, SCRIPT LOAD)
- * alone and the request only once every handshake reply said yes: a failed
- * AUTH or SELECT must not let a lock command run as the default user or in
- * the wrong database. It costs one round trip per new connection.
- */
-static void build_handshake(rm_slot *s)
-{
-    rm_conn *conn = s->conn;
-    conn->out.len = 0;
-    s->skip = 0;
-    /* Every server's run_id is tracked, one server or many: a restart
-       without persistence loses the locks it held (see client.c). */
-    s->want_info = true;
-    s->handshake_n = rm_conn_handshake(conn, &conn->out, s->want_info);
-    conn->fresh = false;
-    s->got = 0;
-    s->total = s->handshake_n;
-    s->handshaking = true;
-}
-
-static int build_request(rm_slot *s, const rm_req *req, bool eval)
-{
-    rm_conn *conn = s->conn;
-    conn->out.len = 0;
-    s->handshaking = false;
-    s->handshake_n = 0;
-    s->skip = conn->owed;
-    conn->owed = 0;
-    if (conn->later_count) {
-        if (rm_buf_append(&conn->out, conn->later.data, conn->later.len))
-            return REDMUTEX_ENOMEM;
-        s->skip += conn->later_count;
-        conn->later.len = 0;
-        conn->later_count = 0;
-        conn->flush_later = false;
-    }
-    for (size_t k = 0; k < req->ncmds; k++)
-        if (rm_cmd_format(&conn->out, &req->cmds[k], eval))
-            return REDMUTEX_ENOMEM;
-    s->got = 0;
-    s->total = s->skip + req->ncmds;
-    s->used_eval = eval;
-    return 0;
-}
-
-static bool is_noscript(const rm_reply *r)
-{
-    return r && r->type == RM_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
-}
-
-/* Called when every reply of the request is in. */
-static void slot_write(rm_slot *s);
-
-static void slot_complete(rm_slot *s, const rm_req *req)
-{
-    bool noscript = false;
-    for (size_t k = 0; k < req->ncmds; k++)
-        if (req->cmds[k].script >= 0 && is_noscript(s->replies[k]))
-            noscript = true;
-    if (noscript && !s->used_eval) {
-        /* The server lost its script cache (restart, SCRIPT FLUSH): send the
-           request again with the script bodies. A NOSCRIPT reply means the
-           script did not run, and our other commands (PTTL, WAIT) have no
-           side effects; the one exception, a hand-off's SET NX riding behind
-           a release, is treated as unknown by its caller (used_eval). */
-        for (size_t k = 0; k < req->ncmds; k++) {
-            rm_reply_free(s->replies[k]);
-            s->replies[k] = NULL;
-        }
-        if (build_request(s, req, true) != 0)
-            slot_break(s, REDMUTEX_ENOMEM, "out of memory");
-        return;
-    }
-    s->status = RM_SLOT_DONE;
-}
-
-static void slot_read(rm_slot *s, const rm_req *req)
-{
-    rm_err e;
-    rm_err_reset(&e);
-    char buf[16384];
-    rm_conn *conn = s->conn;
-    const char *who = conn->srv->ep.display;
-    for (;;) {
-        ssize_t n = rm_conn_recv(&e, conn, buf, sizeof buf);
-        if (n < 0) {
-            slot_break(s, (int)n, "%s", e.msg);
-            return;
-        }
-        if (n == 0)
-            break;
-        char err[160];
-        if (rm_reader_feed(conn->reader, buf, (size_t)n, err, sizeof err) != 0) {
-            slot_break(s, REDMUTEX_EPROTOCOL, "%s sent a bad reply: %s", who, err);
-            return;
-        }
-        if ((size_t)n < sizeof buf)
-            break;
-    }
-    for (;;) {
-        rm_reply *r = NULL;
-        char err[160];
-        int got = rm_reader_next(conn->reader, &r, err, sizeof err);
-        if (got < 0) {
-            slot_break(s, REDMUTEX_EPROTOCOL, "%s sent a bad reply: %s", who, err);
-            return;
-        }
-        if (got == 0)
-            return;
-        size_t idx = s->got++;
-        if (idx >= s->total) {
-            rm_reply_free(r);
-            slot_break(s, REDMUTEX_EPROTOCOL, "%s sent a reply nobody asked for", who);
-            return;
-        }
-        if (s->handshaking) {
-            int rc = rm_conn_check_handshake(&e, conn, idx, s->handshake_n, s->want_info, r);
-            if (rc == 0 && conn->run_id[0]) {
-                /* INFO's run_id: the server's life, recorded by its pool. */
-                rc = rm_server_note_run_id(&e, conn->srv->client, conn->srv, conn->run_id);
-                conn->run_id[0] = '\0';
-            }
-            rm_reply_free(r);
-            if (rc != 0) {
-                slot_break(s, rc, "%s", e.msg);
-                return;
-            }
-        } else if (idx < s->skip) {
-            rm_reply_free(r);
-        } else {
-            s->replies[idx - s->skip] = r;
-        }
-        if (s->got == s->total) {
-            if (rm_reader_pending(conn->reader) > 0) {
-                /* Bytes nobody asked for would be taken as the next request's reply. */
-                slot_break(s, REDMUTEX_EPROTOCOL, "%s sent more than was asked for", who);
-                return;
-            }
-            if (!s->handshaking) {
-                slot_complete(s, req);
-                return;
-            }
-            /* The handshake succeeded: now the request. */
-            if (build_request(s, req, false) != 0) {
-                slot_break(s, REDMUTEX_ENOMEM, "out of memory");
-                return;
-            }
-            slot_write(s);
-            return;
-        }
-    }
-}
-
-static void slot_write(rm_slot *s)
-{
-    rm_conn *conn = s->conn;
-    rm_err e;
-    rm_err_reset(&e);
-    int rc = rm_conn_establish(&e, conn); /* connect() and the TLS handshake */
-    if (rc < 0)
-        slot_break(s, rc, "%s", e.msg);
-    if (rc != 0)
-        return;
-    while (s->conn->out.len > 0) {
-        ssize_t n = rm_conn_send(&e, conn, s->conn->out.data, s->conn->out.len);
-        if (n < 0) {
-            slot_break(s, (int)n, "%s", e.msg);
-            return;
-        }
-        if (n == 0)
-            return;
-        rm_buf_consume(&s->conn->out, (size_t)n);
-        if (!s->handshaking)
-            s->sent = true;
-    }
-}
-
-/* Lists conn as owing replies for every lock name the call orders. */
 static int mark_owing(rm_call *call, rm_conn *conn)
 {
     if (call->order_key && rm_pool_mark_owing(call->c, conn, call->order_key) != 0)
@@ -303,24 +117,47 @@ static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
         s->status = RM_SLOT_DONE;
     } else {
         const char *step = conn ? rm_conn_pending_step(conn) : NULL;
-        slot_break(s, REDMUTEX_ECONN, "%s %s%s%s%s", conn ? conn->srv->ep.display : "server", why,
+        rm_slot_break(s, REDMUTEX_ECONN, "%s %s%s%s%s", conn ? conn->srv->ep.display : "server", why,
                    step ? " (" : "", step ? step : "", step ? ")" : "");
     }
 }
 
-/* Gets server i's connection and sends what can be sent at once. false while
+/* The server this run's request goes to: the caller's node, the node a
+   redirect named, or the deployment's route for the request's slot. False
+   with the slot failed when there is none (or the name cannot be used on a
+   cluster). */
+static bool slot_target(rm_call *call, rm_slot *s, const rm_req *req)
+{
+    if (s->fixed_node)
+        s->node = s->fixed_node;
+    if (s->node)
+        return true;
+    rm_err e;
+    rm_err_reset(&e);
+    if (rm_deploy_is_cluster(call->c, s->dep) ? rm_redirect_route(&e, call, s, req) != 0
+                                               : !(s->node = rm_deploy_route(&e, call->c, s->dep, -1))) {
+        rm_slot_fail(s, e.code, e.msg);
+        s->broken = e.code == REDMUTEX_ECONN; /* a slot with no master: a refresh may find one */
+        return false;
+    }
+    return true;
+}
+
+/* Gets the slot's connection and sends what can be sent at once. false while
    the connection this request must follow is lent to another call. */
-static bool slot_start(rm_call *call, rm_slot *s, size_t i, const rm_req *req, int64_t connect_deadline)
+bool rm_slot_start(rm_call *call, rm_slot *s, const rm_req *req, int64_t connect_deadline)
 {
     redmutex_client *c = call->c;
     if (!s->conn) {
+        if (!slot_target(call, s, req))
+            return true;
         rm_err e;
         rm_err_reset(&e);
-        int rc = rm_pool_take(&e, c, i, call->order_key, &s->conn);
+        int rc = rm_pool_take(&e, c, s->node, call->order_key, &s->conn);
         if (rc == RM_CONN_BUSY)
             return false;
         if (rc != 0) {
-            slot_break(s, rc, "%s", e.msg);
+            rm_slot_break(s, rc, "%s", e.msg);
             return true;
         }
     }
@@ -328,16 +165,16 @@ static bool slot_start(rm_call *call, rm_slot *s, size_t i, const rm_req *req, i
         s->deadline_ns = connect_deadline;
     int rc = 0;
     if (s->conn->fresh)
-        build_handshake(s);
+        rm_slot_handshake(s);
     else
-        rc = build_request(s, req, false);
+        rc = rm_slot_request(s, req, false);
     if (rc != 0) {
-        slot_break(s, REDMUTEX_ENOMEM, "out of memory");
+        rm_slot_break(s, REDMUTEX_ENOMEM, "out of memory");
         return true;
     }
     /* Most requests are small: try to send at once, saving a poll. */
     if (!s->conn->connecting)
-        slot_write(s);
+        rm_slot_write(s);
     return true;
 }
 
@@ -346,31 +183,47 @@ static bool slot_start(rm_call *call, rm_slot *s, size_t i, const rm_req *req, i
  * waiting at its deadline for the connection it must follow, lent to
  * another call: dropping it would leave the key to its lease, so it is
  * queued behind that connection and goes out when the connection is free.
- * Its outcome there is unknown to the caller.
+ * Its outcome there is unknown to the caller. (A slot pausing before a
+ * retry - TRYAGAIN, CLUSTERDOWN - ends with the reason it paused for: its
+ * request did not run.)
  */
-static void slot_defer(rm_call *call, rm_slot *s, size_t i, const rm_req *req, int64_t connect_deadline)
+static void slot_defer(rm_call *call, rm_slot *s, const rm_req *req, int64_t connect_deadline)
 {
-    if (call->must_send && call->order_key) {
+    if (s->retry_at) {
+        char why[sizeof s->msg];
+        memcpy(why, s->msg, sizeof why);
+        rm_slot_fail(s, REDMUTEX_ECONN, why);
+        return;
+    }
+    if (call->must_send && call->order_key && slot_target(call, s, req)) {
         rm_buf b = {0};
         int rc = 0;
-        for (size_t k = 0; rc == 0 && k < req->ncmds; k++)
-            rc = rm_cmd_format(&b, &req->cmds[k], true); /* EVAL: the script cache may be gone by then */
+        for (size_t k = 0; rc == 0 && k < req->ncmds; k++) /* EVAL: the script cache may be gone by then */
+            rc = rm_cmd_format(&b, rm_req_cmd(req, k), true, rm_deploy_publish_verb(call->c, s->dep));
         if (rc == 0)
-            rc = rm_pool_defer(call->c, i, call->order_key, b.data, b.len, req->ncmds);
+            rc = rm_pool_defer(call->c, s->node, call->order_key, b.data, b.len, req->ncmds);
         rm_buf_free(&b);
         if (rc == 0) {
-            slot_fail(s, REDMUTEX_ECONN, "queued behind an earlier request for this lock that is still unanswered");
+            rm_slot_fail(s, REDMUTEX_ECONN, "queued behind an earlier request for this lock that is still unanswered");
             s->sent = true; /* it will run there: its outcome is unknown */
             return;
         }
-        if (rc == 1 && slot_start(call, s, i, req, connect_deadline))
+        if (rc == 1 && rm_slot_start(call, s, req, connect_deadline))
             return; /* the earlier request was answered meanwhile: sent now, abandoned at the next turn */
     }
-    slot_fail(s, REDMUTEX_ECONN, "an earlier request for this lock is still unanswered there");
+    if (s->status == RM_SLOT_RUNNING)
+        rm_slot_fail(s, REDMUTEX_ECONN, "an earlier request for this lock is still unanswered there");
 }
 
 static void slot_reset(rm_slot *s, int64_t deadline_ns)
 {
+    s->node = NULL;
+    s->redirects = 0;
+    s->retries = 0;
+    s->asking = false;
+    s->reroutes = 0;
+    s->retry_at = 0;
+    s->keyslot = -1;
     s->status = RM_SLOT_RUNNING;
     s->err = 0;
     s->msg[0] = '\0';
@@ -393,11 +246,14 @@ static bool any_unsent(const rm_call *call, const bool *pending)
     for (size_t i = 0; i < call->n; i++) {
         const rm_slot *s = &call->slots[i];
         if (s->status == RM_SLOT_RUNNING &&
-            (pending[i] || s->handshaking || !s->sent || s->conn->connecting || s->conn->out.len > 0))
+            (pending[i] || !s->conn || s->handshaking || !s->sent || s->conn->connecting || s->conn->out.len > 0))
             return true;
     }
     return false;
 }
+
+/* The request slot s sends: its own (a per-node renewal batch), or the run's. */
+static const rm_req *slot_req(const rm_slot *s, const rm_req *req) { return s->req ? s->req : req; }
 
 /* Starts every slot of the run (or fails it at once: left out, duplicate);
    pending[i]: waiting for a connection lent to another call. */
@@ -410,14 +266,47 @@ static void start_slots(rm_call *call, const rm_req *req, int64_t deadline_ns, i
         slot_reset(s, deadline_ns);
         if (call->only && !call->only[i]) {
             s->excluded = true;
-            slot_fail(s, REDMUTEX_ENOTOWNER, "not sent: this server did not grant the lock");
+            rm_slot_fail(s, REDMUTEX_ENOTOWNER, "not sent: this server did not grant the lock");
             continue;
         }
-        if (atomic_load(&c->servers[i].duplicate)) {
-            slot_fail(s, REDMUTEX_EDUPLICATE, "server is a duplicate of another endpoint");
+        if (atomic_load(&c->servers[s->dep].duplicate)) {
+            rm_slot_fail(s, REDMUTEX_EDUPLICATE, "server is a duplicate of another endpoint");
             continue;
         }
-        pending[i] = !slot_start(call, s, i, req, connect_deadline);
+        pending[i] = !rm_slot_start(call, s, slot_req(s, req), connect_deadline);
+    }
+}
+
+/*
+ * A slot whose connection failed before its request went out may try
+ * elsewhere within its deadline: the next seed of a multi-host URL, or, on
+ * a cluster, the slot's owner after a refresh of the map (a master that
+ * died and was replaced). Nothing ran, so nothing is sent twice.
+ */
+static void reroute_failed(rm_call *call, const rm_req *req, int64_t connect_deadline, bool *pending)
+{
+    redmutex_client *c = call->c;
+    for (size_t i = 0; i < call->n; i++) {
+        rm_slot *s = &call->slots[i];
+        if (s->status != RM_SLOT_DONE || !s->broken || s->sent || s->err != REDMUTEX_ECONN || s->excluded ||
+            s->fixed_node || rm_now_ns() >= s->deadline_ns)
+            continue;
+        rm_server *entry = &c->servers[s->dep];
+        bool cluster = rm_deploy_is_cluster(c, s->dep);
+        int seeds = entry->ep.n_seeds;
+        if (cluster ? s->reroutes >= 2 : seeds < 2 || s->reroutes >= seeds - 1)
+            continue;
+        s->reroutes++;
+        if (cluster)
+            rm_deploy_refresh(NULL, c, s->dep, s->deadline_ns);
+        else
+            atomic_store(&entry->seed, (atomic_load(&entry->seed) + 1) % seeds);
+        s->status = RM_SLOT_RUNNING;
+        s->err = 0;
+        s->broken = false;
+        s->node = NULL;
+        s->asking = false;
+        pending[i] = !rm_slot_start(call, s, slot_req(s, req), connect_deadline);
     }
 }
 
@@ -430,6 +319,23 @@ typedef struct poll_set {
     bool retrying; /* a slot waits for a lent connection: poll briefly and try again */
 } poll_set;
 
+/* A pending slot: starts it if it may, else notes when to look again. */
+static void poll_pending(rm_call *call, rm_slot *s, const rm_req *req, int64_t now, int64_t connect_deadline,
+                         bool *pending, poll_set *ps)
+{
+    size_t i = (size_t)(s - call->slots);
+    if (now >= s->deadline_ns)
+        return;
+    if (s->retry_at > now) { /* a pause before a retry (TRYAGAIN, CLUSTERDOWN...) */
+        if (s->retry_at < ps->next_deadline)
+            ps->next_deadline = s->retry_at;
+        return;
+    }
+    pending[i] = !rm_slot_start(call, s, req, connect_deadline);
+    if (s->status == RM_SLOT_RUNNING && pending[i])
+        ps->retrying = true;
+}
+
 /* Retries pending slots, ends those past their deadline, and lists the rest for poll(). */
 static void poll_prepare(rm_call *call, const rm_req *req, int64_t connect_deadline, bool *pending, poll_set *ps)
 {
@@ -439,26 +345,25 @@ static void poll_prepare(rm_call *call, const rm_req *req, int64_t connect_deadl
     ps->retrying = false;
     for (size_t i = 0; i < call->n; i++) {
         rm_slot *s = &call->slots[i];
+        const rm_req *r = slot_req(s, req);
         if (s->status != RM_SLOT_RUNNING)
             continue;
-        if (pending[i] && now < s->deadline_ns)
-            pending[i] = !slot_start(call, s, i, req, connect_deadline);
+        if (pending[i])
+            poll_pending(call, s, r, now, connect_deadline, pending, ps);
         if (s->status != RM_SLOT_RUNNING)
             continue;
         if (now >= s->deadline_ns) {
             if (pending[i]) {
                 pending[i] = false;
-                slot_defer(call, s, i, req, connect_deadline);
+                slot_defer(call, s, r, connect_deadline);
             } else
                 slot_abandon(call, s, "did not answer in time");
             continue;
         }
         if (s->deadline_ns < ps->next_deadline)
             ps->next_deadline = s->deadline_ns;
-        if (pending[i]) {
-            ps->retrying = true;
+        if (pending[i])
             continue;
-        }
         ps->pfds[ps->np].fd = s->conn->fd;
         ps->pfds[ps->np].events = rm_conn_events(s->conn, s->conn->out.len > 0);
         ps->pfds[ps->np].revents = 0;
@@ -475,12 +380,12 @@ static void poll_dispatch(rm_call *call, const rm_req *req, const poll_set *ps)
         if (!ev || s->status != RM_SLOT_RUNNING)
             continue;
         if (ev & POLLOUT || s->conn->connecting)
-            slot_write(s);
+            rm_slot_write(s);
         /* Any event may let TLS read on (it can wait for writability too). */
         if (s->status == RM_SLOT_RUNNING && !s->conn->connecting)
-            slot_read(s, req);
-        if (s->status == RM_SLOT_RUNNING && s->conn->out.len > 0 && !s->conn->connecting)
-            slot_write(s);
+            rm_slot_read(call, s, slot_req(s, req));
+        if (s->status == RM_SLOT_RUNNING && s->conn && s->conn->out.len > 0 && !s->conn->connecting)
+            rm_slot_write(s);
     }
 }
 
@@ -492,7 +397,7 @@ static void end_unwaited(rm_call *call, const bool *pending)
         if (s->status != RM_SLOT_RUNNING)
             continue;
         if (pending[i]) {
-            slot_fail(s, REDMUTEX_ECONN, "was not waited for (outcome already decided)");
+            rm_slot_fail(s, REDMUTEX_ECONN, "was not waited for (outcome already decided)");
         } else {
             slot_abandon(call, s, "was not waited for (outcome already decided)");
         }
@@ -511,8 +416,9 @@ static void run_loop(rm_call *call, const rm_req *req, int64_t connect_deadline,
             decided_now = true;
         if (decided_now && !(call->must_send && any_unsent(call, pending)))
             break;
+        reroute_failed(call, req, connect_deadline, pending);
         poll_prepare(call, req, connect_deadline, pending, ps);
-        if (ps->np == 0 && !ps->retrying)
+        if (ps->np == 0 && !ps->retrying && ps->next_deadline == INT64_MAX)
             break;
         int64_t ms = rm_ms_until(ps->next_deadline);
         if (ps->retrying && ms > RM_CONN_RETRY_MS)
@@ -522,7 +428,7 @@ static void run_loop(rm_call *call, const rm_req *req, int64_t connect_deadline,
             if (errno == EINTR)
                 continue;
             for (size_t k = 0; k < ps->np; k++)
-                slot_break(&call->slots[ps->map[k]], REDMUTEX_ECONN, "poll: %s", strerror(errno));
+                rm_slot_break(&call->slots[ps->map[k]], REDMUTEX_ECONN, "poll: %s", strerror(errno));
             break;
         }
         poll_dispatch(call, req, ps);
@@ -536,7 +442,11 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
     call->started_ns = rm_now_ns();
     call->order_key = req->order_name ? rm_order_key(req->order_name) : 0;
     int64_t connect_deadline = call->started_ns + c->opts.connect_timeout_ms * RM_NS_PER_MS;
-    bool pending[REDMUTEX_SERVERS_MAX] = {false}; /* waiting for a lent connection */
+    bool small_pending[REDMUTEX_SERVERS_MAX] = {false}; /* waiting for a lent connection, or to retry */
+    bool *pending = call->n <= REDMUTEX_SERVERS_MAX ? small_pending : calloc(call->n, sizeof *pending);
+    if (!pending)
+        return REDMUTEX_ENOMEM;
+    call->pending = pending;
     start_slots(call, req, deadline_ns, connect_deadline, pending);
 
     struct pollfd small_pfds[RM_INLINE_SLOTS];
@@ -548,14 +458,20 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
         if (!ps.pfds || !ps.map) {
             free(ps.pfds);
             free(ps.map);
+            call->pending = NULL;
+            if (pending != small_pending)
+                free(pending);
             for (size_t k = 0; k < call->n; k++)
                 if (call->slots[k].status == RM_SLOT_RUNNING)
-                    slot_break(&call->slots[k], REDMUTEX_ENOMEM, "out of memory");
+                    rm_slot_break(&call->slots[k], REDMUTEX_ENOMEM, "out of memory");
             return REDMUTEX_ENOMEM;
         }
     }
     run_loop(call, req, connect_deadline, pending, decided, ud, &ps);
     end_unwaited(call, pending);
+    call->pending = NULL;
+    if (pending != small_pending)
+        free(pending);
     if (ps.pfds != small_pfds) {
         free(ps.pfds);
         free(ps.map);

@@ -25,7 +25,20 @@ typedef struct rm_req {
        (acquire, release, extend: anything that writes it); NULL for requests
        whose order does not matter (renewals, queries). */
     const char *order_name;
+    /* The name whose hash slot routes the request on a cluster when it has
+       no order_name (queries); every key of a request is in that slot. NULL
+       and no order_name: a request without keys (any node). */
+    const char *route_name;
+    /* More than RM_REQ_MAX_CMDS commands (a renewal batch of many slots):
+       cmds[] is unused and these are the ncmds commands. */
+    const rm_cmd *many;
 } rm_req;
+
+/** Command k of a request. */
+static inline const rm_cmd *rm_req_cmd(const rm_req *req, size_t k)
+{
+    return req->many ? &req->many[k] : &req->cmds[k];
+}
 
 enum rm_slot_status { RM_SLOT_IDLE, RM_SLOT_RUNNING, RM_SLOT_DONE };
 
@@ -47,7 +60,23 @@ typedef struct rm_slot {
     bool not_waited;      /* the outcome was decided before this server answered */
     bool excluded;        /* not part of this run (rm_call.only) */
     int64_t deadline_ns;  /* this slot's deadline (longer while connecting) */
-    rm_reply *replies[RM_REQ_MAX_CMDS];
+    rm_reply **replies;   /* one per command: small_replies, or allocated for a long request */
+    rm_reply *small_replies[RM_REQ_MAX_CMDS];
+    size_t n_replies;     /* room in replies */
+    /* Deployments and clusters: the deployment this slot talks to (its
+       index; slot i is deployment i unless the caller made the call with
+       rm_call_begin_targets), a node fixed by the caller (a renewal batch
+       of that node) and its own request, or NULL. */
+    size_t dep;
+    rm_server *fixed_node;
+    const rm_req *req;
+    int keyslot;          /* the request's hash slot on a cluster, -1: none */
+    rm_server *node;      /* where this run's request goes (chosen when it starts) */
+    int redirects;        /* MOVED and ASK followed in this run */
+    int retries;          /* TRYAGAIN, CLUSTERDOWN... retried in this run */
+    bool asking;          /* ASK: each command goes behind ASKING */
+    int reroutes;         /* seeds or nodes tried after a connection failed before sending */
+    int64_t retry_at;     /* waiting to retry (TRYAGAIN, CLUSTERDOWN...) until then */
 } rm_slot;
 
 typedef struct rm_call rm_call;
@@ -60,7 +89,6 @@ struct rm_call {
     redmutex_client *c;
     size_t n;
     rm_slot *slots;
-    rm_slot inline_slots[RM_INLINE_SLOTS];
     int64_t started_ns; /* when the last run's requests started going out */
     bool strict_deadline; /* new connections get no connect_timeout beyond the deadline */
     const bool *only;     /* when set, servers i with only[i] false are left out of the run */
@@ -75,9 +103,18 @@ struct rm_call {
        locks runs after the renewal on that server, never before it. */
     const uint64_t *order_keys;
     size_t n_order_keys;
+    bool *pending;        /* rm_call_run's: slots waiting to start (a busy connection, a retry's pause) */
+    /* Last: a call clears only the fields above and the slots it uses. */
+    rm_slot inline_slots[RM_INLINE_SLOTS];
 };
 
 int rm_call_begin(rm_err *err, rm_call *call, redmutex_client *c);
+/**
+ * A call with n targets instead of one per deployment: the caller sets each
+ * slot's dep, fixed_node and req (a renewal batch per cluster node). 0 or
+ * REDMUTEX_ENOMEM.
+ */
+int rm_call_begin_targets(rm_err *err, rm_call *call, redmutex_client *c, size_t n);
 /**
  * Sends req to every server and collects replies until all answered, the
  * deadline passed, or decided() says the result is known. Per-server
@@ -93,6 +130,48 @@ void rm_call_end(rm_call *call);
 size_t rm_call_answered(const rm_call *call);
 /** Slots that failed for real (not excluded, not merely left unwaited-for). */
 size_t rm_call_failed(const rm_call *call);
+/* ---- one slot's I/O (slot.c), for fanout.c ------------------------------ */
+
+/** Frees s's replies. */
+void rm_slot_clear(rm_slot *s);
+/** Ends s with an error (its connection is kept). */
+void rm_slot_fail(rm_slot *s, int code, const char *msg);
+/** A transport failure: ends s and closes its connection. */
+void rm_slot_break(rm_slot *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/** Puts a fresh connection's handshake in its output. */
+void rm_slot_handshake(rm_slot *s);
+/** Puts the request in the connection's output (behind what it owes). 0 or REDMUTEX_ENOMEM. */
+int rm_slot_request(rm_slot *s, const rm_req *req, bool eval);
+/** Sends what it can without blocking (connecting first). */
+void rm_slot_write(rm_slot *s);
+/** Reads the replies that arrived and acts on them once all are in. */
+void rm_slot_read(rm_call *call, rm_slot *s, const rm_req *req);
+/** (fanout.c) Takes s's connection and sends; false while the connection it must follow is lent out. */
+bool rm_slot_start(rm_call *call, rm_slot *s, const rm_req *req, int64_t connect_deadline);
+
+/* ---- cluster redirects (redirect.c) ----------------------------------- */
+
+enum { RM_REDIRECT_NONE, RM_REDIRECT_NOW, RM_REDIRECT_LATER, RM_REDIRECT_FAIL };
+/** At most this many MOVED/ASK per target and run (then the redirect loop is the error). */
+#define RM_REDIRECTS_MAX 5
+
+/**
+ * Routes slot s of a cluster deployment: checks that the request's name
+ * can be used on a cluster (every key of the lock in one slot) and sets
+ * s->keyslot and s->node. 0, or an error code (EINVAL for such a name,
+ * ECONN when no master owns the slot).
+ */
+int rm_redirect_route(rm_err *err, rm_call *call, rm_slot *s, const rm_req *req);
+/**
+ * Reads s's replies for a cluster's redirect or retry: MOVED (the map is
+ * corrected, s->node is the new owner), ASK (s->node the node to ask,
+ * s->asking), TRYAGAIN, CLUSTERDOWN, MASTERDOWN, LOADING (s->retry_at, after
+ * a short pause within the deadline). RM_REDIRECT_NONE when there is none;
+ * RM_REDIRECT_FAIL with s->err and s->msg set when it cannot be followed (too
+ * many redirects, no time left). The replies are left to the caller.
+ */
+int rm_redirect_read(rm_call *call, rm_slot *s, const rm_req *req);
+
 /** Whether server i's request went out but its reply did not arrive: it may have run. */
 static inline bool rm_slot_unknown(const rm_slot *s) { return s->err != 0 && s->sent && !s->excluded; }
 

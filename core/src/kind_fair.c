@@ -81,9 +81,12 @@
     "kind_is(KEYS[4], 'hash')) then return " RM_LUA_WRONGTYPE " end\n" RM_LUA_MAY_DEF            \
     "if not (may('hset', KEYS[1], 'f', '1') and may('rpush', KEYS[2], 'f') and "                  \
     "may('zadd', KEYS[3], '0', 'f') and may('hset', KEYS[4], 'f', 'v') and "                      \
-    "may('publish', KEYS[5] .. ':f', '0')) then " RM_LUA_NOPERM("change the keys of this fair lock") " end\n"
+    "may(ARGV[#ARGV], KEYS[5] .. ':f', '0')) then " RM_LUA_NOPERM("change the keys of this fair lock") " end\n"
 
 /*
+ * Every fair script's last ARGV is the command it publishes with
+ * (RM_ARG_PUBLISH: spublish on a 7.0+ cluster, as Redisson does).
+ *
  * Shared definitions. now: the server's clock in ms (waiter records); nowc:
  * the caller's wall clock in ms (Redisson's timeouts, ARGV[NOWC]); W: the
  * thread wait (ARGV[W]).
@@ -138,11 +141,11 @@
     "      redis.call('pexpire', KEYS[1], dl - now)\n"                                           \
     "      local f = 0\n"                                                                        \
     "      if fz == '1' then f = redis.call('incr', KEYS[6]) end\n"                              \
-    "      redis.call('publish', KEYS[5] .. ':' .. h, 'g ' .. id .. ' ' .. f)\n"                 \
+    "      redis.call(ARGV[#ARGV], KEYS[5] .. ':' .. h, 'g ' .. id .. ' ' .. f)\n"                 \
     "      return\n"                                                                             \
     "    end\n"                                                                                  \
     "  end\n"                                                                                    \
-    "  redis.call('publish', KEYS[5] .. ':' .. h, '0')\n"                                        \
+    "  redis.call(ARGV[#ARGV], KEYS[5] .. ':' .. h, '0')\n"                                        \
     "end\n"
 
 /*
@@ -338,6 +341,7 @@ static rm_cmd fair_acquire(const redmutex_lock *l, const rm_acq_in *in, rm_kargs
     a[k++] = st->num[4];
     if (in->nest_latch)
         a[k++] = rm_i64_str(st->num[5], in->latch_ms);
+    a[k++] = RM_ARG_PUBLISH;
     return (rm_cmd){RM_SCRIPT_FAIR_ACQUIRE, (int)k, a, NULL};
 }
 
@@ -357,7 +361,8 @@ static rm_cmd fair_release(const redmutex_lock *l, const char *value, const char
     a[10] = st->num[1];
     a[11] = st->num[2];
     a[12] = st->num[3];
-    return (rm_cmd){RM_SCRIPT_FAIR_RELEASE, 13, a, NULL};
+    a[13] = RM_ARG_PUBLISH;
+    return (rm_cmd){RM_SCRIPT_FAIR_RELEASE, 14, a, NULL};
 }
 
 static rm_cmd fair_force(const redmutex_lock *l, rm_kargs *st)
@@ -369,7 +374,8 @@ static rm_cmd fair_force(const redmutex_lock *l, rm_kargs *st)
     snprintf(st->num[1], sizeof st->num[1], "%" PRId64, wall_ms());
     a[7] = st->num[0];
     a[8] = st->num[1];
-    return (rm_cmd){RM_SCRIPT_FAIR_FORCE, 9, a, NULL};
+    a[9] = RM_ARG_PUBLISH;
+    return (rm_cmd){RM_SCRIPT_FAIR_FORCE, 10, a, NULL};
 }
 
 /* Extending and inspecting a fair lock is the reentrant lock's business: same hash. */
@@ -449,7 +455,8 @@ void rm_fair_leave(redmutex_lock *l, const char *value, const bool *only, bool g
     a[8] = st.num[0];
     a[9] = st.num[1];
     a[10] = give_back ? "1" : "0";
-    rm_req req = {1, {{RM_SCRIPT_FAIR_LEAVE, 11, a, NULL}}, l->name};
+    a[11] = RM_ARG_PUBLISH;
+    rm_req req = {1, {{RM_SCRIPT_FAIR_LEAVE, 12, a, NULL}}, l->name, NULL, NULL};
     rm_call call;
     if (rm_call_begin(NULL, &call, c) == 0) {
         /* Like a release: sent to every server, in order behind this owner's attempts. */

@@ -44,17 +44,18 @@ const char rm_lua_lock_acquire[] =
         "if t ~= 'string' and t ~= 'none' then return " RM_LUA_WRONGTYPE " end\n"
         "return {0, redis.call('pttl', KEYS[1])}\n";
 
-/* RM_SCRIPT_LOCK_RELEASE: KEYS name, channel, latch; ARGV token, latch ms.
+/* RM_SCRIPT_LOCK_RELEASE: KEYS name, channel, latch; ARGV token, latch ms,
+   the publish command (RM_ARG_PUBLISH: spublish on a 7.0+ cluster).
    Returns 1 when deleted, nil when the token does not match. A latch left
    by an earlier attempt with the same request id answers a retry. */
 const char rm_lua_lock_release[] =
         "local l = redis.call('get', KEYS[3])\n"
         "if l ~= false then return tonumber(l) end\n"
         "if redis.call('get', KEYS[1]) ~= ARGV[1] then return nil end\n" RM_LUA_MAY_DEF
-        "if not may('publish', KEYS[2], '0') then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
+        "if not may(ARGV[3], KEYS[2], '0') then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
         "if not may('set', KEYS[3], '1', 'px', ARGV[2]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"
         "redis.call('del', KEYS[1])\n"
-        "redis.call('publish', KEYS[2], '0')\n"
+        "redis.call(ARGV[3], KEYS[2], '0')\n"
         "redis.call('set', KEYS[3], 1, 'px', ARGV[2])\n"
         "return 1\n";
 
@@ -95,9 +96,9 @@ static rm_cmd plain_release(const redmutex_lock *l, const char *value, const cha
     (void)lease_ms;
     rm_i64_str(st->num[0], latch_ms);
     const char *channel = rm_lock_channel_key(l, st->key[0], sizeof st->key[0]);
-    const char *argv[] = {"3", l->name, channel, latch_key, value, st->num[0]};
+    const char *argv[] = {"3", l->name, channel, latch_key, value, st->num[0], RM_ARG_PUBLISH};
     memcpy(st->argv, argv, sizeof argv);
-    return (rm_cmd){RM_SCRIPT_LOCK_RELEASE, 6, st->argv, NULL};
+    return (rm_cmd){RM_SCRIPT_LOCK_RELEASE, 7, st->argv, NULL};
 }
 
 static rm_cmd plain_extend(const redmutex_lock *l, const char *value, int64_t ms, bool replace, rm_kargs *st)
@@ -120,9 +121,10 @@ static rm_cmd plain_inspect(const redmutex_lock *l, const char *value, rm_kargs 
 
 static rm_cmd plain_force(const redmutex_lock *l, rm_kargs *st)
 {
-    const char *argv[] = {"2", l->name, rm_lock_channel_key(l, st->key[0], sizeof st->key[0]), "string"};
+    const char *argv[] = {"2", l->name, rm_lock_channel_key(l, st->key[0], sizeof st->key[0]), "string",
+                          RM_ARG_PUBLISH};
     memcpy(st->argv, argv, sizeof argv);
-    return (rm_cmd){RM_SCRIPT_FORCE_RELEASE, 4, st->argv, NULL};
+    return (rm_cmd){RM_SCRIPT_FORCE_RELEASE, 5, st->argv, NULL};
 }
 
 const rm_kind_ops rm_plain_ops = {

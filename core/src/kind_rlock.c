@@ -105,7 +105,8 @@ static rm_cmd rlock_release(const redmutex_lock *l, const char *value, const cha
     rm_i64_str(st->num[0], latch_ms);
     rm_i64_str(st->num[1], lease_ms);
     const char *channel = rm_lock_channel_key(l, st->key[0], sizeof st->key[0]);
-    const char *argv[] = {"3", l->name, channel, latch_key, "0", st->num[1], value, "publish", st->num[0]};
+    /* Redisson's own way: the publish command is an argument (spublish on a 7.0+ cluster). */
+    const char *argv[] = {"3", l->name, channel, latch_key, "0", st->num[1], value, RM_ARG_PUBLISH, st->num[0]};
     memcpy(st->argv, argv, sizeof argv);
     return (rm_cmd){RM_SCRIPT_RLOCK_RELEASE, 9, st->argv, NULL};
 }
@@ -128,9 +129,10 @@ static rm_cmd rlock_inspect(const redmutex_lock *l, const char *value, rm_kargs 
 
 static rm_cmd rlock_force(const redmutex_lock *l, rm_kargs *st)
 {
-    const char *argv[] = {"2", l->name, rm_lock_channel_key(l, st->key[0], sizeof st->key[0]), "hash"};
+    const char *argv[] = {"2", l->name, rm_lock_channel_key(l, st->key[0], sizeof st->key[0]), "hash",
+                          RM_ARG_PUBLISH};
     memcpy(st->argv, argv, sizeof argv);
-    return (rm_cmd){RM_SCRIPT_FORCE_RELEASE, 4, st->argv, NULL};
+    return (rm_cmd){RM_SCRIPT_FORCE_RELEASE, 5, st->argv, NULL};
 }
 
 const rm_kind_ops rm_rlock_ops = {

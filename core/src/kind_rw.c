@@ -103,11 +103,11 @@ const char rm_lua_read_acquire[] =
 const char rm_lua_read_release[] =
     "local l = redis.call('get', KEYS[5])\n"
     "if l ~= false then return tonumber(l) end\n" RW_CHECK_TYPE RM_LUA_MAY_DEF
-    "if not may('publish', KEYS[2], ARGV[1]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
+    "if not may(ARGV[#ARGV], KEYS[2], ARGV[1]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
     "if not may('set', KEYS[5], '1', 'px', ARGV[3]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"
     "if not may('del', KEYS[3] .. ':1') then " RM_LUA_NOPERM("DEL its timeout keys") " end\n"
     "if mode == false then\n"
-    "  redis.call('publish', KEYS[2], ARGV[1])\n"
+    "  redis.call(ARGV[#ARGV], KEYS[2], ARGV[1])\n"
     "  return nil\n"
     "end\n"
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end\n"
@@ -135,7 +135,7 @@ const char rm_lua_read_release[] =
     "  end\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "redis.call('publish', KEYS[2], ARGV[1])\n"
+    "redis.call(ARGV[#ARGV], KEYS[2], ARGV[1])\n"
     "redis.call('set', KEYS[5], 1, 'px', ARGV[3])\n"
     "return 1\n";
 
@@ -193,10 +193,10 @@ const char rm_lua_write_acquire[] =
 const char rm_lua_write_release[] =
     "local l = redis.call('get', KEYS[3])\n"
     "if l ~= false then return tonumber(l) end\n" RW_CHECK_TYPE RM_LUA_MAY_DEF
-    "if not may('publish', KEYS[2], ARGV[1]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
+    "if not may(ARGV[#ARGV], KEYS[2], ARGV[1]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
     "if not may('set', KEYS[3], '1', 'px', ARGV[4]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"
     "if mode == false then\n"
-    "  redis.call('publish', KEYS[2], ARGV[1])\n"
+    "  redis.call(ARGV[#ARGV], KEYS[2], ARGV[1])\n"
     "  return nil\n"
     "end\n"
     "if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end\n"
@@ -212,17 +212,18 @@ const char rm_lua_write_release[] =
     "else\n"
     "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
     "end\n"
-    "redis.call('publish', KEYS[2], ARGV[1])\n"
+    "redis.call(ARGV[#ARGV], KEYS[2], ARGV[1])\n"
     "redis.call('set', KEYS[3], 1, 'px', ARGV[4])\n"
     "return 1\n";
 
-/* Force release of one side. KEYS: [1] NAME, [2] channel. ARGV: [1] mode, [2] message. */
+/* Force release of one side. KEYS: [1] NAME, [2] channel. ARGV: [1] mode, [2] message, then the
+   publish command (as every publishing script here: its last ARGV, RM_ARG_PUBLISH). */
 const char rm_lua_rw_force[] =
     RW_CHECK_TYPE RM_LUA_MAY_DEF
-    "if not may('publish', KEYS[2], ARGV[2]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
+    "if not may(ARGV[#ARGV], KEYS[2], ARGV[2]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
     "if mode ~= ARGV[1] then return 0 end\n"
     "redis.call('del', KEYS[1])\n"
-    "redis.call('publish', KEYS[2], ARGV[2])\n"
+    "redis.call(ARGV[#ARGV], KEYS[2], ARGV[2])\n"
     "return 1\n";
 
 /*
@@ -311,9 +312,9 @@ static rm_cmd rw_release(const redmutex_lock *l, const char *value, const char *
     snprintf(st->num[0], sizeof st->num[0], "%" PRId64, latch_ms);
     snprintf(st->num[1], sizeof st->num[1], "%" PRId64, lease_ms);
     if (is_write(l)) {
-        const char *argv[] = {"3", l->name, channel, latch_key, "1", st->num[1], value, st->num[0]};
+        const char *argv[] = {"3", l->name, channel, latch_key, "1", st->num[1], value, st->num[0], RM_ARG_PUBLISH};
         memcpy(a, argv, sizeof argv);
-        return (rm_cmd){RM_SCRIPT_WRITE_RELEASE, 8, a, NULL};
+        return (rm_cmd){RM_SCRIPT_WRITE_RELEASE, 9, a, NULL};
     }
     const char *argv[] = {"5",
                           l->name,
@@ -323,9 +324,10 @@ static rm_cmd rw_release(const redmutex_lock *l, const char *value, const char *
                           latch_key,
                           "0",
                           value,
-                          st->num[0]};
+                          st->num[0],
+                          RM_ARG_PUBLISH};
     memcpy(a, argv, sizeof argv);
-    return (rm_cmd){RM_SCRIPT_READ_RELEASE, 9, a, NULL};
+    return (rm_cmd){RM_SCRIPT_READ_RELEASE, 10, a, NULL};
 }
 
 static rm_cmd rw_extend(const redmutex_lock *l, const char *value, int64_t ms, bool replace, rm_kargs *st)
@@ -369,9 +371,9 @@ static rm_cmd rw_force(const redmutex_lock *l, rm_kargs *st)
 {
     const char *argv[] = {"2", l->name,
                           rm_derived_key(l, "redisson_rwlock", "", st->key[0], sizeof st->key[0]),
-                          is_write(l) ? "write" : "read", is_write(l) ? "1" : "0"};
+                          is_write(l) ? "write" : "read", is_write(l) ? "1" : "0", RM_ARG_PUBLISH};
     memcpy(st->argv, argv, sizeof argv);
-    return (rm_cmd){RM_SCRIPT_RW_FORCE, 5, st->argv, NULL};
+    return (rm_cmd){RM_SCRIPT_RW_FORCE, 6, st->argv, NULL};
 }
 
 const rm_kind_ops rm_rw_ops = {

@@ -11,6 +11,7 @@
 #include "client.h"
 #include "conn.h"
 #include "internal.h"
+#include "deploy.h"
 #include "pool.h"
 
 #include <stdio.h>
@@ -76,9 +77,8 @@ static void owing_settle(redmutex_client *c, rm_server *srv)
     }
 }
 
-int rm_pool_take(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out)
+int rm_pool_take(rm_err *err, redmutex_client *c, rm_server *srv, uint64_t order_key, rm_conn **out)
 {
-    rm_server *srv = &c->servers[i];
     rm_client_lock(c);
     if (srv->n_owing > 0) {
         owing_settle(c, srv);
@@ -172,9 +172,8 @@ int rm_pool_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key)
     return rc;
 }
 
-int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, const void *bytes, size_t len, size_t count)
+int rm_pool_defer(redmutex_client *c, rm_server *srv, uint64_t order_key, const void *bytes, size_t len, size_t count)
 {
-    rm_server *srv = &c->servers[i];
     int rc = 1;
     rm_client_lock(c);
     for (size_t k = 0; k < srv->n_owing; k++) {
@@ -226,6 +225,14 @@ int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const
     int rc = 0;
     const rm_server *dup = NULL;
     rm_client_lock(c);
+    /* A cluster's locks are judged by their keys wherever the slot lives
+       now (a failover, a migration): no restart rule, and its nodes are
+       not compared with other deployments' servers. */
+    if (srv->node || atomic_load(&srv->dep->topology) == RM_TOPOLOGY_CLUSTER) {
+        snprintf(srv->run_id, sizeof srv->run_id, "%s", run_id);
+        rm_client_unlock(c);
+        return 0;
+    }
     if (strcmp(srv->run_id, run_id) != 0) {
         /* A new run_id means the server restarted: locks granted by its
            previous life no longer count towards a quorum. */

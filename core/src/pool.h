@@ -13,13 +13,13 @@
 /** rm_pool_take: the connection that must carry the request is lent to another call. */
 #define RM_CONN_BUSY 1
 /**
- * Takes a connection for server i for a request ordered by `order_key` (0:
- * no order): the connection that still owes replies for that key if there is
+ * Takes a connection to srv (deployment i itself, or one of its cluster
+ * nodes) for a request ordered by `order_key` (0: no order): the connection that still owes replies for that key if there is
  * one, else a pooled or new one. RM_CONN_BUSY when that owing connection is
  * lent to another call right now (try again shortly: nothing was sent).
  * Caller holds no mutex.
  */
-int rm_pool_take(rm_err *err, redmutex_client *c, size_t i, uint64_t order_key, rm_conn **out);
+int rm_pool_take(rm_err *err, redmutex_client *c, rm_server *srv, uint64_t order_key, rm_conn **out);
 /**
  * Returns a connection to the pool, or to the owing list when it still owes
  * replies (then order_key, the key of the request it owes for, is recorded).
@@ -37,13 +37,13 @@ int rm_pool_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key);
 /**
  * Queues `len` bytes holding `count` commands (a release that could not be
  * sent by its deadline because the connection it must follow was lent to
- * another call) behind every connection to server i that owes replies for
+ * another call) behind every connection to srv that owes replies for
  * order_key. Each is sent as soon as its connection is free: at once if it
  * is, else when the call that has it gives it back. 0 when queued, 1 when no
  * connection owes for order_key (the request may take a connection itself),
  * REDMUTEX_ENOMEM. Never blocks beyond one non-blocking send.
  */
-int rm_pool_defer(redmutex_client *c, size_t i, uint64_t order_key, const void *bytes, size_t len, size_t count);
+int rm_pool_defer(redmutex_client *c, rm_server *srv, uint64_t order_key, const void *bytes, size_t len, size_t count);
 /** Called with the run_id a fresh connection reported; detects restarts and duplicates. */
 int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const char *run_id);
 /** In a forked child: closes the parent's pooled and owing connections (our copies of them). */

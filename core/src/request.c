@@ -42,6 +42,8 @@ void rm_release_request(redmutex_lock *l, const char *value, const char *latch_k
     int64_t latch_ms = rm_latch_ms(l->c);
     req->ncmds = 1;
     req->order_name = l->name;
+    req->route_name = NULL;
+    req->many = NULL;
     req->cmds[0] = rm_kind_of(l)->release(l, value, latch_key, lease_ms, latch_ms, st);
 }
 

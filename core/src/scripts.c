@@ -29,14 +29,15 @@
 #define NOPERM(what) RM_LUA_NOPERM(what)
 
 static const char *const script_text[RM_SCRIPT_COUNT] = {
-    /* RM_SCRIPT_FORCE_RELEASE: KEYS name, channel; ARGV expected type (string|hash). */
+    /* RM_SCRIPT_FORCE_RELEASE: KEYS name, channel; ARGV expected type (string|hash),
+       the publish command (RM_ARG_PUBLISH: spublish on a 7.0+ cluster). */
     [RM_SCRIPT_FORCE_RELEASE] =
         "local t = redis.call('type', KEYS[1])['ok']\n"
         "if t == 'none' then return 0 end\n"
         "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n" MAY_DEF
-        "if not may('publish', KEYS[2], '0') then " NOPERM("PUBLISH the release") " end\n"
+        "if not may(ARGV[2], KEYS[2], '0') then " NOPERM("PUBLISH the release") " end\n"
         "redis.call('del', KEYS[1])\n"
-        "redis.call('publish', KEYS[2], '0')\n"
+        "redis.call(ARGV[2], KEYS[2], '0')\n"
         "return 1\n",
 
     /* RM_SCRIPT_INSPECT: KEYS name; ARGV expected type, owner value ('' = nobody).
@@ -134,6 +135,54 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
     [RM_SCRIPT_LATCH_TRY_SET] = rm_lua_latch_try_set,
     [RM_SCRIPT_LATCH_COUNT_DOWN] = rm_lua_latch_count_down,
     [RM_SCRIPT_LATCH_DELETE] = rm_lua_latch_delete,
+
+    /* RM_SCRIPT_LOCK_INFO: what is stored under a name, whatever the kind;
+       read only (redmutex_lock_inspect, query.c). KEYS name, fencing counter;
+       ARGV a fair lock's queue key, the longest owner to return.
+       The queue key is not declared and its reads may fail: a user whose
+       ACL covers plain and reentrant locks only (docs/security.md) has no
+       rights on it, and gets a queue of 0 instead of an error; so does one
+       without HGETALL, with no owner for a hash. Replies {kind, pttl,
+       owner, its hold count, readers, queue length, fence counter or nil};
+       kind is 'none', 'string', 'hash', 'rw-read', 'rw-write', or the
+       key's type when it is no lock. A plain lock's token is cut to its
+       first 8 characters: the whole token would let anyone release it. */
+    [RM_SCRIPT_LOCK_INFO] =
+        "local t = redis.call('type', KEYS[1])['ok']\n"
+        "local fence = false\n"
+        "if redis.call('type', KEYS[2])['ok'] == 'string' then fence = redis.call('get', KEYS[2]) end\n"
+        "local q = 0\n"
+        "local qt = redis.pcall('type', ARGV[1])\n"
+        "if type(qt) == 'table' and qt['ok'] == 'list' then\n"
+        "  q = redis.pcall('llen', ARGV[1])\n"
+        "  if type(q) ~= 'number' then q = 0 end\n"
+        "end\n"
+        "if t == 'none' then return {'none', -2, '', 0, 0, q, fence} end\n"
+        "local ttl = redis.call('pttl', KEYS[1])\n"
+        "if t == 'string' then\n"
+        "  local v = redis.call('get', KEYS[1])\n"
+        "  return {'string', ttl, string.sub(v, 1, math.min(8, math.floor(#v / 2))), 1, 0, q, fence}\n"
+        "end\n"
+        "if t ~= 'hash' then return {t, ttl, '', 0, 0, q, fence} end\n"
+        "local mode = redis.call('hget', KEYS[1], 'mode')\n"
+        "if mode ~= 'read' and mode ~= 'write' then mode = false end\n"
+        "local owner, count, readers = '', 0, 0\n"
+        "local all = redis.pcall('hgetall', KEYS[1])\n"
+        "if type(all) == 'table' and not all['err'] then\n"
+        "  for i = 1, #all, 2 do\n"
+        "    local k, v = all[i], all[i + 1]\n"
+        "    if not (mode and k == 'mode') then\n"
+        "      local writer = mode == 'write' and string.sub(k, -6) == ':write'\n"
+        "      if mode and not writer then readers = readers + 1 end\n"
+        "      if (mode == 'write' and writer) or (mode ~= 'write' and (owner == '' or k < owner)) then\n"
+        "        owner, count = k, tonumber(v) or 0\n"
+        "      end\n"
+        "    end\n"
+        "  end\n"
+        "end\n"
+        "local kind = 'hash'\n"
+        "if mode then kind = 'rw-' .. mode end\n"
+        "return {kind, ttl, string.sub(owner, 1, tonumber(ARGV[2])), count, readers, q, fence}\n",
 };
 
 static char script_sha[RM_SCRIPT_COUNT][41];
@@ -158,10 +207,14 @@ const char *rm_script_sha(int id)
     return script_sha[id];
 }
 
-int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval)
+const char rm_arg_publish[] = "publish";
+
+int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish)
 {
     if (cmd->script < 0)
         return rm_format_command(b, cmd->argc, cmd->argv, cmd->lens);
+    if (!publish)
+        publish = "publish";
     const char *small_argv[16];
     size_t small_lens[16];
     const char **argv = small_argv;
@@ -181,8 +234,9 @@ int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval)
     argv[1] = eval ? rm_script_text(cmd->script) : rm_script_sha(cmd->script);
     lens[1] = strlen(argv[1]);
     for (int k = 0; k < cmd->argc; k++) {
-        argv[k + 2] = cmd->argv[k];
-        lens[k + 2] = cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
+        bool verb = cmd->argv[k] == rm_arg_publish;
+        argv[k + 2] = verb ? publish : cmd->argv[k];
+        lens[k + 2] = verb ? strlen(publish) : cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
     }
     int rc = rm_format_command(b, argc, argv, lens);
     if (argv != small_argv) {

@@ -42,6 +42,7 @@ enum rm_script_id {
     RM_SCRIPT_LATCH_TRY_SET,     /* count-down latches (latch.c) */
     RM_SCRIPT_LATCH_COUNT_DOWN,
     RM_SCRIPT_LATCH_DELETE,
+    RM_SCRIPT_LOCK_INFO,         /* redmutex_lock_inspect: any kind (query.c reads its reply) */
     RM_SCRIPT_COUNT
 };
 
@@ -61,11 +62,21 @@ typedef struct rm_cmd {
     size_t *lens;
 } rm_cmd;
 
+/*
+ * An argument that stands for the command a script publishes a release
+ * with: each deployment's own ("spublish" on a 7.0+ cluster, "publish"
+ * otherwise, as Redisson's sharded subscription mode AUTO does), put in
+ * when the request is formatted for it. Compared by address.
+ */
+extern const char rm_arg_publish[];
+#define RM_ARG_PUBLISH rm_arg_publish
+
 /**
  * Appends cmd in RESP to b: a plain command as it is, a script command as
- * EVALSHA <sha> ..., or EVAL <text> ... when eval (after NOSCRIPT). 0 or
+ * EVALSHA <sha> ..., or EVAL <text> ... when eval (after NOSCRIPT); an
+ * argument RM_ARG_PUBLISH becomes `publish` (NULL: "publish"). 0 or
  * REDMUTEX_ENOMEM.
  */
-int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval);
+int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish);
 
 #endif

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "client.h"
 #include "conn.h"
+#include "deploy.h"
 #include "internal.h"
 #include "kind.h" /* what a message means: rm_message_wakes */
 #include "resp.h"
@@ -59,11 +60,23 @@ void rm_channel_wake_one(rm_channel *ch)
         }
 }
 
+void rm_channel_wake_all(rm_channel *ch)
+{
+    for (rm_waiter *w = ch->head; w; w = w->next)
+        wake_waiter(w);
+}
+
 static void wake_all(rm_subscriber *sub)
 {
     for (rm_channel *ch = sub->channels; ch; ch = ch->next)
-        for (rm_waiter *w = ch->head; w; w = w->next)
-            wake_waiter(w);
+        rm_channel_wake_all(ch);
+}
+
+bool rm_channel_up(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch, size_t i)
+{
+    if (!rm_deploy_sharded_locked(c, i))
+        return sub->up[i];
+    return ch->at[i] >= 0 && sub->shards[ch->at[i]].conn != NULL;
 }
 
 static void free_channel(rm_channel *ch)
@@ -72,6 +85,7 @@ static void free_channel(rm_channel *ch)
     free(ch->sent);
     free(ch->confirmed);
     free(ch->skip);
+    free(ch->at);
     free(ch);
 }
 
@@ -88,8 +102,10 @@ static void free_subscriber(redmutex_client *c, rm_subscriber *sub)
         sub->channels = ch->next;
         free_channel(ch);
     }
+    rm_shard_free(sub);
     if (sub->wake_fd >= 0)
         close(sub->wake_fd);
+    free(sub->refresh);
     free(sub->conns);
     free(sub->up);
     free(sub->out);
@@ -100,79 +116,6 @@ static void free_subscriber(redmutex_client *c, rm_subscriber *sub)
 }
 
 /* ---- the thread -------------------------------------------------------- */
-
-/* Connects to server i and runs the handshake, giving up at the deadline or on a wake-up. */
-static rm_conn *connect_pubsub(redmutex_client *c, rm_subscriber *sub, size_t i)
-{
-    rm_conn *conn = NULL;
-    if (rm_conn_open(NULL, &conn, &c->servers[i]) != 0)
-        return NULL;
-    int64_t deadline = rm_deadline_after_ms(c->opts.connect_timeout_ms);
-    rm_buf hs = {0};
-    size_t n = rm_conn_handshake(conn, &hs, false);
-    conn->fresh = false;
-    size_t sent = 0, got = 0;
-    bool ok = true;
-    while (ok && (conn->connecting || sent < hs.len || got < n)) {
-        struct pollfd p[2] = {{conn->fd, rm_conn_events(conn, sent < hs.len), 0}, {sub->wake_fd, POLLIN, 0}};
-        int64_t ms = rm_ms_until(deadline);
-        if (ms <= 0)
-            break;
-        int r = poll(p, 2, ms > 1000 ? 1000 : (int)ms);
-        if (r < 0 && errno != EINTR)
-            ok = false;
-        if (r <= 0)
-            continue;
-        if (p[1].revents) {
-            rm_client_lock(c);
-            bool stop = sub->stop;
-            rm_client_unlock(c);
-            if (stop)
-                ok = false;
-            else
-                rm_fd_drain(sub->wake_fd);
-            /* The wake-up is not lost: the main loop re-plans after connecting. */
-        }
-        if (!ok || !p[0].revents)
-            continue;
-        int rc = rm_conn_establish(NULL, conn); /* connect() and the TLS handshake */
-        if (rc != 0) {
-            ok = rc > 0;
-            continue;
-        }
-        if (sent < hs.len) {
-            ssize_t w = rm_conn_send(NULL, conn, hs.data + sent, hs.len - sent);
-            ok = w >= 0;
-            sent += w > 0 ? (size_t)w : 0;
-            continue;
-        }
-        char buf[4096], err[160];
-        ssize_t k;
-        while ((k = rm_conn_recv(NULL, conn, buf, sizeof buf)) > 0) {
-            if (rm_reader_feed(conn->reader, buf, (size_t)k, err, sizeof err) != 0)
-                k = -1;
-            if (k < 0 || (size_t)k < sizeof buf)
-                break;
-        }
-        if (k < 0) {
-            ok = false;
-            continue;
-        }
-        rm_reply *rep;
-        while (ok && got < n && rm_reader_next(conn->reader, &rep, err, sizeof err) == 1) {
-            if (rm_conn_check_handshake(NULL, conn, got, n, false, rep) != 0)
-                ok = false;
-            rm_reply_free(rep);
-            got++;
-        }
-    }
-    rm_buf_free(&hs);
-    if (!ok || conn->connecting || sent < hs.len || got < n) {
-        rm_conn_close(conn);
-        return NULL;
-    }
-    return conn;
-}
 
 static void append_cmd(rm_buf *b, const char *verb, const char *channel)
 {
@@ -189,13 +132,35 @@ rm_channel *rm_channel_find(rm_subscriber *sub, const char *name, size_t len)
     return NULL;
 }
 
-/* A pub/sub push or reply from server i. Caller holds c->mu. */
-static void handle_push(rm_subscriber *sub, size_t i, rm_reply *r)
+/* Sharded pub/sub names its pushes with an "s" in front; they mean the same. */
+static const char *push_kind(const char *kind)
+{
+    return kind[0] == 's' && (strcmp(kind, "smessage") == 0 || strcmp(kind, "ssubscribe") == 0 ||
+                              strcmp(kind, "sunsubscribe") == 0)
+               ? kind + 1
+               : kind;
+}
+
+/* A server-sent sunsubscribe: the channel's slot moved away (or its node was
+   demoted). It is subscribed again on the slot's owner from a fresh map, and
+   its waiters look at the lock now. */
+static void moved_away(rm_subscriber *sub, rm_channel *ch, size_t i)
+{
+    ch->at[i] = -1;
+    ch->sent[i] = false;
+    ch->skip[i] = 0;
+    sub->refresh[i] = true;
+    rm_channel_wake_all(ch);
+    rm_fd_signal(sub->wake_fd);
+}
+
+void rm_subscriber_push(rm_subscriber *sub, size_t i, rm_reply *r)
 {
     if (r->type != RM_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != RM_REPLY_STRING ||
         r->element[1]->type != RM_REPLY_STRING)
         return;
-    const char *kind = r->element[0]->str;
+    const char *kind = push_kind(r->element[0]->str);
+    bool sharded = kind != r->element[0]->str;
     rm_channel *ch = rm_channel_find(sub, r->element[1]->str, r->element[1]->len);
     if (!ch)
         return;
@@ -229,6 +194,20 @@ static void handle_push(rm_subscriber *sub, size_t i, rm_reply *r)
             rm_waiter_signal(w);
     } else if (strcmp(kind, "unsubscribe") == 0) {
         ch->confirmed[i] = false;
+        if (sharded) /* the channel still exists: we did not ask */
+            moved_away(sub, ch, i);
+    }
+}
+
+bool rm_subscriber_fill(rm_conn *conn)
+{
+    char buf[4096], err[160];
+    for (;;) {
+        ssize_t got = rm_conn_recv(NULL, conn, buf, sizeof buf);
+        if (got < 0 || (got > 0 && rm_reader_feed(conn->reader, buf, (size_t)got, err, sizeof err) != 0))
+            return false;
+        if (got == 0 || (size_t)got < sizeof buf)
+            return true;
     }
 }
 
@@ -255,15 +234,8 @@ static void lose_server(redmutex_client *c, rm_subscriber *sub, size_t i)
 bool rm_subscriber_read(rm_subscriber *sub, size_t i)
 {
     rm_conn *conn = sub->conns[i];
-    bool broken = false;
-    char buf[4096], err[160];
-    for (;;) {
-        ssize_t got = rm_conn_recv(NULL, conn, buf, sizeof buf);
-        if (got < 0 || (got > 0 && rm_reader_feed(conn->reader, buf, (size_t)got, err, sizeof err) != 0))
-            broken = true;
-        if (got <= 0 || broken || (size_t)got < sizeof buf)
-            break;
-    }
+    bool broken = !rm_subscriber_fill(conn);
+    char err[160];
     rm_reply *rep;
     int more;
     while (!broken && (more = rm_reader_next(conn->reader, &rep, err, sizeof err)) != 0) {
@@ -274,7 +246,7 @@ bool rm_subscriber_read(rm_subscriber *sub, size_t i)
             broken = true;
             break;
         }
-        handle_push(sub, i, rep);
+        rm_subscriber_push(sub, i, rep);
         rm_reply_free(rep);
     }
     return !broken;
@@ -306,8 +278,9 @@ static size_t plan(redmutex_client *c, rm_subscriber *sub, int64_t *next_ns)
         rm_channel *ch = *p;
         if (ch->refs == 0 && now - ch->idle_since >= LINGER_NS) {
             for (size_t i = 0; i < c->n; i++)
-                if (ch->sent[i] && sub->conns[i])
+                if (ch->sent[i] && sub->conns[i] && ch->at[i] < 0)
                     append_cmd(&sub->out[i], "UNSUBSCRIBE", ch->name);
+            rm_shard_forget(c, sub, ch);
             *p = ch->next;
             free_channel(ch);
             continue;
@@ -319,6 +292,8 @@ static size_t plan(redmutex_client *c, rm_subscriber *sub, int64_t *next_ns)
     }
     size_t connect_i = SIZE_MAX;
     for (size_t i = 0; i < c->n; i++) {
+        if (rm_deploy_sharded_locked(c, i))
+            continue; /* its channels live on the nodes of their slots (shard.c) */
         if (!sub->conns[i]) {
             if (any_wanted && now >= sub->retry_at[i] && connect_i == SIZE_MAX)
                 connect_i = i;
@@ -332,7 +307,8 @@ static size_t plan(redmutex_client *c, rm_subscriber *sub, int64_t *next_ns)
                 ch->sent[i] = true;
             }
     }
-    return connect_i;
+    size_t shard = rm_shard_plan(c, sub, any_wanted, next_ns);
+    return connect_i == SIZE_MAX && shard != SIZE_MAX ? c->n + shard : connect_i;
 }
 
 /*
@@ -362,7 +338,7 @@ static size_t poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pf
         pfds[np] = (struct pollfd){conn->fd, rm_conn_events(conn, sub->out[i].len > 0), 0};
         map[np++] = i;
     }
-    return np;
+    return rm_shard_poll_set(c, sub, pfds, map, np); /* always read by the thread */
 }
 
 /* A new connection to server i (or none: NULL). Caller holds c->mu. */
@@ -385,21 +361,58 @@ static void connected(redmutex_client *c, rm_subscriber *sub, size_t i, rm_conn 
         rm_waiter_signal(sub->leader); /* it reads this connection too from now on */
 }
 
+/* Room in the poll set for every connection, shard connections included. False: no memory. */
+static bool poll_room(redmutex_client *c, rm_subscriber *sub, struct pollfd **pfds, size_t **map, size_t *cap)
+{
+    size_t need = c->n + 1 + sub->n_shards;
+    if (need <= *cap)
+        return true;
+    struct pollfd *p = realloc(*pfds, need * sizeof *p);
+    if (p)
+        *pfds = p;
+    size_t *m = p ? realloc(*map, need * sizeof *m) : NULL;
+    if (m)
+        *map = m;
+    if (!p || !m)
+        return false;
+    *cap = need;
+    return true;
+}
+
+/* Reloads the slot maps a sunsubscribe, a MOVED or a lost node asked for, without c->mu. Caller holds c->mu. */
+static void refresh_maps(redmutex_client *c, rm_subscriber *sub)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        if (!sub->refresh[i])
+            continue;
+        sub->refresh[i] = false;
+        rm_client_unlock(c);
+        rm_deploy_refresh(NULL, c, i, rm_deadline_after_ms(c->opts.command_timeout_ms));
+        rm_client_lock(c);
+    }
+}
+
 static void *subscriber_main(void *arg)
 {
     redmutex_client *c = arg;
     rm_client_lock(c);
     rm_subscriber *sub = c->sub;
-    struct pollfd *pfds = calloc(c->n + 1, sizeof *pfds);
-    size_t *map = calloc(c->n + 1, sizeof *map);
-    while (!sub->stop && pfds && map) {
+    size_t cap = 0;
+    struct pollfd *pfds = NULL;
+    size_t *map = NULL;
+    while (!sub->stop && poll_room(c, sub, &pfds, &map, &cap)) {
+        refresh_maps(c, sub);
         int64_t next_ns = INT64_MAX;
         size_t connect_i = plan(c, sub, &next_ns);
         if (connect_i != SIZE_MAX) {
+            rm_server *srv = connect_i < c->n ? &c->servers[connect_i] : sub->shards[connect_i - c->n].node;
             rm_client_unlock(c);
-            rm_conn *conn = connect_pubsub(c, sub, connect_i);
+            rm_conn *conn = rm_pubsub_connect(c, sub, srv);
             rm_client_lock(c);
-            connected(c, sub, connect_i, conn);
+            if (connect_i < c->n)
+                connected(c, sub, connect_i, conn);
+            else
+                rm_shard_connected(c, sub, connect_i - c->n, conn);
             continue;
         }
         size_t np = poll_set(c, sub, pfds, map);
@@ -415,7 +428,9 @@ static void *subscriber_main(void *arg)
             rm_fd_drain(sub->wake_fd);
         for (size_t k = 1; k < np; k++) {
             size_t i = map[k];
-            if (pfds[k].revents && sub->conns[i] && !sub->dead[i] && !rm_subscriber_read(sub, i))
+            if (i >= c->n && pfds[k].revents)
+                rm_shard_read(c, sub, i - c->n);
+            else if (i < c->n && pfds[k].revents && sub->conns[i] && !sub->dead[i] && !rm_subscriber_read(sub, i))
                 drop_server(c, sub, i);
         }
     }
@@ -446,9 +461,10 @@ static rm_subscriber *ensure_subscriber(redmutex_client *c)
     sub->retry_at = calloc(c->n, sizeof *sub->retry_at);
     sub->backoff_ms = calloc(c->n, sizeof *sub->backoff_ms);
     sub->dead = calloc(c->n, sizeof *sub->dead);
+    sub->refresh = calloc(c->n, sizeof *sub->refresh);
     c->sub = sub;
     if (sub->wake_fd < 0 || !sub->conns || !sub->up || !sub->out || !sub->retry_at || !sub->backoff_ms ||
-        !sub->dead || rm_thread_start(&sub->thread, NULL, subscriber_main, c) != 0) {
+        !sub->dead || !sub->refresh || rm_thread_start(&sub->thread, NULL, subscriber_main, c) != 0) {
         c->sub = NULL;
         free_subscriber(c, sub);
         return NULL;
@@ -475,10 +491,13 @@ bool rm_channel_join(redmutex_client *c, const char *channel, rm_waiter *w)
         ch->sent = calloc(c->n, sizeof *ch->sent);
         ch->confirmed = calloc(c->n, sizeof *ch->confirmed);
         ch->skip = calloc(c->n, sizeof *ch->skip);
-        if (!ch->name || !ch->sent || !ch->confirmed || !ch->skip) {
+        ch->at = malloc(c->n * sizeof *ch->at);
+        if (!ch->name || !ch->sent || !ch->confirmed || !ch->skip || !ch->at) {
             free_channel(ch);
             return false;
         }
+        for (size_t i = 0; i < c->n; i++)
+            ch->at[i] = -1;
         ch->next = sub->channels;
         sub->channels = ch;
     }

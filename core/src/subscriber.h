@@ -14,6 +14,7 @@
 #include "interrupt.h"
 #include "waiter.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -26,8 +27,19 @@ typedef struct rm_channel {
     bool *sent;      /* per server: SUBSCRIBE sent (and no UNSUBSCRIBE since) */
     bool *confirmed; /* per server: the server confirmed the subscription */
     int *skip;       /* per server: release messages already acted on by a local hand-off */
+    int *at;         /* per server: on a sharded cluster, the shard connection it is subscribed on, -1 none */
     rm_waiter *head, *tail;
 } rm_channel;
+
+/* A pub/sub connection to one node of a cluster that speaks sharded pub/sub
+   (shard.c): the channels whose slot that node owns are subscribed there. */
+typedef struct rm_shard_conn {
+    size_t dep;          /* the deployment */
+    rm_server *node;
+    rm_conn *conn;       /* NULL while not connected */
+    rm_buf out;
+    int64_t retry_at, backoff_ms;
+} rm_shard_conn;
 
 struct rm_waiter {
     rm_waiter *next, *prev;
@@ -59,6 +71,12 @@ typedef struct rm_subscriber {
     bool *dead;         /* per server: the leader found the connection broken (the thread closes it) */
     rm_waiter *leader;  /* the waiter reading the connections, or NULL (the thread reads) */
     bool polling_conns; /* the thread is in poll() on the connections */
+    /* Sharded pub/sub (shard.c): connections per cluster node, always read
+       by the thread; per deployment, whether the thread must reload the
+       slot map first (a sunsubscribe or a MOVED said it moved). */
+    rm_shard_conn *shards;
+    size_t n_shards, cap_shards;
+    bool *refresh;
 } rm_subscriber;
 
 /* Wakes whoever polls the eventfd fd. */
@@ -98,7 +116,36 @@ bool rm_channel_join(redmutex_client *c, const char *channel, rm_waiter *w);
  */
 bool rm_subscriber_read(rm_subscriber *sub, size_t i);
 
-/* ---- the thread's life (subscriber.c) ------------------------------------ */
+/** Acts on one pub/sub push from deployment i's connection (message, smessage, subscribe...). Caller holds c->mu. */
+void rm_subscriber_push(rm_subscriber *sub, size_t i, rm_reply *r);
+/** Reads and parses what conn has; false when it broke. Caller holds c->mu. */
+bool rm_subscriber_fill(rm_conn *conn);
+/** Whether the connection that carries ch for deployment i is up. Caller holds c->mu. */
+bool rm_channel_up(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch, size_t i);
+/** Wakes every waiter of ch (its subscription moved or was lost: a release may have been missed). Caller holds c->mu. */
+void rm_channel_wake_all(rm_channel *ch);
+
+/* ---- sharded pub/sub (shard.c) ------------------------------------------ */
+
+/**
+ * Subscribes the channels of sharded deployments on the nodes that own
+ * their slots (SSUBSCRIBE queued), and drops what the shard connections'
+ * readers found broken. Returns a shard connection to open now (SIZE_MAX:
+ * none); *next_ns is the next retry. Caller holds c->mu.
+ */
+size_t rm_shard_plan(redmutex_client *c, rm_subscriber *sub, bool any_wanted, int64_t *next_ns);
+/** Queues SUNSUBSCRIBE for a channel about to be freed. Caller holds c->mu. */
+void rm_shard_forget(redmutex_client *c, rm_subscriber *sub, const rm_channel *ch);
+/** A new connection for shard k (or none: NULL, retried later). Caller holds c->mu. */
+void rm_shard_connected(redmutex_client *c, rm_subscriber *sub, size_t k, rm_conn *conn);
+/** Sends what is queued and adds the shard connections to the poll set (map entries c->n + k). Caller holds c->mu. */
+size_t rm_shard_poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pfds, size_t *map, size_t np);
+/** Reads shard k's connection; drops it when it broke. Caller holds c->mu. */
+void rm_shard_read(redmutex_client *c, rm_subscriber *sub, size_t k);
+/** A pub/sub connection to srv with its handshake done, or NULL (deadline: connect_timeout_ms; a wake-up that stops the thread ends it). Called without c->mu. */
+rm_conn *rm_pubsub_connect(redmutex_client *c, rm_subscriber *sub, rm_server *srv);
+/** Closes every shard connection and frees them (teardown, or a forked child's copy). */
+void rm_shard_free(rm_subscriber *sub);
 
 /**
  * Shutdown: cuts every waiter loose from its channel and wakes it, stops the

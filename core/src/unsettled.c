@@ -50,7 +50,7 @@ static bool copy_cmd(rm_unsettled_copy *out, const rm_cmd *cmd, const char *latc
         return false;
     size_t total = strlen(latch_key) + 1;
     for (int k = 0; k < cmd->argc; k++)
-        total += (cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k])) + 1;
+        total += cmd->argv[k] == RM_ARG_PUBLISH ? 0 : (cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k])) + 1;
     char *data = malloc(total);
     if (!data)
         return false;
@@ -58,6 +58,11 @@ static bool copy_cmd(rm_unsettled_copy *out, const rm_cmd *cmd, const char *latc
     out->argc = cmd->argc;
     out->data = data;
     for (int k = 0; k < cmd->argc; k++) {
+        if (cmd->argv[k] == RM_ARG_PUBLISH) { /* stays the marker: each deployment's own command */
+            out->argv[k] = RM_ARG_PUBLISH;
+            out->lens[k] = strlen(RM_ARG_PUBLISH);
+            continue;
+        }
         size_t len = cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
         memcpy(data, cmd->argv[k], len);
         data[len] = '\0';
@@ -66,17 +71,15 @@ static bool copy_cmd(rm_unsettled_copy *out, const rm_cmd *cmd, const char *latc
         data += len + 1;
     }
     memcpy(data, latch_key, strlen(latch_key) + 1);
+    out->latch = data;
     snprintf(out->ms, sizeof out->ms, "%lld", (long long)latch_ms);
     const char *set[6] = {"SET", data, "0", "NX", "PX", out->ms};
     memcpy(out->set_argv, set, sizeof set);
     return true;
 }
 
-/* The latch key of a stored copy: the last string of its data. */
-static const char *latch_of(const rm_unsettled_copy *u)
-{
-    return u->argc > 0 ? u->argv[u->argc - 1] + u->lens[u->argc - 1] + 1 : u->data;
-}
+/* The latch key of a stored copy. */
+static const char *latch_of(const rm_unsettled_copy *u) { return u->latch; }
 
 static rm_unsettled *free_slot(redmutex_client *c, struct rm_unsettled_list *u)
 {

@@ -41,13 +41,13 @@
 #define LEAD_MAX_SERVERS 16
 
 /* Whether ch is confirmed somewhere and on every server whose connection is up. Caller holds c->mu. */
-static bool subscribed_enough(const redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch)
+static bool subscribed_enough(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch)
 {
     bool any = false;
     for (size_t i = 0; i < c->n; i++) {
         if (ch->confirmed[i])
             any = true;
-        else if (sub->up[i])
+        else if (rm_channel_up(c, sub, ch, i))
             return false;
     }
     return any;

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "client.h"
+#include "deploy.h"
 #include "events.h"
 #include "fanout.h"
 #include "handle.h"
@@ -26,6 +27,7 @@
 #include "kind.h" /* each kind's tag in the RENEW script */
 #include "lifetime.h"
 #include "quorum.h"
+#include "renew.h"
 #include "resp.h"
 #include "scripts.h"
 #include "tally.h"
@@ -37,6 +39,8 @@
 #include <unistd.h>
 
 #define RM_RENEW_BATCH 1000
+/* A cluster's slot map older than this is reloaded before a renewal. */
+#define RM_MAP_MAX_AGE_NS (30000 * RM_NS_PER_MS)
 
 typedef struct rm_watchdog {
     pthread_t thread;
@@ -175,18 +179,18 @@ static void run_callbacks_locked(redmutex_client *c)
 /* ---- renewal --------------------------------------------------------- */
 
 /* Builds the RENEW request for batch[0..k) into argv and vals and runs it
-   on every server; false when memory ran out (nothing was sent). */
-static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char **argv, char *vals, rm_call *call)
+   on every server (on a cluster, one call per slot on each node: *plan);
+   false when memory ran out (nothing was sent). */
+static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char **argv, char *vals, rm_call *call,
+                       rm_renew_plan **plan)
 {
     char lease_s[24], nkeys[24], nbuf[24], tbuf[24];
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)c->opts.watchdog_lease_ms);
     snprintf(nkeys, sizeof nkeys, "%zu", k);
     size_t argc = 1 + k + 1 + k;
-    if (!argv || !vals || rm_call_begin(NULL, call, c) != 0)
+    *plan = NULL;
+    if (!argv || !vals)
         return false;
-    /* A renewal must end within its timeout even on a fresh connection:
-       the lock's validity does not wait for a slow connect. */
-    call->strict_deadline = true;
     argv[0] = nkeys;
     char *p = vals;
     for (size_t j = 0; j < k; j++) {
@@ -219,6 +223,12 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
        release of any of these locks (fanout.h, order_keys). Without memory
        for the keys it is sent unordered: a late renewal of a released token
        finds nothing to renew. */
+    if (atomic_load(&c->has_cluster) ? !(*plan = rm_renew_plan_make(c, batch, k, &req, lease_s, call))
+                                      : rm_call_begin(NULL, call, c) != 0)
+        return false;
+    /* A renewal must end within its timeout even on a fresh connection:
+       the lock's validity does not wait for a slow connect. */
+    call->strict_deadline = true;
     uint64_t *keys = malloc(k * sizeof *keys);
     for (size_t j = 0; keys && j < k; j++)
         keys[j] = rm_order_key(batch[j]->lock->name);
@@ -259,6 +269,27 @@ static rm_vote renew_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *
     return r->element[it->j]->integer == 1 && same_life ? RM_VOTE_YES : RM_VOTE_NO;
 }
 
+/* Whether server i answers from the life that granted the hold (rm_renew_plan_count's test). */
+static bool same_life(void *ud, size_t i)
+{
+    const renew_item *it = ud;
+    return it->h->generations[i] == it->c->servers[i].generation + 1;
+}
+
+/* A cluster moved h's slot: renewed again at once on the new owner (the map
+   knows it now), not counted as a failure. (A few milliseconds later: a
+   cluster that sends MOVED back and forth while it settles must not make
+   the watchdog spin.) Caller holds c->mu. */
+static void renew_again(redmutex_client *c, rm_hold *h, int64_t now)
+{
+    h->renewing = false;
+    if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
+        return;
+    h->due_ns = now + 5 * RM_NS_PER_MS;
+    if (c->wd && h->heap_index == SIZE_MAX && heap_push(c->wd, h) != 0)
+        rm_hold_set_state(c, h, REDMUTEX_STATE_RENEWAL_FAILING);
+}
+
 /* Records a renewal's outcome in h and schedules its next one. Caller holds c->mu. */
 static void renew_settle(redmutex_client *c, rm_hold *h, size_t yes, size_t no, int64_t started, int64_t now)
 {
@@ -292,8 +323,13 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
     for (size_t j = 0; j < k; j++)
         total += strlen(batch[j]->value) + 2;
     char *vals = malloc(total ? total : 1);
+    /* A cluster's map is looked at again now and then, so that a failover
+       nobody's request ran into is noticed here, off the callers' path. */
+    for (size_t i = 0; atomic_load(&c->has_cluster) && i < c->n; i++)
+        rm_deploy_refresh_stale(NULL, c, i, RM_MAP_MAX_AGE_NS, rm_deadline_after_ms(c->opts.command_timeout_ms));
     rm_call call;
-    bool ran = renew_send(c, batch, k, argv, vals, &call);
+    rm_renew_plan *plan;
+    bool ran = renew_send(c, batch, k, argv, vals, &call, &plan);
     int64_t now = rm_now_ns();
     int64_t started = ran ? call.started_ns : now;
     rm_client_lock(c);
@@ -302,14 +338,21 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
         rm_tally_init(&t);
         renew_item it = {c, batch[j], j, k};
         rm_tally_spec spec = {"renew", batch[j]->lock->name, 0, false, renew_vote, &it};
-        if (ran)
+        bool again = false;
+        if (plan)
+            rm_renew_plan_count(plan, &call, j, &t.yes, &t.no, &again, same_life, &it);
+        else if (ran)
             rm_tally_call(&t, &call, &spec);
-        renew_settle(c, batch[j], t.yes, t.no, started, now);
+        if (again && t.yes < c->quorum)
+            renew_again(c, batch[j], now);
+        else
+            renew_settle(c, batch[j], t.yes, t.no, started, now);
     }
     pthread_cond_broadcast(&c->renew_done);
     rm_client_unlock(c);
     if (ran)
         rm_call_end(&call);
+    rm_renew_plan_free(plan);
     free(argv);
     free(vals);
 }

@@ -46,6 +46,22 @@ static void stop_all(void)
             rs_stop(live[i]);
 }
 
+/* After a test: every server it started, but those kept for the whole binary. */
+static void stop_unkept(void)
+{
+    for (int i = 0; i < MAX_SERVERS; i++)
+        if (live[i] && !live[i]->keep)
+            rs_stop(live[i]);
+}
+
+void rs_keep(rs_server *s) { s->keep = true; }
+
+const char *rt_server_binary(void)
+{
+    const char *bin = getenv("REDMUTEX_TEST_SERVER");
+    return bin && *bin ? bin : "redis-server";
+}
+
 double rt_time_scale(void)
 {
     static double scale;
@@ -83,11 +99,12 @@ int rt_run(const rt_test *tests, size_t n, int argc, char **argv)
         current_test = tests[i].name;
         int64_t t0 = rt_now_ms();
         tests[i].fn();
-        stop_all();
+        stop_unkept();
         printf("ok   %s (%lld ms)\n", tests[i].name, (long long)(rt_now_ms() - t0));
         fflush(stdout);
         ran++;
     }
+    stop_all(); /* the servers kept for the whole binary too */
     if (ran == 0) {
         fprintf(stderr, "no test matched\n");
         return 1;
@@ -130,7 +147,7 @@ static void spawn(rs_server *s)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(1);
-        execlp("redis-server", "redis-server", conf, (char *)NULL);
+        execlp(rt_server_binary(), rt_server_binary(), conf, (char *)NULL);
         _exit(127);
     }
     s->pid = pid;
@@ -145,7 +162,7 @@ static void spawn(rs_server *s)
         }
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid)
-            rt_fail(__FILE__, __LINE__, "redis-server exited at start (see %s/redis.log)", s->dir);
+            rt_fail(__FILE__, __LINE__, "%s exited at start (see %s/redis.log)", rt_server_binary(), s->dir);
         if (rt_now_ms() > deadline)
             rt_fail(__FILE__, __LINE__, "redis-server did not start within 10 s");
         rt_sleep_ms(5);

@@ -85,7 +85,13 @@ typedef struct rs_server {
     char url[128];
     char extra[2048];
     int tls_port; /* TLS port, 0 without TLS */
+    bool keep;    /* rs_keep: left running between the tests of a binary */
 } rs_server;
+
+/* The server binary the tests run: $REDMUTEX_TEST_SERVER, default redis-server. */
+const char *rt_server_binary(void);
+/* Keeps s running between the tests of this binary (a cluster made once); it still dies with the process. */
+void rs_keep(rs_server *s);
 
 /* Starts redis-server with optional extra config lines ("key value\n..."). Fails the test on error. */
 void rs_start(rs_server *s, const char *extra_config);

@@ -205,6 +205,10 @@ static void test_the_walk_sorts_every_kind_of_answer(void)
     call.n = 6;
     rm_slot slots[6];
     memset(slots, 0, sizeof slots);
+    for (size_t i = 0; i < 6; i++) {
+        slots[i].replies = slots[i].small_replies;
+        slots[i].n_replies = RM_REQ_MAX_CMDS;
+    }
     call.slots = slots;
     rm_reply yes = int_reply(1), no = int_reply(0), bad = int_reply(7);
     char wrongtype[] = "WRONGTYPE Operation against a key holding the wrong kind of value";

@@ -1,0 +1,42 @@
+/*
+ * Cluster topology replies (topology.c): CLUSTER SLOTS read into slot
+ * ranges and the address of each range's master. Pure functions.
+ *
+ * Layering: wire (with url, resp, scripts and slots).
+ */
+#ifndef REDMUTEX_TOPOLOGY_H
+#define REDMUTEX_TOPOLOGY_H
+
+#include "resp.h"
+
+/* One range of slots and its master's address (host "" when the node does not know its own address). */
+typedef struct rm_topo_range {
+    int first, last;
+    char host[256];
+    int port;
+} rm_topo_range;
+
+/**
+ * Reads a CLUSTER SLOTS reply: calls fn for each well-formed range (masters
+ * only; replicas are not written to). Returns the number of ranges read, or
+ * -1 when the reply is not a CLUSTER SLOTS reply.
+ */
+int rm_topo_read_slots(const rm_reply *r, void (*fn)(void *ud, const rm_topo_range *range), void *ud);
+
+/**
+ * Reads a CLUSTER SHARDS reply (7.0+): for each shard, its master that is
+ * online (else its master as it is listed), at its endpoint ("?" or empty:
+ * its ip; none: host ""), on its tls-port when `tls` and it has one. Calls
+ * fn per slot range; returns the number of ranges, or -1 when the reply is
+ * not a CLUSTER SHARDS reply (a 6.x server's error: use CLUSTER SLOTS).
+ */
+int rm_topo_read_shards(const rm_reply *r, bool tls, void (*fn)(void *ud, const rm_topo_range *range), void *ud);
+
+/**
+ * Reads a MOVED or ASK error ("MOVED 3999 127.0.0.1:6381"): the slot and the
+ * address (host "" for a node that does not know its own: the caller's). 1
+ * MOVED, 2 ASK, 0 neither.
+ */
+int rm_topo_read_redirect(const char *msg, int *slot, char host[256], int *port);
+
+#endif

@@ -1,0 +1,72 @@
+"""redmutex on a Redis Cluster: the same -u URL / REDMUTEX_URL, routed by slot.
+
+One real cluster (3 masters + 3 replicas, tests/rmcluster.py) for the module.
+REDMUTEX_URL's rule: a comma followed by host:port adds a seed to the URL
+before it; a comma followed by a scheme starts the next deployment.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Iterator
+
+import pytest
+
+from conftest import Cli
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from rmcluster import Cluster
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with Cluster(masters=3, replicas=1) as cl:
+        yield cl
+
+
+@pytest.fixture
+def ccli(redmutex_bin: str, cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
+    c = Cli(
+        redmutex_bin, cluster.url, str(tmp_path_factory.mktemp("work")), str(tmp_path_factory.mktemp("san"))
+    )
+    yield c
+    c.stop_all()
+    reports = c.sanitizer_reports()
+    assert not reports, reports
+
+
+def test_run_holds_names_on_every_master_through_a_seed_list_in_redmutex_url(
+    ccli: Cli, cluster: Cluster
+) -> None:
+    owners = set()
+    for k in range(12):
+        name = f"cli:cluster:{k}"
+        owner = cluster.owner(name)
+        owners.add(owner)
+        # CMD sees the lock held on the master of its slot.
+        res = ccli.run("run", name, "--", "sh", "-c", f"test -n \"$(redis-cli -p {owner} GET '{name}')\"")
+        assert res.returncode == 0, res.stderr
+        assert cluster.command(owner, "EXISTS", name) == 0
+    assert len(owners) == 3
+
+
+def test_a_busy_name_on_a_cluster_is_refused_with_75(ccli: Cli, cluster: Cluster) -> None:
+    holder = ccli.start("run", "cli:busy", "--", "sleep", "30")
+    owner = cluster.owner("cli:busy")
+    import time
+
+    deadline = time.monotonic() + 10
+    while not cluster.command(owner, "EXISTS", "cli:busy") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    res = ccli.run("run", "-n", "cli:busy", "--", "true")
+    assert res.returncode == 75
+    holder.terminate()
+
+
+def test_a_seed_list_given_with_u_works_with_its_first_seed_down(ccli: Cli, cluster: Cluster) -> None:
+    from conftest import free_port
+
+    url = f"redis://127.0.0.1:{free_port()},127.0.0.1:{cluster.nodes[2].port}/0"
+    res = ccli.run("run", "-u", url, "cli:seed", "--", "true")
+    assert res.returncode == 0, res.stderr
