@@ -33,7 +33,7 @@ LAYERS = [
     ["request.c", "attempt.c", "acquire.c", "release.c", "extend.c", "query.c"],
     ["pollwait.c", "waitfd.c"],
     ["lifetime.c", "client.c"],
-    ["semaphore.c", "latch.c", "multilock.c"],
+    ["semaphore.c", "latch.c", "multilock.c", "multiattempt.c"],
 ]
 # Dropping the last reference destroys the object, whoever drops it.
 UP_CALLS_ALLOWED = {"rm_client_unref", "rm_lock_unref_locked", "rm_orphans_drop_locked"}

@@ -258,7 +258,7 @@ static rm_cmd sem_acquire(const redmutex_lock *l, const rm_acq_in *in, rm_kargs 
     const char *token = rm_lock_token_key(l, st->key[2], sizeof st->key[2]);
     const char *argv[] = {"4",        l->name,    timeout,          channel,
                           token,      in->value,  st->num[0],       st->num[1],
-                          in->fencing ? "1" : "0", l->resize ? "1" : "0", "publish"};
+                          in->fencing ? "1" : "0", l->resize ? "1" : "0", RM_ARG_PUBLISH};
     memcpy(st->argv, argv, sizeof argv);
     return (rm_cmd){RM_SCRIPT_SEM_ACQUIRE, 11, st->argv, NULL};
 }
@@ -270,7 +270,7 @@ static rm_cmd sem_release(const redmutex_lock *l, const char *value, const char 
     rm_i64_str(st->num[0], latch_ms);
     const char *channel = rm_sem_channel_key(l, st->key[0], sizeof st->key[0]);
     const char *timeout = rm_sem_timeout_key(l, st->key[1], sizeof st->key[1]);
-    const char *argv[] = {"4", l->name, channel, timeout, latch_key, value, st->num[0], "publish"};
+    const char *argv[] = {"4", l->name, channel, timeout, latch_key, value, st->num[0], RM_ARG_PUBLISH};
     memcpy(st->argv, argv, sizeof argv);
     return (rm_cmd){RM_SCRIPT_SEM_RELEASE, 8, st->argv, NULL};
 }
@@ -297,7 +297,7 @@ static rm_cmd sem_force(const redmutex_lock *l, rm_kargs *st)
 {
     const char *channel = rm_sem_channel_key(l, st->key[0], sizeof st->key[0]);
     const char *timeout = rm_sem_timeout_key(l, st->key[1], sizeof st->key[1]);
-    const char *argv[] = {"3", l->name, channel, timeout, "zset", "publish"};
+    const char *argv[] = {"3", l->name, channel, timeout, "zset", RM_ARG_PUBLISH};
     memcpy(st->argv, argv, sizeof argv);
     return (rm_cmd){RM_SCRIPT_SEM_FORCE, 6, st->argv, NULL};
 }

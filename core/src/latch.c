@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "client.h"
+#include "deploy.h"
 #include "fanout.h"
 #include "internal.h"
 #include "interrupt.h"
@@ -165,7 +166,16 @@ static int latch_call(rm_err *err, const redmutex_latch *l, const rm_cmd *cmd, b
     int rc = rm_client_usable(err, c);
     if (rc)
         return rc;
-    rm_req req = {1, {*cmd}, writes ? l->name : NULL};
+    /* On a cluster a latch's channel must be in its key's slot: Redisson
+       spells it with braces around the whole name, which for a name that
+       holds a brace names another slot. */
+    for (size_t i = 0; i < c->n; i++)
+        if (rm_deploy_is_cluster(c, i) && strpbrk(l->name, "{}"))
+            return rm_fail(err, REDMUTEX_EINVAL,
+                           "latch '%s': on a cluster a latch name cannot hold '{' or '}' (Redisson's latch channel "
+                           "would be in another hash slot than its count); nothing was sent",
+                           l->name);
+    rm_req req = {1, {*cmd}, writes ? l->name : NULL, writes ? NULL : l->name, NULL};
     rm_call call;
     if ((rc = rm_call_begin(err, &call, c)) != 0)
         return rc;
@@ -202,7 +212,7 @@ int redmutex_latch_try_set_count(int *out, redmutex_latch *l, int64_t count)
                                        "latch '%s': count %" PRId64 " is not positive (a latch at zero is open)",
                                        l->name, count));
     char num[24];
-    const char *argv[] = {"2", l->name, l->channel, rm_i64_str(num, count), "publish"};
+    const char *argv[] = {"2", l->name, l->channel, rm_i64_str(num, count), RM_ARG_PUBLISH};
     rm_cmd cmd = {RM_SCRIPT_LATCH_TRY_SET, 5, argv, NULL};
     latch_result res;
     int rc = latch_call(err, l, &cmd, true, "set the count of latch", &res);
@@ -220,7 +230,7 @@ int redmutex_latch_count_down(redmutex_latch *l)
     rm_err e_, *err = rm_err_reset(&e_);
     if (!l)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_latch_count_down: latch is NULL"));
-    const char *argv[] = {"2", l->name, l->channel, "publish"};
+    const char *argv[] = {"2", l->name, l->channel, RM_ARG_PUBLISH};
     rm_cmd cmd = {RM_SCRIPT_LATCH_COUNT_DOWN, 4, argv, NULL};
     latch_result res;
     return rm_publish(err, latch_call(err, l, &cmd, true, "count down latch", &res));
@@ -243,7 +253,7 @@ int redmutex_latch_delete(int *out, redmutex_latch *l)
     rm_err e_, *err = rm_err_reset(&e_);
     if (!l)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_latch_delete: latch is NULL"));
-    const char *argv[] = {"2", l->name, l->channel, "publish"};
+    const char *argv[] = {"2", l->name, l->channel, RM_ARG_PUBLISH};
     rm_cmd cmd = {RM_SCRIPT_LATCH_DELETE, 4, argv, NULL};
     latch_result res;
     int rc = latch_call(err, l, &cmd, true, "delete latch", &res);

@@ -26,6 +26,8 @@
  */
 #define _GNU_SOURCE
 #include "client.h"
+#include "deploy.h"
+#include "slots.h"
 #include "fanout.h"
 #include "handle.h"
 #include "holds.h"
@@ -34,6 +36,7 @@
 #include "kind.h"
 #include "lifetime.h"
 #include "lockops.h"
+#include "multilock.h"
 #include "pollwait.h"
 #include "quorum.h"
 #include "tally.h"
@@ -43,28 +46,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct redmutex_multi_lock {
-    redmutex_client *c;
-    size_t n;
-    redmutex_lock **locks; /* in the fixed order: by name */
-};
-
-/* One acquisition or release of a multi-lock for one owner. */
-typedef struct multi_op {
-    rm_err *err;
-    redmutex_multi_lock *m;
-    bool explicit_owner;
-    char (*owner_key)[RM_VALUE_MAX + 1];
-    char (*value)[RM_VALUE_MAX + 1];
-    bool *held;       /* won by this attempt (recorded holds) */
-    bool tried;       /* an attempt was made: later ones are retries */
-    /* The last busy attempt: the lock that was busy, how long its holder
-       still has, whether part of the set had been won. */
-    size_t blocker;
-    int64_t ttl_ms;
-    bool split;
-} multi_op;
 
 /* ---- the handle ---------------------------------------------------------------- */
 
@@ -142,266 +123,6 @@ void redmutex_multi_lock_free(redmutex_multi_lock *m)
 
 size_t redmutex_multi_lock_size(const redmutex_multi_lock *m) { return m ? m->n : 0; }
 
-/* ---- one attempt, in one request ---------------------------------------------------- */
-
-/* Whether an attempt can take every lock in one request (see the top). */
-static bool one_request(const multi_op *op)
-{
-    redmutex_multi_lock *m = op->m;
-    redmutex_client *c = m->c;
-    size_t room = RM_REQ_MAX_CMDS - (c->opts.min_replicas > 0 ? 1 : 0);
-    if (c->n != 1 || m->n > room || atomic_load(&c->n_unsettled) > 0)
-        return false;
-    for (size_t j = 0; j < m->n; j++)
-        if (rm_kind_of(m->locks[j])->server_queue || rm_hold_value_live(m->locks[j], op->value[j]))
-            return false;
-    return true;
-}
-
-/* After an attempt found a bare SET NX refused: the holder's TTL, or an
-   error when the key is no lock of this kind (WRONGTYPE, as a single lock's
-   first attempt finds it). */
-static rm_vote inspect_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
-{
-    (void)s;
-    (void)i;
-    (void)unknown;
-    int64_t *ttl = ud;
-    if (r->type != RM_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != RM_REPLY_INTEGER ||
-        r->element[1]->type != RM_REPLY_INTEGER) {
-        rm_fail(e, REDMUTEX_EPROTOCOL, "unexpected reply to the inspect script");
-        return RM_VOTE_ERROR;
-    }
-    *ttl = r->element[0]->integer == 0 ? 0 : r->element[1]->integer;
-    return RM_VOTE_YES;
-}
-
-static int inspect_blocker(rm_err *err, redmutex_lock *l, int64_t *ttl_ms)
-{
-    rm_kargs k;
-    rm_req req = {1, {rm_kind_of(l)->inspect(l, "", &k)}, NULL};
-    rm_call call;
-    int rc = rm_call_begin(err, &call, l->c);
-    if (rc)
-        return rc;
-    rm_call_run(&call, &req, rm_command_deadline(l->c, false), NULL, NULL);
-    rm_tally t;
-    rm_tally_init(&t);
-    rm_tally_spec spec = {"acquire", l->name, 0, false, inspect_vote, ttl_ms};
-    rm_tally_call(&t, &call, &spec);
-    if (t.yes == 0)
-        rc = rm_tally_fail(err, &t, &call, "acquire", l->name);
-    rm_call_end(&call);
-    return rc;
-}
-
-/* Takes back, in one request, what an attempt's replies say it may have
-   taken (granted, or unknown) of the locks in `undo`. */
-static void undo_values(multi_op *op, rm_call *call, const rm_acq_replies *a, const bool *undo)
-{
-    redmutex_multi_lock *m = op->m;
-    rm_req req = {0};
-    rm_kargs *k = calloc(m->n, sizeof *k);
-    char (*latch)[RM_KEY_MAX] = calloc(m->n, sizeof *latch);
-    bool dirty[REDMUTEX_SERVERS_MAX] = {false};
-    for (size_t j = 0; k && latch && j < m->n; j++) {
-        char id[33];
-        if (!undo[j] || rm_new_token(NULL, id) != 0)
-            continue;
-        rm_latch_key(m->locks[j], id, latch[j]);
-        rm_req one;
-        rm_release_request(m->locks[j], op->value[j], latch[j], rm_lock_lease_ms(m->locks[j]), &one, &k[j]);
-        req.cmds[req.ncmds++] = one.cmds[0];
-        req.order_name = req.order_name ? req.order_name : m->locks[j]->name;
-        for (size_t i = 0; i < call->n; i++)
-            dirty[i] = dirty[i] || a[j].v.t.yes_at[i] || a[j].v.t.unknown_at[i];
-    }
-    if (req.ncmds) {
-        call->only = dirty;
-        call->strict_deadline = true;
-        call->must_send = true;
-        rm_call_run(call, &req, rm_command_deadline(m->c, false), NULL, NULL);
-        call->only = NULL;
-        for (size_t j = 0, x = 0; j < m->n; j++)
-            if (undo[j] && latch[j][0] &&
-                !rm_release_note_unsettled(m->locks[j], call, dirty, op->value[j], &req.cmds[x++], latch[j]))
-                rm_release_forget_latch(call, latch[j]);
-    }
-    free(k);
-    free(latch);
-}
-
-/* Records the holds of an attempt that won every lock. 0, or an error (the
-   holds recorded are forgotten; the caller takes the locks back). */
-static int record_all(multi_op *op, const rm_acq_replies *a, int64_t started)
-{
-    redmutex_multi_lock *m = op->m;
-    int rc = 0;
-    rm_client_lock(m->c);
-    for (size_t j = 0; j < m->n && rc == 0; j++)
-        if ((rc = rm_hold_record(op->err, m->locks[j], op->owner_key[j], op->value[j], started, &a[j].v)) == 0)
-            op->held[j] = true;
-    for (size_t j = 0; rc && j < m->n; j++) {
-        rm_hold *h = op->held[j] ? rm_hold_find(m->locks[j], op->owner_key[j], rm_pid()) : NULL;
-        if (h)
-            rm_hold_forget(m->c, h);
-        op->held[j] = false;
-    }
-    rm_client_unlock(m->c);
-    return rc;
-}
-
-/* What an attempt that did not win every lock says: RM_ATTEMPT_BUSY with
-   op's blocker, or the first lock's error. */
-static int not_won(multi_op *op, rm_call *call, const rm_acq_replies *a, const rm_acquire_verdict *verdict)
-{
-    redmutex_multi_lock *m = op->m;
-    bool some = false;
-    for (size_t j = 0; j < m->n; j++)
-        some = some || verdict[j] == RM_VERDICT_WON;
-    for (size_t j = 0; j < m->n; j++) {
-        switch (verdict[j]) {
-        case RM_VERDICT_WON:
-            continue;
-        case RM_VERDICT_ERROR:
-        case RM_VERDICT_REPLICAS:
-            return rm_err_copy(op->err, &a[j].v.t.error);
-        case RM_VERDICT_UNREACHABLE:
-            return rm_tally_fail(op->err, &a[j].v.t, call, "acquire", m->locks[j]->name);
-        default:
-            op->blocker = j;
-            op->ttl_ms = verdict[j] == RM_VERDICT_BUSY ? a[j].v.ttl : 0;
-            op->split = some;
-            /* A bare SET NX says nothing of the holder: its TTL (and that the
-               key is a lock of this kind at all) takes one more look. */
-            if (a[j].form == RM_ACQ_SET && verdict[j] == RM_VERDICT_BUSY)
-                return inspect_blocker(op->err, m->locks[j], &op->ttl_ms) ? op->err->code : RM_ATTEMPT_BUSY;
-            return RM_ATTEMPT_BUSY;
-        }
-    }
-    return RM_ATTEMPT_BUSY;
-}
-
-/* Every lock in one request: RM_ATTEMPT_WON (every hold recorded),
-   RM_ATTEMPT_BUSY (nothing kept) or an error. */
-static int attempt_one_request(multi_op *op)
-{
-    redmutex_multi_lock *m = op->m;
-    redmutex_client *c = m->c;
-    rm_req req = {0};
-    rm_kargs *k = calloc(m->n, sizeof *k);
-    rm_acq_replies *a = calloc(m->n, sizeof *a);
-    rm_acquire_verdict verdict[RM_REQ_MAX_CMDS];
-    uint64_t keys[RM_REQ_MAX_CMDS];
-    char nbuf[24], tbuf[24];
-    const char *wait_argv[3];
-    bool wait = c->opts.min_replicas > 0;
-    rm_call call;
-    if (!k || !a || rm_call_begin(op->err, &call, c) != 0) {
-        free(k);
-        free(a);
-        return rm_fail(op->err, REDMUTEX_ENOMEM, "out of memory");
-    }
-    for (size_t j = 0; j < m->n; j++) {
-        rm_acq_form form;
-        req.cmds[req.ncmds++] = rm_acquire_command(m->locks[j], op->value[j], NULL, RM_ACQ_TRY, NULL, &k[j], &form);
-        rm_acq_replies_init(&a[j], m->locks[j], form, (int)j, rm_lock_lease_ms(m->locks[j]));
-        keys[j] = rm_order_key(m->locks[j]->name);
-    }
-    if (wait)
-        rm_req_add_wait(&req, c, nbuf, tbuf, wait_argv);
-    req.order_name = m->locks[0]->name;
-    call.order_keys = keys; /* a connection left owing is ordered for every name */
-    call.n_order_keys = m->n;
-    rm_call_run(&call, &req, rm_command_deadline(c, wait), NULL, NULL);
-    int64_t started = call.started_ns;
-    bool all = true, undo[RM_REQ_MAX_CMDS];
-    for (size_t j = 0; j < m->n; j++) {
-        a[j].wait_replicas = wait;
-        a[j].wait_index = wait ? (int)m->n : -1;
-        rm_acquire_count(&a[j], &call);
-        int64_t left = rm_validity_left_ns(a[j].lease_ms, rm_now_ns() - started);
-        verdict[j] = rm_acquire_decide(&a[j].v, c->n, m->locks[j]->quorum, left, false,
-                                       rm_call_failed(&call) + a[j].v.t.errors);
-        all = all && verdict[j] == RM_VERDICT_WON;
-    }
-    int rc = all ? record_all(op, a, started) : not_won(op, &call, a, verdict);
-    for (size_t j = 0; j < m->n; j++)
-        undo[j] = rc != RM_ATTEMPT_WON && (a[j].v.t.yes > 0 || a[j].v.t.unknown_at[0]);
-    call.order_keys = keys;
-    call.n_order_keys = m->n;
-    if (rc != RM_ATTEMPT_WON)
-        undo_values(op, &call, a, undo);
-    call.order_keys = NULL;
-    call.n_order_keys = 0;
-    rm_call_end(&call);
-    free(k);
-    free(a);
-    return rc;
-}
-
-/* ---- one attempt, lock by lock ------------------------------------------------------ */
-
-/* Gives back the holds an attempt won (all of them, in one request per
-   RM_REQ_MAX_CMDS locks): after a failed attempt, and for a release. The
-   first error in the fixed order is returned with its lock named. */
-static int release_held(multi_op *op, const char *why)
-{
-    redmutex_multi_lock *m = op->m;
-    int first = 0;
-    for (size_t from = 0; from < m->n; from += RM_REQ_MAX_CMDS) {
-        redmutex_lock *ls[RM_REQ_MAX_CMDS];
-        char *keys[RM_REQ_MAX_CMDS];
-        bool explicit_owner[RM_REQ_MAX_CMDS];
-        size_t idx[RM_REQ_MAX_CMDS], k = 0;
-        for (size_t j = from; j < m->n && j < from + RM_REQ_MAX_CMDS; j++)
-            if (op->held[j]) {
-                idx[k] = j;
-                ls[k] = m->locks[j];
-                keys[k] = op->owner_key[j];
-                explicit_owner[k++] = op->explicit_owner;
-            }
-        if (k == 0)
-            continue;
-        rm_err errs[RM_REQ_MAX_CMDS];
-        int rcs[RM_REQ_MAX_CMDS];
-        rm_release_batch(errs, rcs, ls, keys, explicit_owner, k);
-        for (size_t x = 0; x < k; x++) {
-            op->held[idx[x]] = false;
-            if (rcs[x] && !first && why)
-                first = rm_fail(op->err, rcs[x], "multi-lock: %s: %s", why, errs[x].msg);
-        }
-    }
-    return first;
-}
-
-/* The locks one after another, each with the lock operations' attempt. */
-static int attempt_each(multi_op *op)
-{
-    redmutex_multi_lock *m = op->m;
-    for (size_t j = 0; j < m->n; j++) {
-        rm_attempt_info info = {-1, false, "is held by another owner", false, NULL, false};
-        int rc = rm_attempt(op->err, m->locks[j], op->owner_key[j], op->value[j], op->tried, &info);
-        if (rc == RM_ATTEMPT_WON) {
-            op->held[j] = true;
-            continue;
-        }
-        op->blocker = j;
-        op->ttl_ms = info.ttl_ms;
-        op->split = info.split || j > 0;
-        release_held(op, NULL);
-        return rc;
-    }
-    return RM_ATTEMPT_WON;
-}
-
-static int attempt(multi_op *op)
-{
-    int rc = one_request(op) ? attempt_one_request(op) : attempt_each(op);
-    op->tried = true;
-    return rc;
-}
-
 /* ---- acquiring -------------------------------------------------------------------- */
 
 /* Resolves the owner of each lock and its value (a fresh token for a plain
@@ -440,7 +161,7 @@ static int wait_loop(multi_op *op, int64_t wait_ms, rm_wait *wait)
     char channel[RM_LONG_KEY_MAX] = "";
     rm_waiter *w = NULL;
     int rc;
-    while ((rc = attempt(op)) == RM_ATTEMPT_BUSY) {
+    while ((rc = rm_multi_attempt(op)) == RM_ATTEMPT_BUSY) {
         redmutex_lock *l = op->m->locks[op->blocker];
         int64_t now = rm_now_ns();
         if (now >= deadline) {
@@ -501,7 +222,7 @@ int redmutex_multi_lock_acquire(redmutex_multi_lock *m, const char *owner, int64
     if (rc == 0 && wait_ms != 0)
         rc = rm_wait_begin(err, m->c, &wait);
     if (rc == 0) {
-        rc = wait_ms == 0 ? attempt(&op) : wait_loop(&op, wait_ms, &wait);
+        rc = wait_ms == 0 ? rm_multi_attempt(&op) : wait_loop(&op, wait_ms, &wait);
         if (rc == RM_ATTEMPT_BUSY)
             rc = rm_fail(err, REDMUTEX_ETIMEDOUT, "multi-lock: lock '%s' is held by another owner",
                          m->locks[op.blocker]->name);
@@ -527,7 +248,7 @@ int redmutex_multi_lock_release(redmutex_multi_lock *m, const char *owner)
             if (!op.held[j] && missing == m->n)
                 missing = j;
         }
-        rc = release_held(&op, "release");
+        rc = rm_multi_release_held(&op, "release");
         if (rc == 0 && missing < m->n)
             rc = rm_fail(err, REDMUTEX_ENOTOWNER, "multi-lock: lock '%s' is not held by this owner through its handle",
                          m->locks[missing]->name);
@@ -547,7 +268,7 @@ static int multi_try_once(rm_err *err, void *obj, int64_t *ttl_ms, char *channel
 {
     multi_wait *mw = obj;
     mw->op.err = err;
-    int rc = attempt(&mw->op);
+    int rc = rm_multi_attempt(&mw->op);
     if (rc != RM_ATTEMPT_BUSY)
         return rc;
     redmutex_lock *l = mw->op.m->locks[mw->op.blocker];

@@ -341,7 +341,7 @@ int redmutex_semaphore_available(int64_t *out, int64_t *capacity, redmutex_semap
         return rm_publish(err, rc);
     redmutex_client *c = l->c;
     rm_kargs k;
-    rm_req req = {1, {rm_sem_info_command(l, &k)}, NULL};
+    rm_req req = {1, {rm_sem_info_command(l, &k)}, NULL, l->name, NULL};
     rm_call call;
     if ((rc = rm_call_begin(err, &call, c)) != 0)
         return rm_publish(err, rc);
