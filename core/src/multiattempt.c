@@ -265,10 +265,15 @@ int rm_multi_release_held(multi_op *op, const char *why)
 {
     redmutex_multi_lock *m = op->m;
     int slot[REDMUTEX_MULTI_LOCK_MAX], first = 0;
-    bool grouped = slots_of(m, slot), left[REDMUTEX_MULTI_LOCK_MAX], group[REDMUTEX_MULTI_LOCK_MAX];
+    /* Several names in one request follow no connection that still owes
+       replies for one of them but the first's (per-server order, fanout.h):
+       with N servers (a majority may have left a slow one owing) or a
+       release of unknown outcome pending, each lock goes alone. */
+    bool grouped = m->c->n == 1 && atomic_load(&m->c->n_unsettled) == 0 && slots_of(m, slot);
+    bool left[REDMUTEX_MULTI_LOCK_MAX], group[REDMUTEX_MULTI_LOCK_MAX];
     for (size_t j = 0; j < m->n; j++) {
         left[j] = op->held[j];
-        slot[j] = grouped ? slot[j] : (int)j; /* kind not known: one by one */
+        slot[j] = grouped ? slot[j] : (int)j;
     }
     for (size_t from = 0; from < m->n;) {
         if (!left[from]) {

@@ -6,6 +6,7 @@
  * bounded and interruptible waits, pollable waits, bad input, Redlock.
  */
 #define _GNU_SOURCE
+#include "cluster.h"
 #include "harness.h"
 
 #include <poll.h>
@@ -16,6 +17,7 @@
 
 static rs_server srv;
 static rs_server servers[3];
+static rc_cluster cl;
 
 /* Redisson 3.27.2's countDown script, as a Java service runs it. */
 #define REDISSON_COUNT_DOWN                                                                                \
@@ -286,6 +288,43 @@ static void test_redlock_latch_counts_with_a_majority(void)
         rs_stop(&servers[i]);
 }
 
+static void test_a_latch_on_a_cluster_wakes_its_waiter_by_the_sharded_message(void)
+{
+    rc_start(&cl, 3, 0, NULL);
+    const char *url = cl.url;
+    redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.wait_backoff_cap_ms = 20000; /* only the message ends the wait soon */
+    o.command_timeout_ms = rt_scaled_ms(1000);
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &o));
+    redmutex_latch *l, *braces;
+    CHECK_OK(redmutex_latch_new(&l, c, "cl:start"));
+    CHECK_OK(redmutex_latch_try_set_count(NULL, l, 1));
+    char key[] = "cl:start";
+    rs_server *owner = rc_owner(&cl, rc_keyslot(&cl, key, strlen(key)));
+    CHECK(rs_num(owner, "GET cl:start") == 1);
+    waiter w = {l, rt_scaled_ms(30000), -99, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter_main, &w);
+    rt_sleep_ms(2500); /* subscribed, and past the first backoffs */
+    int64_t t0 = rt_now_ms();
+    redmutex_latch *other;
+    CHECK_OK(redmutex_latch_new(&other, c, "cl:start"));
+    CHECK_OK(redmutex_latch_count_down(other));
+    pthread_join(t, NULL);
+    CHECK_OK(w.rc);
+    CHECKF(atomic_load(&w.done_ms) - t0 < rt_scaled_ms(700), "the waiter ended %lld ms after the count down",
+           (long long)(atomic_load(&w.done_ms) - t0));
+    /* A name with a brace would put Redisson's channel in another slot. */
+    CHECK_OK(redmutex_latch_new(&braces, c, "{cl}:gate"));
+    CHECK_RC(redmutex_latch_try_set_count(NULL, braces, 1), REDMUTEX_EINVAL);
+    CHECK(rc_errorstat_all(&cl, "CROSSSLOT") == 0);
+    redmutex_latch_free(braces);
+    redmutex_latch_free(other);
+    redmutex_latch_free(l);
+    done(c);
+}
+
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
@@ -298,6 +337,8 @@ int main(int argc, char **argv)
          test_a_pollable_wait_is_ready_when_the_count_reaches_zero},
         {"bad_input_is_refused_and_changes_nothing", test_bad_input_is_refused_and_changes_nothing},
         {"redlock_latch_counts_with_a_majority", test_redlock_latch_counts_with_a_majority},
+        {"a_latch_on_a_cluster_wakes_its_waiter_by_the_sharded_message",
+         test_a_latch_on_a_cluster_wakes_its_waiter_by_the_sharded_message},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

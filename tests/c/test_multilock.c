@@ -6,6 +6,7 @@
  * lock's channel, each lock an ordinary hold, bad input, Redlock.
  */
 #define _GNU_SOURCE
+#include "cluster.h"
 #include "harness.h"
 #include "procs.h"
 
@@ -17,7 +18,8 @@
 #include <unistd.h>
 
 static rs_server srv;
-static rs_server servers[3];
+static rs_server servers[5];
+static rc_cluster cl;
 
 static redmutex_client *client_for(const char *url)
 {
@@ -122,7 +124,8 @@ typedef struct shared {
 } shared;
 
 typedef struct set_arg {
-    const char *url;
+    const char *urls[5];
+    size_t n;
     shared *sh;
     bool reversed;
     bool with_fair; /* a fair lock in the set: the lock-by-lock path */
@@ -132,7 +135,13 @@ typedef struct set_arg {
 static int run_set(void *p)
 {
     set_arg *a = p;
-    redmutex_client *c = proc_client(a->url);
+    redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.command_timeout_ms = rt_scaled_ms(1000);
+    o.connect_timeout_ms = rt_scaled_ms(2000);
+    redmutex_client *c = NULL;
+    if (redmutex_client_new(&c, a->urls, a->n, &o) != 0)
+        return 2;
+    /* On a cluster these three names are in three slots (and on three masters). */
     const char *names[3] = {"dl:x", "dl:y", "dl:z"};
     redmutex_lock *ls[3];
     for (int i = 0; i < 3; i++) {
@@ -166,14 +175,17 @@ static int run_set(void *p)
     return 0;
 }
 
-static void opposite_orders(bool with_fair)
+/* Two processes, each 100 rounds of acquire + release of one set listed in
+   opposite orders, on `n` servers (`urls`), or a cluster. */
+static void opposite_orders(const char *const *urls, size_t n, bool with_fair)
 {
-    rs_start(&srv, NULL);
     shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(sh != MAP_FAILED);
     memset(sh, 0, sizeof *sh);
     int rounds = proc_rounds(100);
-    set_arg fwd = {srv.url, sh, false, with_fair, rounds}, rev = {srv.url, sh, true, with_fair, rounds};
+    set_arg fwd = {{NULL}, n, sh, false, with_fair, rounds}, rev = {{NULL}, n, sh, true, with_fair, rounds};
+    for (size_t i = 0; i < n; i++)
+        fwd.urls[i] = rev.urls[i] = urls[i];
     int64_t t0 = rt_now_ms();
     pid_t a = proc_start(run_set, &fwd), b = proc_start(run_set, &rev);
     CHECK(proc_wait(a, 120000) == 0);
@@ -183,14 +195,45 @@ static void opposite_orders(bool with_fair)
     CHECK(atomic_load(&sh->errors) == 0);
     CHECK(atomic_load(&sh->violations) == 0);
     CHECK(atomic_load(&sh->rounds) == 2 * rounds);
-    CHECK(rs_count_keys(&srv, "dl:*") == 0);
     munmap(sh, sizeof *sh);
-    rs_stop(&srv);
 }
 
-static void test_opposite_orders_never_deadlock_one_request(void) { opposite_orders(false); }
+static void test_opposite_orders_never_deadlock_one_request(void)
+{
+    rs_start(&srv, NULL);
+    opposite_orders((const char *[]){srv.url}, 1, false);
+    CHECK(rs_count_keys(&srv, "dl:*") == 0);
+}
 
-static void test_opposite_orders_never_deadlock_lock_by_lock(void) { opposite_orders(true); }
+static void test_opposite_orders_never_deadlock_lock_by_lock(void)
+{
+    rs_start(&srv, NULL);
+    opposite_orders((const char *[]){srv.url}, 1, true);
+    CHECK(rs_count_keys(&srv, "dl:*") == 0);
+}
+
+static void test_opposite_orders_never_deadlock_on_five_servers(void)
+{
+    const char *urls[5];
+    for (int i = 0; i < 5; i++) {
+        rs_start(&servers[i], NULL);
+        urls[i] = servers[i].url;
+    }
+    opposite_orders(urls, 5, false);
+    for (int i = 0; i < 5; i++)
+        CHECK(rs_count_keys(&servers[i], "dl:*") == 0);
+}
+
+static void test_opposite_orders_never_deadlock_on_a_cluster_one_request_per_slot(void)
+{
+    if (cl.n == 0)
+        rc_start(&cl, 3, 0, NULL);
+    rc_resetstat(&cl);
+    opposite_orders((const char *[]){cl.url}, 1, false);
+    CHECK(rc_errorstat_all(&cl, "CROSSSLOT") == 0);
+    for (int i = 0; i < cl.n; i++)
+        CHECK(rs_count_keys(&cl.node[i], "dl:*") == 0);
+}
 
 /* ---- waiting ------------------------------------------------------------------- */
 
@@ -367,6 +410,7 @@ static void test_redlock_multi_lock_needs_a_majority_for_every_lock(void)
     redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
     o.command_timeout_ms = rt_scaled_ms(300);
     o.connect_timeout_ms = rt_scaled_ms(300);
+    o.shutdown_timeout_ms = 500;
     redmutex_client *c;
     CHECK_OK(redmutex_client_new(&c, urls, 3, &o));
     redmutex_lock *ls[2] = {new_lock(c, "rl:1", REDMUTEX_KIND_LOCK), new_lock(c, "rl:2", REDMUTEX_KIND_RLOCK)};
@@ -393,6 +437,40 @@ static void test_redlock_multi_lock_needs_a_majority_for_every_lock(void)
         rs_stop(&servers[i]);
 }
 
+static void test_all_or_nothing_over_three_masters_of_a_cluster(void)
+{
+    if (cl.n == 0)
+        rc_start(&cl, 3, 0, NULL);
+    rc_resetstat(&cl);
+    const char *url = cl.url;
+    redmutex_client *c = client_for(url), *other = client_for(url);
+    char names[3][64];
+    for (int i = 0; i < 3; i++)
+        rc_name_on(&cl, rc_master(&cl, i), i == 0 ? "m0:%d" : i == 1 ? "m1:%d" : "m2:%d", names[i], sizeof names[i]);
+    redmutex_lock *ls[3] = {new_lock(c, names[0], REDMUTEX_KIND_LOCK), new_lock(c, names[1], REDMUTEX_KIND_RLOCK),
+                            new_lock(c, names[2], REDMUTEX_KIND_LOCK)};
+    redmutex_multi_lock *m;
+    CHECK_OK(redmutex_multi_lock_new(&m, ls, 3));
+    redmutex_lock *h = new_lock(other, names[2], REDMUTEX_KIND_LOCK);
+    CHECK_OK(redmutex_lock_acquire(h, NULL, 0));
+    CHECK_RC(redmutex_multi_lock_acquire(m, NULL, 0), REDMUTEX_ETIMEDOUT);
+    CHECK(!rs_exists(rc_master(&cl, 0), names[0]) && !rs_exists(rc_master(&cl, 1), names[1]));
+    CHECK_OK(redmutex_lock_release(h, NULL));
+    CHECK_OK(redmutex_multi_lock_acquire(m, NULL, 0));
+    for (int i = 0; i < 3; i++)
+        CHECK(rs_exists(rc_master(&cl, i), names[i]));
+    CHECK_OK(redmutex_multi_lock_release(m, NULL));
+    for (int i = 0; i < 3; i++)
+        CHECK(!rs_exists(rc_master(&cl, i), names[i]));
+    CHECK(rc_errorstat_all(&cl, "CROSSSLOT") == 0);
+    redmutex_multi_lock_free(m);
+    for (int i = 0; i < 3; i++)
+        redmutex_lock_free(ls[i]);
+    redmutex_lock_free(h);
+    done(c);
+    done(other);
+}
+
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
@@ -401,6 +479,10 @@ int main(int argc, char **argv)
          test_three_locks_on_one_server_take_one_round_trip_each_way},
         {"opposite_orders_never_deadlock_one_request", test_opposite_orders_never_deadlock_one_request},
         {"opposite_orders_never_deadlock_lock_by_lock", test_opposite_orders_never_deadlock_lock_by_lock},
+        {"opposite_orders_never_deadlock_on_five_servers", test_opposite_orders_never_deadlock_on_five_servers},
+        {"opposite_orders_never_deadlock_on_a_cluster_one_request_per_slot",
+         test_opposite_orders_never_deadlock_on_a_cluster_one_request_per_slot},
+        {"all_or_nothing_over_three_masters_of_a_cluster", test_all_or_nothing_over_three_masters_of_a_cluster},
         {"a_waiter_wakes_when_the_busy_lock_is_released", test_a_waiter_wakes_when_the_busy_lock_is_released},
         {"a_pollable_wait_takes_the_set_when_it_is_free", test_a_pollable_wait_takes_the_set_when_it_is_free},
         {"bad_input_is_refused_and_changes_nothing", test_bad_input_is_refused_and_changes_nothing},

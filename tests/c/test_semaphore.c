@@ -5,6 +5,7 @@
  * one, waiting by notification, bad input, Redlock's larger quorum.
  */
 #define _GNU_SOURCE
+#include "cluster.h"
 #include "harness.h"
 #include "procs.h"
 
@@ -122,6 +123,75 @@ static void test_a_release_publishes_the_count_on_redissons_channel(void)
     rs_stop(&srv);
 }
 
+/* ---- deployments: one server, five (Redlock), a cluster -------------------------- */
+
+/* Where a test runs: its URLs, and the server that keeps a name's keys there. */
+typedef struct deployment {
+    const char *urls[MAXN];
+    size_t n;
+    rc_cluster *cl; /* a cluster: one URL with every node as a seed */
+} deployment;
+
+static rc_cluster cl;
+
+static deployment one_server(void)
+{
+    rs_start(&srv, NULL);
+    return (deployment){{srv.url}, 1, NULL};
+}
+
+static deployment five_servers(void)
+{
+    deployment d = {{NULL}, MAXN, NULL};
+    for (int i = 0; i < MAXN; i++) {
+        rs_start(&servers[i], NULL);
+        d.urls[i] = servers[i].url;
+    }
+    return d;
+}
+
+static deployment a_cluster(void)
+{
+    if (cl.n == 0)
+        rc_start(&cl, 3, 0, NULL);
+    return (deployment){{cl.url}, 1, &cl};
+}
+
+/* The server (a cluster: the master of the slot) holding semaphore `name`'s keys (server 0 of several). */
+static rs_server *keeper(const deployment *d, const char *name)
+{
+    if (!d->cl)
+        return d->n == 1 ? &srv : &servers[0];
+    char key[128];
+    snprintf(key, sizeof key, "{%s}:timeout", name);
+    return rc_owner(d->cl, rc_keyslot(d->cl, key, strlen(key)));
+}
+
+static redmutex_client *dep_client(const deployment *d, int64_t lease_ms)
+{
+    redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.watchdog_lease_ms = lease_ms;
+    o.command_timeout_ms = rt_scaled_ms(1000);
+    o.connect_timeout_ms = rt_scaled_ms(2000);
+    o.shutdown_timeout_ms = 1000;
+    redmutex_client *c = NULL;
+    if (redmutex_client_new(&c, d->urls, d->n, &o) != 0) {
+        fprintf(stderr, "client: %s\n", redmutex_last_error());
+        _exit(98);
+    }
+    return c;
+}
+
+static void stop_deployment(const deployment *d)
+{
+    if (d->cl)
+        return; /* one cluster serves the binary */
+    if (d->n == 1)
+        rs_stop(&srv);
+    for (size_t i = 0; d->n > 1 && i < d->n; i++)
+        rs_stop(&servers[i]);
+}
+
 /* ---- how many hold at once ---------------------------------------------------- */
 
 typedef struct shared {
@@ -133,7 +203,8 @@ typedef struct shared {
 } shared;
 
 typedef struct holder_arg {
-    const char *url;
+    const deployment *d;
+    const char *name;
     shared *sh;
     int rounds;
 } holder_arg;
@@ -141,9 +212,9 @@ typedef struct holder_arg {
 static int permit_holder(void *p)
 {
     holder_arg *a = p;
-    redmutex_client *c = proc_client(a->url);
+    redmutex_client *c = dep_client(a->d, 30000);
     redmutex_semaphore *s = NULL;
-    if (redmutex_semaphore_new(&s, c, "three", 3, NULL) != 0)
+    if (redmutex_semaphore_new(&s, c, a->name, 3, NULL) != 0)
         return 3;
     for (int i = 0; i < a->rounds; i++) {
         char id[REDMUTEX_PERMIT_ID_SIZE];
@@ -172,15 +243,15 @@ static int permit_holder(void *p)
     return 0;
 }
 
-static void test_exactly_three_holders_at_once_over_eight_processes(void)
+/* 8 processes x `rounds` acquisitions of a 3-permit semaphore: never more than 3 inside, and 3 reached. */
+static void exactly_three_holders(deployment d, int rounds)
 {
-    rs_start(&srv, NULL);
     shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(sh != MAP_FAILED);
     memset(sh, 0, sizeof *sh);
     enum { PROCS = 8 };
-    int rounds = proc_rounds(200);
-    holder_arg a = {srv.url, sh, rounds};
+    rounds = proc_rounds(rounds);
+    holder_arg a = {&d, "three", sh, rounds};
     pid_t pids[PROCS];
     for (int i = 0; i < PROCS; i++)
         pids[i] = proc_start(permit_holder, &a);
@@ -193,22 +264,38 @@ static void test_exactly_three_holders_at_once_over_eight_processes(void)
     CHECK(atomic_load(&sh->acquisitions) == PROCS * rounds);
     /* Exactly three: all three permits were in use at once, never four. */
     CHECK(atomic_load(&sh->most) == 3);
-    CHECK(rs_num(&srv, "GET three") == 3);
-    CHECK(held_on_server(&srv, "three") == 0);
+    rs_server *k = keeper(&d, "three");
+    CHECK(rs_num(k, "GET three") == 3);
+    CHECK(held_on_server(k, "three") == 0);
     munmap(sh, sizeof *sh);
-    rs_stop(&srv);
+    stop_deployment(&d);
 }
+
+static void test_exactly_three_holders_at_once_over_eight_processes(void) { exactly_three_holders(one_server(), 200); }
+
+static void test_exactly_three_holders_at_once_on_five_servers(void) { exactly_three_holders(five_servers(), 200); }
+
+static void test_exactly_three_holders_at_once_on_a_cluster(void) { exactly_three_holders(a_cluster(), 200); }
 
 /* ---- leases ------------------------------------------------------------------- */
 
-static void test_a_killed_holders_permit_returns_when_its_lease_ends_and_not_before(void)
+/* The server's clock (TIME) in ms. */
+static long long server_ms(rs_server *s)
 {
-    rs_start(&srv, NULL);
+    redisReply *r = rs_cmd(s, "TIME");
+    long long now = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    return now;
+}
+
+static void killed_holder(deployment d)
+{
     const int64_t lease = rt_scaled_ms(1500);
+    rs_server *k = keeper(&d, "crash");
     pid_t pid = fork();
     if (pid == 0) {
         /* A watchdog permit: renewed while the holder lives. */
-        redmutex_client *c = sem_client(&srv, lease);
+        redmutex_client *c = dep_client(&d, lease);
         redmutex_semaphore *s = new_sem(c, "crash", 1, 0, 0);
         char id[REDMUTEX_PERMIT_ID_SIZE];
         if (redmutex_semaphore_acquire(id, sizeof id, s, 1, 0) != 0)
@@ -216,24 +303,25 @@ static void test_a_killed_holders_permit_returns_when_its_lease_ends_and_not_bef
         for (;;)
             pause();
     }
-    WAIT_FOR(held_on_server(&srv, "crash") == 1, 5000);
+    WAIT_FOR(held_on_server(k, "crash") == 1, 5000);
     /* Let the watchdog renew it once: what ends it then is the renewed lease. */
     rt_sleep_ms(lease / 2);
-    redisReply *r = rs_cmd(&srv, "ZRANGE {crash}:timeout 0 0 WITHSCORES");
-    long long lease_end = atoll(r->element[1]->str);
-    freeReplyObject(r);
+    long long lease_end = 0;
+    for (size_t i = 0; i < (d.n > 1 ? d.n : 1); i++) { /* the latest of the servers' */
+        rs_server *si = d.n > 1 ? &servers[i] : k;
+        redisReply *r = rs_cmd(si, "ZRANGE {crash}:timeout 0 0 WITHSCORES");
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && atoll(r->element[1]->str) > lease_end)
+            lease_end = atoll(r->element[1]->str);
+        if (r)
+            freeReplyObject(r);
+    }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    redmutex_client *c = sem_client(&srv, 30000);
+    redmutex_client *c = dep_client(&d, 30000);
     redmutex_semaphore *s = new_sem(c, "crash", 1, 0, 0);
     char id[REDMUTEX_PERMIT_ID_SIZE];
     /* Not before the lease ends: every try until then is refused. */
-    for (;;) {
-        r = rs_cmd(&srv, "TIME");
-        long long now = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
-        freeReplyObject(r);
-        if (now >= lease_end - 50)
-            break;
+    while (server_ms(k) < lease_end - 50) {
         CHECK_RC(redmutex_semaphore_acquire(id, sizeof id, s, 1, 0), REDMUTEX_ETIMEDOUT);
         rt_sleep_ms(20);
     }
@@ -245,15 +333,20 @@ static void test_a_killed_holders_permit_returns_when_its_lease_ends_and_not_bef
     CHECK_OK(redmutex_semaphore_release(s, id));
     redmutex_semaphore_free(s);
     done(c);
-    rs_stop(&srv);
+    stop_deployment(&d);
 }
 
-static void test_the_watchdog_keeps_a_long_holders_permit_past_ten_leases(void)
+static void test_a_killed_holders_permit_returns_when_its_lease_ends_and_not_before(void) { killed_holder(one_server()); }
+
+static void test_a_killed_holders_permit_returns_at_its_lease_end_on_five_servers(void) { killed_holder(five_servers()); }
+
+static void test_a_killed_holders_permit_returns_at_its_lease_end_on_a_cluster(void) { killed_holder(a_cluster()); }
+
+static void watchdog_ten_leases(deployment d)
 {
-    rs_start(&srv, NULL);
     const int64_t lease = rt_scaled_ms(400);
-    redmutex_client *holder = sem_client(&srv, lease);
-    redmutex_client *other = sem_client(&srv, 30000);
+    redmutex_client *holder = dep_client(&d, lease);
+    redmutex_client *other = dep_client(&d, 30000);
     redmutex_semaphore *s = new_sem(holder, "long", 1, 0, 0);
     redmutex_semaphore *o = new_sem(other, "long", 1, 0, 0);
     char id[REDMUTEX_PERMIT_ID_SIZE], oid[REDMUTEX_PERMIT_ID_SIZE];
@@ -279,8 +372,17 @@ static void test_the_watchdog_keeps_a_long_holders_permit_past_ten_leases(void)
     redmutex_semaphore_free(o);
     done(holder);
     done(other);
-    rs_stop(&srv);
+    stop_deployment(&d);
 }
+
+static void test_the_watchdog_keeps_a_long_holders_permit_past_ten_leases(void) { watchdog_ten_leases(one_server()); }
+
+static void test_the_watchdog_keeps_a_permit_past_ten_leases_on_five_servers(void)
+{
+    watchdog_ten_leases(five_servers());
+}
+
+static void test_the_watchdog_keeps_a_permit_past_ten_leases_on_a_cluster(void) { watchdog_ten_leases(a_cluster()); }
 
 static void test_a_permit_taken_away_is_reported_lost(void)
 {
@@ -612,10 +714,20 @@ int main(int argc, char **argv)
         {"permits_are_kept_in_redissons_keys", test_permits_are_kept_in_redissons_keys},
         {"a_release_publishes_the_count_on_redissons_channel", test_a_release_publishes_the_count_on_redissons_channel},
         {"exactly_three_holders_at_once_over_eight_processes", test_exactly_three_holders_at_once_over_eight_processes},
+        {"exactly_three_holders_at_once_on_five_servers", test_exactly_three_holders_at_once_on_five_servers},
+        {"exactly_three_holders_at_once_on_a_cluster", test_exactly_three_holders_at_once_on_a_cluster},
         {"a_killed_holders_permit_returns_when_its_lease_ends_and_not_before",
          test_a_killed_holders_permit_returns_when_its_lease_ends_and_not_before},
+        {"a_killed_holders_permit_returns_at_its_lease_end_on_five_servers",
+         test_a_killed_holders_permit_returns_at_its_lease_end_on_five_servers},
+        {"a_killed_holders_permit_returns_at_its_lease_end_on_a_cluster",
+         test_a_killed_holders_permit_returns_at_its_lease_end_on_a_cluster},
         {"the_watchdog_keeps_a_long_holders_permit_past_ten_leases",
          test_the_watchdog_keeps_a_long_holders_permit_past_ten_leases},
+        {"the_watchdog_keeps_a_permit_past_ten_leases_on_five_servers",
+         test_the_watchdog_keeps_a_permit_past_ten_leases_on_five_servers},
+        {"the_watchdog_keeps_a_permit_past_ten_leases_on_a_cluster",
+         test_the_watchdog_keeps_a_permit_past_ten_leases_on_a_cluster},
         {"a_permit_taken_away_is_reported_lost", test_a_permit_taken_away_is_reported_lost},
         {"an_explicit_lease_is_not_renewed_and_its_end_is_reported",
          test_an_explicit_lease_is_not_renewed_and_its_end_is_reported},
