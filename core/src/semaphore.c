@@ -223,11 +223,14 @@ static int check_permit(rm_err *err, const redmutex_semaphore *s, const char *id
 int redmutex_semaphore_release(redmutex_semaphore *s, const char *id)
 {
     rm_err e_, *err = rm_err_reset(&e_);
+    char owner_key[RM_VALUE_MAX + 1];
     int rc = check_permit(err, s, id, "redmutex_semaphore_release");
     if (rc == 0)
         rc = rm_lock_check_handle(err, s->l, "redmutex_semaphore_release");
     if (rc == 0)
-        rc = rm_lock_release_key(err, s->l, id, true);
+        rc = rm_lock_resolve_owner(err, s->l, id, owner_key); /* the key of its hold, as a lock's owner */
+    if (rc == 0)
+        rc = rm_lock_release_key(err, s->l, owner_key, true);
     if (rc == REDMUTEX_ENOTOWNER)
         rc = rm_fail(err, rc, "semaphore '%s': permit %s is not held (released already, or never acquired)",
                      s->l->name, id);
