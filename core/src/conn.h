@@ -81,6 +81,7 @@ typedef struct rm_server {
     _Atomic int seed;              /* the seed a new connection goes to (a multi-host URL) */
     _Atomic bool ask_topology;     /* a new connection's handshake asks what the deployment is */
     int major;                     /* redis_version's major number, 0 until known */
+    struct rm_stats_server *stats; /* stats.c: this server's counts, by its address (NULL: not counted) */
 } rm_server;
 
 /** Reads, without blocking, what a connection owes and drops it. -1 if the connection is broken. */

@@ -232,6 +232,7 @@ static void slot_reset(rm_slot *s, int64_t deadline_ns)
     s->not_waited = false;
     s->excluded = false;
     s->handshaking = false;
+    s->timed_out = false;
     s->deadline_ns = deadline_ns;
 }
 
@@ -353,6 +354,7 @@ static void poll_prepare(rm_call *call, const rm_req *req, int64_t connect_deadl
         if (s->status != RM_SLOT_RUNNING)
             continue;
         if (now >= s->deadline_ns) {
+            s->timed_out = true;
             if (pending[i]) {
                 pending[i] = false;
                 slot_defer(call, s, r, connect_deadline);
@@ -435,6 +437,25 @@ static void run_loop(rm_call *call, const rm_req *req, int64_t connect_deadline,
     }
 }
 
+/* Statistics and log messages (stats.c): each server's round trip, or the
+   class of its failure (counted for the node the request went to); servers
+   left out or not waited for tell nothing. */
+static void count_servers(const rm_call *call)
+{
+    if (!rm_stats_watching(&call->c->stats))
+        return;
+    for (size_t i = 0; i < call->n; i++) {
+        const rm_slot *s = &call->slots[i];
+        const char *refused = NULL; /* an error reply: answered all the same */
+        for (size_t k = 0; k < s->n_replies && !s->err && !refused; k++)
+            if (s->replies[k] && s->replies[k]->type == RM_REPLY_ERROR)
+                refused = s->replies[k]->str;
+        const rm_server *srv = s->node ? s->node : &call->c->servers[s->dep];
+        if (s->status == RM_SLOT_DONE && !s->excluded && !s->not_waited)
+            rm_stats_server_done(srv->stats, s->err, s->timed_out, s->done_ns - s->req_ns, s->err ? s->msg : refused);
+    }
+}
+
 int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decided_fn decided, void *ud)
 {
     redmutex_client *c = call->c;
@@ -469,6 +490,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
     }
     run_loop(call, req, connect_deadline, pending, decided, ud, &ps);
     end_unwaited(call, pending);
+    count_servers(call);
     call->pending = NULL;
     if (pending != small_pending)
         free(pending);

@@ -77,6 +77,11 @@ typedef struct rm_slot {
     bool asking;          /* ASK: each command goes behind ASKING */
     int reroutes;         /* seeds or nodes tried after a connection failed before sending */
     int64_t retry_at;     /* waiting to retry (TRYAGAIN, CLUSTERDOWN...) until then */
+    /* Statistics (stats.c): when the request went out (after a new
+       connection's handshake) and when its last reply came, or that the
+       deadline ended it. */
+    int64_t req_ns, done_ns;
+    bool timed_out;
 } rm_slot;
 
 typedef struct rm_call rm_call;

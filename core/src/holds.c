@@ -14,9 +14,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+void rm_hold_count_end(redmutex_client *c, rm_hold *h, bool lost)
+{
+    /* A hold inherited through fork() is the parent's to count. */
+    if (h->counted && h->pid == rm_pid()) {
+        h->counted = false;
+        rm_stats_hold_end(&c->stats, h->lock->kind, h->acquired_ns, lost);
+    }
+}
+
 void rm_hold_destroy(redmutex_client *c, rm_hold *h)
 {
     redmutex_lock *l = h->lock;
+    rm_hold_count_end(c, h, false);
     for (rm_hold **p = &l->holds; *p; p = &(*p)->next_in_lock)
         if (*p == h) {
             *p = h->next_in_lock;
@@ -209,9 +219,11 @@ int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char 
     h->count = created ? 1 : h->count + 1;
     h->lease_ms = lease;
     h->watchdog = l->opts.lease_ms == 0;
-    h->validity_end_ns = rm_validity_end_ns(started_ns, lease);
-    if (v->granted_ttl >= 0) /* handed over with a short TTL (kind.h, fair): valid that long */
-        h->validity_end_ns = rm_validity_end_ns(started_ns, v->granted_ttl);
+    int64_t end = rm_validity_end_ns(started_ns, v->granted_ttl >= 0 ? v->granted_ttl : lease);
+    /* handed over with a short TTL (kind.h, fair): valid that long. A
+       nested level keeps what the levels before it had (an extension, say):
+       no script lowers the key's TTL below a validity it granted (lua.h). */
+    h->validity_end_ns = created || end > h->validity_end_ns ? end : h->validity_end_ns;
     h->state = REDMUTEX_STATE_HELD;
     h->release_id[0] = '\0'; /* a latch from an earlier, unfinished release must not answer the next one */
     int rc = rm_watchdog_schedule(err, c, h);
@@ -219,6 +231,10 @@ int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char 
         rm_watchdog_renew_by(c, h, rm_renew_due_ns(started_ns, v->granted_ttl));
     if (rc != 0 && created)
         rm_hold_destroy(c, h); /* the caller undoes the acquisition on the servers */
+    if (rc == 0 && created) {
+        h->counted = true;
+        rm_stats_hold_begin(&c->stats);
+    }
     return rc;
 }
 

@@ -30,11 +30,12 @@
 
 static const char *const script_text[RM_SCRIPT_COUNT] = {
     /* RM_SCRIPT_FORCE_RELEASE: KEYS name, channel; ARGV expected type (string|hash),
-       the publish command (RM_ARG_PUBLISH: spublish on a 7.0+ cluster). */
+       the publish command (RM_ARG_PUBLISH: spublish on a 7.0+ cluster).
+       A read-write lock's hash is not the reentrant kind's (lua.h). */
     [RM_SCRIPT_FORCE_RELEASE] =
         "local t = redis.call('type', KEYS[1])['ok']\n"
         "if t == 'none' then return 0 end\n"
-        "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n" MAY_DEF
+        "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n" RM_LUA_NOT_RWLOCK MAY_DEF
         "if not may(ARGV[2], KEYS[2], '0') then " NOPERM("PUBLISH the release") " end\n"
         "redis.call('del', KEYS[1])\n"
         "redis.call(ARGV[2], KEYS[2], '0')\n"
@@ -45,7 +46,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
     [RM_SCRIPT_INSPECT] =
         "local t = redis.call('type', KEYS[1])['ok']\n"
         "if t == 'none' then return {0, -2, 0} end\n"
-        "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n"
+        "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n" RM_LUA_NOT_RWLOCK
         "local n = 0\n"
         "if ARGV[2] ~= '' then\n"
         "  if t == 'string' then\n"
@@ -58,10 +59,11 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
        ARGV[1+i] = 's'..token (plain), 'h'..field (hash kinds), 'r'..field
        (a reader of a read-write lock, kind.h) or 'p'..permit id (a
        semaphore's hold, kind.h) for KEYS[i].
-       Extends only locks still held by that owner; never creates a key.
-       Returns one 1/0 per key. */
+       Extends only locks still held by that owner; never creates a key, and
+       never lowers a TTL: the key may carry other holds that last longer
+       (lua.h, RM_LUA_AT_LEAST_DEF). Returns one 1/0 per key. */
     [RM_SCRIPT_RENEW] =
-        RM_LUA_PERMIT_DEFS
+        RM_LUA_AT_LEAST_DEF RM_LUA_PERMIT_DEFS
         "local now\n"
         "local res = {}\n"
         "for i = 1, #KEYS do\n"
@@ -77,7 +79,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "    if tag == 'h' then\n"
         "      if t == 'hash' and redis.call('hexists', key, who) == 1 then ok = 1 end\n"
         "    elseif t == 'string' and redis.call('get', key) == who then ok = 1 end\n"
-        "    if ok == 1 then redis.call('pexpire', key, ARGV[1]) end\n"
+        "    if ok == 1 then at_least(key, ARGV[1]) end\n"
         "  end\n"
         "  res[i] = ok\n"
         "end\n"
@@ -96,8 +98,12 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
        acquisition added (lua.h, RM_LUA_NEST_GUARD), only where its latch
        says '1', and marks the latch '0' in any case, so a late copy of the
        acquisition changes nothing. Never takes the last level: that one is
-       an outer hold's. Replies 1 when a level was taken back, else 0. */
+       an outer hold's. A reader's top timeout key goes with it, its TTL
+       passed on to the key below when longer (lua.h, RM_LUA_PASS_DOWN_DEF:
+       which hold the top key stands for is not known here). Replies 1 when
+       a level was taken back, else 0. */
     [RM_SCRIPT_NEST_UNDO] =
+        RM_LUA_PASS_DOWN_DEF
         "local n = 0\n"
         "if redis.call('get', KEYS[2]) == '1' and redis.call('type', KEYS[1])['ok'] == 'hash' then\n"
         "  n = tonumber(redis.call('hget', KEYS[1], ARGV[1])) or 0\n"
@@ -105,7 +111,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "redis.call('set', KEYS[2], '0', 'px', ARGV[2])\n"
         "if n <= 1 or n % 1 ~= 0 then return 0 end\n"
         "redis.call('hincrby', KEYS[1], ARGV[1], -1)\n"
-        "if KEYS[3] then redis.call('del', KEYS[3] .. ':' .. n) end\n"
+        "if KEYS[3] then pass_down(KEYS[3] .. ':' .. n, KEYS[3] .. ':' .. (n - 1)) end\n"
         "return 1\n",
 
     /* Every kind's own scripts live with it (kind.h). */

@@ -119,6 +119,7 @@ int rm_slot_request(rm_slot *s, const rm_req *req, bool eval)
     s->got = 0;
     s->total = s->skip + req->ncmds * (s->asking ? 2 : 1);
     s->used_eval = eval;
+    s->req_ns = rm_now_ns();
     return 0;
 }
 
@@ -151,6 +152,7 @@ static void slot_complete(rm_call *call, rm_slot *s, const rm_req *req)
         return;
     }
     s->status = RM_SLOT_DONE;
+    s->done_ns = rm_now_ns();
 }
 
 /* The connection goes back to its pool and the slot starts again towards

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import Cli, Redis, wait_until
+from conftest import Cli, Redis, default_signals, wait_until
 
 FG_JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fg_job.py")
 
@@ -34,6 +34,7 @@ def spawn_on_terminal(
     pid, fd = pty.fork()
     if pid == 0:
         try:
+            default_signals(None)  # a runner that ignores SIGINT must not hide Ctrl-C
             os.chdir(cli.cwd)
             os.execve(argv[0], argv, env or cli.env)
         finally:
@@ -170,6 +171,7 @@ def test_cmd_gets_the_terminal_when_stdin_is_not_it(cli: Cli) -> None:
     pid, fd = pty.fork()
     if pid == 0:
         try:
+            default_signals(None)  # a runner that ignores SIGINT must not hide Ctrl-C
             os.chdir(cli.cwd)
             null = os.open(os.devnull, os.O_RDONLY)
             os.dup2(null, 0)
