@@ -1309,6 +1309,8 @@ REDMUTEX_API int redmutex_client_stats(redmutex_client *client, redmutex_stats *
  * Never blocks, allocates nothing, works after close. Thread-safe.
  */
 REDMUTEX_API int redmutex_client_server_stats(redmutex_client *client, size_t index, redmutex_server_stats *out);
+
+/* ------------------------------------------------------------------------ */
 /* Semaphores: at most N holders at once (since 1.1)                         */
 /* ------------------------------------------------------------------------ */
 

@@ -279,8 +279,9 @@ extern const char rm_lua_sem_force[];
  * The RENEW script's branch for a semaphore's hold (tag 'p'), spliced into
  * it by scripts.c like the reader's: `key` is the counter, `who` the hold's
  * value, `ok` set to 1 when every permit of it was still in its lease and
- * is renewed to ARGV[1] ms from now (ZADD XX: a permit that is gone is
- * never re-created). `now` is the script's, read once.
+ * is renewed to ARGV[1] ms from now, or kept where it ends later (an
+ * extension): never shortened, and never re-created (ZADD XX). `now` is
+ * the script's, read once.
  */
 #define RM_LUA_RENEW_PERMIT                                                                                  \
     "    local pre = key\n"                                                                                  \
@@ -288,14 +289,15 @@ extern const char rm_lua_sem_force[];
     "    local tk = pre .. ':timeout'\n"                                                                     \
     "    if redis.call('type', tk)['ok'] == 'zset' then\n"                                                   \
     "      if not now then now = now_ms() end\n"                                                            \
-    "      local mine = permit_ids(who)\n"                                                                   \
+    "      local mine, ends = permit_ids(who), {}\n"                                                        \
     "      ok = 1\n"                                                                                         \
     "      for p = 1, #mine do\n"                                                                            \
-    "        local s = redis.call('zscore', tk, mine[p])\n"                                                  \
-    "        if not s or tonumber(s) <= now then ok = 0 end\n"                                               \
+    "        ends[p] = tonumber(redis.call('zscore', tk, mine[p]) or '0')\n"                                 \
+    "        if ends[p] <= now then ok = 0 end\n"                                                            \
     "      end\n"                                                                                            \
-    "      if ok == 1 then\n"                                                                                \
-    "        for p = 1, #mine do redis.call('zadd', tk, 'XX', now + tonumber(ARGV[1]), mine[p]) end\n"      \
+    "      for p = 1, #mine do\n"                                                                            \
+    "        local e = math.max(ends[p], now + tonumber(ARGV[1]))\n"                                         \
+    "        if ok == 1 then redis.call('zadd', tk, 'XX', e, mine[p]) end\n"                                 \
     "      end\n"                                                                                            \
     "    end\n"
 

