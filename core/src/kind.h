@@ -247,32 +247,29 @@ extern const char rm_lua_sem_force[];
  * Lua helpers of the semaphore's scripts (and of the RENEW script's branch
  * for permits): now_ms(), the server's clock (TIME) in ms, on which leases
  * end; permit_ids(value), the zset members of a hold (kind_sem.c says how
- * they derive from its value); reclaim(), which gives back the permits whose
- * lease ended, publishes the count available, and returns it.
+ * they derive from its value; the value is checked by rm_sem_value_valid
+ * before any script sees it). The hex is decoded 8 digits at a time: these
+ * run in every acquisition, release and renewal of a permit, and a gsub
+ * calling a function per byte cost as much as the rest of a release.
  */
 #define RM_LUA_PERMIT_DEFS                                                                                   \
     "local function now_ms()\n"                                                                              \
     "  local t = redis.call('time')\n"                                                                       \
     "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                                   \
     "end\n"                                                                                                  \
-    "local function permit_ids(v)\n"                                                                         \
-    "  local base, k = string.match(v, '^(%x+)%*(%d+)$')\n"                                                  \
-    "  if base then k = tonumber(k) else base, k = v, 1 end\n"                                               \
-    "  local head, tail = string.sub(base, 1, 24), tonumber(string.sub(base, 25, 32), 16)\n"                 \
-    "  local out = {}\n"                                                                                     \
-    "  for j = 0, k - 1 do\n"                                                                                \
-    "    local h = head .. string.format('%08x', (tail + j) % 4294967296)\n"                                \
-    "    out[j + 1] = (string.gsub(h, '%x%x', function(x) return string.char(tonumber(x, 16)) end))\n"      \
-    "  end\n"                                                                                                \
-    "  return out\n"                                                                                         \
+    "local function b4(n)\n"                                                                                 \
+    "  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, "                    \
+    "math.floor(n / 256) % 256, n % 256)\n"                                                                  \
     "end\n"                                                                                                  \
-    "local function reclaim(counter, zset, channel, verb, now)\n"                                            \
-    "  local dead = redis.call('zrangebyscore', zset, '-inf', now)\n"                                        \
-    "  if #dead == 0 then return tonumber(redis.call('get', counter)) end\n"                                 \
-    "  for i = 1, #dead, 1000 do redis.call('zrem', zset, unpack(dead, i, math.min(i + 999, #dead))) end\n" \
-    "  local v = redis.call('incrby', counter, #dead)\n"                                                     \
-    "  redis.call(verb, channel, v)\n"                                                                       \
-    "  return v\n"                                                                                           \
+    "local function permit_ids(v)\n"                                                                         \
+    "  local k = 1\n"                                                                                        \
+    "  if #v > 32 then k = tonumber(string.sub(v, 34)) end\n"                                               \
+    "  local head = b4(tonumber(string.sub(v, 1, 8), 16)) .. b4(tonumber(string.sub(v, 9, 16), 16)) .. "    \
+    "b4(tonumber(string.sub(v, 17, 24), 16))\n"                                                              \
+    "  local tail = tonumber(string.sub(v, 25, 32), 16)\n"                                                   \
+    "  local out = {}\n"                                                                                     \
+    "  for j = 0, k - 1 do out[j + 1] = head .. b4((tail + j) % 4294967296) end\n"                          \
+    "  return out\n"                                                                                         \
     "end\n"
 
 /*

@@ -54,6 +54,21 @@
     "' does not hold an integer; nothing was changed')\n"                                                    \
     "end\n"
 
+/* The first reads of the scripts that write, before anything is written:
+   `avail`, the counter (absent: false), which must be a string holding an
+   integer, and `first`, the permit whose lease ends first ({} when none),
+   from the timeout key, which must be a zset. A key of another type is a
+   WRONGTYPE error and nothing is changed; redis.pcall spares a TYPE each. */
+#define SEM_FIRST_READS(counter, zset)                                                                       \
+    "local avail = redis.pcall('get', " counter ")\n"                                                        \
+    "if type(avail) == 'table' then return " RM_LUA_WRONGTYPE " end\n"                                      \
+    "if avail and not string.match(avail, '^%-?%d+$') then\n"                                                \
+    "  return redis.error_reply('WRONGTYPE redmutex: semaphore counter ' .. " counter " .. "                 \
+    "' does not hold an integer; nothing was changed')\n"                                                    \
+    "end\n"                                                                                                  \
+    "local first = redis.pcall('zrange', " zset ", 0, 0, 'WITHSCORES')\n"                                    \
+    "if first.err then return " RM_LUA_WRONGTYPE " end\n"
+
 /* RM_SCRIPT_SEM_ACQUIRE: KEYS name, timeout, channel, token key; ARGV value,
    lease ms, capacity, fencing 0/1, resize 0/1, publish command.
    The capacity is set when the semaphore is absent (trySetPermits), checked
@@ -64,9 +79,12 @@
    the zset has for other holders' permits.
    Returns {1, permits, fence} when taken (also when this value holds them
    already: an attempt repeated after an unknown outcome takes nothing
-   twice), else {0, ms until the first lease ends (-1: none ends)}. */
+   twice), else {0, ms until the first lease ends (-1: none ends)}.
+   Every acquisition runs it, and so does every waiter a release wakes
+   (the channel tells all of them), so it reads what it must and no more:
+   TIME, GET, ZRANGE, ZCARD and ZSCORE when it fails. */
 const char rm_lua_sem_acquire[] =
-        RM_LUA_PERMIT_DEFS SEM_TYPES_CHECK("KEYS[1]", "KEYS[2]")
+        RM_LUA_PERMIT_DEFS SEM_FIRST_READS("KEYS[1]", "KEYS[2]")
         "if ARGV[4] == '1' then\n" RM_LUA_FENCE_CHECK("KEYS[4]") "end\n"
         "local cap = tonumber(ARGV[3])\n"
         "local mine = permit_ids(ARGV[1])\n"
@@ -85,30 +103,45 @@ const char rm_lua_sem_acquire[] =
         "if not may('zadd', KEYS[2], '0', 'x') then " RM_LUA_NOPERM("ZADD the semaphore permits") " end\n"
         "if ARGV[4] == '1' and not may('incr', KEYS[4]) then " RM_LUA_NOPERM("INCR the fencing counter") " end\n"
         "local now = now_ms()\n"
+        "local n = cap\n"
         "if not avail then\n"
         "  redis.call('set', KEYS[1], cap)\n"
         "  redis.call(ARGV[6], KEYS[3], cap)\n"
         "elseif have ~= cap then\n"
-        "  redis.call('incrby', KEYS[1], cap - have)\n"
+        "  n = redis.call('incrby', KEYS[1], cap - have)\n"
         "  redis.call(ARGV[6], KEYS[3], cap)\n"
+        "else\n"
+        "  n = tonumber(avail)\n"
         "end\n"
-        "local n = reclaim(KEYS[1], KEYS[2], KEYS[3], ARGV[6], now)\n"
+        /* the leases that ended go back first */
+        "if first[1] and tonumber(first[2]) <= now then\n"
+        "  local dead = redis.call('zrangebyscore', KEYS[2], '-inf', now)\n"
+        "  for i = 1, #dead, 1000 do redis.call('zrem', KEYS[2], unpack(dead, i, math.min(i + 999, #dead))) end\n"
+        "  n = redis.call('incrby', KEYS[1], #dead)\n"
+        "  redis.call(ARGV[6], KEYS[3], n)\n"
+        "  held = held - #dead\n"
+        "  first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')\n"
+        "end\n"
         "local lease_end = now + tonumber(ARGV[2])\n"
-        "if redis.call('zscore', KEYS[2], mine[1]) then\n"
-        "  for i = 1, #mine do redis.call('zadd', KEYS[2], lease_end, mine[i]) end\n"
+        "local add = {}\n"
+        "for i = 1, #mine do add[2 * i - 1] = lease_end; add[2 * i] = mine[i] end\n"
+        "if held > 0 and redis.call('zscore', KEYS[2], mine[1]) then\n"
+        "  redis.call('zadd', KEYS[2], unpack(add))\n"
         "  return {1, #mine, tonumber(redis.call('get', KEYS[4]) or '0')}\n"
         "end\n"
         "if n >= #mine then\n"
-        "  local fresh = redis.call('exists', KEYS[2]) == 0\n"
         "  redis.call('decrby', KEYS[1], #mine)\n"
-        "  for i = 1, #mine do redis.call('zadd', KEYS[2], lease_end, mine[i]) end\n"
-        "  local ttl, zttl = redis.call('pttl', KEYS[1]), redis.call('pttl', KEYS[2])\n"
-        "  if ttl > 0 and (fresh or (zttl > 0 and zttl < ttl)) then redis.call('pexpire', KEYS[2], ttl) end\n"
+        "  redis.call('zadd', KEYS[2], unpack(add))\n"
+        "  local ttl = redis.call('pttl', KEYS[1])\n"
+        "  if ttl > 0 then\n"
+        "    local zttl = -1\n"
+        "    if held > 0 then zttl = redis.call('pttl', KEYS[2]) end\n"
+        "    if held == 0 or (zttl > 0 and zttl < ttl) then redis.call('pexpire', KEYS[2], ttl) end\n"
+        "  end\n"
         "  local f = 0\n"
         "  if ARGV[4] == '1' then f = redis.call('incr', KEYS[4]) end\n"
         "  return {1, #mine, f}\n"
         "end\n"
-        "local first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')\n"
         "if first[1] and tonumber(first[2]) < 922337203685477 then\n"
         "  return {0, math.max(tonumber(first[2]) - now, 1)}\n"
         "end\n"
@@ -124,21 +157,29 @@ const char rm_lua_sem_acquire[] =
 const char rm_lua_sem_release[] =
         "local l = redis.call('get', KEYS[4])\n"
         "if l ~= false then return tonumber(l) end\n"
-        RM_LUA_PERMIT_DEFS SEM_TYPES_CHECK("KEYS[1]", "KEYS[3]") RM_LUA_MAY_DEF
-        "if not may(ARGV[3], KEYS[2], '0') then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
-        "if not may('set', KEYS[4], '1', 'px', ARGV[2]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"
+        RM_LUA_PERMIT_DEFS
+        "local avail = redis.pcall('get', KEYS[1])\n"
+        "if type(avail) == 'table' then return " RM_LUA_WRONGTYPE " end\n"
+        "if avail and not string.match(avail, '^%-?%d+$') then\n"
+        "  return redis.error_reply('WRONGTYPE redmutex: semaphore counter ' .. KEYS[1] .. "
+        "' does not hold an integer; nothing was changed')\n"
+        "end\n"
         "local mine = permit_ids(ARGV[1])\n"
-        "local now = now_ms()\n"
         "local live, found = 0, {}\n"
+        "local now\n"
         "for i = 1, #mine do\n"
-        "  local s = redis.call('zscore', KEYS[3], mine[i])\n"
+        "  local s = redis.pcall('zscore', KEYS[3], mine[i])\n"
+        "  if type(s) == 'table' then return " RM_LUA_WRONGTYPE " end\n"
         "  if s then\n"
+        "    if not now then now = now_ms() end\n"
         "    found[#found + 1] = mine[i]\n"
         "    if tonumber(s) > now then live = live + 1 end\n"
         "  end\n"
         "end\n"
-        "if #found == 0 then return nil end\n"
-        "for i = 1, #found do redis.call('zrem', KEYS[3], found[i]) end\n"
+        "if #found == 0 then return nil end\n" RM_LUA_MAY_DEF
+        "if not may(ARGV[3], KEYS[2], '0') then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
+        "if not may('set', KEYS[4], '1', 'px', ARGV[2]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"
+        "redis.call('zrem', KEYS[3], unpack(found))\n"
         "local v = redis.call('incrby', KEYS[1], #found)\n"
         "redis.call(ARGV[3], KEYS[2], v)\n"
         "if live < #mine then return nil end\n"
