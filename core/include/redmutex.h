@@ -1335,8 +1335,8 @@ REDMUTEX_API int redmutex_client_server_stats(redmutex_client *client, size_t in
  * it everywhere. Each server grants at most K permits, so at most K * N / Q
  * < K + 1 permits can be held at once: never more than K. For K = 1 that is
  * Redlock's majority; for larger K it grows towards N, so such a semaphore
- * tolerates fewer unreachable servers (with N = 5: K = 1 or 2 tolerate 2,
- * K = 3 or 4 tolerate 1, K >= 5 none). See docs/safety.md.
+ * tolerates fewer unreachable servers (with N = 5: K = 1 tolerates 2,
+ * K = 2 or 3 tolerate 1, K >= 4 none). See docs/safety.md.
  */
 
 /** A named semaphore on a client's servers. Since 1.1. */
