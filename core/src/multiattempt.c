@@ -190,7 +190,10 @@ static int attempt_one_request(multi_op *op, const bool *group)
         rm_acq_form form;
         rm_acq_replies_init(&a[j], m->locks[j], RM_ACQ_SCRIPT, (int)req.ncmds, rm_lock_lease_ms(m->locks[j]));
         keys[req.ncmds] = rm_order_key(m->locks[j]->name);
-        req.order_name = req.order_name ? req.order_name : m->locks[j]->name;
+        if (!req.order_name) {
+            req.order_name = m->locks[j]->name;
+            call.order_owner = op->value[j]; /* its undo, too, changes this owner's hold */
+        }
         req.cmds[req.ncmds++] = rm_acquire_command(m->locks[j], op->value[j], NULL, RM_ACQ_TRY, NULL, &k[j], &form);
         a[j].form = form;
     }

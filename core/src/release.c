@@ -92,13 +92,39 @@ static void release_tally_call(rm_tally *tt, release_tally *t, const rm_call *ca
     rm_tally_call(tt, call, &spec);
 }
 
-/* A release's outcome is decided once a quorum said "released" or "not owner" (ud: the lock). */
+/* Servers a release was not sent to: they never granted the hold. */
+static size_t never_granted(const rm_call *call)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < call->n; i++)
+        n += call->slots[i].excluded;
+    return n;
+}
+
+/* Whether these answers leave the hold gone from a quorum q: released
+   somewhere, and released or absent (never granted there, or not held
+   there) on q servers, while no quorum says it was not held (that is a
+   loss, reported as such). rm_tally t counts the servers never asked among
+   its "no" when `outcome`. */
+static bool gone_from_quorum(const rm_tally *t, const rm_call *call, size_t q, bool outcome)
+{
+    size_t n = call->n;
+    size_t no = t->no + (outcome ? 0 : never_granted(call));
+    return t->yes > 0 && t->yes + no >= q && no <= n - q && !rm_error_decides(t->error.code);
+}
+
+/* A release's outcome is decided once a quorum said "released" or "not
+   owner", or once the hold is gone from a quorum and the servers still to
+   answer all stall (rm_call_stalled): their answer is waited for no
+   longer, as for a server that is down. ud: the lock. */
 static bool release_decided(rm_call *call, void *ud)
 {
     const redmutex_lock *l = ud;
     rm_tally t;
     release_tally_call(&t, NULL, call, l->name, false, 0);
-    return rm_tally_decided(&t, call->n, l->quorum);
+    if (rm_tally_decided(&t, call->n, l->quorum))
+        return true;
+    return gone_from_quorum(&t, call, l->quorum, false) && rm_call_stalled(call) == rm_call_running(call);
 }
 
 void rm_release_value(redmutex_lock *l, const char *value)
@@ -114,6 +140,7 @@ void rm_release_value(redmutex_lock *l, const char *value)
     if (rm_call_begin(NULL, &call, l->c) != 0)
         return;
     call.must_send = true;
+    call.order_owner = value;
     rm_call_run(&call, &req, rm_command_deadline(l->c, false), NULL, NULL);
     rm_release_forget_latch(&call, latch_key);
     rm_call_end(&call);
@@ -234,6 +261,7 @@ static int release_send(release *p, rm_call *call)
     int rc = rm_call_begin(p->err, call, c);
     if (rc)
         return rc;
+    call->order_owner = p->value;
     int64_t dl = rm_command_deadline(c, false);
     /* A caller's deadline (shutdown) is a hard one, even for a new connection. */
     call->strict_deadline = p->deadline_ns != INT64_MAX;
@@ -273,7 +301,11 @@ static int release_settle(release *p, rm_call *call, const release_tally *t, int
     rm_client_lock(c);
     rm_hold *h = p->hold_id ? rm_hold_find_by_id(l, p->hold_id) : NULL;
     rm_err *err = p->err;
-    if (rc == 0 && t->t.yes >= q) {
+    /* Released on a quorum; or gone from a quorum (above) while its
+       validity ran: the lock is free for others, a server still owing an
+       answer gets the release in order behind its earlier requests (or the
+       key expires with the lease), and the hold was valid to the end. */
+    if (rc == 0 && (t->t.yes >= q || (!p->was_lost && gone_from_quorum(&t->t, call, q, true)))) {
         l->released_ns = rm_now_ns();
         if (h) {
             h->release_id[0] = '\0';
@@ -342,7 +374,7 @@ static int release_finish(release *p, rm_call *call, int rc, size_t reply)
     /* Servers the early decision did not wait for count as deleting: their
        message is likely on its way. */
     for (size_t i = 0; call->slots && i < call->n; i++)
-        if (call->slots[i].err && call->slots[i].conn && !call->slots[i].broken)
+        if (call->slots[i].owing)
             t.deleted_at[i] = true;
     if (p->local_waiters)
         rm_waiter_released(p->c, p->channel, p->armed, t.deleted_at, p->heir == NULL);
@@ -402,6 +434,7 @@ void rm_release_batch(rm_err *errs, int *rcs, redmutex_lock *const *ls, char *co
     size_t index[RM_REQ_MAX_CMDS];
     uint64_t keys[RM_REQ_MAX_CMDS];
     bool only[REDMUTEX_SERVERS_MAX] = {false};
+    const char *first_value = NULL;
     for (size_t j = 0; j < k; j++) {
         release *p = &ps[j];
         release_init(p, &errs[j], ls[j], owner_keys[j], explicit_owner[j], INT64_MAX);
@@ -411,7 +444,10 @@ void rm_release_batch(rm_err *errs, int *rcs, redmutex_lock *const *ls, char *co
         index[j] = req.ncmds;
         keys[req.ncmds] = rm_order_key(ls[j]->name);
         req.cmds[req.ncmds++] = p->req.cmds[0];
-        req.order_name = req.order_name ? req.order_name : ls[j]->name;
+        if (!req.order_name) {
+            req.order_name = ls[j]->name;
+            first_value = p->value;
+        }
         for (size_t i = 0; i < c->n; i++)
             only[i] = only[i] || p->only[i];
         rcs[j] = 1; /* sent: finished below */
@@ -422,6 +458,7 @@ void rm_release_batch(rm_err *errs, int *rcs, redmutex_lock *const *ls, char *co
     if (req.ncmds && rc == 0) {
         call.only = only;
         call.must_send = true;
+        call.order_owner = first_value;
         /* A connection left owing replies is ordered for every name. */
         call.order_keys = keys;
         call.n_order_keys = req.ncmds;
