@@ -158,6 +158,15 @@ static rm_vote number_vote(void *ud, const rm_slot *s, size_t i, const rm_reply 
     return RM_VOTE_YES;
 }
 
+/* A latch name with a brace on a cluster: EINVAL. */
+static int cluster_braces(rm_err *err, const redmutex_latch *l, const char *nothing)
+{
+    return rm_fail(err, REDMUTEX_EINVAL,
+                   "latch '%s': on a cluster a latch name cannot hold '{' or '}' (Redisson's latch channel "
+                   "would be in another hash slot than its count); nothing was %s",
+                   l->name, nothing);
+}
+
 /* Sends cmd to every server; res gets the answers. 0 when a majority answered, else an error. */
 static int latch_call(rm_err *err, const redmutex_latch *l, const rm_cmd *cmd, bool writes, const char *what,
                       latch_result *res)
@@ -169,12 +178,10 @@ static int latch_call(rm_err *err, const redmutex_latch *l, const rm_cmd *cmd, b
     /* On a cluster a latch's channel must be in its key's slot: Redisson
        spells it with braces around the whole name, which for a name that
        holds a brace names another slot. */
-    for (size_t i = 0; i < c->n; i++)
-        if (rm_deploy_is_cluster(c, i) && strpbrk(l->name, "{}"))
-            return rm_fail(err, REDMUTEX_EINVAL,
-                           "latch '%s': on a cluster a latch name cannot hold '{' or '}' (Redisson's latch channel "
-                           "would be in another hash slot than its count); nothing was sent",
-                           l->name);
+    bool braces = strpbrk(l->name, "{}") != NULL;
+    for (size_t i = 0; braces && i < c->n; i++)
+        if (rm_deploy_is_cluster(c, i))
+            return cluster_braces(err, l, "sent");
     rm_req req = {1, {*cmd}, writes ? l->name : NULL, writes ? NULL : l->name, NULL};
     rm_call call;
     if ((rc = rm_call_begin(err, &call, c)) != 0)
@@ -187,6 +194,10 @@ static int latch_call(rm_err *err, const redmutex_latch *l, const rm_cmd *cmd, b
     rm_tally_call(&t, &call, &spec);
     if (t.error.code == REDMUTEX_EWRONGTYPE || res->n < c->quorum)
         rc = rm_tally_fail(err, &t, &call, what, l->name);
+    /* The first call of a client may go out before it knows it talks to a
+       cluster; the cluster refuses the script's two slots before running it. */
+    if (rc && braces && strstr(err->msg, "CROSSSLOT"))
+        rc = cluster_braces(err, l, "changed");
     rm_call_end(&call);
     return rc;
 }

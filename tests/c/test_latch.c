@@ -320,6 +320,17 @@ static void test_a_latch_on_a_cluster_wakes_its_waiter_by_the_sharded_message(vo
     CHECK_RC(redmutex_latch_try_set_count(NULL, braces, 1), REDMUTEX_EINVAL);
     CHECK(rc_errorstat_all(&cl, "CROSSSLOT") == 0);
     redmutex_latch_free(braces);
+    /* Also as the first call of a client, before it knows the cluster: the
+       cluster refuses the script (CROSSSLOT), which changed nothing. */
+    redmutex_client *fresh;
+    CHECK_OK(redmutex_client_new(&fresh, &url, 1, &o));
+    CHECK_OK(redmutex_latch_new(&braces, fresh, "{cl}:gate"));
+    CHECK_RC(redmutex_latch_try_set_count(NULL, braces, 1), REDMUTEX_EINVAL);
+    CHECKF(strstr(redmutex_last_error(), "cannot hold") != NULL, "%s", redmutex_last_error());
+    CHECK(rs_num(rc_owner(&cl, rc_keyslot(&cl, "cl", 2)), "EXISTS {cl}:gate") == 0);
+    CHECK_RC(redmutex_latch_try_set_count(NULL, braces, 1), REDMUTEX_EINVAL);
+    redmutex_latch_free(braces);
+    done(fresh);
     redmutex_latch_free(other);
     redmutex_latch_free(l);
     done(c);
