@@ -705,22 +705,49 @@ static void stress_stop(stress_run *r)
         pthread_join(r->threads[t], NULL);
 }
 
+/* Commands s has run (INFO stats), or -1. */
+static long long commands_run(rs_server *s)
+{
+    redisReply *r = rs_cmd(s, "INFO stats");
+    const char *at = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "total_commands_processed:") : NULL;
+    long long n = at ? strtoll(at + strlen("total_commands_processed:"), NULL, 10) : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* Waits until s has run everything it was sent: no command but our own
+   INFO for 200 ms (a server that stalled may owe a long backlog). */
+static void wait_until_quiet(rs_server *s)
+{
+    int64_t deadline = rt_now_ms() + rt_scaled_ms(20000);
+    long long last = commands_run(s);
+    int64_t quiet_since = rt_now_ms();
+    while (rt_now_ms() - quiet_since < 200) {
+        CHECKF(rt_now_ms() < deadline, "%s never stopped running commands", s->url);
+        rt_sleep_ms(20);
+        long long now = commands_run(s);
+        if (now != last + 1)
+            quiet_since = rt_now_ms();
+        last = now;
+    }
+}
+
 /* Closes the clients, then checks that every server is left without a lock
-   key: one still there was left by a request that ran out of order (a lease
-   is 2 s; the unwaited releases are given half a second to land). */
+   key once it has run what it was sent: one still there was left by a
+   request that ran out of order. (Checked at once: a key of a 2 s lease
+   left in order would be gone, one left out of order outlives the check.) */
 static void stress_close_and_check_keys(stress_run *r)
 {
     for (int c = 0; c < STRESS_CLIENTS; c++) {
         redmutex_client_close(r->clients[c]);
         redmutex_client_free(r->clients[c]);
     }
-    int64_t until = rt_now_ms() + 500;
-    for (int i = 0; i < 3; i++)
-        for (int k = 0; k < 2; k++) {
-            while (rs_exists(&srv[i], stress_names[k]) && rt_now_ms() < until)
-                rt_sleep_ms(5);
+    for (int i = 0; i < 3; i++) {
+        wait_until_quiet(&srv[i]);
+        for (int k = 0; k < 2; k++)
             CHECKF(!rs_exists(&srv[i], stress_names[k]), "server %d kept %s", i, stress_names[k]);
-        }
+    }
 }
 
 static void test_straggler_stress_keeps_exclusion_and_leaves_no_keys(void)
