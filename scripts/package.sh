@@ -42,9 +42,18 @@ rm -rf "$dist"
 mkdir -p "$dist"
 src=$work/src
 mkdir -p "$src"
-git ls-files -z --cached --others --exclude-standard |
-  (cd "$root" && xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh) |
-  tar -C "$root" --null -T - -cf - | tar -C "$src" -xf -
+# The files of the checkout (outside a git work tree: all but build trees, dist/ and caches).
+files() {
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -z --cached --others --exclude-standard
+  else
+    find . -mindepth 1 \( -path './build*' -o -path ./dist -o -name .git -o -name __pycache__ \
+      -o -name '*.egg-info' -o -path './.venv*' -o -name '.*_cache' -o -name target \) -prune \
+      -o ! -type d -printf '%P\0'
+  fi
+}
+files | xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
+  tar --null -T - -cf - | tar -C "$src" -xf -
 
 # --- Debian, in the background: its own copy of the tree, since dpkg-buildpackage writes
 # beside and inside it.
