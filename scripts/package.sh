@@ -89,7 +89,8 @@ debian() {
     >"$work/lintian.log" 2>&1 || { cat "$work/lintian.log"; return 1; }
 }
 say "Debian packages (background; log in build-pkg/deb.log)"
-debian >"$work/deb.log" 2>&1 &
+# (its wall and CPU time into deb.time: the CPU is most of the stage's cost)
+{ TIMEFORMAT='%R s, %U+%S s of CPU' && time debian >"$work/deb.log" 2>&1; } 2>"$work/deb.time" &
 deb_pid=$!
 trap 'kill $deb_pid 2>/dev/null || true' EXIT
 
@@ -123,6 +124,9 @@ mkdir -p "$perl_dir/lib" "$perl_dir/t"
 bundle "$perl_dir" perl
 cp "$cmake_dir/bindings/perl/lib/Redmutex.pm" "$perl_dir/lib/"
 cp -R "$src/bindings/perl/t/." "$perl_dir/t/"
+# The suite's server helper and the error table, which a checkout's tests find under tests/.
+cp "$src/tests/rmserver.py" "$src/tests/rmserver.conf" "$src/tests/rmcluster.py" "$perl_dir/t/lib/"
+python3 "$src/tests/errortable.py" --list >"$perl_dir/t/lib/errortable.txt"
 cp "$src/LICENSE" "$perl_dir/"
 fill "$src/packaging/perl/Makefile.PL" "$perl_dir/Makefile.PL"
 (cd "$perl_dir" && { find . -type f | sed 's|^\./||'; echo MANIFEST; } | LC_ALL=C sort -u >MANIFEST &&
@@ -172,5 +176,8 @@ fi
 trap - EXIT
 grep -E '^[EWIPX]: ' "$work/lintian.log" | sed 's/^/lintian: /' || echo "lintian: no tags"
 
-say "done"
+# (`times`' last line: the user and system time of all this script ran, as "1m2.5s 0m3.1s")
+times >"$work/times"
+cpu=$(tail -n 1 "$work/times" | awk '{split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f+%.0f", u[1] * 60 + u[2], s[1] * 60 + s[2]}')
+say "done (all it ran: $cpu s of CPU; the Debian packages: $(cat "$work/deb.time"))"
 (cd "$dist" && ls -l | awk 'NR > 1 {printf "%10d  %s\n", $5, $9}')
