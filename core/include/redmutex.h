@@ -996,6 +996,10 @@ REDMUTEX_API int redmutex_lock_fence(int64_t *out, redmutex_lock *lock, const ch
  * polls the client's event fd and drains the queue on its own thread; a
  * language binding does the same instead of running code on the watchdog
  * thread. Changes of handles that were freed while holding are not queued.
+ * The on_lost callbacks are given the same entries, in the same order: the
+ * queue has two readers, the event fd and the watchdog thread. Entries
+ * dropped for the event fd (see redmutex_client_events_dropped) still
+ * reach on_lost.
  */
 
 /**
