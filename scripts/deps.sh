@@ -8,7 +8,8 @@
 # traps the Tcl tests use), and for the fault-injection harness libfaketime,
 # stress-ng, nftables, iproute2 and util-linux's setpriv and taskset), and for the
 # packaging stage (scripts/package.sh, tests/packages/run) debhelper, dh-python,
-# python3-cffi (the Debian build's Python package), lintian and luarocks.
+# python3-cffi (the Debian build's Python package), lintian, luarocks, and zip and unzip
+# (the rock is a zip file).
 # Safe to run repeatedly.
 set -euo pipefail
 
@@ -17,7 +18,7 @@ packages=(build-essential cmake ninja-build pkg-config libhiredis-dev libssl-dev
           python3-pytest groff-base clang libclang-rt-14-dev abigail-tools valgrind
           swig ruby-dev ruby-minitest libperl-dev tcl-dev tclx8.4 liblua5.4-dev lua5.4 lua-busted
           faketime stress-ng nftables iproute2 util-linux
-          debhelper dh-python python3-cffi lintian luarocks)
+          debhelper dh-python python3-cffi lintian luarocks zip unzip)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
