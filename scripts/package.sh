@@ -124,8 +124,9 @@ mkdir -p "$perl_dir/lib" "$perl_dir/t"
 bundle "$perl_dir" perl
 cp "$cmake_dir/bindings/perl/lib/Redmutex.pm" "$perl_dir/lib/"
 cp -R "$src/bindings/perl/t/." "$perl_dir/t/"
-# The suite's server helper and the error table, which a checkout's tests find under tests/.
-cp "$src/tests/rmserver.py" "$src/tests/rmserver.conf" "$src/tests/rmcluster.py" "$perl_dir/t/lib/"
+# The suite's server helpers (tests/rm*: rmserver.py, the clusters it starts, their
+# configuration) and the error table, which a checkout's tests find under tests/.
+cp "$src"/tests/rm*.py "$src"/tests/rm*.conf "$perl_dir/t/lib/"
 python3 "$src/tests/errortable.py" --list >"$perl_dir/t/lib/errortable.txt"
 cp "$src/LICENSE" "$perl_dir/"
 fill "$src/packaging/perl/Makefile.PL" "$perl_dir/Makefile.PL"
