@@ -88,12 +88,16 @@ typedef struct rs_server {
     bool keep;    /* rs_keep: left running between the tests of a binary */
 } rs_server;
 
-/* The server binary the tests run: $REDMUTEX_TEST_SERVER, default redis-server. */
+/*
+ * The server binary the tests start: $REDMUTEX_TEST_SERVER if set (a
+ * valkey-server, say: scripts/valkey.sh fetches one), else redis-server
+ * from the PATH. Every test that starts a server runs against it.
+ */
 const char *rt_server_binary(void);
 /* Keeps s running between the tests of this binary (a cluster made once); it still dies with the process. */
 void rs_keep(rs_server *s);
 
-/* Starts redis-server with optional extra config lines ("key value\n..."). Fails the test on error. */
+/* Starts the server (rt_server_binary) with optional extra config lines ("key value\n..."). Fails the test on error. */
 void rs_start(rs_server *s, const char *extra_config);
 
 /* ---- TLS ----------------------------------------------------------------- */
