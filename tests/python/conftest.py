@@ -18,7 +18,11 @@ import pytest
 import redis
 import redmutex
 
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+# $REDMUTEX_TEST_SERVER runs the suite against another server binary (a
+# valkey-server: scripts/valkey.sh), as the C tests do.
+REDIS_SERVER = (
+    os.environ.get("REDMUTEX_TEST_SERVER") or shutil.which("redis-server") or "/usr/bin/redis-server"
+)
 
 
 def free_port() -> int:
