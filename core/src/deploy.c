@@ -27,6 +27,7 @@ int rm_deploy_init(rm_err *err, redmutex_client *c, size_t i)
     if (!d)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     srv->dep = d;
+    atomic_store(&srv->replicas, -1);
     d->wanted = srv->ep.topology;
     /* A Unix socket reaches one server: there is no other node to route to. */
     int known = srv->ep.is_unix || d->wanted == RM_TOPOLOGY_STANDALONE ? RM_TOPOLOGY_STANDALONE : RM_TOPOLOGY_AUTO;
@@ -98,6 +99,7 @@ static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int po
     n->node = true;
     n->dep = d;
     n->tls = entry->tls; /* the deployment's settings, freed with it */
+    atomic_store(&n->replicas, -1);
     *index = d->n_nodes;
     d->nodes[d->n_nodes++] = n;
     return n;
@@ -122,6 +124,7 @@ static void map_range(void *ud, const rm_topo_range *r)
     }
     for (int s = r->first; s <= r->last; s++)
         d->slot_node[s] = (uint16_t)k;
+    atomic_store(&d->nodes[k]->replicas, r->replicas);
     mb->ranges++;
 }
 
@@ -251,6 +254,12 @@ const char *rm_deploy_publish_verb(redmutex_client *c, size_t i)
 {
     rm_deploy *d = c->servers[i].dep;
     return atomic_load(&d->topology) == RM_TOPOLOGY_CLUSTER && d->sharded ? "spublish" : "publish";
+}
+
+int rm_deploy_wait_need(const redmutex_client *c, rm_server *srv)
+{
+    int known = atomic_load(&srv->replicas);
+    return known >= 0 && known < c->opts.min_replicas ? known : (int)c->opts.min_replicas;
 }
 
 void rm_deploy_counts(redmutex_client *c, size_t i, uint64_t *redirects, uint64_t *refreshes)

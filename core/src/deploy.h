@@ -81,6 +81,17 @@ int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadlin
 int rm_deploy_refresh_stale(rm_err *err, redmutex_client *c, size_t i, int64_t max_age_ns, int64_t deadline_ns);
 /** The command a release script of deployment i publishes with: "spublish" on a 7.0+ cluster, else "publish". */
 const char *rm_deploy_publish_verb(redmutex_client *c, size_t i);
+/**
+ * The replicas a renewal's WAIT asks of srv: min_replicas, or fewer when
+ * the last look at the deployment found srv with fewer replicas in service
+ * (a replica promoted by a failover has none at first). A master's replica
+ * count is learned from the topology (CLUSTER SHARDS: replicas whose health
+ * is not "fail"; CLUSTER SLOTS leaves failed ones out) at every full load, so a
+ * failover, a replica lost or a replica added is seen at the next refresh;
+ * a deployment that resolves its master otherwise (Sentinel: ROLE) sets
+ * srv->replicas the same way. Acquisitions keep asking for min_replicas.
+ */
+int rm_deploy_wait_need(const redmutex_client *c, rm_server *srv);
 /** Redirects followed and full refreshes done by deployment i (tests, diagnostics). */
 void rm_deploy_counts(redmutex_client *c, size_t i, uint64_t *redirects, uint64_t *refreshes);
 

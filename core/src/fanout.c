@@ -199,7 +199,7 @@ static void slot_defer(rm_call *call, rm_slot *s, const rm_req *req, int64_t con
         rm_buf b = {0};
         int rc = 0;
         for (size_t k = 0; rc == 0 && k < req->ncmds; k++) /* EVAL: the script cache may be gone by then */
-            rc = rm_cmd_format(&b, rm_req_cmd(req, k), true, rm_deploy_publish_verb(call->c, s->dep));
+            rc = rm_cmd_format(&b, rm_req_cmd(req, k), true, rm_deploy_publish_verb(call->c, s->dep), NULL);
         if (rc == 0)
             rc = rm_pool_defer(call->c, s->node, call->order_key, b.data, b.len, req->ncmds);
         rm_buf_free(&b);
@@ -220,7 +220,7 @@ static void slot_reset(rm_slot *s, int64_t deadline_ns)
     s->node = NULL;
     s->redirects = 0;
     s->retries = 0;
-    s->asking = false;
+    s->asking = s->ask_fixed;
     s->reroutes = 0;
     s->retry_at = 0;
     s->keyslot = -1;
@@ -305,7 +305,7 @@ static void reroute_failed(rm_call *call, const rm_req *req, int64_t connect_dea
         s->err = 0;
         s->broken = false;
         s->node = NULL;
-        s->asking = false;
+        s->asking = s->ask_fixed;
         pending[i] = !rm_slot_start(call, s, slot_req(s, req), connect_deadline);
     }
 }

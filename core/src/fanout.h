@@ -69,6 +69,7 @@ typedef struct rm_slot {
        of that node) and its own request, or NULL. */
     size_t dep;
     rm_server *fixed_node;
+    bool ask_fixed;       /* with fixed_node: every command goes behind ASKING (a renewal following ASK) */
     const rm_req *req;
     int keyslot;          /* the request's hash slot on a cluster, -1: none */
     rm_server *node;      /* where this run's request goes (chosen when it starts) */
@@ -77,6 +78,7 @@ typedef struct rm_slot {
     bool asking;          /* ASK: each command goes behind ASKING */
     int reroutes;         /* seeds or nodes tried after a connection failed before sending */
     int64_t retry_at;     /* waiting to retry (TRYAGAIN, CLUSTERDOWN...) until then */
+    int wait_need;        /* the replica count RM_ARG_REPLICAS became for this slot's node; -1: not sent */
 } rm_slot;
 
 typedef struct rm_call rm_call;

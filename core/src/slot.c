@@ -107,14 +107,18 @@ int rm_slot_request(rm_slot *s, const rm_req *req, bool eval)
         conn->later_count = 0;
         conn->flush_later = false;
     }
-    /* The deployment's own publish command, and ASKING in front of each
-       command after an ASK (it holds for one command). */
+    /* The deployment's own publish command, the replicas a WAIT can ask of
+       this node, and ASKING in front of each command after an ASK (it holds
+       for one command). */
     redmutex_client *c = conn->srv->client;
     const char *verb = rm_deploy_publish_verb(c, s->dep);
+    char need[24];
+    s->wait_need = c->opts.min_replicas > 0 ? rm_deploy_wait_need(c, conn->srv) : 0;
+    snprintf(need, sizeof need, "%d", s->wait_need);
     static const char *const asking[1] = {"ASKING"};
     for (size_t k = 0; k < req->ncmds; k++)
         if ((s->asking && rm_format_command(&conn->out, 1, asking, NULL)) ||
-            rm_cmd_format(&conn->out, rm_req_cmd(req, k), eval, verb))
+            rm_cmd_format(&conn->out, rm_req_cmd(req, k), eval, verb, need))
             return REDMUTEX_ENOMEM;
     s->got = 0;
     s->total = s->skip + req->ncmds * (s->asking ? 2 : 1);

@@ -35,6 +35,9 @@ int rm_topo_read_slots(const rm_reply *r, void (*fn)(void *ud, const rm_topo_ran
         rm_topo_range range;
         range.first = (int)e->element[0]->integer;
         range.last = (int)e->element[1]->integer;
+        range.replicas = 0;
+        for (size_t r2 = 3; r2 < e->elements; r2++)
+            range.replicas += e->element[r2]->type == RM_REPLY_ARRAY;
         if (range.first < 0 || range.last >= RM_SLOTS || range.first > range.last ||
             !node_address(e->element[2], range.host, &range.port))
             continue;
@@ -77,6 +80,16 @@ static const rm_reply *shard_master(const rm_reply *nodes)
     return listed;
 }
 
+/* A shard's replicas that have not failed. ("loading" counts: a node also
+   reports a replica that has seen no write yet - offset 0 - as loading.) */
+static int shard_replicas(const rm_reply *nodes)
+{
+    int n = 0;
+    for (size_t k = 0; nodes && nodes->type == RM_REPLY_ARRAY && k < nodes->elements; k++)
+        n += map_is(nodes->element[k], "role", "replica") && !map_is(nodes->element[k], "health", "fail");
+    return n;
+}
+
 /* A CLUSTER SHARDS node's address (tls: its tls-port when it has one). */
 static bool shard_address(const rm_reply *n, bool tls, char host[256], int *port)
 {
@@ -103,6 +116,7 @@ int rm_topo_read_shards(const rm_reply *r, bool tls, void (*fn)(void *ud, const 
         rm_topo_range range;
         if (!slots || slots->type != RM_REPLY_ARRAY || !master || !shard_address(master, tls, range.host, &range.port))
             continue;
+        range.replicas = shard_replicas(map_get(r->element[k], "nodes"));
         for (size_t s = 0; s + 1 < slots->elements; s += 2) {
             const rm_reply *a = slots->element[s], *b = slots->element[s + 1];
             if (a->type != RM_REPLY_INTEGER || b->type != RM_REPLY_INTEGER || a->integer < 0 ||

@@ -14,11 +14,13 @@ typedef struct rm_topo_range {
     int first, last;
     char host[256];
     int port;
+    int replicas; /* the master's replicas the reply shows in service (not failed) */
 } rm_topo_range;
 
 /**
  * Reads a CLUSTER SLOTS reply: calls fn for each well-formed range (masters
- * only; replicas are not written to). Returns the number of ranges read, or
+ * only; replicas are not written to, only counted: a node leaves failed
+ * replicas out of this reply). Returns the number of ranges read, or
  * -1 when the reply is not a CLUSTER SLOTS reply.
  */
 int rm_topo_read_slots(const rm_reply *r, void (*fn)(void *ud, const rm_topo_range *range), void *ud);
@@ -26,7 +28,8 @@ int rm_topo_read_slots(const rm_reply *r, void (*fn)(void *ud, const rm_topo_ran
 /**
  * Reads a CLUSTER SHARDS reply (7.0+): for each shard, its master that is
  * online (else its master as it is listed), at its endpoint ("?" or empty:
- * its ip; none: host ""), on its tls-port when `tls` and it has one. Calls
+ * its ip; none: host ""), on its tls-port when `tls` and it has one, and
+ * the count of its replicas whose health is not "fail". Calls
  * fn per slot range; returns the number of ranges, or -1 when the reply is
  * not a CLUSTER SHARDS reply (a 6.x server's error: use CLUSTER SLOTS).
  */
