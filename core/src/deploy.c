@@ -49,6 +49,7 @@ void rm_deploy_free(rm_server *srv)
     }
     free(d->nodes);
     free(d->slot_node);
+    free(d->ids);
     free(d);
     srv->dep = NULL;
 }
@@ -128,6 +129,77 @@ static void map_range(void *ud, const rm_topo_range *r)
     mb->ranges++;
 }
 
+typedef struct id_list {
+    char (*ids)[41];
+    size_t n, cap;
+    bool failed;
+} id_list;
+
+static void add_id(void *ud, const char *id)
+{
+    id_list *l = ud;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char(*more)[41] = realloc(l->ids, cap * sizeof *more);
+        if (!more) {
+            l->failed = true;
+            return;
+        }
+        l->ids = more;
+        l->cap = cap;
+    }
+    memcpy(l->ids[l->n], id, RM_NODE_ID_LEN);
+    l->ids[l->n++][RM_NODE_ID_LEN] = '\0';
+}
+
+static int id_cmp(const void *a, const void *b) { return memcmp(a, b, RM_NODE_ID_LEN); }
+
+/* Deployment i's node ids from a topology reply (kept as they were when memory runs out). Caller holds c->mu. */
+static void ids_load(rm_deploy *d, const rm_reply *shards, const rm_reply *slots)
+{
+    id_list l = {NULL, 0, 0, false};
+    rm_topo_read_ids(shards, slots, add_id, &l);
+    if (l.failed || l.n == 0) {
+        free(l.ids);
+        return;
+    }
+    qsort(l.ids, l.n, sizeof *l.ids, id_cmp);
+    free(d->ids);
+    d->ids = l.ids;
+    d->n_ids = l.n;
+}
+
+/* A node id deployment i shares with another cluster deployment (*other), or NULL. Caller holds c->mu. */
+static const char *shared_id(redmutex_client *c, size_t i, size_t *other)
+{
+    const rm_deploy *d = c->servers[i].dep;
+    for (size_t j = 0; j < c->n; j++) {
+        const rm_deploy *e = c->servers[j].dep;
+        for (size_t x = 0; j != i && x < d->n_ids; x++)
+            if (e->n_ids && bsearch(d->ids[x], e->ids, e->n_ids, sizeof *e->ids, id_cmp)) {
+                *other = j;
+                return d->ids[x];
+            }
+    }
+    return NULL;
+}
+
+const rm_server *rm_deploy_same_process_locked(redmutex_client *c, const rm_server *srv, const char *run_id)
+{
+    for (size_t j = 0; run_id[0] && j < c->n; j++) {
+        if ((int)j == srv->index)
+            continue;
+        const rm_server *entry = &c->servers[j];
+        if (strcmp(entry->run_id, run_id) == 0)
+            return entry;
+        const rm_deploy *e = entry->dep;
+        for (size_t k = 0; e && k < e->n_nodes; k++)
+            if (strcmp(e->nodes[k]->run_id, run_id) == 0)
+                return e->nodes[k];
+    }
+    return NULL;
+}
+
 /* Rebuilds deployment i's map from a CLUSTER SHARDS reply, else (6.x) a
    CLUSTER SLOTS reply. Caller holds c->mu. False: unreadable. */
 static bool map_load(redmutex_client *c, size_t i, const rm_reply *shards, const rm_reply *slots,
@@ -143,6 +215,7 @@ static bool map_load(redmutex_client *c, size_t i, const rm_reply *shards, const
     int n = rm_topo_read_shards(shards, c->servers[i].ep.tls, map_range, &mb);
     if (n < 0)
         n = rm_topo_read_slots(slots, map_range, &mb);
+    ids_load(d, shards, slots);
     return n >= 0 && !mb.failed;
 }
 
@@ -201,6 +274,15 @@ int rm_deploy_learn(rm_err *err, redmutex_client *c, rm_conn *conn)
             rc = rm_fail(err, REDMUTEX_EPROTOCOL, "%s is a cluster node, but its CLUSTER SLOTS reply could not be read",
                          conn->srv->ep.display);
         d->sharded = conn->major >= 7;
+        size_t other;
+        const char *id = rc == 0 ? shared_id(c, i, &other) : NULL;
+        if (id) {
+            entry->duplicate = true;
+            rc = rm_fail(err, REDMUTEX_EDUPLICATE,
+                         "%s and %s reach the same cluster (node %s is in both); a Redlock majority needs "
+                         "independent deployments",
+                         c->servers[other].ep.display, entry->ep.display, id);
+        }
         if (rc == 0) {
             atomic_store(&d->topology, RM_TOPOLOGY_CLUSTER);
             atomic_store(&c->has_cluster, true);
@@ -373,6 +455,9 @@ int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadlin
         rm_client_lock(c);
         bool loaded =
             map_load(c, i, shards, slots, seed && srv == entry ? entry->ep.seed_host[seed] : srv->ep.host);
+        size_t other;
+        if (loaded && shared_id(c, i, &other))
+            entry->duplicate = true; /* it grew into another deployment's cluster: left out from now on */
         rm_client_unlock(c);
         rm_reply_free(shards);
         rm_reply_free(slots);

@@ -29,6 +29,10 @@ typedef struct rm_deploy {
     uint16_t *slot_node;   /* RM_SLOTS entries: index into nodes, RM_NO_NODE when uncovered */
     int64_t next_refresh_ns; /* a full refresh is not done again before this */
     int64_t loaded_ns;       /* when the whole map was last loaded */
+    /* The ids of every node the last topology listed, sorted (c->mu): two
+       deployments that share one are the same cluster. */
+    char (*ids)[41];
+    size_t n_ids;
     _Atomic uint64_t redirects, refreshes; /* diagnostics (rm_deploy_counts) */
 } rm_deploy;
 
@@ -92,6 +96,12 @@ const char *rm_deploy_publish_verb(redmutex_client *c, size_t i);
  * srv->replicas the same way. Acquisitions keep asking for min_replicas.
  */
 int rm_deploy_wait_need(const redmutex_client *c, rm_server *srv);
+/**
+ * A server of another deployment than srv's (its URL's server, or one of
+ * its cluster's nodes) that reported run_id too: the same process reached
+ * twice. NULL when none. Caller holds c->mu.
+ */
+const rm_server *rm_deploy_same_process_locked(redmutex_client *c, const rm_server *srv, const char *run_id);
 /** Redirects followed and full refreshes done by deployment i (tests, diagnostics). */
 void rm_deploy_counts(redmutex_client *c, size_t i, uint64_t *redirects, uint64_t *refreshes);
 

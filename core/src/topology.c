@@ -160,3 +160,34 @@ int rm_topo_read_redirect(const char *msg, int *slot, char host[256], int *port)
     *port = (int)prt;
     return kind;
 }
+
+int rm_topo_read_ids(const rm_reply *shards, const rm_reply *slots, void (*fn)(void *ud, const char *id), void *ud)
+{
+    int n = 0;
+    if (shards && shards->type == RM_REPLY_ARRAY && (shards->elements == 0 || map_get(shards->element[0], "slots"))) {
+        for (size_t k = 0; k < shards->elements; k++) {
+            const rm_reply *nodes = map_get(shards->element[k], "nodes");
+            for (size_t x = 0; nodes && nodes->type == RM_REPLY_ARRAY && x < nodes->elements; x++) {
+                const rm_reply *id = map_get(nodes->element[x], "id");
+                if (id && id->type == RM_REPLY_STRING && id->len == RM_NODE_ID_LEN) {
+                    fn(ud, id->str);
+                    n++;
+                }
+            }
+        }
+        return n;
+    }
+    /* CLUSTER SLOTS: [first, last, [ip, port, id], replicas...] (6.x: ids since 4.0). */
+    for (size_t k = 0; slots && slots->type == RM_REPLY_ARRAY && k < slots->elements; k++) {
+        const rm_reply *e = slots->element[k];
+        for (size_t x = 2; e->type == RM_REPLY_ARRAY && x < e->elements; x++) {
+            const rm_reply *node = e->element[x];
+            if (node->type == RM_REPLY_ARRAY && node->elements >= 3 && node->element[2]->type == RM_REPLY_STRING &&
+                node->element[2]->len == RM_NODE_ID_LEN) {
+                fn(ud, node->element[2]->str);
+                n++;
+            }
+        }
+    }
+    return n;
+}

@@ -35,6 +35,16 @@ int rm_topo_read_slots(const rm_reply *r, void (*fn)(void *ud, const rm_topo_ran
  */
 int rm_topo_read_shards(const rm_reply *r, bool tls, void (*fn)(void *ud, const rm_topo_range *range), void *ud);
 
+/* A cluster node's id: 40 hex characters. */
+#define RM_NODE_ID_LEN 40
+
+/**
+ * Calls fn with the id of every node a CLUSTER SHARDS reply lists (masters
+ * and replicas), else, when shards is no such reply, every node of a
+ * CLUSTER SLOTS reply. Returns how many (an id may come more than once).
+ */
+int rm_topo_read_ids(const rm_reply *shards, const rm_reply *slots, void (*fn)(void *ud, const char *id), void *ud);
+
 /**
  * Reads a MOVED or ASK error ("MOVED 3999 127.0.0.1:6381"): the slot and the
  * address (host "" for a node that does not know its own: the caller's). 1

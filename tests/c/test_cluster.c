@@ -473,6 +473,55 @@ static void redlock_over_a_cluster_and_two_servers(void)
     redmutex_client_free(b);
 }
 
+/*
+ * Two deployments of one Redlock that reach the same cluster would vote
+ * twice: two of its nodes given as two URLs (a master, a replica), or one
+ * node given as a standalone server. Refused with REDMUTEX_EDUPLICATE, at
+ * creation when the topologies meet, else when the same node is reached
+ * through both (then that deployment is left out: it can decide nothing).
+ */
+static void deployments_that_reach_one_cluster_are_duplicates(void)
+{
+    ensure_cluster();
+    static rs_server s1;
+    rs_start(&s1, NULL);
+    char master_url[64], replica_url[64];
+    snprintf(master_url, sizeof master_url, "redis://127.0.0.1:%d/0", rc_master(&cl, 1)->port);
+    rs_server *replica = rc_replica_of(&cl, rc_master(&cl, 2));
+    CHECK(replica != NULL);
+    snprintf(replica_url, sizeof replica_url, "redis://localhost:%d", replica->port);
+    const char *two_nodes[3] = {cl.url, master_url, s1.url};
+    const char *with_replica[3] = {s1.url, replica_url, cl.url};
+    const char *const *cases[2] = {two_nodes, with_replica};
+    for (int k = 0; k < 2; k++) {
+        redmutex_client *c = NULL;
+        CHECK_RC(redmutex_client_new(&c, cases[k], 3, NULL), REDMUTEX_EDUPLICATE);
+        CHECKF(strstr(redmutex_last_error(), "same cluster"), "%s", redmutex_last_error());
+        printf("     %s\n", redmutex_last_error());
+    }
+    /* A node forced standalone is not asked for the topology: found when the cluster reaches it too. */
+    char name[64], forced[96];
+    rs_server *owner = NULL;
+    for (int k = 0; !owner || owner->port == cl.node[0].port; k++) { /* not the first seed: no match at creation */
+        snprintf(name, sizeof name, "dup:%d", k);
+        owner = rc_owner(&cl, rm_keyslot(name, strlen(name)));
+    }
+    snprintf(forced, sizeof forced, "redis://127.0.0.1:%d/0?topology=standalone", owner->port);
+    const char *urls[3] = {cl.url, s1.url, forced};
+    redmutex_client *c = NULL;
+    CHECK_OK(redmutex_client_new(&c, urls, 3, NULL));
+    rs_stop(&s1); /* no independent third vote: the node must not count twice */
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, c, name, REDMUTEX_KIND_RLOCK, NULL));
+    int rc = redmutex_lock_acquire(l, NULL, 0);
+    CHECKF(rc == REDMUTEX_EDUPLICATE, "acquire through the cluster and one of its nodes returned %d: %s", rc,
+           redmutex_last_error());
+    CHECK(strstr(redmutex_last_error(), "same Redis server"));
+    CHECK(rs_int(owner, "HLEN %s", name) == 0); /* nothing left behind */
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+}
+
 /* A slot no master serves: a clear error within the call's deadline, never a hang; served again once it is covered. */
 static void an_uncovered_slot_is_a_clear_error_within_the_deadline(void)
 {
@@ -533,6 +582,7 @@ int main(int argc, char **argv)
         {"topology_override_and_first_seed_down", topology_override_and_first_seed_down},
         {"contending_clients_exclude_each_other_on_a_cluster", contending_clients_exclude_each_other_on_a_cluster},
         {"redlock_over_a_cluster_and_two_servers", redlock_over_a_cluster_and_two_servers},
+        {"deployments_that_reach_one_cluster_are_duplicates", deployments_that_reach_one_cluster_are_duplicates},
         {"an_uncovered_slot_is_a_clear_error_within_the_deadline", an_uncovered_slot_is_a_clear_error_within_the_deadline},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
