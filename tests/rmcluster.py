@@ -214,3 +214,35 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def serve(masters: int, replicas: int) -> None:
+    """A cluster for tests in other languages, driven over stdin/stdout.
+
+    Prints ``URL <url>`` once the cluster is up, then answers one line per
+    request line: ``owner NAME`` -> the port of the master of NAME's slot,
+    ``exists NAME`` -> 1 or 0 on that master. End of input stops the cluster.
+    """
+    import sys
+
+    with Cluster(masters=masters, replicas=replicas) as cl:
+        print("URL " + cl.url, flush=True)
+        for line in sys.stdin:
+            verb, _, name = line.rstrip("\n").partition(" ")
+            if verb == "owner":
+                print(cl.owner(name), flush=True)
+            elif verb == "exists":
+                print(cl.command(cl.owner(name), "EXISTS", name), flush=True)
+            else:
+                print(f"ERR unknown request {verb!r}", flush=True)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve a test cluster over stdin/stdout (see serve()).")
+    parser.add_argument("command", choices=["serve"])
+    parser.add_argument("--masters", type=int, default=3)
+    parser.add_argument("--replicas", type=int, default=0)
+    args = parser.parse_args()
+    serve(args.masters, args.replicas)
