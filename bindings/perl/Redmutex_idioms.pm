@@ -69,6 +69,8 @@ sub on_lost {
     no warnings 'redefine';
     *Redmutex::Lock::DESTROY = sub {
         if (ref $_[0] && Scalar::Util::reftype($_[0]) eq 'HASH' && tied %{ $_[0] }) {
+            # A lock dropped while an error unwinds must not clear the caller's $@.
+            local $@;
             my $id = eval { $_[0]->id };    # none once destroyed by hand already
             delete $on_lost{$id} if defined $id;
         }
