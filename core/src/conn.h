@@ -81,10 +81,12 @@ typedef struct rm_server {
     _Atomic int seed;              /* the seed a new connection goes to (a multi-host URL) */
     _Atomic bool ask_topology;     /* a new connection's handshake asks what the deployment is */
     int major;                     /* redis_version's major number, 0 until known */
-    /* The replicas in service this server had when last looked at (a
-       cluster's topology reply; -1: not known). A renewal's WAIT asks no
-       more of it than that (deploy.h, rm_deploy_wait_need). */
+    /* The replicas in service this server had when its deployment's
+       topology was last read (-1: not known), and the replicas it said it
+       has online at its last ROLE (-1: not asked). A WAIT asks no more of it
+       than the larger (deploy.h, rm_deploy_wait_need). */
     _Atomic int replicas;
+    _Atomic int role_replicas;
 } rm_server;
 
 /** Reads, without blocking, what a connection owes and drops it. -1 if the connection is broken. */

@@ -28,6 +28,7 @@ int rm_deploy_init(rm_err *err, redmutex_client *c, size_t i)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     srv->dep = d;
     atomic_store(&srv->replicas, -1);
+    atomic_store(&srv->role_replicas, -1);
     d->wanted = srv->ep.topology;
     /* A Unix socket reaches one server: there is no other node to route to. */
     int known = srv->ep.is_unix || d->wanted == RM_TOPOLOGY_STANDALONE ? RM_TOPOLOGY_STANDALONE : RM_TOPOLOGY_AUTO;
@@ -101,6 +102,7 @@ static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int po
     n->dep = d;
     n->tls = entry->tls; /* the deployment's settings, freed with it */
     atomic_store(&n->replicas, -1);
+    atomic_store(&n->role_replicas, -1);
     *index = d->n_nodes;
     d->nodes[d->n_nodes++] = n;
     return n;
@@ -340,8 +342,26 @@ const char *rm_deploy_publish_verb(redmutex_client *c, size_t i)
 
 int rm_deploy_wait_need(const redmutex_client *c, rm_server *srv)
 {
+    int known = atomic_load(&srv->replicas), role = atomic_load(&srv->role_replicas);
+    if (known < 0 || known >= c->opts.min_replicas)
+        return (int)c->opts.min_replicas;
+    /* Fewer in the topology: no fewer than the master itself last said it has online. */
+    int seen = role > known ? role : known;
+    return seen < c->opts.min_replicas ? seen : (int)c->opts.min_replicas;
+}
+
+bool rm_deploy_wants_role(const redmutex_client *c, rm_server *srv)
+{
     int known = atomic_load(&srv->replicas);
-    return known >= 0 && known < c->opts.min_replicas ? known : (int)c->opts.min_replicas;
+    return known >= 0 && known < c->opts.min_replicas;
+}
+
+void rm_deploy_note_role(rm_server *srv, const rm_reply *r)
+{
+    /* ["master", offset, [[ip, port, offset], ...]]: the replicas online on it. */
+    bool master = r && r->type == RM_REPLY_ARRAY && r->elements >= 3 && r->element[0]->type == RM_REPLY_STRING &&
+                  strcmp(r->element[0]->str, "master") == 0 && r->element[2]->type == RM_REPLY_ARRAY;
+    atomic_store(&srv->role_replicas, master ? (int)r->element[2]->elements : -1);
 }
 
 void rm_deploy_counts(redmutex_client *c, size_t i, uint64_t *redirects, uint64_t *refreshes)

@@ -86,16 +86,28 @@ int rm_deploy_refresh_stale(rm_err *err, redmutex_client *c, size_t i, int64_t m
 /** The command a release script of deployment i publishes with: "spublish" on a 7.0+ cluster, else "publish". */
 const char *rm_deploy_publish_verb(redmutex_client *c, size_t i);
 /**
- * The replicas a renewal's WAIT asks of srv: min_replicas, or fewer when
- * the last look at the deployment found srv with fewer replicas in service
- * (a replica promoted by a failover has none at first). A master's replica
- * count is learned from the topology (CLUSTER SHARDS: replicas whose health
- * is not "fail"; CLUSTER SLOTS leaves failed ones out) at every full load, so a
- * failover, a replica lost or a replica added is seen at the next refresh;
- * a deployment that resolves its master otherwise (Sentinel: ROLE) sets
- * srv->replicas the same way. Acquisitions keep asking for min_replicas.
+ * The replicas a WAIT (after an acquisition, an extension, a renewal) asks
+ * of srv: min_replicas, or fewer when the deployment's topology, as last
+ * read, gives srv fewer replicas in service - a replica promoted by a
+ * failover has none at first - and srv itself, at its last ROLE, had no more
+ * online. So a master with no replica that could be promoted grants and
+ * renews instead of refusing every lock until one comes back (Redisson's
+ * trap, redisson#4706), while a replica that is only slow or cut off from
+ * its master still counts (the topology has not given it up).
+ *
+ * srv->replicas comes from the topology (CLUSTER SHARDS: replicas whose
+ * health is not "fail"; CLUSTER SLOTS leaves failed ones out) at every full
+ * load; a deployment that resolves its master otherwise (Sentinel) sets it
+ * the same way. srv->role_replicas comes from a ROLE that rides behind any
+ * request with a WAIT to a node that has fewer replicas than min_replicas
+ * (rm_deploy_wants_role), so a replica that comes back is counted again at
+ * the next request, without waiting for a refresh.
  */
 int rm_deploy_wait_need(const redmutex_client *c, rm_server *srv);
+/** Whether a request with a WAIT to srv should also ask ROLE (srv has fewer replicas than min_replicas). */
+bool rm_deploy_wants_role(const redmutex_client *c, rm_server *srv);
+/** Records srv's answer to ROLE: the replicas online on it (-1 when it is no master or the reply is not ROLE's). */
+void rm_deploy_note_role(rm_server *srv, const rm_reply *r);
 /**
  * A server of another deployment than srv's (its URL's server, or one of
  * its cluster's nodes) that reported run_id too: the same process reached

@@ -78,7 +78,8 @@ typedef struct rm_slot {
     bool asking;          /* ASK: each command goes behind ASKING */
     int reroutes;         /* seeds or nodes tried after a connection failed before sending */
     int64_t retry_at;     /* waiting to retry (TRYAGAIN, CLUSTERDOWN...) until then */
-    int wait_need;        /* the replica count RM_ARG_REPLICAS became for this slot's node; -1: not sent */
+    int wait_need;        /* the replica count RM_ARG_REPLICAS becomes for this slot's node */
+    bool role_probe;      /* a ROLE rides behind the request (deploy.h, rm_deploy_wants_role) */
 } rm_slot;
 
 typedef struct rm_call rm_call;

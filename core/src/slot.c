@@ -115,13 +115,21 @@ int rm_slot_request(rm_slot *s, const rm_req *req, bool eval)
     char need[24];
     s->wait_need = c->opts.min_replicas > 0 ? rm_deploy_wait_need(c, conn->srv) : 0;
     snprintf(need, sizeof need, "%d", s->wait_need);
-    static const char *const asking[1] = {"ASKING"};
-    for (size_t k = 0; k < req->ncmds; k++)
+    s->role_probe = false;
+    static const char *const asking[1] = {"ASKING"}, *const role[1] = {"ROLE"};
+    for (size_t k = 0; k < req->ncmds; k++) {
+        const rm_cmd *cmd = rm_req_cmd(req, k);
         if ((s->asking && rm_format_command(&conn->out, 1, asking, NULL)) ||
-            rm_cmd_format(&conn->out, rm_req_cmd(req, k), eval, verb, need))
+            rm_cmd_format(&conn->out, cmd, eval, verb, need))
             return REDMUTEX_ENOMEM;
+        s->role_probe |= cmd->script < 0 && cmd->argc == 3 && cmd->argv[1] == RM_ARG_REPLICAS;
+    }
+    /* A master with fewer replicas than min_replicas: is one back? (No round trip: it rides along.) */
+    s->role_probe = s->role_probe && rm_deploy_wants_role(c, conn->srv);
+    if (s->role_probe && rm_format_command(&conn->out, 1, role, NULL))
+        return REDMUTEX_ENOMEM;
     s->got = 0;
-    s->total = s->skip + req->ncmds * (s->asking ? 2 : 1);
+    s->total = s->skip + req->ncmds * (s->asking ? 2 : 1) + s->role_probe;
     s->used_eval = eval;
     return 0;
 }
@@ -278,11 +286,16 @@ static bool slot_receive(rm_slot *s)
     }
 }
 
-/* Where reply number idx of a request goes: the slot's replies, or nowhere (a skipped reply, an ASKING's OK). */
-static rm_reply **reply_place(rm_slot *s, size_t idx)
+/* Where reply number idx of a request goes: the slot's replies, or nowhere (a skipped reply, an
+   ASKING's OK, the ROLE probe's answer - recorded on the node first). */
+static rm_reply **reply_place(rm_slot *s, size_t idx, const rm_reply *r)
 {
     if (idx < s->skip)
         return NULL;
+    if (s->role_probe && idx + 1 == s->total) {
+        rm_deploy_note_role(s->conn->srv, r);
+        return NULL;
+    }
     size_t k = idx - s->skip;
     if (s->asking) {
         if (k % 2 == 0)
@@ -324,7 +337,7 @@ void rm_slot_read(rm_call *call, rm_slot *s, const rm_req *req)
                 return;
             }
         } else {
-            rm_reply **place = reply_place(s, idx);
+            rm_reply **place = reply_place(s, idx, r);
             if (place)
                 *place = r;
             else

@@ -356,6 +356,70 @@ static void kill_case(const char *pattern, int64_t min_replicas, int64_t lease_m
     redmutex_client_free(b);
 }
 
+/*
+ * min_replicas=1 across a SIGKILL failover: the promoted master has no
+ * replica, so acquisitions WAIT for none there (they are not refused until
+ * one comes back, redisson#4706's trap); once the old master is back as its
+ * replica and in sync, the ROLE that rides with the next WAIT counts it, and
+ * an acquisition that it cannot acknowledge (stopped) fails again.
+ */
+static void acquisitions_after_a_failover_wait_for_the_replicas_the_new_master_has(void)
+{
+    ensure_cluster();
+    rs_server *m = NULL, *r = NULL;
+    for (int k = 0; k < 3 && !r; k++)
+        if ((m = rc_master(&cl, k)) != NULL)
+            r = rc_replica_of(&cl, m);
+    CHECK(r != NULL);
+    char name[64], n2[96], n3[96];
+    rc_name_on(&cl, m, "repl:%d", name, sizeof name);
+    snprintf(n2, sizeof n2, "second{%s}", name);
+    snprintf(n3, sizeof n3, "third{%s}", name);
+    int slot = rm_keyslot(name, strlen(name));
+    redmutex_client_options o;
+    redmutex_client_options_init(&o, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    o.min_replicas = 1;
+    o.replica_timeout_ms = 300;
+    const char *url = cl.url;
+    redmutex_client *a = NULL;
+    CHECK_OK(redmutex_client_new(&a, &url, 1, &o));
+    redmutex_lock *l1, *l2, *l3;
+    CHECK_OK(redmutex_lock_new(&l1, a, name, REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_new(&l2, a, n2, REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_new(&l3, a, n3, REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(l1, NULL, 0));
+    CHECK_OK(redmutex_lock_release(l1, NULL));
+    rs_kill(m);
+    WAIT_FOR(rc_owner(&cl, slot) == r, 15000);
+    int64_t promoted = rt_now_ms(), got = -1;
+    while (got < 0 && rt_now_ms() - promoted < rt_scaled_ms(5000)) {
+        int rc = redmutex_lock_acquire(l1, NULL, 0);
+        if (rc == 0)
+            got = rt_now_ms() - promoted;
+        else
+            CHECKF(rc == REDMUTEX_ECONN || rc == REDMUTEX_EREPLICAS, "acquire: %d %s", rc, redmutex_last_error());
+    }
+    CHECKF(got >= 0, "no acquisition with min_replicas=1 within 5 s of the promotion: %s", redmutex_last_error());
+    printf("     acquired with min_replicas=1 on the promoted master %lld ms after it was promoted\n", (long long)got);
+    CHECK_OK(redmutex_lock_release(l1, NULL));
+    /* The old master comes back empty as the new one's replica. */
+    rs_restart(m);
+    rc_wait_ok(&cl, 30000);
+    CHECK(rc_replica_of(&cl, r) == m);
+    CHECK_OK(redmutex_lock_acquire(l2, NULL, 0)); /* its WAIT's ROLE sees the replica back */
+    CHECK_OK(redmutex_lock_release(l2, NULL));
+    rs_pause(m);
+    int rc = redmutex_lock_acquire(l3, NULL, 0);
+    rs_resume(m);
+    CHECKF(rc == REDMUTEX_EREPLICAS, "acquire with the replica back but stopped returned %d: %s", rc,
+           redmutex_last_error());
+    CHECK(!rs_exists(r, n3)); /* the unconfirmed grant was undone */
+    redmutex_lock_free(l1);
+    redmutex_lock_free(l2);
+    redmutex_lock_free(l3);
+    redmutex_client_free(a);
+}
+
 static void sigkill_of_a_master_without_min_replicas(void) { kill_case("kill0:%d", 0, 3000, false); }
 
 static void sigkill_of_a_master_with_min_replicas_keeps_the_hold(void) { kill_case("kill1:%d", 1, 10000, true); }
@@ -369,6 +433,8 @@ int main(int argc, char **argv)
         {"cluster_failover_keeps_a_lock_taken_with_min_replicas", cluster_failover_keeps_a_lock_taken_with_min_replicas},
         {"a_renewal_asks_a_master_for_the_replicas_it_really_has", a_renewal_asks_a_master_for_the_replicas_it_really_has},
         {"sigkill_of_a_master_without_min_replicas", sigkill_of_a_master_without_min_replicas},
+        {"acquisitions_after_a_failover_wait_for_the_replicas_the_new_master_has",
+         acquisitions_after_a_failover_wait_for_the_replicas_the_new_master_has},
         {"sigkill_of_a_master_with_min_replicas_keeps_the_hold", sigkill_of_a_master_with_min_replicas_keeps_the_hold},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
