@@ -87,6 +87,9 @@ typedef struct rm_server {
        than the larger (deploy.h, rm_deploy_wait_need). */
     _Atomic int replicas;
     _Atomic int role_replicas;
+    /* A cluster node: when a request to it last went unanswered or its
+       connection failed (0: never). A refresh asks such nodes last. */
+    _Atomic int64_t failed_ns;
 } rm_server;
 
 /** Reads, without blocking, what a connection owes and drops it. -1 if the connection is broken. */

@@ -435,14 +435,45 @@ static rm_reply *ask_slots(rm_server *srv, int seed, int64_t deadline, rm_reply 
     return slots;
 }
 
-/* Nodes known to deployment i (a copy of the list: nodes live as long as the client). Caller holds c->mu. */
+/* A node that failed within this long is asked last by a refresh. */
+#define RM_NODE_SUSPECT_NS (30000 * RM_NS_PER_MS)
+
+/*
+ * Nodes known to deployment i, in the order a refresh asks them (a copy of
+ * the list: nodes live as long as the client): those that did not fail
+ * lately first, starting at a different one each time (a dead one is not
+ * always asked first), then those that did. Caller holds c->mu.
+ */
 static rm_server **known_nodes(rm_deploy *d, size_t *n)
 {
     rm_server **copy = d->n_nodes ? malloc(d->n_nodes * sizeof *copy) : NULL;
     *n = copy ? d->n_nodes : 0;
-    if (copy)
-        memcpy(copy, d->nodes, *n * sizeof *copy);
+    size_t start = *n ? (size_t)atomic_load(&d->refreshes) % *n : 0, front = 0, back = *n;
+    int64_t lately = rm_now_ns() - RM_NODE_SUSPECT_NS;
+    for (size_t k = 0; k < *n; k++) {
+        rm_server *node = d->nodes[(start + k) % *n];
+        int64_t failed = atomic_load(&node->failed_ns);
+        if (failed && failed > lately)
+            copy[--back] = node;
+        else
+            copy[front++] = node;
+    }
     return copy;
+}
+
+void rm_deploy_node_failed(rm_server *srv)
+{
+    rm_deploy *d = srv->dep;
+    if (!d || atomic_load(&d->topology) != RM_TOPOLOGY_CLUSTER)
+        return;
+    atomic_store(&srv->failed_ns, rm_now_ns());
+    atomic_store(&d->refresh_wanted, true);
+}
+
+int rm_deploy_refresh_if_wanted(redmutex_client *c, size_t i, int64_t deadline_ns)
+{
+    rm_deploy *d = c->servers[i].dep;
+    return atomic_load(&d->refresh_wanted) ? rm_deploy_refresh(NULL, c, i, deadline_ns) : 0;
 }
 
 int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadline_ns)
@@ -461,15 +492,16 @@ int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadlin
     rm_client_unlock(c);
     if (soon)
         return 1;
-    /* Every known node, starting at a different one each time (a dead one
-       is not always asked first), then every seed of the URL. */
-    size_t start = n ? (size_t)atomic_load(&d->refreshes) % n : 0;
+    /* Every known node (known_nodes' order), then every seed of the URL.
+       Each gets at most half the time left: a node that does not answer
+       at all must not use up the refresh. */
     size_t total = n + (size_t)(entry->ep.n_seeds > 0 ? entry->ep.n_seeds : 1);
     int rc = rm_fail(err, REDMUTEX_ECONN, "%s: no node of the cluster answered CLUSTER SLOTS in time", entry->ep.display);
     for (size_t k = 0; k < total && rm_now_ns() < deadline_ns; k++) {
-        rm_server *srv = k < n ? nodes[(start + k) % n] : entry;
+        rm_server *srv = k < n ? nodes[k] : entry;
         int seed = k < n ? 0 : (int)(k - n);
-        rm_reply *shards, *slots = ask_slots(srv, seed, deadline_ns, &shards);
+        int64_t left = deadline_ns - rm_now_ns(), slice = left / 2 > RM_REFRESH_MIN_NS / 5 ? left / 2 : left;
+        rm_reply *shards, *slots = ask_slots(srv, seed, rm_now_ns() + slice, &shards);
         if (!slots)
             continue;
         rm_client_lock(c);
@@ -483,6 +515,7 @@ int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadlin
         rm_reply_free(slots);
         if (loaded) {
             atomic_fetch_add(&d->refreshes, 1);
+            atomic_store(&d->refresh_wanted, false);
             rc = 0;
             break;
         }

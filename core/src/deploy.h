@@ -29,6 +29,9 @@ typedef struct rm_deploy {
     uint16_t *slot_node;   /* RM_SLOTS entries: index into nodes, RM_NO_NODE when uncovered */
     int64_t next_refresh_ns; /* a full refresh is not done again before this */
     int64_t loaded_ns;       /* when the whole map was last loaded */
+    /* A node did not answer in time, or its connection failed: the map is
+       read again before the next request is routed (it may have failed over). */
+    _Atomic bool refresh_wanted;
     /* The ids of every node the last topology listed, sorted (c->mu): two
        deployments that share one are the same cluster. */
     char (*ids)[41];
@@ -77,6 +80,19 @@ rm_server *rm_deploy_asked(redmutex_client *c, size_t i, const char *host, int p
  * (then 1 at once). Blocks. 0, 1 (skipped: too soon), or an error code.
  */
 int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadline_ns);
+/**
+ * A request to srv (a node of a cluster deployment; anything else is
+ * ignored) went unanswered by its deadline or lost its connection: the
+ * deployment's map is reloaded before its next request is routed, asking
+ * srv last. Any thread, no lock held.
+ */
+void rm_deploy_node_failed(rm_server *srv);
+/**
+ * Before routing a request of deployment i: reloads the map if a node
+ * failed since the last load (rm_deploy_node_failed), bounded by
+ * deadline_ns and at most once per 100 ms. Blocks; 0 when nothing was due.
+ */
+int rm_deploy_refresh_if_wanted(redmutex_client *c, size_t i, int64_t deadline_ns);
 /**
  * Reloads deployment i's map when it is older than max_age_ns (the
  * watchdog's periodic look, so a failover without traffic is noticed).

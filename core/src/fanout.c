@@ -104,6 +104,8 @@ static int mark_owing(rm_call *call, rm_conn *conn)
 static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
 {
     rm_conn *conn = s->conn;
+    if (conn && rm_deploy_is_cluster(call->c, s->dep))
+        rm_deploy_node_failed(conn->srv); /* a node silent past the deadline may be gone: read the map again */
     /* Keep it if the request went out whole (a connection still in its
        handshake has sent no request: closing it changes nothing). */
     bool keep = conn && !conn->connecting && conn->out.len == 0 && !s->handshaking &&

@@ -46,6 +46,8 @@ void rm_slot_break(rm_slot *s, int code, const char *fmt, ...)
     s->err = code;
     s->status = RM_SLOT_DONE;
     s->broken = true;
+    if (s->conn && code == REDMUTEX_ECONN)
+        rm_deploy_node_failed(s->conn->srv); /* on a cluster: it may have failed over */
     if (s->conn) {
         rm_pool_give(s->conn->srv->client, s->conn, false, 0); /* closes it, off every list */
         s->conn = NULL;

@@ -420,6 +420,68 @@ static void acquisitions_after_a_failover_wait_for_the_replicas_the_new_master_h
     redmutex_client_free(a);
 }
 
+/* The port of the master of `slot` as node `asker` sees it (CLUSTER SLOTS), 0 if none. */
+static int owner_seen_by(rs_server *asker, int slot)
+{
+    redisReply *r = rs_cmd(asker, "CLUSTER SLOTS");
+    int port = 0;
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
+        redisReply *e = r->element[k];
+        if (slot >= e->element[0]->integer && slot <= e->element[1]->integer)
+            port = (int)e->element[2]->element[1]->integer;
+    }
+    if (r)
+        freeReplyObject(r);
+    return port;
+}
+
+/*
+ * A master that stops answering (SIGSTOP: connections open, nothing comes
+ * back - a host gone, a partition) while its replica is promoted: the
+ * requests that time out there make the client read the map again, so the
+ * next attempt goes to the new master instead of timing out on the old one
+ * until some periodic refresh.
+ */
+static void a_master_that_stops_answering_is_routed_around_after_a_failover(void)
+{
+    ensure_cluster();
+    rs_server *m = NULL, *r = NULL;
+    for (int k = 0; k < 3 && !r; k++)
+        if ((m = rc_master(&cl, k)) != NULL)
+            r = rc_replica_of(&cl, m);
+    CHECK(r != NULL);
+    char name[64];
+    rc_name_on(&cl, m, "silent:%d", name, sizeof name);
+    int slot = rm_keyslot(name, strlen(name));
+    redmutex_client *a = client_with(30000, 0, 200);
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, a, name, REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    rs_pause(m);
+    redisReply *rep = rs_cmd(r, "CLUSTER FAILOVER TAKEOVER");
+    CHECK(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    WAIT_FOR(owner_seen_by(r, slot) == r->port, 15000); /* (the stopped master cannot be asked) */
+    /* Attempts as an application makes them: each that fails (the old master silent) is retried. */
+    int64_t t0 = rt_now_ms();
+    int rc, attempts = 0;
+    while ((rc = redmutex_lock_acquire(l, NULL, 0)) != 0 && rt_now_ms() - t0 < rt_scaled_ms(5000)) {
+        CHECKF(rc == REDMUTEX_ECONN, "acquire: %d %s", rc, redmutex_last_error());
+        attempts++;
+    }
+    int64_t took = rt_now_ms() - t0;
+    rs_resume(m);
+    CHECKF(rc == 0, "acquire with the old master silent and its replica promoted: %d %s", rc, redmutex_last_error());
+    printf("     acquired on the promoted master after %d failed attempts, %lld ms\n", attempts, (long long)took);
+    CHECKF(attempts <= 1, "%d attempts timed out on the silent master", attempts);
+    CHECK(rs_exists(r, name));
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_client_free(a);
+    rc_wait_ok(&cl, 30000); /* the old master back, as the new one's replica */
+}
+
 static void sigkill_of_a_master_without_min_replicas(void) { kill_case("kill0:%d", 0, 3000, false); }
 
 static void sigkill_of_a_master_with_min_replicas_keeps_the_hold(void) { kill_case("kill1:%d", 1, 10000, true); }
@@ -432,6 +494,8 @@ int main(int argc, char **argv)
         {"renewals_follow_ask_while_the_slot_is_half_moved", renewals_follow_ask_while_the_slot_is_half_moved},
         {"cluster_failover_keeps_a_lock_taken_with_min_replicas", cluster_failover_keeps_a_lock_taken_with_min_replicas},
         {"a_renewal_asks_a_master_for_the_replicas_it_really_has", a_renewal_asks_a_master_for_the_replicas_it_really_has},
+        {"a_master_that_stops_answering_is_routed_around_after_a_failover",
+         a_master_that_stops_answering_is_routed_around_after_a_failover},
         {"sigkill_of_a_master_without_min_replicas", sigkill_of_a_master_without_min_replicas},
         {"acquisitions_after_a_failover_wait_for_the_replicas_the_new_master_has",
          acquisitions_after_a_failover_wait_for_the_replicas_the_new_master_has},
