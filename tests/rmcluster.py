@@ -87,22 +87,29 @@ def command(port: int, *args: Any, timeout: float = 5.0) -> Any:
 
 
 class Node:
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, uid: int | None = None) -> None:
         self.dir = tempfile.mkdtemp(prefix="node-", dir=workdir)
         self.port = free_port()
+        self.bus_port = free_port()  # kept across restarts: the other nodes know it
+        self.uid = uid  # run as this uid (a fault injector can then tell its packets apart)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        """Starts the node (again, after kill(): same port, bus port and nodes.conf; no data)."""
         conf = os.path.join(self.dir, "node.conf")
         with open(conf, "w") as f:
             f.write(
                 f'port {self.port}\nbind 127.0.0.1\nsave ""\nappendonly no\ndir {self.dir}\n'
                 f"logfile {self.dir}/node.log\nprotected-mode no\ncluster-enabled yes\n"
-                f"cluster-config-file nodes.conf\ncluster-node-timeout 1000\ncluster-port {free_port()}\n"
+                f"cluster-config-file nodes.conf\ncluster-node-timeout 1000\ncluster-port {self.bus_port}\n"
             )
-        self.proc = subprocess.Popen(
-            [server_binary(), conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        cmd = [server_binary(), conf]
+        if self.uid is not None:
+            os.chown(self.dir, self.uid, self.uid)
+            for name in os.listdir(self.dir):
+                os.chown(os.path.join(self.dir, name), self.uid, self.uid)
+            cmd = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", *cmd]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -126,10 +133,13 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, masters: int = 3, replicas: int = 1) -> None:
+    def __init__(self, masters: int = 3, replicas: int = 1, uids: dict[int, int] | None = None) -> None:
+        """uids: node index -> the uid that node runs as (others run as this process)."""
         self.masters, self.replicas = masters, replicas
         self.workdir = tempfile.mkdtemp(prefix="redmutex-cluster-")
-        self.nodes = [Node(self.workdir) for _ in range(masters * (1 + replicas))]
+        os.chmod(self.workdir, 0o755)
+        self.nodes = [Node(self.workdir, (uids or {}).get(i)) for i in range(masters * (1 + replicas))]
+        self.unreachable: set[int] = set()  # ports of nodes a fault cut off: not asked meanwhile
 
     @property
     def url(self) -> str:
@@ -139,7 +149,7 @@ class Cluster:
         return command(port, *args)
 
     def any_port(self) -> int:
-        return next(n.port for n in self.nodes if n.alive)
+        return next(n.port for n in self.nodes if n.alive and n.port not in self.unreachable)
 
     def owner(self, key: str | bytes) -> int:
         """The port of the master that owns key's slot."""
@@ -149,10 +159,53 @@ class Cluster:
                 return int(master[1])
         raise RuntimeError(f"slot {slot} has no master")
 
+    def node(self, port: int) -> Node:
+        return next(n for n in self.nodes if n.port == port)
+
+    def node_id(self, port: int) -> str:
+        return command(port, "CLUSTER", "MYID").decode()
+
+    def master_ports(self) -> list[int]:
+        """The masters that own slots, as a live node sees them."""
+        return sorted({int(e[2][1]) for e in command(self.any_port(), "CLUSTER", "SLOTS")})
+
+    def replica_of(self, port: int) -> Node | None:
+        """A live replica of the master at port whose link to it is up."""
+        for n in self.nodes:
+            if n.alive and n.port != port and n.port not in self.unreachable:
+                info = command(n.port, "INFO", "replication")
+                if (
+                    isinstance(info, bytes)
+                    and f"master_port:{port}\r\n".encode() in info
+                    and b"master_link_status:up" in info
+                ):
+                    return n
+        return None
+
+    def migrate(self, slot: int, to_port: int, midway: Any = None) -> None:
+        """Moves slot and its keys to the master at to_port: IMPORTING/MIGRATING, MIGRATE ... KEYS,
+        then SETSLOT NODE on every master (the new owner first). midway() runs once the slot is marked."""
+        frm = next(int(e[2][1]) for e in command(self.any_port(), "CLUSTER", "SLOTS") if e[0] <= slot <= e[1])
+        if frm == to_port:
+            return
+        src_id, dst_id = self.node_id(frm), self.node_id(to_port)
+        for port, args in ((to_port, ("IMPORTING", src_id)), (frm, ("MIGRATING", dst_id))):
+            r = command(port, "CLUSTER", "SETSLOT", slot, *args)
+            if isinstance(r, Exception):
+                raise r
+        if midway:
+            midway()
+        while keys := command(frm, "CLUSTER", "GETKEYSINSLOT", slot, 100):
+            r = command(frm, "MIGRATE", "127.0.0.1", to_port, "", 0, 5000, "KEYS", *keys)
+            if isinstance(r, Exception):
+                raise r
+        for port in [to_port, frm, *[p for p in self.master_ports() if p not in (to_port, frm)]]:
+            command(port, "CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
     def ok(self) -> bool:
         owners = set()
         for n in self.nodes:
-            if not n.alive:
+            if not n.alive or n.port in self.unreachable:
                 continue
             try:
                 info = command(n.port, "CLUSTER", "INFO")
