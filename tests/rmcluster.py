@@ -9,136 +9,109 @@ port) in temporary directories, joined with ``redis-cli --cluster create``,
 and waited for until every node reports cluster_state:ok, every replica is
 in sync and all agree on the owner of slot 0. They are killed on exit.
 
-The server binary is $REDMUTEX_TEST_SERVER (default redis-server); the
-cluster tool is $REDMUTEX_TEST_CLI, else the "-cli" next to that server
-(valkey-server -> valkey-cli), else redis-cli. Needs only the standard
-library: Redis is spoken to with the small RESP client below.
+Nodes are tests/rmserver.py's Servers, so its rules hold here too: the
+binary ($REDMUTEX_TEST_SERVER), the configuration, and a failure (never a
+skip) when there is no server. The cluster tool is $REDMUTEX_TEST_CLI, else
+the "-cli" next to that server (valkey-server -> valkey-cli), else redis-cli.
+Needs only the standard library.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
-from typing import Any
+from typing import Any, Sequence
+
+# (_encode and _read too: helpers written against this module's earlier RESP client import them.)
+from rmserver import Server, _encode, _read, cli_binary, command, free_port, server_binary
+
+__all__ = ["Cluster", "Node", "_encode", "_read", "cli_binary", "command", "free_port", "server_binary"]
 
 
-def server_binary() -> str:
-    return os.environ.get("REDMUTEX_TEST_SERVER") or shutil.which("redis-server") or "/usr/bin/redis-server"
+class _UidServer(Server):
+    """A Server whose process runs as another uid (a fault injector tells its packets apart by it)."""
 
+    def __init__(self, uid: int, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.uid = uid
 
-def cli_binary() -> str:
-    cli = os.environ.get("REDMUTEX_TEST_CLI")
-    if cli:
-        return cli
-    srv = os.environ.get("REDMUTEX_TEST_SERVER", "")
-    if "-server" in srv:
-        guess = srv.replace("-server", "-cli")
-        if os.access(guess, os.X_OK):
-            return guess
-    return shutil.which("redis-cli") or "/usr/bin/redis-cli"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _encode(args: tuple[Any, ...]) -> bytes:
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        b = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-    return b"".join(out)
-
-
-def _read(f: Any) -> Any:
-    line = f.readline()
-    if not line:
-        raise ConnectionError("closed")
-    kind, rest = line[:1], line[1:-2]
-    if kind == b"+":
-        return rest.decode()
-    if kind == b"-":
-        return RuntimeError(rest.decode())
-    if kind == b":":
-        return int(rest)
-    if kind == b"$":
-        n = int(rest)
-        if n < 0:
-            return None
-        data = f.read(n + 2)[:-2]
-        return data
-    if kind == b"*":
-        n = int(rest)
-        return None if n < 0 else [_read(f) for _ in range(n)]
-    raise ConnectionError(f"bad reply {line!r}")
-
-
-def command(port: int, *args: Any, timeout: float = 5.0) -> Any:
-    """One command on a fresh connection to 127.0.0.1:port; errors come back as RuntimeError values."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(_encode(args))
-        return _read(s.makefile("rb"))
+    def _spawn(self) -> None:
+        os.chown(self.workdir, self.uid, self.uid)
+        for name in os.listdir(self.workdir):
+            os.chown(os.path.join(self.workdir, name), self.uid, self.uid)
+        conf = self._write_conf()
+        os.chown(conf, self.uid, self.uid)
+        cmd = [
+            "setpriv",
+            f"--reuid={self.uid}",
+            f"--regid={self.uid}",
+            "--clear-groups",
+            "--pdeathsig",
+            "KILL",
+        ]
+        self.proc = subprocess.Popen(
+            [*cmd, "--", server_binary(), conf, *self.args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.paused = False
 
 
 class Node:
-    def __init__(self, workdir: str, uid: int | None = None) -> None:
+    """One cluster node: a Server (tests/rmserver.py) with cluster mode on. Its port and bus
+    port stay the same across restarts (start() after kill(): it comes back empty, with its
+    nodes.conf, and rejoins). uid: run it as that uid."""
+
+    def __init__(self, workdir: str, args: Sequence[str] = (), uid: int | None = None) -> None:
         self.dir = tempfile.mkdtemp(prefix="node-", dir=workdir)
-        self.port = free_port()
-        self.bus_port = free_port()  # kept across restarts: the other nodes know it
-        self.uid = uid  # run as this uid (a fault injector can then tell its packets apart)
-        self.proc: subprocess.Popen[bytes] | None = None
+        # The bus port is chosen too: port + 10000 may be out of range or taken.
+        self.bus_port = free_port()
+        self.uid = uid
+        conf = (
+            "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout 1000\n"
+            f"cluster-port {self.bus_port}\n"
+        )
+        if uid is None:
+            self.server = Server(self.dir, conf=conf, args=args, port=free_port())
+        else:
+            self.server = _UidServer(uid, self.dir, conf=conf, args=args, port=free_port())
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return self.server.proc
 
     def start(self) -> None:
-        """Starts the node (again, after kill(): same port, bus port and nodes.conf; no data)."""
-        conf = os.path.join(self.dir, "node.conf")
-        with open(conf, "w") as f:
-            f.write(
-                f'port {self.port}\nbind 127.0.0.1\nsave ""\nappendonly no\ndir {self.dir}\n'
-                f"logfile {self.dir}/node.log\nprotected-mode no\ncluster-enabled yes\n"
-                f"cluster-config-file nodes.conf\ncluster-node-timeout 1000\ncluster-port {self.bus_port}\n"
-            )
-        cmd = [server_binary(), conf]
-        if self.uid is not None:
-            os.chown(self.dir, self.uid, self.uid)
-            for name in os.listdir(self.dir):
-                os.chown(os.path.join(self.dir, name), self.uid, self.uid)
-            cmd = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", *cmd]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if command(self.port, "PING") == "PONG":
-                    return
-            except OSError:
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{server_binary()} exited at start (see {self.dir}/node.log)")
-            time.sleep(0.02)
-        raise RuntimeError("cluster node did not start")
+        self.server.start()
 
     def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        self.server.kill()
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.server.alive
 
 
 class Cluster:
-    def __init__(self, masters: int = 3, replicas: int = 1, uids: dict[int, int] | None = None) -> None:
-        """uids: node index -> the uid that node runs as (others run as this process)."""
+    def __init__(
+        self,
+        masters: int = 3,
+        replicas: int = 1,
+        args: Sequence[str] = (),
+        uids: dict[int, int] | None = None,
+    ) -> None:
+        """uids: node index -> the uid that node runs as (the others run as this process)."""
         self.masters, self.replicas = masters, replicas
         self.workdir = tempfile.mkdtemp(prefix="redmutex-cluster-")
         os.chmod(self.workdir, 0o755)
-        self.nodes = [Node(self.workdir, (uids or {}).get(i)) for i in range(masters * (1 + replicas))]
+        self.nodes = [Node(self.workdir, args, (uids or {}).get(i)) for i in range(masters * (1 + replicas))]
         self.unreachable: set[int] = set()  # ports of nodes a fault cut off: not asked meanwhile
 
     @property
@@ -267,35 +240,3 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def serve(masters: int, replicas: int) -> None:
-    """A cluster for tests in other languages, driven over stdin/stdout.
-
-    Prints ``URL <url>`` once the cluster is up, then answers one line per
-    request line: ``owner NAME`` -> the port of the master of NAME's slot,
-    ``exists NAME`` -> 1 or 0 on that master. End of input stops the cluster.
-    """
-    import sys
-
-    with Cluster(masters=masters, replicas=replicas) as cl:
-        print("URL " + cl.url, flush=True)
-        for line in sys.stdin:
-            verb, _, name = line.rstrip("\n").partition(" ")
-            if verb == "owner":
-                print(cl.owner(name), flush=True)
-            elif verb == "exists":
-                print(cl.command(cl.owner(name), "EXISTS", name), flush=True)
-            else:
-                print(f"ERR unknown request {verb!r}", flush=True)
-
-
-if __name__ == "__main__":
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Serve a test cluster over stdin/stdout (see serve()).")
-    parser.add_argument("command", choices=["serve"])
-    parser.add_argument("--masters", type=int, default=3)
-    parser.add_argument("--replicas", type=int, default=0)
-    args = parser.parse_args()
-    serve(args.masters, args.replicas)

@@ -37,6 +37,7 @@ static const size_t client_options_sizes[] = {
     0,
     RM_OPTIONS_END(redmutex_client_options, interrupt_payload), /* 1 */
     RM_OPTIONS_END(redmutex_client_options, tls_server_name),   /* 2: TLS */
+    RM_OPTIONS_END(redmutex_client_options, log_payload),       /* 3: log messages */
 };
 _Static_assert(sizeof client_options_sizes / sizeof client_options_sizes[0] == REDMUTEX_CLIENT_OPTIONS_VERSION + 1,
                "one size per client options version");
@@ -62,7 +63,7 @@ static int check_ms(rm_err *err, const char *field, int64_t v, int64_t min)
 static int check_options(rm_err *err, const redmutex_client_options *o)
 {
     const uint32_t known = REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE | REDMUTEX_CLIENT_TLS_NO_VERIFY |
-                           REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK;
+                           REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK | REDMUTEX_CLIENT_NO_STATS;
     if (o->flags & ~known)
         return rm_fail(err, REDMUTEX_EINVAL, "client options: unknown flags 0x%x", o->flags);
     int rc;
@@ -135,6 +136,7 @@ static void atfork_child(void)
         rm_interrupt_after_fork(c);
         rm_events_after_fork(c);
         rm_pollwaits_after_fork(c);
+        rm_stats_after_fork(&c->stats);
         c->pid = getpid();
         pthread_mutex_unlock(&c->mu);
     }
@@ -184,6 +186,7 @@ static void client_destroy(redmutex_client *c)
     rm_events_destroy(c);
     rm_pollwaits_destroy(c);
     rm_interrupt_destroy(c);
+    rm_stats_destroy(&c->stats);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->renew_done);
     free(c);
@@ -247,6 +250,7 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
     c->n = n_urls;
     c->quorum = rm_quorum_of(n_urls);
     c->on_server_restart = rm_holds_server_restarted;
+    rm_stats_init(&c->stats, &o);
     if ((rc = make_uuid(err, c->id)) != 0) {
         client_destroy(c);
         return rc;
@@ -262,8 +266,8 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
                          c->servers[i].ep.display);
         if (rc == 0)
             rc = rm_tls_server_init(err, &c->servers[i], &o);
-        if (rc == 0)
-            rc = rm_deploy_init(err, c, i);
+        if (rc == 0 && (rc = rm_deploy_init(err, c, i)) == 0) /* counted by address (stats.c) */
+            c->servers[i].stats = rm_stats_server_for(&c->stats, c->servers[i].ep.display);
         if (rc != 0) {
             if (n_urls > 1)
                 rm_fail(err, rc, "server %zu: %s", i + 1, err->msg);
@@ -334,3 +338,19 @@ int redmutex_client_thread_owner(char *out, size_t size, const redmutex_client *
     return rm_publish(err, 0);
 }
 
+
+int redmutex_client_stats(redmutex_client *c, redmutex_stats *out)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    if (!c)
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_stats: client is NULL"));
+    return rm_publish(err, rm_stats_read(err, &c->stats, out));
+}
+
+int redmutex_client_server_stats(redmutex_client *c, size_t index, redmutex_server_stats *out)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    if (!c)
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_server_stats: client is NULL"));
+    return rm_publish(err, rm_stats_read_server(err, &c->stats, index, out));
+}

@@ -6,6 +6,7 @@
 #define REDMUTEX_CLIENT_H
 
 #include "conn.h"
+#include "stats.h"
 
 /* ---- client ---------------------------------------------------------- */
 
@@ -52,6 +53,7 @@ struct redmutex_client {
     struct rm_unsettled_list *unsettled; /* unsettled.c: releases of unknown outcome (c->mu) */
     _Atomic int n_unsettled;             /* ... how many: 0 keeps acquisitions off c->mu */
     _Atomic bool has_cluster;            /* deploy.c: some deployment is a cluster (requests are routed by slot) */
+    rm_stats stats;                      /* stats.c: counts and the log callback (atomics, no mutex) */
 };
 
 /** Locks client->mu. */

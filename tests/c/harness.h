@@ -89,9 +89,10 @@ typedef struct rs_server {
 } rs_server;
 
 /*
- * The server binary the tests start: $REDMUTEX_TEST_SERVER if set (a
- * valkey-server, say: scripts/valkey.sh fetches one), else redis-server
- * from the PATH. Every test that starts a server runs against it.
+ * The server binary the tests run: the path of $REDMUTEX_TEST_SERVER (a
+ * valkey-server, say: scripts/valkey.sh fetches one), else of redis-server on
+ * PATH. Fails the test when there is none (never a skip), as tests/rmserver.py
+ * does for the other suites.
  */
 const char *rt_server_binary(void);
 /* Keeps s running between the tests of this binary (a cluster made once); it still dies with the process. */
