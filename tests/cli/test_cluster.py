@@ -115,3 +115,16 @@ def test_release_force_on_a_cluster_deletes_on_the_slots_master_and_wakes_a_wait
     assert cluster.command(owner, "EXISTS", name) == 0
     res = ccli.run("release", "--force", name)
     assert res.returncode == 1 and "not held" in res.stderr
+
+
+def test_run_permits_holds_a_semaphore_permit_on_its_slots_master(ccli: Cli, cluster: Cluster) -> None:
+    for name in ("cli:csem:a", "cli:csem:b", "cli:csem:c"):
+        owner = cluster.owner(name)
+        check = (
+            f"test \"$(redis-cli -p {owner} GET '{name}')\" = 1 && "
+            f"test \"$(redis-cli -p {owner} ZCARD '{{{name}}}:timeout')\" = 1"
+        )
+        res = ccli.run("run", "--permits", "2", name, "--", "sh", "-c", check)
+        assert res.returncode == 0, res.stderr
+        assert cluster.command(owner, "GET", name) == b"2"
+        assert cluster.command(owner, "EXISTS", f"{{{name}}}:timeout") == 0
