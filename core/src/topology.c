@@ -64,20 +64,29 @@ static bool map_is(const rm_reply *m, const char *field, const char *value)
     return v && v->type == RM_REPLY_STRING && strcmp(v->str, value) == 0;
 }
 
-/* A shard's master: online if one is, else the one listed; NULL when none. */
-static const rm_reply *shard_master(const rm_reply *nodes)
+/* A shard's master: online if one is, else the one listed; NULL when none.
+   *ambiguous: more than one is online. (Valkey groups nodes by shard id:
+   for about a node timeout after a replica took over from a master that
+   stopped answering, it lists both as online masters of the one shard, and
+   nothing in the reply says which owns the slots.) */
+static const rm_reply *shard_master(const rm_reply *nodes, bool *ambiguous)
 {
-    const rm_reply *listed = NULL;
+    const rm_reply *listed = NULL, *online = NULL;
+    *ambiguous = false;
     for (size_t k = 0; nodes && nodes->type == RM_REPLY_ARRAY && k < nodes->elements; k++) {
         const rm_reply *n = nodes->element[k];
         if (!map_is(n, "role", "master"))
             continue;
-        if (map_is(n, "health", "online"))
-            return n;
+        if (map_is(n, "health", "online")) {
+            *ambiguous = online != NULL;
+            if (*ambiguous)
+                return NULL;
+            online = n;
+        }
         if (!listed)
             listed = n;
     }
-    return listed;
+    return online ? online : listed;
 }
 
 /* A shard's replicas that have not failed. ("loading" counts: a node also
@@ -109,10 +118,19 @@ int rm_topo_read_shards(const rm_reply *r, bool tls, void (*fn)(void *ud, const 
 {
     if (!r || r->type != RM_REPLY_ARRAY || (r->elements > 0 && !map_get(r->element[0], "slots")))
         return -1;
+    /* Before any range is given to fn: CLUSTER SLOTS names the owner of a shard that has two. */
+    for (size_t k = 0; k < r->elements; k++) {
+        const rm_reply *slots = map_get(r->element[k], "slots");
+        bool ambiguous;
+        shard_master(map_get(r->element[k], "nodes"), &ambiguous);
+        if (ambiguous && slots && slots->type == RM_REPLY_ARRAY && slots->elements > 0)
+            return -1;
+    }
     int n = 0;
     for (size_t k = 0; k < r->elements; k++) {
         const rm_reply *slots = map_get(r->element[k], "slots");
-        const rm_reply *master = shard_master(map_get(r->element[k], "nodes"));
+        bool ambiguous;
+        const rm_reply *master = shard_master(map_get(r->element[k], "nodes"), &ambiguous);
         rm_topo_range range;
         if (!slots || slots->type != RM_REPLY_ARRAY || !master || !shard_address(master, tls, range.host, &range.port))
             continue;

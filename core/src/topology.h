@@ -31,7 +31,9 @@ int rm_topo_read_slots(const rm_reply *r, void (*fn)(void *ud, const rm_topo_ran
  * its ip; none: host ""), on its tls-port when `tls` and it has one, and
  * the count of its replicas whose health is not "fail". Calls
  * fn per slot range; returns the number of ranges, or -1 when the reply is
- * not a CLUSTER SHARDS reply (a 6.x server's error: use CLUSTER SLOTS).
+ * not a CLUSTER SHARDS reply (a 6.x server's error) or a shard with slots
+ * lists two online masters (Valkey, just after a failover): then use
+ * CLUSTER SLOTS, which names each range's owner.
  */
 int rm_topo_read_shards(const rm_reply *r, bool tls, void (*fn)(void *ud, const rm_topo_range *range), void *ud);
 

@@ -112,6 +112,44 @@ static void seed_lists_and_topology_options_parse_or_are_refused_clearly(void)
     }
 }
 
+/* A CLUSTER SHARDS reply from RESP text (RESP2 maps are flat arrays). */
+static rm_reply *shards_reply(const char *resp)
+{
+    rm_reader *rd = rm_reader_new();
+    rm_reply *r = NULL;
+    char why[160];
+    CHECK(rd && rm_reader_feed(rd, resp, strlen(resp), why, sizeof why) == 0);
+    CHECK(rm_reader_next(rd, &r, why, sizeof why) == 1);
+    rm_reader_free(rd);
+    return r;
+}
+
+/*
+ * Valkey (8+) lists a shard's nodes by shard id: for about a node timeout
+ * after a replica takes over from a master that stopped answering, it shows
+ * both as "master" and "online" in the one shard, the old one often first.
+ * Such a reply does not say which owns the slots: it is left for CLUSTER
+ * SLOTS (-1), which names the owner, instead of routing to the silent node.
+ */
+static void a_shard_with_two_online_masters_is_read_from_cluster_slots(void)
+{
+#define NODE(port, role) "*8\r\n$4\r\nport\r\n:" #port "\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$4\r\nrole\r\n$" \
+    role "\r\n$6\r\nhealth\r\n$6\r\nonline\r\n"
+    static const char two[] = "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*2\r\n" NODE(
+        7001, "6\r\nmaster") NODE(7002, "6\r\nmaster");
+    static const char one[] = "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*2\r\n" NODE(
+        7001, "7\r\nreplica") NODE(7002, "6\r\nmaster");
+#undef NODE
+    rm_reply *r = shards_reply(two);
+    CHECK(rm_topo_read_shards(r, false, note_range, NULL) == -1);
+    rm_reply_free(r);
+    memset(range_owner, 0, sizeof range_owner);
+    r = shards_reply(one);
+    CHECK(rm_topo_read_shards(r, false, note_range, NULL) == 1);
+    CHECK(range_owner[0] == 7002 && range_owner[16383] == 7002);
+    rm_reply_free(r);
+}
+
 /* CLUSTER SHARDS and CLUSTER SLOTS, as real nodes answer them, read into the same map; MOVED and ASK parsed. */
 static void topology_replies_read_as_the_cluster_says(void)
 {
@@ -573,6 +611,7 @@ int main(int argc, char **argv)
         {"seed_lists_and_topology_options_parse_or_are_refused_clearly",
          seed_lists_and_topology_options_parse_or_are_refused_clearly},
         {"topology_replies_read_as_the_cluster_says", topology_replies_read_as_the_cluster_says},
+        {"a_shard_with_two_online_masters_is_read_from_cluster_slots", a_shard_with_two_online_masters_is_read_from_cluster_slots},
         {"every_kind_on_200_names_over_all_masters_excludes_another_client",
          every_kind_on_200_names_over_all_masters_excludes_another_client},
         {"watchdog_renews_holds_over_all_masters_by_slot", watchdog_renews_holds_over_all_masters_by_slot},
