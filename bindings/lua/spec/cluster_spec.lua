@@ -5,7 +5,8 @@
 local H = require("helper")
 local redmutex = require("redmutex")
 
-local rmserver = debug.getinfo(1, "S").source:match("^@(.*)/spec/[^/]+$") .. "/../../tests/rmserver.py"
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+local rmserver = here .. "/../../../tests/rmserver.py"
 
 describe("a client on a cluster URL", function()
   it("takes each lock on its name's master", function()
