@@ -35,6 +35,9 @@ echo "== C tests"
 build build-test RelWithDebInfo
 (cd build-test && ctest --output-on-failure)
 
+echo "== Release build (-O3: GCC's deeper warnings, -Werror)"
+build build-release Release -DREDMUTEX_BUILD_TESTS=OFF -DREDMUTEX_BUILD_BENCH=OFF
+
 echo "== C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 build build-asan Debug -DREDMUTEX_SANITIZE=address -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
