@@ -852,6 +852,14 @@ REDMUTEX_API int redmutex_lock_extend(redmutex_lock *lock, const char *owner, in
  */
 REDMUTEX_API int redmutex_lock_force_release(int *out, redmutex_lock *lock);
 
+/*
+ * The four queries below are views of the read redmutex_lock_inspect()
+ * makes: one script call per server, all servers at once, over the client's
+ * own connections (on a Cluster, at the master of the name's slot). Unlike
+ * it they answer for the handle's own kind: a lock stored in another kind's
+ * format is REDMUTEX_EWRONGTYPE, and a read-write handle sees its own side.
+ */
+
 /**
  * Asks the servers whether anyone holds the lock: *out = 1 or 0. With N
  * servers, 1 means a majority report it held. For the read side of a
@@ -996,6 +1004,10 @@ REDMUTEX_API int redmutex_lock_fence(int64_t *out, redmutex_lock *lock, const ch
  * polls the client's event fd and drains the queue on its own thread; a
  * language binding does the same instead of running code on the watchdog
  * thread. Changes of handles that were freed while holding are not queued.
+ * The on_lost callbacks are given the same entries, in the same order: the
+ * queue has two readers, the event fd and the watchdog thread. Entries
+ * dropped for the event fd (see redmutex_client_events_dropped) still
+ * reach on_lost.
  */
 
 /**

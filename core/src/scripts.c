@@ -145,16 +145,28 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
     [RM_SCRIPT_LATCH_DELETE] = rm_lua_latch_delete,
 
     /* RM_SCRIPT_LOCK_INFO: what is stored under a name, whatever the kind;
-       read only (redmutex_lock_inspect, query.c). KEYS name, fencing counter;
-       ARGV a fair lock's queue key, the longest owner to return.
+       read only. Every query of a lock's server side is an answer of this
+       one script (query.c): redmutex_lock_inspect and the older
+       is_locked/is_owned/ttl/hold_count. KEYS name, fencing counter[, a
+       reader's timeout prefix]; ARGV a fair lock's queue key, the longest
+       owner to return, the asked owner's value ('' = nobody), the asked
+       side of a read-write lock ('read', 'write' or '' = either).
        The queue key is not declared and its reads may fail: a user whose
        ACL covers plain and reentrant locks only (docs/security.md) has no
        rights on it, and gets a queue of 0 instead of an error; so does one
-       without HGETALL, with no owner for a hash. Replies {kind, pttl,
-       owner, its hold count, readers, queue length, fence counter or nil};
-       kind is 'none', 'string', 'hash', 'rw-read', 'rw-write', or the
-       key's type when it is no lock. A plain lock's token is cut to its
-       first 8 characters: the whole token would let anyone release it. */
+       without HGETALL, with no owner for a hash (the asked owner's count
+       is read with HGET, which that user has). Replies {kind, pttl, owner,
+       its hold count, readers, queue length, fence counter or nil, the
+       asked owner's hold count, 1 when the asked side is held}; kind is
+       'none', 'string', 'hash', 'rw-read', 'rw-write', or the key's type
+       when it is no lock. The asked owner's count is a plain lock's 1 when
+       its token is the value; with a reader's timeout prefix, the reader's
+       holds whose timeout keys are still there (a reader whose leases ran
+       out keeps its field while other readers keep the lock alive, but
+       holds nothing any more). The read side is held in read mode, or when
+       the writer also reads (more than the mode and the writer's field).
+       A plain lock's token is cut to its first 8 characters: the whole
+       token would let anyone release it. */
     [RM_SCRIPT_LOCK_INFO] =
         "local t = redis.call('type', KEYS[1])['ok']\n"
         "local fence = false\n"
@@ -165,15 +177,29 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "  q = redis.pcall('llen', ARGV[1])\n"
         "  if type(q) ~= 'number' then q = 0 end\n"
         "end\n"
-        "if t == 'none' then return {'none', -2, '', 0, 0, q, fence} end\n"
+        "if t == 'none' then return {'none', -2, '', 0, 0, q, fence, 0, 0} end\n"
         "local ttl = redis.call('pttl', KEYS[1])\n"
         "if t == 'string' then\n"
         "  local v = redis.call('get', KEYS[1])\n"
-        "  return {'string', ttl, string.sub(v, 1, math.min(8, math.floor(#v / 2))), 1, 0, q, fence}\n"
+        "  local mine = 0\n"
+        "  if ARGV[3] ~= '' and v == ARGV[3] then mine = 1 end\n"
+        "  return {'string', ttl, string.sub(v, 1, math.min(8, math.floor(#v / 2))), 1, 0, q, fence, mine, 1}\n"
         "end\n"
-        "if t ~= 'hash' then return {t, ttl, '', 0, 0, q, fence} end\n"
+        "if t ~= 'hash' then return {t, ttl, '', 0, 0, q, fence, 0, 0} end\n"
         "local mode = redis.call('hget', KEYS[1], 'mode')\n"
         "if mode ~= 'read' and mode ~= 'write' then mode = false end\n"
+        "local mine = 0\n"
+        "if ARGV[3] ~= '' then mine = tonumber(redis.call('hget', KEYS[1], ARGV[3]) or '0') or 0 end\n"
+        "if KEYS[3] then\n"
+        "  local live = 0\n"
+        "  for i = 1, mine do live = live + redis.call('exists', KEYS[3] .. ':' .. i) end\n"
+        "  mine = live\n"
+        "end\n"
+        "local side = 1\n"
+        "if mode and ARGV[4] ~= '' and mode ~= ARGV[4] then\n"
+        "  side = 0\n"
+        "  if ARGV[4] == 'read' and redis.call('hlen', KEYS[1]) > 2 then side = 1 end\n"
+        "end\n"
         "local owner, count, readers = '', 0, 0\n"
         "local all = redis.pcall('hgetall', KEYS[1])\n"
         "if type(all) == 'table' and not all['err'] then\n"
@@ -190,7 +216,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "end\n"
         "local kind = 'hash'\n"
         "if mode then kind = 'rw-' .. mode end\n"
-        "return {kind, ttl, string.sub(owner, 1, tonumber(ARGV[2])), count, readers, q, fence}\n",
+        "return {kind, ttl, string.sub(owner, 1, tonumber(ARGV[2])), count, readers, q, fence, mine, side}\n",
 };
 
 static char script_sha[RM_SCRIPT_COUNT][41];

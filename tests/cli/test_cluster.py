@@ -7,6 +7,7 @@ before it; a comma followed by a scheme starts the next deployment.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -128,3 +129,19 @@ def test_run_permits_holds_a_semaphore_permit_on_its_slots_master(ccli: Cli, clu
         assert res.returncode == 0, res.stderr
         assert cluster.command(owner, "GET", name) == b"2"
         assert cluster.command(owner, "EXISTS", f"{{{name}}}:timeout") == 0
+
+
+def test_status_reads_a_lock_on_a_cluster_through_the_librarys_routing(ccli: Cli, cluster: Cluster) -> None:
+    name = "cli:status"
+    owner = cluster.owner(name)
+    cluster.command(owner, "SET", name, "cluster-token-12345678", "PX", 60000)
+    cluster.command(owner, "SET", f"redisson_lock_token:{{{name}}}", 9)
+    res = ccli.run("status", "--json", name)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["held"] is True and doc["kind"] == "lock" and doc["owner"] == "cluster-"
+    assert doc["fence"] == 9 and 0 < doc["ttl_ms"] <= 60000
+    cluster.command(owner, "DEL", name)
+    res = ccli.run("status", name)
+    assert res.returncode == 1, res.stderr
+    assert "free" in res.stdout and "fence   9" in res.stdout
