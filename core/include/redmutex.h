@@ -288,7 +288,15 @@ typedef struct redmutex_client_options {
     int64_t retry_delay_ms;
     /** Redlock: most attempts of one acquire call; 0 = as many as the wait allows. Default 0. */
     int64_t retry_count;
-    /** After acquire/extend/renew, WAIT for this many replicas to acknowledge; 0 = off. Default 0. */
+    /**
+     * After acquire/extend/renew, WAIT for this many replicas to acknowledge;
+     * 0 = off. Default 0. An acquisition or extension fails with
+     * REDMUTEX_EREPLICAS when fewer acknowledge. A watchdog renewal asks a
+     * master for no more replicas than it has in service as last seen in
+     * the deployment's topology (after a failover the promoted master has
+     * none at first): it keeps a hold alive rather than losing it for want
+     * of a replica that does not exist (docs/deployments.md).
+     */
     int64_t min_replicas;
     /** Timeout given to WAIT when min_replicas > 0. Default 1000. */
     int64_t replica_timeout_ms;

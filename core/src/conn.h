@@ -92,6 +92,15 @@ typedef struct rm_server {
     _Atomic int seed;              /* the seed a new connection goes to (a multi-host URL) */
     _Atomic bool ask_topology;     /* a new connection's handshake asks what the deployment is */
     int major;                     /* redis_version's major number, 0 until known */
+    /* The replicas in service this server had when its deployment's
+       topology was last read (-1: not known), and the replicas it said it
+       has online at its last ROLE (-1: not asked). A WAIT asks no more of it
+       than the larger (deploy.h, rm_deploy_wait_need). */
+    _Atomic int replicas;
+    _Atomic int role_replicas;
+    /* A cluster node: when a request to it last went unanswered or its
+       connection failed (0: never). A refresh asks such nodes last. */
+    _Atomic int64_t failed_ns;
     struct rm_stats_server *stats; /* stats.c: this server's counts, by its address (NULL: not counted) */
 } rm_server;
 

@@ -39,14 +39,27 @@ static void mark(bool *mask, size_t from, size_t to)
         mask[i] = true;
 }
 
+/* Whether url[from..to) reads as a host with an optional port: no ':' but one that starts the port. */
+static bool host_port(const char *url, size_t from, size_t to)
+{
+    if (url[from] == '[') /* [IPv6]:port: the brackets hold the colons */
+        return true;
+    const char *colon = memchr(url + from, ':', to - from);
+    if (!colon)
+        return true;
+    size_t digits = strspn(colon + 1, "0123456789");
+    return colon > url + from && digits > 0 && colon + 1 + digits == url + to;
+}
+
 /*
  * The user part, whole: everything from the scheme to the last '@'. A
  * password may hold '@', '/', '?' unencoded (the parser would refuse it, and
  * the message must not show it), and what stands where the user name goes
  * may be a password typed in the wrong place ("redis://secret@host"): the
- * user name is not worth that risk. Without an '@', a ':' in the authority
- * that starts no port may still be a password typed without one
- * ("redis://:secret", "redis://secret:").
+ * user name is not worth that risk. Without an '@', a ':' in a seed of the
+ * authority (hosts separated by ',') that starts no port may still be a
+ * password typed without one ("redis://:secret", "redis://secret:"): that
+ * seed is masked, the others are shown.
  */
 static void mask_userinfo(const char *url, size_t n, bool *mask)
 {
@@ -58,14 +71,15 @@ static void mask_userinfo(const char *url, size_t n, bool *mask)
         mark(mask, start, (size_t)(at - url));
         return;
     }
-    size_t alen = strcspn(url + start, "/?#");
-    const char *colon = memchr(url + start, ':', alen);
-    if (!colon || url[start] == '[')
-        return;
-    size_t digits = strspn(colon + 1, "0123456789");
-    bool plain_port = colon > url + start && digits > 0 && colon + 1 + digits == url + start + alen;
-    if (!plain_port)
-        mark(mask, start, start + alen);
+    size_t end = start + strcspn(url + start, "/?#");
+    for (size_t from = start; from < end;) {
+        size_t to = from + strcspn(url + from, ",/?#");
+        if (to > end)
+            to = end;
+        if (to > from && !host_port(url, from, to))
+            mark(mask, from, to);
+        from = to + 1;
+    }
 }
 
 /*

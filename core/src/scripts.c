@@ -242,18 +242,20 @@ const char *rm_script_sha(int id)
 }
 
 const char rm_arg_publish[] = "publish";
+const char rm_arg_replicas[] = "0";
 
-int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish)
+int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish, const char *replicas)
 {
-    if (cmd->script < 0)
-        return rm_format_command(b, cmd->argc, cmd->argv, cmd->lens);
     if (!publish)
         publish = "publish";
-    const char *small_argv[16];
-    size_t small_lens[16];
+    if (!replicas)
+        replicas = rm_arg_replicas;
+    int pre = cmd->script < 0 ? 0 : 2; /* EVALSHA <sha> in front of a script's arguments */
+    const char *small_argv[16] = {NULL};
+    size_t small_lens[16] = {0};
     const char **argv = small_argv;
     size_t *lens = small_lens;
-    int argc = cmd->argc + 2;
+    int argc = cmd->argc + pre;
     if (argc > 16) {
         argv = malloc((size_t)argc * sizeof *argv);
         lens = malloc((size_t)argc * sizeof *lens);
@@ -263,14 +265,16 @@ int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish)
             return REDMUTEX_ENOMEM;
         }
     }
-    argv[0] = eval ? "EVAL" : "EVALSHA";
-    lens[0] = eval ? 4 : 7;
-    argv[1] = eval ? rm_script_text(cmd->script) : rm_script_sha(cmd->script);
-    lens[1] = strlen(argv[1]);
+    if (pre) {
+        argv[0] = eval ? "EVAL" : "EVALSHA";
+        lens[0] = eval ? 4 : 7;
+        argv[1] = eval ? rm_script_text(cmd->script) : rm_script_sha(cmd->script);
+        lens[1] = strlen(argv[1]);
+    }
     for (int k = 0; k < cmd->argc; k++) {
-        bool verb = cmd->argv[k] == rm_arg_publish;
-        argv[k + 2] = verb ? publish : cmd->argv[k];
-        lens[k + 2] = verb ? strlen(publish) : cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
+        const char *a = cmd->argv[k] == rm_arg_publish ? publish : cmd->argv[k] == rm_arg_replicas ? replicas : NULL;
+        argv[k + pre] = a ? a : cmd->argv[k];
+        lens[k + pre] = a ? strlen(a) : cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
     }
     int rc = rm_format_command(b, argc, argv, lens);
     if (argv != small_argv) {
