@@ -10,7 +10,7 @@ use Test::More;
 use TestRedis;
 use Redmutex qw(with_lock);
 
-my $rmserver = "$FindBin::Bin/../../../tests/rmserver.py";
+my $rmserver = $TestRedis::rmserver;    # (the checkout's, or the CPAN dist's copy)
 open(my $cluster, '-|', 'python3', $rmserver, 'serve', '--cluster', '3:0') or die "python3 $rmserver: $!\n";
 my $line = <$cluster> // die "tests/rmserver.py started no cluster (its message is above)\n";
 chomp $line;

@@ -21,7 +21,7 @@ our @EXPORT = qw(cli url socket_path now wait_until commands_since_reset wait_fo
 
 # (the source tree's, or the copy a CPAN dist carries beside this file: it has no tests/)
 my $here     = File::Basename::dirname(__FILE__);
-my $rmserver = File::Spec->rel2abs(-e "$here/rmserver.py" ? "$here/rmserver.py" : "$here/../../../../tests/rmserver.py");
+our $rmserver = File::Spec->rel2abs(-e "$here/rmserver.py" ? "$here/rmserver.py" : "$here/../../../../tests/rmserver.py");
 my $owner = $$;    # a forked child's END must leave the server alone
 open(our $server, '-|', 'python3', $rmserver, 'serve', '--unix') or die "python3 $rmserver: $!\n";
 my $line = <$server> // die "tests/rmserver.py started no server (its message is above)\n";
