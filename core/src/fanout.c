@@ -466,12 +466,16 @@ static void end_unwaited(rm_call *call, const bool *pending)
         rm_slot *s = &call->slots[i];
         if (s->status != RM_SLOT_RUNNING)
             continue;
+        /* One left because its server stalls is named so in messages. */
+        bool stalls = s->node && rm_server_stalls(call->c, s->node, 0, rm_now_ns());
+        const char *why = stalls ? "stalls: not waited for" : "was not waited for (outcome already decided)";
         if (pending[i]) {
-            rm_slot_fail(s, REDMUTEX_ECONN, "was not waited for (outcome already decided)");
+            rm_slot_fail(s, REDMUTEX_ECONN, why);
         } else {
-            slot_abandon(call, s, "was not waited for (outcome already decided)");
+            slot_abandon(call, s, why);
         }
         s->not_waited = true;
+        s->stalled = s->stalled || stalls;
     }
 }
 
@@ -568,6 +572,15 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
         free(ps.map);
     }
     return 0;
+}
+
+bool rm_call_only_stalls_left(rm_call *call, void *ud)
+{
+    (void)ud;
+    size_t running = 0;
+    for (size_t i = 0; i < call->n; i++)
+        running += call->slots[i].status == RM_SLOT_RUNNING;
+    return rm_call_stalled(call) == running;
 }
 
 size_t rm_call_stalled(const rm_call *call)

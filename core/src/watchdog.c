@@ -243,7 +243,7 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
         keys[j] = rm_order_key(batch[j]->lock->name);
     call->order_keys = keys;
     call->n_order_keys = keys ? k : 0;
-    rm_call_run(call, &req, deadline, NULL, NULL);
+    rm_call_run(call, &req, deadline, call->n > 1 ? rm_call_only_stalls_left : NULL, NULL);
     call->order_keys = NULL;
     call->n_order_keys = 0;
     free(keys);
