@@ -419,8 +419,15 @@ static void poll_prepare(rm_call *call, const rm_req *req, int64_t connect_deadl
                 slot_defer(call, s, r, connect_deadline);
             } else {
                 /* Unanswered for a command timeout: the server stalls, if
-                   it answered nothing else meanwhile either. */
-                bool stalled = rm_server_stalls(call->c, s->node, atomic_load(&s->conn->progress_ns), now);
+                   it answered nothing else meanwhile either. The wait began
+                   with the request, or before it on a connection that owed
+                   answers already; a connection opened for this request
+                   started its wait a little after the request, and the
+                   deadline would otherwise always come just too soon. */
+                int64_t since = atomic_load(&s->conn->progress_ns);
+                if (s->req_ns > 0 && s->req_ns < since)
+                    since = s->req_ns;
+                bool stalled = rm_server_stalls(call->c, s->node, since, now);
                 slot_abandon(call, s, stalled ? "did not answer in time (it stalls)" : "did not answer in time");
                 s->stalled = stalled;
             }

@@ -970,7 +970,9 @@ static void test_nested_levels_and_extends_ride_out_a_stalling_minority(void)
                     "%ld errors, %ld overlaps\n",
             stalling, to1 - to0, hung, to3 - to2, (long)sh.errors, (long)sh.overlaps);
     CHECKF(sh.overlaps == 0, "%ld overlapping holds", (long)sh.overlaps);
-    CHECKF(stalling * 4 >= hung, "%.0f holds/s while a server stalled again and again, %.0f/s with it hung", stalling,
+    /* Generous: each client still pays one command timeout per stall before
+       it sees it (before: about 1 hold/s against hundreds with it hung). */
+    CHECKF(stalling * 10 >= hung, "%.0f holds/s while a server stalled again and again, %.0f/s with it hung", stalling,
            hung);
     CHECKF((to1 - to0) * 20 <= h1 - h0, "%ld waits of 3 s timed out while a server stalled, %ld holds", to1 - to0,
            h1 - h0);
