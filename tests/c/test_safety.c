@@ -922,12 +922,13 @@ static void *sleep_straggle(void *p)
 
 /*
  * Six clients take a reentrant lock with nested levels and extends on three
- * servers while the third stalls for 2 s at a time, again and again (it
- * answers for a moment between stalls, so each client sees each stall
- * anew). An attempt the others split (one grant, one refusal) waited for
- * the stalling server's answer, its grant kept on one server meanwhile, so
- * that nobody reached a majority: a few holds in seconds, most waits timed
- * out. It must do about as well as with that server stopped for good.
+ * servers while the third runs DEBUG SLEEP 5 again and again, from before
+ * the clients' first request (it answers its backlog for a moment between
+ * stalls). It had never answered them, so it was never judged to stall:
+ * renewals and extends waited a command timeout for it, the holder's
+ * release waited behind the renewal, and split attempts kept their grant
+ * on one server meanwhile: about one hold a second, most waits timed out.
+ * It must do about as well as with that server stopped for good.
  */
 static void test_nested_levels_and_extends_ride_out_a_stalling_minority(void)
 {
