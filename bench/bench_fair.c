@@ -138,7 +138,7 @@ static long run_redisson(const char *cp, int n, double seconds)
     snprintf(threads, sizeof threads, "%d", n);
     snprintf(secs, sizeof secs, "%g", seconds);
     snprintf(hold, sizeof hold, "%d", HOLD_US);
-    snprintf(cmd, sizeof cmd, "java -cp '%s' redmutex.bench.FairHandoff %s %s %s %s", cp, url, threads, secs, hold);
+    snprintf(cmd, sizeof cmd, "java -cp '%s' redmutex.bench.FairHandoff %s %s %s %s 2>>bench_fair_redisson.log", cp, url, threads, secs, hold);
     FILE *f = popen(cmd, "r");
     long got = -1;
     char line[256];

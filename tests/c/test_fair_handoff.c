@@ -16,7 +16,8 @@
 
 static rs_server srv;
 
-/* kind.h's refresh interval: a queued waiter's own timer, the one attempt it makes out of turn. */
+/* kind.h's shorter refresh interval (near the head): a queued waiter's own timer, the one attempt it makes out
+   of turn (further back it refreshes half as often: the bound below allows the more). */
 #define REFRESH_MS 500
 
 static redmutex_lock *fair(redmutex_client *c, const char *name, int64_t lease_ms)
