@@ -18,6 +18,13 @@
  *
  * Usage: bench_fair [--redisson CLASSPATH] [seconds] [threads...]
  *        (defaults: 5 s; 16 128 256)
+ *
+ * The Redisson peer, built as bench/peers/run builds it (Maven), here with Redisson 3.29.0:
+ *   rm -rf build-peers/java && cp -r bench/peers/java build-peers/java &&
+ *   (cd build-peers/java && mvn -q -B package -DskipTests -Dredisson.version=3.29.0)
+ *   build-rel/bench/bench_fair --redisson "$CP"
+ * where CP is build-peers/java/target/redisson-bench-peer-1.0.0.jar, a colon, and
+ * build-peers/java/target/lib/ followed by a star (java's "every jar in it").
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -138,14 +145,15 @@ static long run_redisson(const char *cp, int n, double seconds)
     snprintf(threads, sizeof threads, "%d", n);
     snprintf(secs, sizeof secs, "%g", seconds);
     snprintf(hold, sizeof hold, "%d", HOLD_US);
-    snprintf(cmd, sizeof cmd, "java -cp '%s' redmutex.bench.FairHandoff %s %s %s %s 2>>bench_fair_redisson.log", cp, url, threads, secs, hold);
+    snprintf(cmd, sizeof cmd, "java -cp '%s' redmutex.bench.FairHandoff %s %s %s %s 2>/dev/null", cp, url,
+             threads, secs, hold);
     FILE *f = popen(cmd, "r");
     long got = -1;
     char line[256];
     while (f && fgets(line, sizeof line, f))
         sscanf(line, "acquired %ld", &got);
     if (!f || pclose(f) != 0 || got < 0) {
-        fprintf(stderr, "the Redisson peer failed (%s)\n", cmd);
+        fprintf(stderr, "the Redisson peer failed; run it alone to see why: %s\n", cmd);
         exit(1);
     }
     return got;
@@ -159,7 +167,10 @@ static void report(const char *who, int n, long acq, long bad, double seconds, s
     fflush(stdout);
 }
 
-static stats delta(stats a, stats b) { return (stats){b.scripts - a.scripts, b.script_us - a.script_us, b.commands - a.commands}; }
+static stats delta(stats a, stats b)
+{
+    return (stats){b.scripts - a.scripts, b.script_us - a.script_us, b.commands - a.commands};
+}
 
 int main(int argc, char **argv)
 {

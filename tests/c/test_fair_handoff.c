@@ -16,8 +16,8 @@
 
 static rs_server srv;
 
-/* kind.h's shorter refresh interval (near the head): a queued waiter's own timer, the one attempt it makes out
-   of turn (further back it refreshes half as often: the bound below allows the more). */
+/* kind.h's shorter refresh interval (near the head): a queued waiter's own timer, the one attempt it makes
+   out of turn (further back it refreshes half as often: the bound below allows the more). */
 #define REFRESH_MS 500
 
 static redmutex_lock *fair(redmutex_client *c, const char *name, int64_t lease_ms)
@@ -113,8 +113,8 @@ static double scripts_per_acquisition(int n, double *bound)
     double mean_wait = (double)atomic_load(&q.waited_ms) / (double)acquired;
     *bound = 2.0 + mean_wait / REFRESH_MS + 0.4;
     double per = (double)scripts / (double)acquired;
-    fprintf(stderr, "  %d waiters: %.2f scripts per acquisition (bound %.2f; mean wait %.0f ms)\n", n, per, *bound,
-            mean_wait);
+    fprintf(stderr, "  %d waiters: %.2f scripts per acquisition (bound %.2f; mean wait %.0f ms)\n", n, per,
+            *bound, mean_wait);
     return per;
 }
 
