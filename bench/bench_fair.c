@@ -16,7 +16,7 @@
  * RedissonClient, N threads, lock() / 1 ms / unlock()) against the same
  * server, series by series.
  *
- * Usage: bench_fair [--redisson CLASSPATH] [seconds] [threads...]
+ * Usage: bench_fair [--commands] [--redisson CLASSPATH] [seconds] [threads...]
  *        (defaults: 5 s; 16 128 256)
  *
  * The Redisson peer, built as bench/peers/run builds it (Maven), here with Redisson 3.29.0:
@@ -74,6 +74,14 @@ static stats server_stats(void)
     }
     freeReplyObject(r);
     return s;
+}
+
+/* The counts since the series began (CONFIG RESETSTAT), command by command: where the server's time went. */
+static void dump_stats(void)
+{
+    redisReply *r = rs_cmd(&srv, "INFO commandstats");
+    printf("%s\n", r && r->str ? r->str : "(no INFO)");
+    freeReplyObject(r);
 }
 
 typedef struct board {
@@ -176,6 +184,11 @@ int main(int argc, char **argv)
 {
     const char *redisson = NULL;
     int k = 1;
+    bool dump = false; /* --commands: each series' INFO commandstats as the server gave it */
+    if (k < argc && !strcmp(argv[k], "--commands")) {
+        dump = true;
+        k++;
+    }
     if (k + 1 < argc && !strcmp(argv[k], "--redisson")) {
         redisson = argv[k + 1];
         k += 2;
@@ -197,14 +210,20 @@ int main(int argc, char **argv)
     for (int i = 0; i < ns; i++) {
         long bad = 0;
         freeReplyObject(rs_cmd(&srv, "FLUSHALL"));
+        freeReplyObject(rs_cmd(&srv, "CONFIG RESETSTAT"));
         stats s0 = server_stats();
         long acq = run_redmutex(sizes[i], seconds, &bad);
         report("redmutex", sizes[i], acq, bad, seconds, delta(s0, server_stats()));
+        if (dump)
+            dump_stats();
         if (redisson) {
             freeReplyObject(rs_cmd(&srv, "FLUSHALL"));
+            freeReplyObject(rs_cmd(&srv, "CONFIG RESETSTAT"));
             s0 = server_stats();
             acq = run_redisson(redisson, sizes[i], seconds);
             report("Redisson", sizes[i], acq, 0, seconds, delta(s0, server_stats()));
+            if (dump)
+                dump_stats();
         }
     }
     rs_stop(&srv);

@@ -108,9 +108,7 @@
  *             thread wait after the last queued timeout: waiters that die
  *             leave nothing behind for good (every script that may have
  *             written them calls it before it returns).
- *  shift()  - Redisson: after an acquisition every timeout moves down one wait
- *             (one ZADD per 500 waiters, where Redisson's script runs a ZINCRBY
- *             per waiter: the same scores for a fraction of the server's time).
+ *  shift()  - Redisson: after an acquisition every timeout moves down one wait.
  *  pass_on()- the lock is free: grant it to the head if that is a redmutex
  *             waiter that takes grants and is surely alive, else publish "0"
  *             on the head's channel.
@@ -155,17 +153,8 @@
     "  for k = 2, 4 do redis.call('pexpire', KEYS[k], ttl) end\n"                                \
     "end\n"                                                                                      \
     "local function shift()\n"                                                                   \
-    "  local ws = redis.call('zrange', KEYS[3], 0, -1, 'withscores')\n"                          \
-    "  local i = 1\n"                                                                            \
-    "  while i < #ws do\n"                                                                       \
-    "    local a = {}\n"                                                                         \
-    "    while i < #ws and #a < 1000 do\n"                                                       \
-    "      a[#a + 1] = string.format('%.17g', tonumber(ws[i + 1]) - W)\n"                        \
-    "      a[#a + 1] = ws[i]\n"                                                                  \
-    "      i = i + 2\n"                                                                          \
-    "    end\n"                                                                                  \
-    "    redis.call('zadd', KEYS[3], unpack(a))\n"                                               \
-    "  end\n"                                                                                    \
+    "  local ws = redis.call('zrange', KEYS[3], 0, -1)\n"                                        \
+    "  for i = 1, #ws do redis.call('zincrby', KEYS[3], -W, ws[i]) end\n"                        \
     "end\n"                                                                                      \
     "local function pass_on()\n"                                                                 \
     "  local h = redis.call('lindex', KEYS[2], 0)\n"                                             \
