@@ -39,7 +39,6 @@ sync API.
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 import inspect
 import itertools
@@ -48,30 +47,11 @@ import time
 import weakref
 from typing import Any, Awaitable, Callable, Coroutine, Sequence, Tuple, TypeVar, Union, cast
 
-from ._client import (
-    _WAIT_FOREVER,
-    Client,
-    LockInfo,
-    LockState,
-    Name,
-    _acquire_wait_ms,
-    _add_note,
-    _inspect,
-    _lock_options,
-    _observe_acquire,
-    _to_bytes,
-    _to_ms,
-    _wait_ms,
-)
-from ._errors import (
-    ClosedError,
-    InvalidArgument,
-    LockLostError,
-    LockTimeout,
-    OutOfMemory,
-    check,
-    error_for,
-)
+from . import _stats
+from ._args import _WAIT_FOREVER, Name, _acquire_wait_ms, _to_ms
+from ._base import ClientBase, LockBase, LockInfo, LockState, ReadWriteBase, _inspect
+from ._client import Client
+from ._errors import ClosedError, InvalidArgument, OutOfMemory, check, error_for
 from ._redmutex_cffi import ffi, lib
 
 __all__ = ["AsyncClient", "AsyncLock", "AsyncRLock"]
@@ -80,7 +60,6 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 OnLost = Callable[["AsyncLock", LockState], object]
 
 _ETIMEDOUT: int = lib.REDMUTEX_ETIMEDOUT
-_ENOTOWNER: int = lib.REDMUTEX_ENOTOWNER
 _DONE_BATCH = 64
 
 # ---- task owners -------------------------------------------------------------
@@ -174,7 +153,7 @@ class _Readiness:
 _closing: set[AsyncClient] = set()
 
 
-class AsyncClient:
+class AsyncClient(ClientBase):
     """A redmutex client for asyncio: ``await lock.acquire()``, ``async with lock:``.
 
     ``url_or_list`` and the keyword options are those of redmutex.Client
@@ -189,6 +168,8 @@ class AsyncClient:
     a client that is dropped without closing is closed in the background
     once its loop has let go of it, and at interpreter exit.
     """
+
+    _repr_name = "redmutex.asyncio.AsyncClient"
 
     def __init__(self, url_or_list: Name | Sequence[Name], *, pool_threads: int = 4, **options: Any) -> None:
         if isinstance(pool_threads, bool) or not isinstance(pool_threads, int) or not 1 <= pool_threads <= 64:
@@ -252,12 +233,13 @@ class AsyncClient:
         return self._pool_threads
 
     @property
-    def closed(self) -> bool:
-        """True once close() has begun."""
-        return self._closed
+    def _observers(self) -> tuple[_stats.NameObservations, ...]:
+        """The per-name observers (redmutex.prometheus, redmutex.otel) installed on the client."""
+        return self._client._observers
 
     def task_owner(self) -> str:
         """The running task's default owner id of reentrant locks, ``"<client id>:task-<n>"``."""
+        self._check_open()
         return f"{self.id}:task-{_task_number()}"
 
     # -- locks ----------------------------------------------------------------
@@ -356,10 +338,6 @@ class AsyncClient:
     async def __aexit__(self, *exc_info: object) -> None:
         """Closes the client (see close())."""
         await self.close()
-
-    def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
-        return f"<redmutex.asyncio.AsyncClient id={self.id} servers={self.server_count} {state}>"
 
     # -- the loop ---------------------------------------------------------------
 
@@ -650,7 +628,7 @@ def _inspect_holding(ptr: Any, ref: Any) -> LockInfo:
     return _inspect(ptr)
 
 
-class AsyncLock:
+class AsyncLock(LockBase[AsyncClient]):
     """A plain, non-reentrant distributed lock for asyncio (redis-py wire format).
 
     Made by AsyncClient.lock(); arguments as for redmutex.Client.lock(). Like
@@ -658,62 +636,36 @@ class AsyncLock:
     another acquired, and a task that acquires it twice waits for itself.
     ``on_lost`` runs on the event loop; if it returns an awaitable, that is
     run as a task.
+
+    The arguments, the local state and the properties are LockBase's
+    (_base.py), shared with the blocking API; the calls here are awaited.
     """
 
-    _kind: int = lib.REDMUTEX_KIND_LOCK
+    _client_class = AsyncClient
+    _client_what = "redmutex.asyncio.AsyncClient"
 
-    def __init__(
-        self,
-        client: AsyncClient,
-        name: Name,
-        *,
-        lease: float | None = None,
-        timeout: float | None = None,
-        fencing: bool = False,
-        owner: Name | None = None,
-        on_lost: OnLost | None = None,
-        max_hold: float | None = None,
-        max_extensions: int | None = None,
-    ) -> None:
-        if not isinstance(client, AsyncClient):
-            raise InvalidArgument("client must be a redmutex.asyncio.AsyncClient")
-        if client._closed:
-            raise ClosedError("the client was closed", ClosedError.code)
-        self._name = name
-        c_name = self._c_name = _to_bytes(name, "lock name", lib.REDMUTEX_NAME_MAX)
-        self._owner: bytes | None = (
-            None if owner is None else _to_bytes(owner, "owner", lib.REDMUTEX_OWNER_MAX)
-        )
-        self._timeout_ms = _wait_ms(timeout)
-        self.timeout = timeout
-        if on_lost is not None and not callable(on_lost):
-            raise InvalidArgument("on_lost must be callable")
-        self._on_lost = on_lost
-        self._pending: collections.deque[BaseException] = collections.deque(maxlen=1)
-        self._tasks: set[asyncio.Task[Any]] = set()  # on_lost coroutines running
-        opts = _lock_options(lease, fencing, max_hold, max_extensions)
-        self._fencing = bool(fencing)
-        self.client = client
-        out = ffi.new("redmutex_lock **")
-        check(lib.redmutex_lock_new(out, client._ptr, c_name, self._kind, opts))
-        ref = lib.rmpy_lockref_new(out[0])
+    # -- helpers ------------------------------------------------------------
+
+    def _setup(self, handle: Any) -> None:
+        ref = lib.rmpy_lockref_new(handle)
         if ref == ffi.NULL:
-            lib.redmutex_lock_free(out[0])
+            lib.redmutex_lock_free(handle)
             raise OutOfMemory("out of memory", OutOfMemory.code)
         # Jobs in flight hold references of their own: the C handle outlives
         # this object until they are done.
         self._ref = ffi.gc(ref, lib.rmpy_lockref_unref)
-        self._ptr = out[0]
-        if on_lost is not None:
-            client._listen(self)
+        self._ptr = handle
+        self._tasks: set[asyncio.Task[Any]] = set()  # on_lost coroutines running
 
-    # -- helpers ------------------------------------------------------------
+    def _listen(self) -> None:
+        self.client._listen(self)
 
     def _owner_key(self) -> bytes | None:
         """The owner of this call: explicit, else the lock object (plain) or the task (rlock)."""
         return self._owner
 
     def _owner_c(self) -> Any:
+        """The owner of the calling task's local queries, as the C calls take it."""
         owner = self._owner_key()
         return ffi.NULL if owner is None else owner
 
@@ -733,51 +685,25 @@ class AsyncLock:
         return (self._c_name, id(self) if owner is None else owner)
 
     def _deliver_lost(self, state: LockState) -> None:
-        callback = self._on_lost
-        if callback is None:
-            return
-        try:
-            result = callback(self, state)
-            if inspect.isawaitable(result):
-                task = asyncio.ensure_future(result)
-                self._tasks.add(task)
-                task.add_done_callback(self._on_lost_done)
-        except BaseException as exc:  # noqa: BLE001 - kept for the lock's owner
-            self._keep(exc)
+        """Runs on_lost on the loop; an awaitable it returns runs as a task."""
+        result = self._call_on_lost(state)
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(self._on_lost_done)
 
     def _on_lost_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             self._keep(cast(BaseException, task.exception()))
 
-    def _keep(self, exc: BaseException) -> None:
-        if not self._pending:
-            self._pending.append(exc)
-
-    def _take_pending(self) -> BaseException | None:
-        try:
-            return self._pending.popleft()
-        except IndexError:
-            return None
-
-    def _raise_pending(self) -> None:
-        exc = self._take_pending()
-        if exc is not None:
-            raise exc
-
     async def _acquire_ms(self, owner: bytes | None, wait_ms: int) -> bool:
         owner = self._resolve(owner)
-        observers = self.client._client._observers
-        if not observers:  # the usual case: the C core counts by itself
+        if not self.client._observers:  # the usual case: the C core counts by itself
             return await self._acquire_c(owner, wait_ms)
-        start = time.monotonic()
-        try:
-            acquired = await self._acquire_c(owner, wait_ms)
-        except BaseException as exc:
-            _observe_acquire(observers, self, owner, exc, False, start)
-            raise
-        _observe_acquire(observers, self, owner, None, acquired, start)
-        return acquired
+        with self._observing(owner) as seen:
+            seen.acquired = await self._acquire_c(owner, wait_ms)
+        return seen.acquired
 
     async def _acquire_c(self, owner: bytes | None, wait_ms: int) -> bool:
         key = self._key(owner)
@@ -813,34 +739,18 @@ class AsyncLock:
         return self._release(self._call_owner())
 
     async def _release(self, owner: bytes | None) -> None:
-        pending = self._take_pending()
-        try:
+        with self._releasing():
             owner = self._resolve(owner)
             job = await self.client._call(lib.RMPY_OP_RELEASE, self, owner, self._key(owner))
-            observers = self.client._client._observers
-            if observers and job.rc in (0, lib.REDMUTEX_ELOST):
-                for observer in observers:
-                    observer.released(self, owner, self._kind)
+            self._observe_release(job.rc, owner)
             _raise_job_error(job)
-        except BaseException as err:
-            if pending is not None and isinstance(err, LockLostError):
-                raise pending from err
-            if pending is not None:
-                self._keep(pending)
-            raise
-        if pending is not None:
-            raise pending
 
     async def __aenter__(self) -> AsyncLock:
         """Acquires with the lock's ``timeout`` (None: forever); raises LockTimeout."""
         self._raise_pending()
-        loop = asyncio.get_running_loop()
-        start = loop.time()
+        start = time.monotonic()
         if not await self._acquire_ms(self._call_owner(), self._timeout_ms):
-            waited = round((loop.time() - start) * 1000)
-            raise LockTimeout(
-                f"lock {self._name!r} is held by another owner; waited {waited} ms", LockTimeout.code
-            )
+            raise self._timeout_error(start)
         return self
 
     async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
@@ -852,9 +762,7 @@ class AsyncLock:
         except BaseException as err:
             if exc is None:
                 raise
-            _add_note(
-                exc, f"redmutex: releasing lock {self._name!r} on leaving the block also failed: {err!r}"
-            )
+            self._note_exit_failure(exc, err)
 
     def extend(self, seconds: float, replace: bool = False) -> Coroutine[Any, Any, None]:
         """Adds ``seconds`` to the remaining lease (or sets it, with replace=True)
@@ -918,69 +826,11 @@ class AsyncLock:
         call = functools.partial(_inspect_holding, self._ptr, self._ref)
         return await asyncio.get_running_loop().run_in_executor(None, call)
 
-    # -- local state (no I/O) ------------------------------------------------------
-
-    @property
-    def name(self) -> Name:
-        """The lock's name, as given; it is the Redis key."""
-        return self._name
-
-    @property
-    def owner(self) -> Name | None:
-        """The explicit owner id given at creation, or None for the default owner."""
-        return self._owner
-
-    @property
-    def fencing(self) -> bool:
-        """True if the lock maintains fencing tokens."""
-        return self._fencing
-
-    @property
-    def state(self) -> LockState:
-        """This owner's hold as known locally (no I/O)."""
-        self._raise_pending()
-        out = ffi.new("redmutex_state *")
-        check(lib.redmutex_lock_state(out, self._ptr, self._owner_c()))
-        return LockState(out[0])
-
-    @property
-    def lost(self) -> bool:
-        """True when this owner's hold is known to be lost (release it to reset)."""
-        return self.state == LockState.LOST
-
-    @property
-    def validity(self) -> float:
-        """Seconds this owner's hold is still known to be valid; 0.0 when not held."""
-        self._raise_pending()
-        out = ffi.new("int64_t *")
-        check(lib.redmutex_lock_validity(out, self._ptr, self._owner_c()))
-        return max(0, out[0]) / 1000
-
-    @property
-    def fence(self) -> int | None:
-        """The fencing token of this owner's hold, or None (fencing off, or not held)."""
-        self._raise_pending()
-        if not self._fencing:
-            return None
-        out = ffi.new("int64_t *")
-        rc = lib.redmutex_lock_fence(out, self._ptr, self._owner_c())
-        if rc == _ENOTOWNER:
-            return None
-        check(rc)
-        return int(out[0])
-
     def __repr__(self) -> str:
         """asyncio's form, "<redmutex.asyncio.AsyncLock object at 0x... name='x' [locked]>":
         locked when this owner (the running task's, for a reentrant lock) holds
         it, as known locally (no I/O)."""
-        try:
-            owner = self._owner_key()
-            out = ffi.new("redmutex_state *")
-            rc = lib.redmutex_lock_state(out, self._ptr, ffi.NULL if owner is None else owner)
-            held = rc == 0 and out[0] in (lib.REDMUTEX_STATE_HELD, lib.REDMUTEX_STATE_RENEWAL_FAILING)
-        except Exception:  # noqa: BLE001 - repr must not raise (no task, say)
-            held = False
-        kind, locked = type(self).__name__, "locked" if held else "unlocked"
+        kind, (locked, _) = type(self).__name__, self._repr_state()
         return f"<redmutex.asyncio.{kind} object at {id(self):#x} name={self._name!r} [{locked}]>"
 
 
@@ -1023,29 +873,13 @@ class AsyncWriteLock(AsyncRLock):
     _kind = lib.REDMUTEX_KIND_WRITE
 
 
-class AsyncReadWriteLock:
+class AsyncReadWriteLock(ReadWriteBase[AsyncClient, AsyncReadLock, AsyncWriteLock]):
     """A read-write lock for asyncio (Redisson RReadWriteLock wire format):
     ``rw.read`` (an AsyncReadLock) and ``rw.write`` (an AsyncWriteLock) on the
     same name. See redmutex.ReadWriteLock."""
 
-    def __init__(self, client: AsyncClient, name: Name, **lock_kwargs: Any) -> None:
-        self._read = AsyncReadLock(client, name, **lock_kwargs)
-        self._write = AsyncWriteLock(client, name, **lock_kwargs)
-
-    @property
-    def read(self) -> AsyncReadLock:
-        """The read side (shared)."""
-        return self._read
-
-    @property
-    def write(self) -> AsyncWriteLock:
-        """The write side (exclusive)."""
-        return self._write
-
-    @property
-    def name(self) -> Name:
-        """The lock's name, as given."""
-        return self._read.name
+    _read_class = AsyncReadLock
+    _write_class = AsyncWriteLock
 
     def __repr__(self) -> str:
         return f"<redmutex.asyncio.AsyncReadWriteLock {self.name!r}>"
