@@ -99,8 +99,14 @@ def _expire_none(fut: asyncio.Future[None]) -> None:
 # cancelled calls are tracked by it (AsyncClient._settling).
 _OwnerKey = Tuple[bytes, Union[bytes, int]]
 
-# The owner of a call made outside any task: taken when its coroutine runs.
-_LATER: Any = object()
+
+class _Later:
+    """The owner of a call made outside any task: taken when its coroutine runs."""
+
+
+_LATER = _Later()
+# Whom a lock call acts for, as taken when the call was made.
+_CallOwner = Union[bytes, None, _Later]
 
 
 class _Pending:
@@ -232,10 +238,17 @@ class AsyncClient(ClientBase):
         """The number of worker threads making round trips."""
         return self._pool_threads
 
+    # Per-name observers (redmutex.prometheus, redmutex.otel) live on the blocking client.
+
     @property
     def _observers(self) -> tuple[_stats.NameObservations, ...]:
-        """The per-name observers (redmutex.prometheus, redmutex.otel) installed on the client."""
         return self._client._observers
+
+    def _add_observer(self, observer: _stats.NameObservations) -> None:
+        self._client._add_observer(observer)
+
+    def _remove_observer(self, observer: _stats.NameObservations) -> None:
+        self._client._remove_observer(observer)
 
     def task_owner(self) -> str:
         """The running task's default owner id of reentrant locks, ``"<client id>:task-<n>"``."""
@@ -425,7 +438,11 @@ class AsyncClient(ClientBase):
 
     def _listen(self, lock: AsyncLock) -> None:
         lock_id = int(lib.redmutex_lock_id(lock._ptr))
-        self._listeners[lock_id] = weakref.ref(lock, lambda _r, key=lock_id: self._listeners.pop(key, None))
+
+        def forget(_ref: weakref.ReferenceType[AsyncLock]) -> None:
+            self._listeners.pop(lock_id, None)
+
+        self._listeners[lock_id] = weakref.ref(lock, forget)
 
     # -- jobs -------------------------------------------------------------------
 
@@ -669,16 +686,16 @@ class AsyncLock(LockBase[AsyncClient]):
         owner = self._owner_key()
         return ffi.NULL if owner is None else owner
 
-    def _call_owner(self) -> bytes | None:
+    def _call_owner(self) -> _CallOwner:
         """The owner of a call, taken when the call is made (in the calling
         task), or _LATER when no task runs: then when its coroutine starts."""
         try:
             return self._owner_key()
         except RuntimeError:
-            return cast(Any, _LATER)
+            return _LATER
 
-    def _resolve(self, owner: bytes | None) -> bytes | None:
-        return self._owner_key() if owner is _LATER else owner
+    def _resolve(self, owner: _CallOwner) -> bytes | None:
+        return self._owner_key() if isinstance(owner, _Later) else owner
 
     def _key(self, owner: bytes | None) -> _OwnerKey:
         """What this owner's calls on this lock are tracked by (AsyncClient._settling)."""
@@ -697,7 +714,7 @@ class AsyncLock(LockBase[AsyncClient]):
         if not task.cancelled() and task.exception() is not None:
             self._keep(cast(BaseException, task.exception()))
 
-    async def _acquire_ms(self, owner: bytes | None, wait_ms: int) -> bool:
+    async def _acquire_ms(self, owner: _CallOwner, wait_ms: int) -> bool:
         owner = self._resolve(owner)
         if not self.client._observers:  # the usual case: the C core counts by itself
             return await self._acquire_c(owner, wait_ms)
@@ -727,7 +744,7 @@ class AsyncLock(LockBase[AsyncClient]):
         wait_ms = _acquire_wait_ms(blocking, timeout)
         return self._acquire(self._call_owner(), wait_ms)
 
-    async def _acquire(self, owner: bytes | None, wait_ms: int) -> bool:
+    async def _acquire(self, owner: _CallOwner, wait_ms: int) -> bool:
         self._raise_pending()
         return await self._acquire_ms(owner, wait_ms)
 
@@ -738,7 +755,7 @@ class AsyncLock(LockBase[AsyncClient]):
         is raised after the release. Acts for the calling task (see acquire())."""
         return self._release(self._call_owner())
 
-    async def _release(self, owner: bytes | None) -> None:
+    async def _release(self, owner: _CallOwner) -> None:
         with self._releasing():
             owner = self._resolve(owner)
             job = await self.client._call(lib.RMPY_OP_RELEASE, self, owner, self._key(owner))
@@ -771,7 +788,7 @@ class AsyncLock(LockBase[AsyncClient]):
         ms = _to_ms(seconds, "seconds", allow_zero=False)
         return self._extend(self._call_owner(), ms, replace)
 
-    async def _extend(self, owner: bytes | None, ms: int, replace: bool) -> None:
+    async def _extend(self, owner: _CallOwner, ms: int, replace: bool) -> None:
         self._raise_pending()
         owner = self._resolve(owner)
         job = self.client._new_job(lib.RMPY_OP_EXTEND, self, owner)
@@ -786,7 +803,7 @@ class AsyncLock(LockBase[AsyncClient]):
 
     # -- queries (one round trip each) -----------------------------------------
 
-    async def _query(self, op: int, owner: bytes | None = None) -> int:
+    async def _query(self, op: int, owner: _CallOwner = None) -> int:
         self._raise_pending()
         job = await self.client._call(op, self, self._resolve(owner))
         _raise_job_error(job)
@@ -801,7 +818,7 @@ class AsyncLock(LockBase[AsyncClient]):
         lock, as the servers see it now."""
         return self._owned(self._call_owner())
 
-    async def _owned(self, owner: bytes | None) -> bool:
+    async def _owned(self, owner: _CallOwner) -> bool:
         return bool(await self._query(lib.RMPY_OP_IS_OWNED, owner))
 
     async def ttl(self) -> float | None:

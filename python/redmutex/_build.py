@@ -18,6 +18,10 @@ import os
 import re
 import shlex
 import subprocess
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -216,7 +220,7 @@ def _rel(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def make_ffibuilder():  # type: ignore[no-untyped-def]
+def make_ffibuilder() -> FFI:
     """The FFI builder for setuptools (source paths relative to setup.py)."""
     from cffi import FFI
 

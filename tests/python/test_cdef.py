@@ -110,3 +110,28 @@ def test_check_maps_codes_and_messages():
         redmutex.check(lib.redmutex_lock_options_init(redmutex._ffi.NULL, 1))
     assert info.value.code == lib.REDMUTEX_EINVAL
     assert "opts is NULL" in str(info.value)
+
+
+def test_the_type_stub_of_the_compiled_module_ships_and_matches_it():
+    """The package ships py.typed, so type checkers read _redmutex_cffi.pyi for
+    the compiled module: it is installed, and what it declares of ffi is there
+    (a method that was renamed or dropped would type-check and then fail)."""
+    import ast
+
+    from redmutex._redmutex_cffi import ffi
+
+    package = os.path.dirname(redmutex.__file__)
+    assert os.path.exists(os.path.join(package, "py.typed"))
+    stub = os.path.join(package, "_redmutex_cffi.pyi")
+    assert os.path.exists(stub), "the type stub of the compiled module is not installed"
+    with open(stub, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    (ffi_class,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_FFI"]
+    declared = {n.name for n in ffi_class.body if isinstance(n, ast.FunctionDef)}
+    declared |= {n.target.id for n in ffi_class.body if isinstance(n, ast.AnnAssign)}
+    assert {"new", "string", "NULL"} <= declared
+    assert not [name for name in declared if not hasattr(ffi, name)]
+    # The stub says string() returns bytes: so it does for the char arrays the package reads.
+    assert isinstance(ffi.string(lib.redmutex_version()), bytes)
+    stubbed = {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign)}
+    assert stubbed == {"ffi", "lib"}
