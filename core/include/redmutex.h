@@ -755,6 +755,15 @@ REDMUTEX_API uint64_t redmutex_lock_id(const redmutex_lock *lock);
  * On any error nothing is held. (One exception: when an interrupt stops a
  * wait just as a releasing thread handed this waiter the lock and it cannot
  * be given back, the call reports success and the lock is held.)
+ * A server that answered this client before and then answers nothing, on
+ * any connection, for command_timeout_ms while a request waits for it (a
+ * long script, a fork, swapping) counts as stalling until it answers again:
+ * it is not asked (no vote, as if down) and no attempt waits for it. A wait
+ * goes on through such a stall with its usual pauses, ending with
+ * REDMUTEX_ETIMEDOUT if no majority can be had in time; with wait_ms = 0 a
+ * majority that stalls is REDMUTEX_ECONN (within one attempt's budget, at
+ * once once the stall is known). A server that never answered is
+ * unreachable: REDMUTEX_ECONN, wait or not.
  * Blocking: at most wait_ms + T, where T = max(connect_timeout_ms,
  * command_timeout_ms) is one attempt's budget (a cleanup of a failed attempt
  * is sent within it, not waited for beyond it), plus replica_timeout_ms when
@@ -775,6 +784,12 @@ REDMUTEX_API int redmutex_lock_acquire(redmutex_lock *lock, const char *owner, i
  * Releasing is idempotent across retries: if the reply to a release was lost
  * (REDMUTEX_ECONN) and the caller retries, the retry reports the first
  * attempt's result instead of a false REDMUTEX_ENOTOWNER.
+ * With N servers the release succeeds once the hold is released on a
+ * majority, or, while its validity lasts, once it is released somewhere and
+ * absent from a majority (released there, never granted, or not held; a
+ * majority saying it was not held is REDMUTEX_ELOST). A server that stalls
+ * gets the release behind its earlier requests for the lock, and is not
+ * waited for.
  *
  * Errors: REDMUTEX_ENOTOWNER (this owner does not hold it; nothing changed),
  * REDMUTEX_ELOST (it was held but lost before the release: the work done
