@@ -466,6 +466,7 @@ REDMUTEX_API int redmutex_url_redact(char *out, size_t size, const char *url);
  * Blocking: up to shutdown_timeout_ms (plus scheduling), even with servers
  * unreachable. Thread-safety: may race with calls on the client and its
  * handles from other threads; they complete, or fail with REDMUTEX_ECLOSED.
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_client_close(redmutex_client *client);
 
@@ -502,6 +503,7 @@ REDMUTEX_API void redmutex_client_free(redmutex_client *client);
  * a no-op, and so is a closed client. The client must not have been freed
  * (a handle keeps its memory alive, not the caller's right to use it).
  * The interrupt callback of the options keeps working beside it.
+ * Since 1.1.
  */
 REDMUTEX_API void redmutex_client_interrupt(redmutex_client *client);
 
@@ -700,6 +702,7 @@ REDMUTEX_API redmutex_kind redmutex_lock_kind(const redmutex_lock *lock);
  * even after the handle is freed (0 for NULL). Events of
  * redmutex_client_next_event() name the handle by it. Never blocks;
  * thread-safe.
+ * Since 1.1.
  */
 REDMUTEX_API uint64_t redmutex_lock_id(const redmutex_lock *lock);
 
@@ -996,6 +999,7 @@ REDMUTEX_API int redmutex_lock_fence(int64_t *out, redmutex_lock *lock, const ch
  * eventfd of the child's own) and is closed by the last free.
  * Returns the fd (>= 0), or REDMUTEX_EINVAL (NULL) or REDMUTEX_ENOMEM (no
  * descriptor available). Never blocks; thread-safe; works after close.
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_client_event_fd(redmutex_client *client);
 
@@ -1016,11 +1020,15 @@ REDMUTEX_API int redmutex_client_event_fd(redmutex_client *client);
  * Errors: REDMUTEX_EINVAL (NULL client, lock_id or state; owner NULL with
  * owner_size > 0; owner_size too small for this event's owner, in which case
  * the event stays queued). Never blocks; thread-safe; works after close.
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_client_next_event(redmutex_client *client, uint64_t *lock_id, redmutex_state *state,
                                             char *owner, size_t owner_size);
 
-/** How many events were dropped because the queue was full (0 for NULL). Never blocks; thread-safe. */
+/**
+ * How many events were dropped because the queue was full (0 for NULL).
+ * Never blocks; thread-safe. Since 1.1.
+ */
 REDMUTEX_API uint64_t redmutex_client_events_dropped(const redmutex_client *client);
 
 /* ------------------------------------------------------------------------ */
@@ -1076,12 +1084,14 @@ typedef struct redmutex_wait redmutex_wait;
  * (also when no descriptor is left for the client's wait fd), REDMUTEX_ESYSTEM
  * (no random bytes for a plain lock's token).
  * Blocking: never (the client mutex only). Thread-safe.
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owner);
 
 /**
  * The wait's id: a number > 0, unique in the process and never reused; what
  * redmutex_client_next_ready() reports. 0 for NULL. Never blocks; thread-safe.
+ * Since 1.1.
  */
 REDMUTEX_API uint64_t redmutex_wait_id(const redmutex_wait *wait);
 
@@ -1114,6 +1124,7 @@ REDMUTEX_API uint64_t redmutex_wait_id(const redmutex_wait *wait);
  * command_timeout_ms), plus replica_timeout_ms with min_replicas).
  * Thread-safety: any thread, but not concurrently with another call on the
  * same wait (tries of one wait are made one after another).
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_wait_try(redmutex_wait *wait);
 
@@ -1135,6 +1146,7 @@ REDMUTEX_API int redmutex_wait_try(redmutex_wait *wait);
  * last try did not return 0.
  * Thread-safety: any thread, in any order with the lock handle and the
  * client; not concurrently with another call on the same wait, nor after.
+ * Since 1.1.
  */
 REDMUTEX_API void redmutex_wait_free(redmutex_wait *wait);
 
@@ -1149,6 +1161,7 @@ REDMUTEX_API void redmutex_wait_free(redmutex_wait *wait);
  * goes (the last of redmutex_client_free() and the handles' frees).
  * Returns the fd (>= 0), REDMUTEX_EINVAL (NULL) or REDMUTEX_ENOMEM (no
  * descriptor available). Never blocks; thread-safe; works after close.
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_client_wait_fd(redmutex_client *client);
 
@@ -1159,6 +1172,7 @@ REDMUTEX_API int redmutex_client_wait_fd(redmutex_client *client);
  * time it becomes ready; one that was freed meanwhile is not reported.
  * Errors: REDMUTEX_EINVAL (NULL argument). Never blocks; thread-safe;
  * works after close.
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_client_next_ready(redmutex_client *client, uint64_t *wait_id);
 
