@@ -41,6 +41,7 @@ from ._errors import (
 )
 from ._redmutex_cffi import ffi as _ffi
 from ._redmutex_cffi import lib as _lib
+from ._sem import CountDownLatch, MultiLock, Semaphore
 
 __version__ = "1.1.0"
 
@@ -65,6 +66,7 @@ __all__ = [
     "Client",
     "ClosedError",
     "ConnectionError",
+    "CountDownLatch",
     "DuplicateEndpointError",
     "FairLock",
     "ForkedError",
@@ -76,6 +78,7 @@ __all__ = [
     "LockLostError",
     "LockState",
     "LockTimeout",
+    "MultiLock",
     "NotOwnedError",
     "OutOfMemory",
     "ProtocolError",
@@ -84,6 +87,7 @@ __all__ = [
     "ReadWriteLock",
     "RedMutexError",
     "ReplicaError",
+    "Semaphore",
     "ServerError",
     "SystemFailure",
     "UnsupportedError",
