@@ -108,16 +108,22 @@ def _acquire_wait_ms(blocking: bool, timeout: object) -> int:
     return _wait_ms(timeout)
 
 
-def _lock_options(lease: object, fencing: object, max_hold: object, max_extensions: object) -> Any:
-    """The C lock options for the keyword arguments of Client.lock() (validated)."""
-    opts = ffi.new("redmutex_lock_options *")
-    check(lib.redmutex_lock_options_init(opts, lib.REDMUTEX_LOCK_OPTIONS_VERSION))
+def _hold_options(opts: Any, lease: object, max_hold: object, max_extensions: object) -> None:
+    """Sets what a lock's and a semaphore's C options share (validated):
+    how long a hold lives and how long the watchdog may keep it."""
     if lease is not None:
         opts.lease_ms = _to_ms(lease, "lease", minimum_ms=_LEASE_MIN_MS)
     if max_hold is not None:
         opts.max_hold_ms = _to_ms(max_hold, "max_hold", allow_zero=False)
     if max_extensions is not None:
         opts.max_extensions = _to_count(max_extensions, "max_extensions")
+
+
+def _lock_options(lease: object, fencing: object, max_hold: object, max_extensions: object) -> Any:
+    """The C lock options for the keyword arguments of Client.lock() (validated)."""
+    opts = ffi.new("redmutex_lock_options *")
+    check(lib.redmutex_lock_options_init(opts, lib.REDMUTEX_LOCK_OPTIONS_VERSION))
+    _hold_options(opts, lease, max_hold, max_extensions)
     if fencing:
         opts.flags |= lib.REDMUTEX_LOCK_FENCING
     return opts

@@ -45,11 +45,11 @@ import itertools
 import os
 import time
 import weakref
-from typing import Any, Awaitable, Callable, Coroutine, Sequence, Tuple, TypeVar, Union, cast
+from typing import Any, Awaitable, Callable, Coroutine, Protocol, Sequence, Tuple, TypeVar, Union, cast
 
 from . import _stats
 from ._args import _WAIT_FOREVER, Name, _acquire_wait_ms, _to_ms
-from ._base import ClientBase, LockBase, LockInfo, LockState, ReadWriteBase, _inspect
+from ._base import ClientBase, LockBase, LockInfo, LockState, ReadWriteBase, _exit_release, _inspect
 from ._client import Client
 from ._errors import ClosedError, InvalidArgument, OutOfMemory, check, error_for
 from ._redmutex_cffi import ffi, lib
@@ -109,6 +109,17 @@ _LATER = _Later()
 _CallOwner = Union[bytes, None, _Later]
 
 
+class _Target(Protocol):
+    """What a job of the pool acts on: a lock, a semaphore, a latch or a
+    multi-lock of this API (its C handle and the pool's reference to it)."""
+
+    _ptr: Any
+    _ref: Any
+
+    def _release_inline(self, owner: bytes | None) -> None:
+        """Gives back `owner`'s hold at once, once the pool is gone (the client is closed)."""
+
+
 class _Pending:
     """A job the pool has: the job (kept alive here), the future its task
     awaits (None: nobody), the futures of acquisitions that wait for it to
@@ -129,7 +140,7 @@ class _Readiness:
 
     __slots__ = ("c_wait", "freed", "future", "job", "key", "lock", "owner", "ready")
 
-    def __init__(self, wait: Any, lock: AsyncLock, owner: bytes | None, key: _OwnerKey) -> None:
+    def __init__(self, wait: Any, lock: _Target, owner: bytes | None, key: _OwnerKey) -> None:
         self.ready = False
         self.future: asyncio.Future[bool] | None = None
         self.c_wait = wait  # the redmutex_wait
@@ -474,7 +485,7 @@ class AsyncClient(ClientBase):
     # -- jobs -------------------------------------------------------------------
 
     def _new_job(
-        self, op: int, lock: AsyncLock | None = None, owner: bytes | None = None, wait: Any = None
+        self, op: int, lock: _Target | None = None, owner: bytes | None = None, wait: Any = None
     ) -> Any:
         ptr = lib.rmpy_job_new()
         if ptr == ffi.NULL:
@@ -557,7 +568,7 @@ class AsyncClient(ClientBase):
                 self._settling.setdefault(key, set()).add(addr)
         return True
 
-    def _run_detached(self, job: Any, lock: AsyncLock, owner: bytes | None, key: _OwnerKey | None) -> None:
+    def _run_detached(self, job: Any, lock: _Target, owner: bytes | None, key: _OwnerKey | None) -> None:
         """Runs a clean-up job (a release, a wait's free) without waiting for it;
         inline once the pool is gone: the client is closed then, and those
         calls return at once."""
@@ -569,7 +580,7 @@ class AsyncClient(ClientBase):
             lib.redmutex_wait_free(job.wait)
 
     def _free_wait(
-        self, wait: Any, lock: AsyncLock, owner: bytes | None, release_first: bool, key: _OwnerKey
+        self, wait: Any, lock: _Target, owner: bytes | None, release_first: bool, key: _OwnerKey
     ) -> None:
         job = self._new_job(lib.RMPY_OP_WAIT_FREE, lock, owner, wait)
         job.release_first = int(release_first)
@@ -591,7 +602,7 @@ class AsyncClient(ClientBase):
         self._free_wait(readiness.c_wait, readiness.lock, readiness.owner, won, readiness.key)
 
     async def _call(
-        self, op: int, lock: AsyncLock, owner: bytes | None = None, key: _OwnerKey | None = None
+        self, op: int, lock: _Target, owner: bytes | None = None, key: _OwnerKey | None = None
     ) -> Any:
         """A job that needs no undoing if its task is cancelled (release, extend,
         queries); a release or extension cancelled in flight still runs, and the
@@ -604,7 +615,7 @@ class AsyncClient(ClientBase):
             raise
         return job
 
-    async def _acquire_now(self, lock: AsyncLock, owner: bytes | None, key: _OwnerKey) -> bool:
+    async def _acquire_now(self, lock: _Target, owner: bytes | None, key: _OwnerKey) -> bool:
         await self._after_cleanups(key)
         job = self._new_job(lib.RMPY_OP_ACQUIRE_NOW, lock, owner)
         try:
@@ -619,7 +630,12 @@ class AsyncClient(ClientBase):
         return True
 
     async def _acquire_waiting(
-        self, lock: Any, owner: bytes | None, wait_ms: int, key: _OwnerKey, make_wait: Any = None
+        self,
+        lock: _Target,
+        owner: bytes | None,
+        wait_ms: int,
+        key: _OwnerKey,
+        make_wait: Callable[[], Any] | None = None,
     ) -> bool:
         """Acquires within wait_ms (or forever) through a pollable wait of the
         core: a lock's, or the one make_wait() returns (a semaphore's, a
@@ -703,7 +719,6 @@ class AsyncLock(LockBase[AsyncClient]):
         # this object until they are done.
         self._ref = ffi.gc(ref, lib.rmpy_lockref_unref)
         self._ptr = handle
-        self._tasks: set[asyncio.Task[Any]] = set()  # on_lost coroutines running
 
     def _listen(self) -> None:
         self.client._listen(self)
@@ -739,16 +754,7 @@ class AsyncLock(LockBase[AsyncClient]):
     def _deliver_lost(self, state: LockState, owner: str = "") -> None:
         """Runs on_lost on the loop; an awaitable it returns runs as a task."""
         del owner  # a lock object has one owner's hold in view
-        result = self._call_on_lost(state)
-        if inspect.isawaitable(result):
-            task = asyncio.ensure_future(result)
-            self._tasks.add(task)
-            task.add_done_callback(self._on_lost_done)
-
-    def _on_lost_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self._keep(cast(BaseException, task.exception()))
+        self._run_on_loop(self._call_on_lost(state))
 
     async def _acquire_ms(self, owner: _CallOwner, wait_ms: int) -> bool:
         owner = self._resolve(owner)
@@ -810,12 +816,8 @@ class AsyncLock(LockBase[AsyncClient]):
         """Releases (also when the block was cancelled). Raises LockLostError if the
         lease was lost while the block ran - unless the block raised, whose
         exception is never masked (the release error is added to it as a note)."""
-        try:
+        with _exit_release(exc, self._note_exit_failure):
             await self.release()
-        except BaseException as err:
-            if exc is None:
-                raise
-            self._note_exit_failure(exc, err)
 
     def extend(self, seconds: float, replace: bool = False) -> Coroutine[Any, Any, None]:
         """Adds ``seconds`` to the remaining lease (or sets it, with replace=True)

@@ -13,19 +13,21 @@ core would still answer (the local state, validity, fence).
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import dataclasses
 import enum
+import inspect
 import time
-from typing import Any, Callable, ClassVar, Generic, Iterator, Protocol, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Iterator, Protocol, TypeVar, cast
 
 from . import _stats
 from ._args import Name, _add_note, _lock_options, _to_bytes, _wait_ms
 from ._errors import ClosedError, InvalidArgument, LockLostError, LockTimeout, check
 from ._redmutex_cffi import ffi, lib
 
-__all__ = ["ClientBase", "LockBase", "LockInfo", "LockState", "ReadWriteBase"]
+__all__ = ["ClientBase", "LockBase", "LockInfo", "LockState", "LostNews", "ReadWriteBase"]
 
 _ELOST: int = lib.REDMUTEX_ELOST
 _ENOTOWNER: int = lib.REDMUTEX_ENOTOWNER
@@ -159,6 +161,87 @@ _L = TypeVar("_L", bound="LockBase[Any]")
 _HELD_STATES = ("HELD", "RENEWAL_FAILING")
 
 
+def _check_client(client: object, client_class: type, what: str) -> None:
+    """Every object of the package is made for an open client of its own API."""
+    if not isinstance(client, client_class):
+        raise InvalidArgument(f"client must be a {what}")
+    cast(_ClientLike, client)._check_open()
+
+
+@contextlib.contextmanager
+def _exit_release(
+    exc: BaseException | None, note: Callable[[BaseException, BaseException], None]
+) -> Iterator[None]:
+    """Around the release that ends a ``with`` block: what it raises goes on
+    when the block ended well, and is a note on the block's own exception
+    otherwise (that one is never masked)."""
+    try:
+        yield
+    except BaseException as err:
+        if exc is None:
+            raise
+        note(exc, err)
+
+
+class LostNews:
+    """The ``on_lost`` callable of a lock or a semaphore: called with the
+    object and the news; what it raises is kept (one at a time) and raised
+    by the next call on the object; an awaitable it returns (asyncio) runs
+    as a task, whose exception is kept the same way."""
+
+    _on_lost: Callable[..., object] | None
+    _pending: collections.deque[BaseException]
+    _tasks: set[asyncio.Task[Any]]
+
+    def _init_on_lost(self, on_lost: object) -> None:
+        if on_lost is not None and not callable(on_lost):
+            raise InvalidArgument("on_lost must be callable")
+        self._on_lost = on_lost
+        # Exceptions raised by on_lost, at most one: appended where the
+        # callables run (one at a time), taken by the user's calls.
+        self._pending = collections.deque(maxlen=1)
+        self._tasks = set()  # on_lost coroutines running (asyncio)
+
+    def _call_on_lost(self, *news: object) -> object:
+        """Calls on_lost and returns its result; what it raises is kept, and
+        raised by the next call on the object."""
+        callback = self._on_lost
+        if callback is None:
+            return None
+        try:
+            return callback(self, *news)
+        except BaseException as exc:  # noqa: BLE001 - kept for the object's owner
+            self._keep(exc)
+            return None
+
+    def _run_on_loop(self, result: object) -> None:
+        """An awaitable on_lost returned runs as a task on the running loop."""
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(self._on_lost_done)
+
+    def _on_lost_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._keep(cast(BaseException, task.exception()))
+
+    def _keep(self, exc: BaseException) -> None:
+        if not self._pending:
+            self._pending.append(exc)
+
+    def _take_pending(self) -> BaseException | None:
+        try:
+            return self._pending.popleft()
+        except IndexError:
+            return None
+
+    def _raise_pending(self) -> None:
+        exc = self._take_pending()
+        if exc is not None:
+            raise exc
+
+
 class _AcquireObservation:
     """Tells a client's per-name observers how one acquire ended (``with``
     around it; ``acquired`` set when it returns)."""
@@ -182,7 +265,7 @@ class _AcquireObservation:
             observer.acquired(self.lock, self.owner, self.lock._kind, outcome, seconds)
 
 
-class LockBase(Generic[_C]):
+class LockBase(LostNews, Generic[_C]):
     """A lock object of either API; its subclasses make the calls that need I/O."""
 
     _kind: int = lib.REDMUTEX_KIND_LOCK
@@ -205,9 +288,7 @@ class LockBase(Generic[_C]):
         max_hold: float | None = None,
         max_extensions: int | None = None,
     ) -> None:
-        if not isinstance(client, self._client_class):
-            raise InvalidArgument(f"client must be a {self._client_what}")
-        client._check_open()
+        _check_client(client, self._client_class, self._client_what)
         self._name = name
         self._c_name = _to_bytes(name, "lock name", lib.REDMUTEX_NAME_MAX)
         self._owner = None if owner is None else _to_bytes(owner, "owner", lib.REDMUTEX_OWNER_MAX)
@@ -215,12 +296,7 @@ class LockBase(Generic[_C]):
         self._c_owner: Any = ffi.NULL if self._owner is None else self._owner
         self._timeout_ms = _wait_ms(timeout)
         self.timeout = timeout
-        if on_lost is not None and not callable(on_lost):
-            raise InvalidArgument("on_lost must be callable")
-        self._on_lost: Callable[[Any, LockState], object] | None = on_lost
-        # Exceptions raised by on_lost, at most one: appended where the
-        # callables run (one at a time), taken by the user's calls.
-        self._pending: collections.deque[BaseException] = collections.deque(maxlen=1)
+        self._init_on_lost(on_lost)
         opts = _lock_options(lease, fencing, max_hold, max_extensions)
         self._fencing = bool(fencing)
         # The client stays alive as long as any of its locks (the C handle
@@ -246,35 +322,6 @@ class LockBase(Generic[_C]):
     def _owner_c(self) -> Any:
         """The owner whose hold the local queries report, as the C calls take it."""
         return self._c_owner
-
-    # -- on_lost --------------------------------------------------------------------
-
-    def _call_on_lost(self, state: LockState) -> object:
-        """Calls on_lost and returns its result; what it raises is kept, and
-        raised by the next call on the lock."""
-        callback = self._on_lost
-        if callback is None:
-            return None
-        try:
-            return callback(self, state)
-        except BaseException as exc:  # noqa: BLE001 - kept for the lock's owner
-            self._keep(exc)
-            return None
-
-    def _keep(self, exc: BaseException) -> None:
-        if not self._pending:
-            self._pending.append(exc)
-
-    def _take_pending(self) -> BaseException | None:
-        try:
-            return self._pending.popleft()
-        except IndexError:
-            return None
-
-    def _raise_pending(self) -> None:
-        exc = self._take_pending()
-        if exc is not None:
-            raise exc
 
     # -- around the calls ---------------------------------------------------------------
 

@@ -43,7 +43,7 @@ from ._args import (
     _to_count,
     _to_ms,
 )
-from ._base import ClientBase, LockBase, LockInfo, LockState, ReadWriteBase, _inspect
+from ._base import ClientBase, LockBase, LockInfo, LockState, ReadWriteBase, _exit_release, _inspect
 from ._errors import ClosedError, InvalidArgument, LockLostError, NotOwnedError, check
 from ._redmutex_cffi import ffi, lib
 
@@ -776,12 +776,8 @@ class Lock(LockBase[Client]):
         """Releases. Raises LockLostError if the lease was lost while the block
         ran - unless the block raised, whose exception is never masked (the
         release error is then added to it as a note)."""
-        try:
+        with _exit_release(exc, self._note_exit_failure):
             self.release()
-        except BaseException as err:
-            if exc is None:
-                raise
-            self._note_exit_failure(exc, err)
 
     def locked(self) -> bool:
         """True if anyone holds the lock, as the servers see it now (one round trip)."""
