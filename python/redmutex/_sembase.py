@@ -89,9 +89,6 @@ class SemaphoreBase(LostNews, Generic[_C]):
         self.timeout = timeout
         self._init_on_lost(on_lost)
         self._c_name = _to_bytes(name, "semaphore name", lib.REDMUTEX_NAME_MAX)
-        ptr = _new_semaphore(
-            client._ptr, self._c_name, permits, lease, fencing, resize, max_hold, max_extensions
-        )
         self._permits = permits
         self._fencing = bool(fencing)
         self.client = client
@@ -101,7 +98,8 @@ class SemaphoreBase(LostNews, Generic[_C]):
         self._mu = threading.Lock()
         self._by_caller: dict[object, list[bytes]] = {}
         self._order: list[bytes] = []
-        self._setup(ptr)
+        c_options = (lease, fencing, resize, max_hold, max_extensions)
+        self._setup(_new_semaphore(client._ptr, self._c_name, permits, *c_options))
         if on_lost is not None:
             self._listen()
 
