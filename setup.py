@@ -39,7 +39,7 @@ setup(
     license=project_license(),
     package_dir={"": "python"},
     packages=["redmutex"],
-    package_data={"redmutex": ["py.typed"]},
+    package_data={"redmutex": ["py.typed", "_redmutex_cffi.pyi"]},
     cffi_modules=["python/redmutex/_build.py:ffibuilder"],
     zip_safe=False,
 )
