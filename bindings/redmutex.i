@@ -11,8 +11,12 @@
  *   - turns the pending error into the language's exception, in ONE
  *     %exception block, with the classes made from ONE table
  *     (rmb_error_classes in common/errors.c),
- *   - gives each interpreter its waiting policy (Ruby: no GVL while waiting,
- *     Thread#raise and Ctrl-C end the wait; the others: SIGINT ends it),
+ *   - gives each interpreter its side of the one signal policy of
+ *     common/objects.c and common/signals.c: how a wait is ended for the
+ *     language (Ruby: its unblocking function; the others: the C handler of
+ *     signals.c), whether the language has a handler waiting to run, and how
+ *     to run it with nothing held,
+ *   - checks every method's self against the live objects (common/live.c),
  *   - adds what only one language has: Ruby's synchronize and Lua's with
  *     (in C, so no interrupt can slip between acquiring and protecting the
  *     block), Lua's <close>, Tcl's event-loop watch of lost-lock news.
@@ -35,6 +39,7 @@
 %{
 #include "binding.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,6 +92,7 @@ static void rmb_classify_none(rmb_value *v)
 #if defined(SWIGRUBY)
 %{
 #include <ruby/thread.h>
+#include <signal.h>
 
 static VALUE rmb_module;
 
@@ -178,25 +184,38 @@ static void rmb_ruby_run(rmb_call *call, rmb_client *client, bool interruptible)
     /* Ruby declines to start a blocking region while any interrupt is
        pending, also the timer's (thread switching): let Ruby handle it -
        raising Interrupt, Thread#raise... here, with nothing held - and try
-       again. */
+       again. The signals are watched too (see signals.c), never across
+       rb_thread_check_ints, which may unwind. */
     for (;;) {
+        rmb_signal_watch w;
+        rmb_signals_watch(&w, client);
         rb_thread_call_without_gvl2(rmb_ruby_call, call, rmb_ruby_unblock, client);
+        rmb_signals_unwatch(&w, call);
         if (call->ran)
             return;
         rb_thread_check_ints();
     }
 }
 
-static bool rmb_ruby_interrupted(void)
+static bool rmb_ruby_pending(void)
 {
     return rb_thread_interrupted(rb_thread_current()) != 0;
+}
+
+/* Runs the traps, raises Thread#raise's exception, Ctrl-C's Interrupt...;
+   a trap that returns lets the wait go on. */
+static bool rmb_ruby_deliver(void)
+{
+    rb_thread_check_ints();
+    return true;
 }
 
 /* A blocking region with an unblocking function costs Ruby 3.1 some 20 us
    of work (its timer thread takes the function in and out of a list); one
    without costs 0.1 us. So an acquire is tried once without waiting - and
    without the function - before it waits. */
-static const rmb_policy rmb_ruby_policy = {rmb_ruby_run, rmb_ruby_interrupted, true};
+static const rmb_policy rmb_ruby_policy = {rmb_ruby_run, rmb_ruby_pending, rmb_ruby_deliver, true};
+#define RMB_ENTER
 
 static VALUE rmb_ruby_yield(VALUE unused)
 {
@@ -260,6 +279,11 @@ static VALUE rmb_ruby_yield(VALUE unused)
 %init %{
     rmb_module = mRedmutex;
     rmb_set_policy(&rmb_ruby_policy);
+    /* Ruby's timer kicks blocked threads with SIGVTALRM and reaps children
+       on SIGCHLD; a trap set on them still reaches the wait through the
+       unblocking function. */
+    rmb_signals_leave(SIGVTALRM);
+    rmb_signals_leave(SIGCHLD);
     {
         VALUE base = rb_define_class_under(mRedmutex, rmb_error_classes[0].name, rb_eStandardError);
         rb_define_attr(base, "code", 1, 0);
@@ -358,6 +382,25 @@ static void rmb_perl_error(pTHX)
     SvREFCNT_dec(obj);
     rmb_error_clear();
 }
+
+/* Perl runs %SIG handlers between ops ("safe signals"): its C handler only
+   notes the signal. A handler noted while waiting runs here, with nothing
+   held; a die in it unwinds from here, as from any op. */
+static bool rmb_perl_pending(void)
+{
+    dTHX;
+    return PL_sig_pending != 0;
+}
+
+static bool rmb_perl_deliver(void)
+{
+    dTHX;
+    PERL_ASYNC_CHECK();
+    return true;
+}
+
+static const rmb_policy rmb_perl_policy = {rmb_signal_run, rmb_perl_pending, rmb_perl_deliver, true};
+#define RMB_ENTER
 %}
 
 %{
@@ -415,7 +458,8 @@ static rmb_guard *rmb_perl_scope(pTHX_ SV *sv)
 {
     if (!SvROK(sv) || !sv_derived_from(sv, "Redmutex::_Scope"))
         return NULL;
-    return INT2PTR(rmb_guard *, SvIV(SvRV(sv)));
+    rmb_guard *g = INT2PTR(rmb_guard *, SvIV(SvRV(sv)));
+    return rmb_live_is(g, RMB_TYPE_GUARD) ? g : NULL; /* 0 once destroyed; anything if made up */
 }
 
 /* _scope_enter($lock, options...): acquires; a Redmutex::_Scope holding it. */
@@ -425,12 +469,14 @@ XS(rmb_perl_scope_enter)
     dXSARGS;
     rmb_lock *l = NULL;
     rmb_kwargs kw = {0};
+    int saved_errno = errno;
     rmb_error_clear();
     if (items < 1 || !SWIG_IsOK(SWIG_ConvertPtr(ST(0), (void **)&l, SWIGTYPE_p_rmb_lock, 0)) || !l)
         rmb_fail(REDMUTEX_EINVAL, "with_lock: the second argument is not a Redmutex::Lock");
-    else
+    else if (rmb_self(l, RMB_TYPE_LOCK) == 0)
         rmb_kwargs_from_perl(aTHX_ &kw, &ST(1), items - 1);
     rmb_guard *g = rmb_error_pending()->code ? NULL : rmb_guard_new(l, &kw);
+    errno = saved_errno;
     if (!g) {
         rmb_perl_error(aTHX);
         croak(NULL);
@@ -445,8 +491,14 @@ XS(rmb_perl_scope_leave)
 {
     dXSARGS;
     rmb_guard *g = items == 1 ? rmb_perl_scope(aTHX_ ST(0)) : NULL;
+    int saved_errno = errno;
     rmb_error_clear();
-    if (g && rmb_guard_end(g) != 0) {
+    if (!g)
+        rmb_fail(REDMUTEX_EINVAL, "_scope_leave: not a live scope of with_lock");
+    else
+        rmb_guard_end(g);
+    errno = saved_errno;
+    if (rmb_error_pending()->code) {
         rmb_perl_error(aTHX);
         croak(NULL);
     }
@@ -460,8 +512,10 @@ XS(rmb_perl_scope_destroy)
     dXSARGS;
     rmb_guard *g = items == 1 ? rmb_perl_scope(aTHX_ ST(0)) : NULL;
     if (g) {
+        int saved_errno = errno;
         sv_setiv(SvRV(ST(0)), 0);
         rmb_guard_free(g);
+        errno = saved_errno;
     }
     XSRETURN_EMPTY;
 }
@@ -470,7 +524,7 @@ XS(rmb_perl_scope_destroy)
 %native(_scope_leave) rmb_perl_scope_leave;
 
 %init %{
-    rmb_set_policy(&rmb_signal_policy);
+    rmb_set_policy(&rmb_perl_policy);
     newXS("Redmutex::_Scope::DESTROY", rmb_perl_scope_destroy, __FILE__);
     for (const rmb_error_class *c = rmb_error_classes + 1; c->name; c++) {
         AV *isa = get_av(Perl_form(aTHX_ "Redmutex::%s::ISA", c->name), GV_ADD);
@@ -512,14 +566,39 @@ static void rmb_from_tcl(rmb_value *v, Tcl_Obj *obj)
         v->truth = b;
 }
 
-/* Errors: the message as result, -errorcode {REDMUTEX TIMEOUT {<what it means>}}. */
+/* Errors: the message as result, -errorcode {REDMUTEX TIMEOUT {<what it means>}};
+   an error of a signal handler's (RMB_EFOREIGN) is in the result already. */
 static void rmb_tcl_error(Tcl_Interp *interp)
 {
     rmb_error *e = rmb_error_pending();
-    Tcl_SetObjResult(interp, Tcl_NewStringObj(e->message, -1));
-    Tcl_SetErrorCode(interp, "REDMUTEX", rmb_error_class_for(e->code)->tag, redmutex_strerror(e->code), NULL);
+    if (e->code != RMB_EFOREIGN) {
+        Tcl_SetObjResult(interp, Tcl_NewStringObj(e->message, -1));
+        Tcl_SetErrorCode(interp, "REDMUTEX", rmb_error_class_for(e->code)->tag, redmutex_strerror(e->code), NULL);
+    }
     rmb_error_clear();
 }
+
+/* Tcl has no signal handlers of its own; extensions that give it some
+   (Tclx's `signal trap`, Expect's `trap`) mark a Tcl asynchronous handler
+   from their C handler. Those run here, in the interpreter of the call, with
+   nothing held: an error from them ends the acquire with that error. */
+static _Thread_local Tcl_Interp *rmb_tcl_interp; /* of the command running on this thread */
+
+static bool rmb_tcl_pending(void)
+{
+    return Tcl_AsyncReady() != 0;
+}
+
+static bool rmb_tcl_deliver(void)
+{
+    if (!rmb_tcl_interp || !Tcl_AsyncReady() || Tcl_AsyncInvoke(rmb_tcl_interp, TCL_OK) == TCL_OK)
+        return true;
+    rmb_fail(RMB_EFOREIGN, "a signal handler raised an error");
+    return false;
+}
+
+static const rmb_policy rmb_tcl_policy = {rmb_signal_run, rmb_tcl_pending, rmb_tcl_deliver, true};
+#define RMB_ENTER rmb_tcl_interp = interp
 
 /* Lost-lock news in the event loop: a file handler on the client's event
    fd drains the events and calls ::redmutex::_lost_event id state owner for
@@ -535,6 +614,7 @@ static void rmb_tcl_events_ready(ClientData data, int mask)
     rmb_tcl_watch *w = data;
     rmb_event ev;
     (void)mask;
+    rmb_tcl_interp = w->interp;
     Tcl_Preserve(w->interp);
     while (rmb_next_event(w->client, &ev) == 0 && ev.has) {
         Tcl_Obj *cmd[4] = {Tcl_NewStringObj("::redmutex::_lost_event", -1), Tcl_NewWideIntObj((Tcl_WideInt)ev.lock_id),
@@ -655,12 +735,14 @@ static int rmb_tcl_with_lock(ClientData unused, Tcl_Interp *interp, int objc, Tc
     rmb_lock *l = NULL;
     rmb_kwargs kw = {0};
     (void)unused;
+    int saved_errno = errno;
     rmb_error_clear();
+    rmb_tcl_interp = interp;
     if (objc < 3 || objc % 2 == 0) {
         rmb_fail(REDMUTEX_EINVAL, "wrong # args: should be \"redmutex::with_lock lock ?-timeout seconds? script\"");
     } else if (!SWIG_IsOK(SWIG_ConvertPtr(objv[1], (void **)&l, SWIGTYPE_p_rmb_lock, 0)) || !l) {
         rmb_fail(REDMUTEX_EINVAL, "redmutex::with_lock: \"%s\" is not a redmutex lock", Tcl_GetString(objv[1]));
-    } else {
+    } else if (rmb_self(l, RMB_TYPE_LOCK) == 0) {
         for (int i = 2; i + 1 < objc - 1 && kw.n < RMB_KWARGS_MAX; i += 2, kw.n++) {
             rmb_from_tcl(&kw.keys[kw.n], objv[i]);
             rmb_from_tcl(&kw.values[kw.n], objv[i + 1]);
@@ -668,19 +750,24 @@ static int rmb_tcl_with_lock(ClientData unused, Tcl_Interp *interp, int objc, Tc
         kw.too_many = objc - 3 > 2 * RMB_KWARGS_MAX;
     }
     rmb_guard *g = rmb_error_pending()->code ? NULL : rmb_guard_new(l, &kw);
+    errno = saved_errno;
     if (!g) {
         rmb_tcl_error(interp);
         return TCL_ERROR;
     }
     int code = Tcl_EvalObjEx(interp, objv[objc - 1], 0);
+    saved_errno = errno;
     if (code == TCL_ERROR) {
         rmb_guard_free(g); /* releases; the script's error is what the caller sees */
+        errno = saved_errno;
         Tcl_AppendObjToErrorInfo(interp, Tcl_ObjPrintf("\n    (\"redmutex::with_lock\" body line %d)",
                                                        Tcl_GetErrorLine(interp)));
         return TCL_ERROR;
     }
+    rmb_error_clear();
     int rc = rmb_guard_end(g);
     rmb_guard_free(g);
+    errno = saved_errno;
     if (rc != 0) {
         rmb_tcl_error(interp);
         return TCL_ERROR;
@@ -690,7 +777,7 @@ static int rmb_tcl_with_lock(ClientData unused, Tcl_Interp *interp, int objc, Tc
 %}
 
 %init %{
-    rmb_set_policy(&rmb_signal_policy);
+    rmb_set_policy(&rmb_tcl_policy);
     Tcl_CreateObjCommand(interp, "::redmutex::with_lock", rmb_tcl_with_lock, NULL, NULL);
 %}
 #endif
@@ -752,6 +839,60 @@ static void rmb_lua_push_error(lua_State *L)
 
 typedef int rmb_results;  /* values a method left on the stack */
 typedef int rmb_lua_fn;   /* stack index of a function argument */
+
+/* Lua has no signal handlers of its own; lua.c's Ctrl-C handler (and those
+   of hosts and libraries written the same way) set a hook that raises an
+   error at the next Lua instruction. A hook cannot run inside C, so a signal
+   that set one ends the wait with InterruptedWait, holding nothing, and the
+   hook runs as soon as Lua does (lua.c's raises "interrupted!"). A signal
+   that set no hook was not Lua's: the wait goes on. */
+static _Thread_local struct rmb_lua_hooks {
+    lua_State *L, *main; /* of the method running on this thread, and its main thread */
+    lua_Hook hook, main_hook;
+    int mask, main_mask;
+} rmb_lua_at_entry;
+
+static void rmb_lua_enter(lua_State *L)
+{
+    struct rmb_lua_hooks *h = &rmb_lua_at_entry;
+    h->L = L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    h->main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    h->hook = lua_gethook(L);
+    h->mask = lua_gethookmask(L);
+    h->main_hook = h->main ? lua_gethook(h->main) : NULL;
+    h->main_mask = h->main ? lua_gethookmask(h->main) : 0;
+}
+
+static bool rmb_lua_pending(void)
+{
+    const struct rmb_lua_hooks *h = &rmb_lua_at_entry;
+    return h->L && (lua_gethook(h->L) != h->hook || lua_gethookmask(h->L) != h->mask ||
+                    (h->main && (lua_gethook(h->main) != h->main_hook || lua_gethookmask(h->main) != h->main_mask)));
+}
+
+static bool rmb_lua_deliver(void)
+{
+    return !rmb_lua_pending();
+}
+
+static const rmb_policy rmb_lua_policy = {rmb_signal_run, rmb_lua_pending, rmb_lua_deliver, true};
+#define RMB_ENTER rmb_lua_enter(L)
+
+/* __gc of every class: SWIG's destroys an object each time it is called, and
+   a script may call it by hand; this one destroys it once. */
+static int rmb_lua_gc(lua_State *L)
+{
+    swig_lua_userdata *usr = (swig_lua_userdata *)lua_touserdata(L, 1);
+    if (usr && usr->own) {
+        swig_lua_class *cls = (swig_lua_class *)usr->type->clientdata;
+        usr->own = 0;
+        if (cls && cls->destructor)
+            cls->destructor(usr->ptr);
+    }
+    return 0;
+}
 %}
 
 %{
@@ -824,7 +965,18 @@ typedef int rmb_lua_fn;   /* stack index of a function argument */
 }
 
 %init %{
-    rmb_set_policy(&rmb_signal_policy);
+    rmb_set_policy(&rmb_lua_policy);
+    {
+        static const char *const classes[] = {"Client", "Lock", "Guard"};
+        for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
+            SWIG_Lua_get_class_metatable(L, classes[i]);
+            if (lua_istable(L, -1)) {
+                lua_pushcfunction(L, rmb_lua_gc);
+                lua_setfield(L, -2, "__gc");
+            }
+            lua_pop(L, 1);
+        }
+    }
     if (luaL_newmetatable(L, "redmutex.Error")) {
         lua_pushcfunction(L, rmb_lua_error_tostring);
         lua_setfield(L, -2, "__tostring");
@@ -844,9 +996,13 @@ typedef int rmb_lua_fn;   /* stack index of a function argument */
 /* One exception block for every language                                    */
 /* ======================================================================== */
 
+/* errno is the caller's: Perl's die, for one, exits with $!. */
 %exception {
+    int rmb_saved_errno = errno;
+    RMB_ENTER;
     rmb_error_clear();
     $action
+    errno = rmb_saved_errno;
     if (rmb_error_pending()->code) {
         RMB_THROW;
     }
@@ -866,11 +1022,45 @@ typedef int rmb_lua_fn;   /* stack index of a function argument */
 %newobject rmb_client::write_lock;
 %newobject rmb_lock::guard;
 
+/* Every method checks its self first: a language hands over whatever it was
+   given - nil, undef, an object it freed, a pointer string made up by a
+   script - and only a live object of the class may be used. (Declared
+   before the typedefs below: SWIG names self's type `struct rmb_lock *`.) */
+%typemap(check) struct rmb_client *self {
+    if (rmb_self($1, RMB_TYPE_CLIENT) != 0) {
+        RMB_THROW;
+    }
+}
+%typemap(check) struct rmb_lock *self {
+    if (rmb_self($1, RMB_TYPE_LOCK) != 0) {
+        RMB_THROW;
+    }
+}
+%typemap(check) struct rmb_guard *self {
+    if (rmb_self($1, RMB_TYPE_GUARD) != 0) {
+        RMB_THROW;
+    }
+}
+
+#if defined(SWIGRUBY)
+/* An object allocated without its constructor (Lock.allocate, or the copy
+   that dup makes before initialize_copy refuses it) has no C object: the
+   self check says so, rather than SWIG's message, which inspects it. */
+%typemap(in) struct rmb_client *self (void *argp = 0, int res = 0), struct rmb_lock *self (void *argp = 0, int res = 0) {
+    res = SWIG_ConvertPtr($input, &argp, $descriptor, 0);
+    if (!SWIG_IsOK(res) && res != SWIG_ObjectPreviouslyDeletedError) {
+        SWIG_exception_fail(SWIG_ArgError(res), Ruby_Format_TypeError("", "$type", "$symname", 1, $input));
+    }
+    $1 = ($ltype)argp;
+}
+#endif
+
 typedef struct rmb_client {} rmb_client;
 typedef struct rmb_lock {} rmb_lock;
 #if !defined(SWIGRUBY)
 typedef struct rmb_guard {} rmb_guard;
 #endif
+
 
 %extend rmb_client {
     /* Client(url_or_urls, options...): one URL or a list of them (Redlock). */
@@ -879,8 +1069,11 @@ typedef struct rmb_guard {} rmb_guard;
         return rmb_client_new(urls, kwargs);
     }
 
+    /* Destroyed once per object of the language; a second destruction (a
+       destructor called by hand) finds it gone and does nothing. */
     ~rmb_client() {
-        rmb_client_unref($self);
+        if (rmb_live_is($self, RMB_TYPE_CLIENT))
+            rmb_client_unref($self);
     }
 
     /* A plain, non-reentrant lock (redis-py Lock wire format). */
@@ -958,8 +1151,16 @@ typedef struct rmb_guard {} rmb_guard;
 }
 
 %extend rmb_lock {
+    /* Locks are made by a client; the class's own constructor only says so. */
+    rmb_lock() {
+        rmb_fail(REDMUTEX_EINVAL, "a Lock is made by a client: client.lock(name), rlock, fair_lock, read_lock "
+                                  "or write_lock");
+        return NULL;
+    }
+
     ~rmb_lock() {
-        rmb_lock_unref($self);
+        if (rmb_live_is($self, RMB_TYPE_LOCK))
+            rmb_lock_unref($self);
     }
 
     /* True when held; false when the wait (nil/-1: forever, 0: try once) ran out. */
@@ -1148,8 +1349,14 @@ typedef struct rmb_guard {} rmb_guard;
 
 #if !defined(SWIGRUBY)
 %extend rmb_guard {
+    rmb_guard() {
+        rmb_fail(REDMUTEX_EINVAL, "a Guard is made by a lock: lock.guard(timeout)");
+        return NULL;
+    }
+
     ~rmb_guard() {
-        rmb_guard_free($self);
+        if (rmb_live_is($self, RMB_TYPE_GUARD))
+            rmb_guard_free($self);
     }
 
     /* Releases the hold now (once; later calls do nothing). */

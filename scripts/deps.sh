@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Installs what building and testing redmutex needs, if it is missing:
 # Debian packages (compiler, CMake, hiredis, OpenSSL, redis-server, Python headers,
+# CPython's test suite (its lock tests check the Python locks' threading contract),
 # pytest and groff for the command-line tests, clang and its fuzzer runtime,
 # abigail-tools for the ABI check, valgrind, for the SWIG bindings swig with the
-# Ruby, Perl, Tcl and Lua 5.4 headers and test runners, and for the fault-injection
-# harness libfaketime, stress-ng, nftables, iproute2 and util-linux's setpriv and
-# taskset). Safe to run repeatedly.
+# Ruby, Perl, Tcl and Lua 5.4 headers and test runners (and Tclx, whose signal
+# traps the Tcl tests use), and for the fault-injection harness libfaketime,
+# stress-ng, nftables, iproute2 and util-linux's setpriv and taskset).
+# Safe to run repeatedly.
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config libhiredis-dev libssl-dev openssl redis-server
-          python3-dev python3-venv libffi-dev binutils openjdk-17-jdk-headless maven
+          python3-dev python3-venv libffi-dev libpython3.11-testsuite binutils openjdk-17-jdk-headless maven
           python3-pytest groff-base clang libclang-rt-14-dev abigail-tools valgrind
-          swig ruby-dev ruby-minitest libperl-dev tcl-dev liblua5.4-dev lua5.4 lua-busted
+          swig ruby-dev ruby-minitest libperl-dev tcl-dev tclx8.4 liblua5.4-dev lua5.4 lua-busted
           faketime stress-ng nftables iproute2 util-linux)
 missing=()
 for p in "${packages[@]}"; do

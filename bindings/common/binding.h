@@ -54,6 +54,14 @@ int rmb_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /** Records rc with the core's detail message when rc < 0. Returns rc. */
 int rmb_check(int rc);
 
+/**
+ * A pending "error" that is the language's own and already in place: a
+ * signal handler of the language raised it while a wait was being ended for
+ * it (Tcl: the interpreter's result holds it). The exception block passes it
+ * on instead of raising a redmutex error.
+ */
+#define RMB_EFOREIGN 1
+
 /* ------------------------------------------------------------------------ */
 /* Values from the languages                                                 */
 /* ------------------------------------------------------------------------ */
@@ -146,6 +154,13 @@ int rmb_settings_parse(rmb_settings *out, rmb_scope scope, const rmb_kwargs *kwa
 /* Objects                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/** What an object is; the first member of each, so that a live object tells its class. */
+typedef enum rmb_type {
+    RMB_TYPE_CLIENT = 0x52634c69, /* arbitrary, unlike small integers and pointers */
+    RMB_TYPE_LOCK,
+    RMB_TYPE_GUARD
+} rmb_type;
+
 /**
  * A client shared by the language's Client object and by every lock made
  * from it: the core client is freed when the last of them is gone, so a
@@ -153,15 +168,18 @@ int rmb_settings_parse(rmb_settings *out, rmb_scope scope, const rmb_kwargs *kwa
  * after its Client object is collected.
  */
 typedef struct rmb_client {
+    rmb_type type;
     redmutex_client *ptr;
     atomic_int refs;
     atomic_bool closed;
     void *lang;                              /* the language's own state (Tcl: the event-loop watch) */
     void (*lang_free)(struct rmb_client *c); /* called before the client is freed */
+    struct rmb_client *prev_live, *next_live; /* every live client, for the exit path (live.c) */
 } rmb_client;
 
 /** A lock handle, shared by the language's Lock object and its guards. */
 typedef struct rmb_lock {
+    rmb_type type;
     redmutex_lock *ptr;
     rmb_client *client;
     atomic_int refs;
@@ -172,6 +190,7 @@ typedef struct rmb_lock {
 
 /** One hold taken by a scoped form, released once (explicitly or on destruction). */
 typedef struct rmb_guard {
+    rmb_type type;
     rmb_lock *lock;
     atomic_bool held;
 } rmb_guard;
@@ -230,6 +249,44 @@ int rmb_guard_end(rmb_guard *g);
 void rmb_guard_free(rmb_guard *g);
 
 /* ------------------------------------------------------------------------ */
+/* Live objects and the exit path (live.c)                                   */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Every object the bindings made and have not freed is in one set, so that a
+ * method can tell a live object of its class from nothing (nil, undef, a
+ * NULL pointer), a freed one or a forged one without touching its memory.
+ * Returns 0, or REDMUTEX_ENOMEM (recorded) when the set cannot grow.
+ */
+int rmb_live_add(void *obj, rmb_type type);
+void rmb_live_remove(void *obj);
+/** True when obj is a live object of `type` (records nothing). */
+bool rmb_live_is(const void *obj, rmb_type type);
+
+/**
+ * Checks that a method's self is a live object of `type`. Returns 0, or
+ * records REDMUTEX_EINVAL with a message that says which: nothing, or an
+ * object that was freed (or never made by redmutex).
+ */
+int rmb_self(const void *obj, rmb_type type);
+
+/**
+ * The one exit path of every language: a client nobody closed is closed when
+ * the process exits (exit(), the end of the script, an uncaught error - not
+ * _exit() or a fatal signal), so the locks it still holds are released
+ * rather than left to expire; with leave_locks_on_close they are left. Each
+ * client's close is bounded by its shutdown_timeout, all run at once.
+ * rmb_exit_watch adds a new client to those closed at exit. rmb_exit_free,
+ * when the client's last reference goes, takes it out and frees its core
+ * client without blocking: at once if it was closed, else after a close on
+ * a thread of the exit path's own, which an exiting process waits for.
+ */
+void rmb_exit_watch(rmb_client *c);
+void rmb_exit_free(rmb_client *c);
+/** Brackets a close that the caller runs itself: exit waits for it. */
+void rmb_exit_closing(bool begins);
+
+/* ------------------------------------------------------------------------ */
 /* Waiting policy, supplied by each language                                 */
 /* ------------------------------------------------------------------------ */
 
@@ -243,22 +300,39 @@ typedef struct rmb_call {
     int64_t out;
     int rc;
     bool ran;
+    bool signalled; /* a signal the language handles arrived during the call */
+    bool stop;      /* a SIGINT with the default disposition arrived during the call */
 } rmb_call;
 
 typedef struct rmb_policy {
     /**
      * Runs call->fn(call), setting call->ran. `interruptible`: a wait that the
-     * language's interrupt (Ctrl-C, Thread#raise) must be able to end; before
-     * it starts, the language may instead unwind (raise) with nothing done, or
-     * return with call->ran false, so callers allocate nothing around it.
+     * language's interrupt (a signal it handles, Thread#raise) must be able to
+     * end; before it starts, the language may instead unwind (raise) with
+     * nothing done, or return with call->ran false, so callers allocate
+     * nothing around it.
      */
     void (*run)(rmb_call *call, rmb_client *client, bool interruptible);
-    /** True when the language has an interrupt pending for the calling thread. */
-    bool (*interrupted)(void);
+    /**
+     * True when the language has a signal handler or interrupt waiting to run
+     * on the calling thread (Perl: a deferred %SIG handler; Tcl: a marked
+     * asynchronous handler; Lua: a hook set by a signal handler; Ruby: a
+     * trap, Thread#raise...). A hold granted meanwhile is given back first.
+     */
+    bool (*pending)(void);
+    /**
+     * Lets the language run what is pending, with nothing held by the
+     * acquire. Returns true when the wait is to go on for the time it has
+     * left (the handlers returned); false to end it: with the error the
+     * language's handler raised recorded (RMB_EFOREIGN), or else with
+     * InterruptedWait. May instead unwind with the handler's exception.
+     */
+    bool (*deliver)(void);
     /**
      * Try once without waiting, not interruptible, before an interruptible
-     * wait: for languages whose interruptible region is costly (Ruby), so that
-     * an uncontended acquire - the common case - never pays for it.
+     * wait: so that an uncontended acquire - the common case - never pays for
+     * the interruptible region (Ruby's costs some 20 us, taking over the
+     * signals some 10 us).
      */
     bool try_before_waiting;
 } rmb_policy;
@@ -272,15 +346,30 @@ const rmb_policy *rmb_policy_get(void);
 /* ------------------------------------------------------------------------ */
 
 /**
- * The policy for interpreters that run on the waiting thread: during a wait
- * SIGINT is caught by a C handler that ends the wait of every waiting client
- * (redmutex_client_interrupt); when the wait is over the previous handler is
- * restored and, if it was the language's own, the signal is raised again so
- * the language sees it too. An interrupted wait reports REDMUTEX_EINTR.
+ * The `run` of interpreters that wait on their own thread. For the length of
+ * an interruptible call, every signal that has a handler (the language's, or
+ * its host's) goes first to a C handler that passes it on to that handler,
+ * then ends the waits of every waiting client (redmutex_client_interrupt,
+ * async-signal-safe, whichever thread the signal lands on) and sets
+ * call->signalled; a SIGINT with the default disposition ends them too and
+ * sets call->stop (the acquire raises InterruptedWait instead of the process
+ * dying holding locks). Ignored signals stay ignored; the dispositions are
+ * put back when the last wait ends. See signals.c.
  */
-extern const rmb_policy rmb_signal_policy;
+void rmb_signal_run(rmb_call *call, rmb_client *client, bool interruptible);
 
-/** Number of SIGINTs caught during waits so far (tests, messages). */
+/** The same for a `run` of its own (Ruby's): between watch and unwatch, nothing may unwind. */
+typedef struct rmb_signal_watch {
+    int slot;
+    unsigned handled, stops;
+} rmb_signal_watch;
+void rmb_signals_watch(rmb_signal_watch *w, rmb_client *client);
+void rmb_signals_unwatch(rmb_signal_watch *w, rmb_call *call);
+
+/** Never takes sig over: the language uses it for its own machinery (call at init). */
+void rmb_signals_leave(int sig);
+
+/** Number of signals caught during waits so far (tests, messages). */
 unsigned rmb_signals_caught(void);
 
 #endif /* REDMUTEX_BINDING_H */

@@ -1,16 +1,21 @@
 /*
  * The objects the languages wrap: reference-counted clients, lock handles
  * and guards, and the calls that may block, which go through the
- * language's waiting policy (Ruby releases its GVL, the others catch SIGINT).
+ * language's waiting policy (Ruby releases its GVL, the others take over
+ * the signals they handle while waiting).
  *
  * Reference counts make garbage collection order irrelevant: a Lock keeps
  * its client, a guard keeps its Lock, and the core objects are freed when
- * the last reference goes, without blocking (redmutex_client_free never
- * blocks; a client never closed is closed in the background).
+ * the last reference goes, without blocking (a client never closed is
+ * closed in the background, and at exit; see live.c).
+ *
+ * Every function here leaves errno as it found it: the core's sockets set it,
+ * and a language may read it after a call (Perl's die exits with $!).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "binding.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,12 +30,17 @@ static void run_direct(rmb_call *call, rmb_client *client, bool interruptible)
     call->ran = true;
 }
 
-static bool never_interrupted(void)
+static bool nothing_pending(void)
 {
     return false;
 }
 
-static const rmb_policy direct_policy = {run_direct, never_interrupted, false};
+static bool wait_on(void)
+{
+    return true;
+}
+
+static const rmb_policy direct_policy = {run_direct, nothing_pending, wait_on, false};
 static const rmb_policy *policy = &direct_policy;
 
 void rmb_set_policy(const rmb_policy *p)
@@ -61,22 +71,29 @@ rmb_client *rmb_client_new(const rmb_list *urls, const rmb_kwargs *kwargs)
     rmb_client *c = calloc(1, sizeof *c);
     if (!c)
         return rmb_fail(REDMUTEX_ENOMEM, "out of memory"), NULL;
-    if (rmb_check(redmutex_client_new(&c->ptr, text, urls->n, &s.client)) != 0) {
+    int saved_errno = errno;
+    int rc = rmb_check(redmutex_client_new(&c->ptr, text, urls->n, &s.client));
+    errno = saved_errno;
+    if (rc != 0 || rmb_live_add(c, RMB_TYPE_CLIENT) != 0) {
+        redmutex_client_free(c->ptr);
         free(c);
         return NULL;
     }
     atomic_init(&c->refs, 1);
     atomic_init(&c->closed, false);
+    rmb_exit_watch(c);
     return c;
 }
 
 void rmb_client_unref(rmb_client *c)
 {
     if (c && atomic_fetch_sub(&c->refs, 1) == 1) {
+        int saved_errno = errno;
         if (c->lang_free)
             c->lang_free(c);
-        redmutex_client_free(c->ptr); /* never blocks */
+        rmb_exit_free(c); /* never blocks */
         free(c);
+        errno = saved_errno;
     }
 }
 
@@ -92,18 +109,30 @@ static int call_close(rmb_call *call)
     return redmutex_client_close(call->client->ptr);
 }
 
+/* Runs a call through the language's policy, keeping errno. */
+static void run(rmb_call *call, rmb_client *client, bool interruptible)
+{
+    int saved_errno = errno;
+    policy->run(call, client, interruptible);
+    errno = saved_errno;
+}
+
 int rmb_close(rmb_client *c)
 {
+    rmb_exit_closing(true); /* an exit from now on waits for this close, which it leaves to us */
     atomic_store(&c->closed, true);
     rmb_call call = {.fn = call_close, .client = c};
-    policy->run(&call, c, false);
+    run(&call, c, false);
+    rmb_exit_closing(false);
     return rmb_check(call.rc);
 }
 
 int rmb_next_event(rmb_client *c, rmb_event *ev)
 {
     ev->has = false;
+    int saved_errno = errno;
     int rc = redmutex_client_next_event(c->ptr, &ev->lock_id, &ev->state, ev->owner, sizeof ev->owner);
+    errno = saved_errno;
     if (rc < 0)
         return rmb_check(rc);
     ev->has = rc == 1;
@@ -124,7 +153,9 @@ rmb_lock *rmb_lock_new(rmb_client *c, const rmb_value *name, redmutex_kind kind,
         free(l);
         return rmb_fail(REDMUTEX_ENOMEM, "out of memory"), NULL;
     }
-    if (rmb_check(redmutex_lock_new(&l->ptr, c->ptr, text, kind, &s.lock)) != 0) {
+    if (rmb_check(redmutex_lock_new(&l->ptr, c->ptr, text, kind, &s.lock)) != 0 ||
+        rmb_live_add(l, RMB_TYPE_LOCK) != 0) {
+        redmutex_lock_free(l->ptr);
         free(l->owner);
         free(l);
         return NULL;
@@ -140,10 +171,13 @@ rmb_lock *rmb_lock_new(rmb_client *c, const rmb_value *name, redmutex_kind kind,
 void rmb_lock_unref(rmb_lock *l)
 {
     if (l && atomic_fetch_sub(&l->refs, 1) == 1) {
-        redmutex_lock_free(l->ptr); /* never blocks; a hold left behind expires */
+        int saved_errno = errno;
+        rmb_live_remove(l);
+        redmutex_lock_free(l->ptr); /* never blocks; a hold left behind is the client's to release */
         rmb_client_unref(l->client);
         free(l->owner);
         free(l);
+        errno = saved_errno;
     }
 }
 
@@ -169,43 +203,60 @@ static int interrupted(rmb_lock *l)
     return rmb_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", redmutex_lock_name(l->ptr));
 }
 
-/* A lock granted while the language has an interrupt pending is given back,
-   so that an interrupted acquire never leaves anything held. */
-static int granted(rmb_lock *l)
+/*
+ * The signal policy (see signals.c): a signal that the language handles
+ * ends the wait; the language runs its handler with nothing held by this
+ * acquire - a hold granted in the same moment is given back first, since the
+ * handler may unwind and no handle would know the hold was taken - and the
+ * wait goes on for the time it has left if the handler returns. Returns 0 to
+ * go on waiting, or the error to end the acquire with.
+ */
+static int after_signal(rmb_lock *l, const rmb_call *call)
 {
-    if (!policy->interrupted())
-        return 0;
-    rmb_call back = {.fn = call_release, .lock = l};
-    policy->run(&back, l->client, false);
-    return interrupted(l);
+    if (call->rc == 0) {
+        rmb_call back = {.fn = call_release, .lock = l};
+        run(&back, l->client, false);
+    } else if (call->rc != REDMUTEX_EINTR && call->rc != REDMUTEX_ETIMEDOUT) {
+        return rmb_check(call->rc);
+    }
+    if (call->stop)
+        return interrupted(l); /* a SIGINT nobody handles: end the wait, not the process */
+    int saved_errno = errno;
+    bool go_on = policy->deliver(); /* may unwind with the handler's exception */
+    errno = saved_errno;
+    if (!go_on)
+        return rmb_error_pending()->code ? rmb_error_pending()->code : interrupted(l);
+    return 0;
 }
 
 int rmb_acquire(rmb_lock *l, int64_t wait_ms)
 {
     int64_t deadline = wait_ms < 0 ? -1 : now_ms() + wait_ms;
-    if (policy->try_before_waiting && wait_ms != 0) {
-        rmb_call once = {.fn = call_acquire, .lock = l, .arg = 0};
-        policy->run(&once, l->client, false);
-        if (once.rc == 0)
-            return granted(l);
-        if (once.rc != REDMUTEX_ETIMEDOUT)
-            return rmb_check(once.rc);
-        if (deadline >= 0) {
-            int64_t left = deadline - now_ms();
-            wait_ms = left > 0 ? left : 0;
-        }
-    }
+    /* First, where the policy asks for it, one try outside the costly interruptible region. */
+    bool once = policy->try_before_waiting;
     for (;;) {
-        rmb_call call = {.fn = call_acquire, .lock = l, .arg = wait_ms};
-        policy->run(&call, l->client, true);
+        rmb_call call = {.fn = call_acquire, .lock = l, .arg = once ? 0 : wait_ms};
+        run(&call, l->client, !once);
         if (!call.ran)
             return interrupted(l);
-        if (call.rc == 0)
-            return granted(l);
-        if (call.rc != REDMUTEX_EINTR || policy->interrupted())
+        if (call.signalled || call.stop || policy->pending()) {
+            int rc = after_signal(l, &call);
+            if (rc != 0)
+                return rc;
+            if (call.rc == REDMUTEX_ETIMEDOUT && !once)
+                return rmb_check(call.rc); /* the handler ran; the wait was over anyway */
+        } else if (call.rc == 0) {
+            return 0;
+        } else if (call.rc == REDMUTEX_ETIMEDOUT) {
+            if (!once || wait_ms == 0)
+                return rmb_check(call.rc);
+        } else if (call.rc != REDMUTEX_EINTR) {
             return rmb_check(call.rc);
-        /* redmutex_client_interrupt ends every wait of the client: this one
-           was ended for another thread's sake. Wait on for what is left. */
+        }
+        /* On: after the try, after a handler that returned, or after an
+           interrupt meant for another thread (redmutex_client_interrupt ends
+           every wait of the client). Wait for what is left. */
+        once = false;
         if (deadline >= 0) {
             int64_t left = deadline - now_ms();
             wait_ms = left > 0 ? left : 0;
@@ -216,7 +267,7 @@ int rmb_acquire(rmb_lock *l, int64_t wait_ms)
 int rmb_release(rmb_lock *l)
 {
     rmb_call call = {.fn = call_release, .lock = l};
-    policy->run(&call, l->client, false);
+    run(&call, l->client, false);
     return rmb_check(call.rc);
 }
 
@@ -231,7 +282,8 @@ rmb_guard *rmb_guard_new(rmb_lock *l, const rmb_kwargs *kwargs)
     if (rmb_acquire(l, s.has_timeout ? s.timeout_ms : l->timeout_ms) != 0)
         return NULL;
     rmb_guard *g = calloc(1, sizeof *g);
-    if (!g) {
+    if (!g || rmb_live_add(g, RMB_TYPE_GUARD) != 0) {
+        free(g);
         rmb_release(l);
         rmb_fail(REDMUTEX_ENOMEM, "out of memory");
         return NULL;
@@ -253,6 +305,7 @@ void rmb_guard_free(rmb_guard *g)
 {
     if (!g)
         return;
+    rmb_live_remove(g);
     if (atomic_load(&g->held)) {
         rmb_guard_end(g);
         rmb_error_clear(); /* a destructor has nobody to tell */
@@ -296,7 +349,7 @@ static int call_query(rmb_call *call)
 int rmb_query_lock(rmb_lock *l, rmb_query what, int64_t arg, int64_t *out)
 {
     rmb_call call = {.fn = call_query, .lock = l, .what = what, .arg = arg};
-    policy->run(&call, l->client, false);
+    run(&call, l->client, false);
     if (rmb_check(call.rc) != 0)
         return call.rc;
     if (out)

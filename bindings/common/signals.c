@@ -1,21 +1,36 @@
 /*
- * Ctrl-C during a wait, for interpreters that wait on their own thread
- * (Perl, Tcl, Lua).
+ * Signals during a wait, for every language (the policy itself, what is done
+ * once a wait has ended, is rmb_acquire's in objects.c):
  *
- * For as long as at least one acquire is waiting, SIGINT goes to a C handler
- * that ends the waits of every client with a waiting acquire
- * (redmutex_client_interrupt is async-signal-safe and works whichever
- * thread the signal lands on). When the last wait is over, the previous
- * disposition comes back, and if it was a handler - Perl's %SIG dispatcher,
- * lua.c's "interrupted!" hook - the signal is raised again, so the language
- * sees the Ctrl-C exactly as it would have without us. With the default
- * disposition the interrupted acquire raises InterruptedWait instead of the
- * process dying on the spot, so scoped forms on the way out release what
- * they hold. An ignored SIGINT (nohup) stays ignored.
+ *   a signal that the language would deliver to a handler ends the wait as
+ *   it arrives; the language then runs its handler with nothing held by the
+ *   acquire (a hold granted meanwhile is given back first); a handler that
+ *   raises is what the acquire raises, and one that returns lets the wait go
+ *   on for the time it has left. A SIGINT with the default disposition ends
+ *   the wait with InterruptedWait (rather than killing the process while it
+ *   holds locks); an ignored signal stays ignored.
+ *
+ * Interpreters do not run their handlers inside a signal handler: Perl's
+ * C handler notes the signal for its next op, Tclx's and Expect's mark a Tcl
+ * asynchronous handler, lua.c's sets a hook. A C wait would sleep through all
+ * of them. So for as long as at least one interruptible call runs, every
+ * signal whose disposition is a handler goes to on_signal below, which calls
+ * that handler exactly as the kernel would have (so the language notes the
+ * signal as usual), then ends the waits of every waiting client
+ * (redmutex_client_interrupt is async-signal-safe and works whichever thread
+ * the signal lands on). When the last wait is over, each disposition that is
+ * still ours is put back; one that a handler changed meanwhile (lua.c resets
+ * SIGINT to the default after the first Ctrl-C) is left as it was set.
+ *
+ * Ruby delivers its traps to a waiting thread through its unblocking
+ * function, from its timer thread, a moment after the signal: on its own
+ * that would let a hold granted in between look untouched by the signal.
+ * Watching the signals here as well closes that gap.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include "binding.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -24,57 +39,99 @@
 #define SLOTS 64
 static _Atomic(redmutex_client *) waiting[SLOTS];
 
-static atomic_uint caught;
-static atomic_int in_handler; /* handlers running now, on any thread */
+static atomic_uint handled; /* signals passed on to a handler during waits */
+static atomic_uint stops;   /* SIGINTs with the default disposition caught during waits */
+static atomic_int in_handler; /* handlers interrupting clients now, on any thread */
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned waits; /* waits in progress; under install_lock */
-static bool installed;
-static unsigned caught_at_install;
-static struct sigaction previous;
+static unsigned waits; /* interruptible calls in progress; under install_lock */
+static struct sigaction previous[NSIG];
+static bool taken[NSIG];
+static bool left_alone[NSIG]; /* the language's own machinery (rmb_signals_leave) */
 
-static _Thread_local bool seen; /* a SIGINT arrived during this thread's last wait */
-
-static void on_sigint(int sig)
+/* Signals that report a fault of the thread they hit, or cannot be caught,
+   are never taken over: their handlers (sanitizers', the languages' own
+   crash reports) must run as they are. */
+static bool takeable(int sig)
 {
-    (void)sig;
+    if (left_alone[sig])
+        return false;
+    switch (sig) {
+    case SIGKILL:
+    case SIGSTOP:
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+    case SIGTRAP:
+    case SIGSYS:
+    case SIGABRT:
+        return false;
+    default:
+        return true;
+    }
+}
+
+static void on_signal(int sig, siginfo_t *info, void *context)
+{
+    int saved_errno = errno;
+    const struct sigaction *p = &previous[sig];
+    bool stop = p->sa_handler == SIG_DFL; /* only SIGINT is taken with the default disposition */
+    if (!stop && (p->sa_flags & SA_SIGINFO))
+        p->sa_sigaction(sig, info, context);
+    else if (!stop)
+        p->sa_handler(sig);
+    atomic_fetch_add(stop ? &stops : &handled, 1);
     atomic_fetch_add(&in_handler, 1);
-    atomic_fetch_add(&caught, 1);
     for (int i = 0; i < SLOTS; i++) {
         redmutex_client *c = atomic_load(&waiting[i]);
         if (c)
             redmutex_client_interrupt(c);
     }
     atomic_fetch_sub(&in_handler, 1);
+    errno = saved_errno;
+}
+
+/* Takes over sig if its disposition is a handler, or if it is a SIGINT with
+   the default one. Caller holds install_lock. */
+static void take(int sig)
+{
+    struct sigaction cur;
+    taken[sig] = false;
+    if (!takeable(sig) || sigaction(sig, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN ||
+        (cur.sa_handler == SIG_DFL && sig != SIGINT))
+        return;
+    previous[sig] = cur;
+    struct sigaction ours = cur; /* the same mask and flags: SA_RESETHAND and the like keep their meaning */
+    ours.sa_sigaction = on_signal;
+    ours.sa_flags |= SA_SIGINFO;
+    taken[sig] = sigaction(sig, &ours, NULL) == 0;
+}
+
+static void give_back(int sig)
+{
+    struct sigaction cur;
+    if (taken[sig] && sigaction(sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+        cur.sa_sigaction == on_signal)
+        sigaction(sig, &previous[sig], NULL);
+    taken[sig] = false;
 }
 
 static void begin(void)
 {
     pthread_mutex_lock(&install_lock);
-    if (waits++ == 0) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_sigint;
-        sigemptyset(&sa.sa_mask);
-        /* Keep an ignored SIGINT ignored; otherwise take it for the wait. */
-        installed = sigaction(SIGINT, NULL, &previous) == 0 && previous.sa_handler != SIG_IGN &&
-                    sigaction(SIGINT, &sa, NULL) == 0;
-        caught_at_install = atomic_load(&caught);
-    }
+    if (waits++ == 0)
+        for (int sig = 1; sig < NSIG; sig++)
+            take(sig);
     pthread_mutex_unlock(&install_lock);
 }
 
 static void end(void)
 {
-    bool reraise = false;
     pthread_mutex_lock(&install_lock);
-    if (--waits == 0 && installed) {
-        sigaction(SIGINT, &previous, NULL);
-        installed = false;
-        reraise = atomic_load(&caught) != caught_at_install && previous.sa_handler != SIG_DFL;
-    }
+    if (--waits == 0)
+        for (int sig = 1; sig < NSIG; sig++)
+            give_back(sig);
     pthread_mutex_unlock(&install_lock);
-    if (reraise)
-        raise(SIGINT); /* to the language's own handler, now back in place */
 }
 
 static int slot_take(redmutex_client *c)
@@ -99,31 +156,43 @@ static void slot_clear(int slot)
         ;
 }
 
-static void run(rmb_call *call, rmb_client *client, bool interruptible)
+void rmb_signals_leave(int sig)
+{
+    if (sig > 0 && sig < NSIG)
+        left_alone[sig] = true;
+}
+
+void rmb_signals_watch(rmb_signal_watch *w, rmb_client *client)
+{
+    begin();
+    w->slot = slot_take(client->ptr);
+    w->handled = atomic_load(&handled);
+    w->stops = atomic_load(&stops);
+}
+
+void rmb_signals_unwatch(rmb_signal_watch *w, rmb_call *call)
+{
+    call->signalled = atomic_load(&handled) != w->handled;
+    call->stop = atomic_load(&stops) != w->stops;
+    slot_clear(w->slot);
+    end();
+}
+
+void rmb_signal_run(rmb_call *call, rmb_client *client, bool interruptible)
 {
     if (!interruptible) {
         call->rc = call->fn(call);
         call->ran = true;
         return;
     }
-    begin();
-    int slot = slot_take(client->ptr);
-    unsigned before = atomic_load(&caught);
+    rmb_signal_watch w;
+    rmb_signals_watch(&w, client);
     call->rc = call->fn(call);
     call->ran = true;
-    seen = atomic_load(&caught) != before;
-    slot_clear(slot);
-    end();
+    rmb_signals_unwatch(&w, call);
 }
-
-static bool was_interrupted(void)
-{
-    return seen;
-}
-
-const rmb_policy rmb_signal_policy = {run, was_interrupted, false};
 
 unsigned rmb_signals_caught(void)
 {
-    return atomic_load(&caught);
+    return atomic_load(&handled) + atomic_load(&stops);
 }

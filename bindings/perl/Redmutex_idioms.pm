@@ -68,7 +68,10 @@ sub on_lost {
     my $destroy = \&Redmutex::Lock::DESTROY;
     no warnings 'redefine';
     *Redmutex::Lock::DESTROY = sub {
-        delete $on_lost{ $_[0]->id } if ref $_[0] && Scalar::Util::reftype($_[0]) eq 'HASH' && tied %{ $_[0] };
+        if (ref $_[0] && Scalar::Util::reftype($_[0]) eq 'HASH' && tied %{ $_[0] }) {
+            my $id = eval { $_[0]->id };    # none once destroyed by hand already
+            delete $on_lost{$id} if defined $id;
+        }
         goto &$destroy;
     };
 }

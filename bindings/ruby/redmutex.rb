@@ -28,7 +28,18 @@ module Redmutex
     end
   end
 
+  # A Client or Lock stands for one C object, which is not copied: a copy
+  # would share it, and each would free it.
+  module Uncopyable
+    def initialize_copy(_original)
+      raise TypeError, "a #{self.class} cannot be copied (dup, clone); use the same object, or make another"
+    end
+  end
+  private_constant :Uncopyable
+
   class Client
+    include Uncopyable
+
     # Runs the block under the lock +name+ (a fresh lock object per call, so
     # threads calling it exclude each other). +reentrant+ uses rlock; the
     # other options are those of #lock (+timeout:+, +lease:+, ...).
@@ -58,10 +69,14 @@ module Redmutex
 
     def inspect
       "#<Redmutex::Client #{id} servers=#{server_count}#{closed? ? ' closed' : ''}>"
+    rescue Redmutex::Error
+      "#<Redmutex::Client (not made by Client.new)>" # allocated without it: see redmutex.i
     end
   end
 
   class Lock
+    include Uncopyable
+
     # Tries once; true when acquired.
     def try_lock
       acquire(0)
@@ -82,6 +97,8 @@ module Redmutex
     def inspect
       cls = { rlock: "RLock", fair: "FairLock", read: "ReadLock", write: "WriteLock" }.fetch(kind, "Lock")
       "#<Redmutex::#{cls} #{name.inspect} #{state}>"
+    rescue Redmutex::Error
+      "#<Redmutex::Lock (not made by a client)>" # allocated without one: see redmutex.i
     end
   end
 end

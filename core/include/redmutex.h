@@ -645,7 +645,13 @@ REDMUTEX_API uint64_t redmutex_lock_id(const redmutex_lock *lock);
  * head and the lock is released (or is handed the lock by the release), and
  * refreshes its place at least every 500 ms; when it stops waiting (timeout,
  * error, interrupt) it leaves the queue. wait_ms = 0 never joins the queue,
- * and a free lock with waiters queued is not taken by a newcomer.
+ * and a free lock with waiters queued is not taken by a newcomer. While a
+ * wait of an owner that a releasing script may hand the lock to (a fair
+ * lock renewed by the watchdog, one server) is in progress in a client -
+ * a blocking acquire, or a pollable wait not yet freed - other acquisitions
+ * of the same owner and lock in that client make no attempt (wait_ms = 0
+ * fails at once with REDMUTEX_ETIMEDOUT) and go on when it has ended: a
+ * hand-off to one wait is never counted as a hold of another.
  *
  * A reentrant lock already held by `owner` is acquired again (hold count + 1),
  * through this handle or through another handle of the same name and client
@@ -930,7 +936,11 @@ REDMUTEX_API uint64_t redmutex_wait_id(const redmutex_wait *wait);
  * A wait for a fair lock (REDMUTEX_KIND_FAIR) joins the server's queue with
  * its first try and refreshes its place with each later one: it is due again
  * within 500 ms at the latest; a lock handed to it by a release is taken by
- * its next try.
+ * its next try. It makes no attempt (returns REDMUTEX_ETIMEDOUT) while an
+ * earlier wait of the same owner in this client that may be handed the lock
+ * is not freed (see redmutex_lock_acquire), and is ready again when that
+ * wait is freed: an event loop that cancels a wait and retries before it
+ * frees the cancelled one loses nothing.
  * Blocking: at most one attempt's budget, as redmutex_lock_acquire() with
  * wait_ms = 0 (one round trip, bounded by max(connect_timeout_ms,
  * command_timeout_ms), plus replica_timeout_ms with min_replicas).
@@ -942,8 +952,12 @@ REDMUTEX_API int redmutex_wait_try(redmutex_wait *wait);
 /**
  * Ends the wait and frees it; NULL is a no-op. Nothing stays held for it:
  * if a releasing thread has just handed the lock to the wait (its try did
- * not see it yet), the lock is released here. A lock the wait's try
- * returned 0 for is not touched (it is the owner's now).
+ * not see it yet), the lock is released here; a fair lock handed to it by a
+ * releasing script is given back to the next in the queue, before the next
+ * wait of the same owner in this client may try. (If that release fails,
+ * the hold stays recorded for the owner, who may release it, and ends with
+ * its lease.) A lock the wait's try returned 0 for is not touched (it is
+ * the owner's now).
  * Blocking: never, unless a releasing thread is acquiring for this wait at
  * this moment or has just done so: then up to that thread's round trip plus
  * one release (each bounded by one attempt's budget, see redmutex_wait_try).

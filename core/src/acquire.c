@@ -81,6 +81,47 @@ static int interrupted_wait(rm_err *err, const redmutex_lock *l)
     return rm_fail(err, REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", l->name);
 }
 
+/*
+ * The one way a wait gives up what a hand-off may have given it, for
+ * blocking acquires (interrupted) and pollable waits (freed) alike. `news`
+ * is what a releasing thread of this client reported (rm_waiter_wait,
+ * rm_waiter_take): a hold it acquired and recorded for the wait is released
+ * (its release wakes the next waiter), an acquisition of unknown outcome is
+ * undone. True when a granted hold could not be given back: it stays
+ * recorded, and the caller reports it held rather than orphan it.
+ */
+bool rm_handoff_give_back(redmutex_lock *l, const char *owner_key, const char *value, bool explicit_owner, int news)
+{
+    if (news == RM_WAIT_GRANTED)
+        return rm_release_owner(NULL, l, owner_key, explicit_owner, INT64_MAX) != 0;
+    if (news == RM_WAIT_UNKNOWN)
+        rm_release_value(l, value); /* the acquisition made for us may have happened */
+    return false;
+}
+
+/*
+ * Ends a wait that stops without the lock (fair_queued: its attempts may
+ * have put it in a fair lock's queue), or that got it (fair_queued false):
+ * it leaves the fair queue first, which gives back a hand-off the releasing
+ * script made to it meanwhile, and only then leaves the channel, which lets
+ * the next wait of the same owner try (rm_waiter_serial). In the other order
+ * that wait's attempt would find the hand-off and count it as its own.
+ */
+void rm_wait_leave(redmutex_lock *l, const char *value, bool fair_queued, rm_waiter *w)
+{
+    if (fair_queued)
+        rm_fair_stop_waiting(l, value);
+    if (w)
+        rm_waiter_end(l->c, w);
+}
+
+bool rm_fair_wait_behind(redmutex_lock *l, const char *value, const char *channel, rm_waiter *w)
+{
+    /* Unless the owner holds it: a nested acquisition never waits. (The
+       channel first: it is one lookup, the holds a walk over the client's.) */
+    return !rm_waiter_clear(l->c, channel, w) && !rm_hold_value_live(l, value);
+}
+
 int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns)
 {
     return rm_wait_poll(c, wait, -1, until_ns) == RM_POLL_INTERRUPTED ? REDMUTEX_EINTR : 0;
@@ -109,6 +150,14 @@ int rm_acquire_prepare(rm_err *err, redmutex_lock *l, const char *owner, char ow
 
 bool rm_lock_holds(redmutex_lock *l, const char *owner_key) { return rm_hold_exists(l, owner_key); }
 
+/* Joins the lock's channel (a fair lock's that hand-offs may reach: rm_waiter_serial). */
+static void begin_waiting(acquisition *q, int64_t sub_deadline)
+{
+    rm_waiter_begin(q->c, q->channel, sub_deadline, &q->wait, &q->w);
+    if (q->w && rm_handoff_by_script(q->l))
+        rm_waiter_serial(q->c, q->w);
+}
+
 /* Checks the call, resolves its owner and value, and decides how it starts. 0 or an error code. */
 static int acquire_begin(rm_err *err, acquisition *q, redmutex_lock *l, const char *owner, int64_t wait_ms)
 {
@@ -129,6 +178,16 @@ static int acquire_begin(rm_err *err, acquisition *q, redmutex_lock *l, const ch
     q->ops = rm_kind_of(l);
     q->fair = q->ops->server_queue;
     q->nonce[0] = '\0';
+    rm_lock_channel(l, q->value, q->channel);
+    /* A fair lock's channel is its owner's (kind.h): a waiter on it here is
+       another acquisition of this owner, whose wait may have been handed
+       the lock on the server already. This one comes after it. */
+    bool behind = q->fair && rm_fair_wait_behind(l, q->value, q->channel, NULL);
+    if (behind && wait_ms == 0)
+        return rm_fail(err, REDMUTEX_ETIMEDOUT,
+                       "lock '%s' is not held by this owner, and another acquisition of this owner in this "
+                       "client is waiting for it",
+                       l->name);
     if (q->fair && wait_ms != 0 && (rc = rm_fair_new_nonce(err, q->nonce)))
         return rc;
     /* From here on, redmutex_client_interrupt() ends this call's wait. */
@@ -139,11 +198,11 @@ static int acquire_begin(rm_err *err, acquisition *q, redmutex_lock *l, const ch
     q->deadline = rm_deadline_after_ms(wait_ms);
     q->info = (rm_attempt_info){-1, false, "is held by another owner", wait_ms != 0, q->nonce, false};
     q->sent_ns = q->start; /* when the last attempt was sent */
-    rm_lock_channel(l, q->value, q->channel);
     /* Threads of this process already waiting for the lock go first: a
        thread that just released it does not barge ahead of them. (A
        reentrant acquisition by a holder never waits.) */
-    q->queue = !q->fair && wait_ms != 0 && rm_waiters_queued(c, q->channel) > 0 && !rm_hold_exists(l, q->owner_key);
+    q->queue = behind ||
+               (!q->fair && wait_ms != 0 && rm_waiters_queued(c, q->channel) > 0 && !rm_hold_exists(l, q->owner_key));
     /* Politeness towards other processes: a handle whose last acquisition
        had to wait, asking again right after its own release, would win every
        race against the waiters its release just woke (they need a message,
@@ -158,7 +217,7 @@ static int acquire_begin(rm_err *err, acquisition *q, redmutex_lock *l, const ch
     q->w = NULL;
     q->early = q->fair && wait_ms != 0 && rm_waiter_subscribed(c, q->channel);
     if (q->early)
-        rm_waiter_begin(c, q->channel, rm_deadline_after_ms(c->opts.command_timeout_ms), &q->wait, &q->w);
+        begin_waiting(q, rm_deadline_after_ms(c->opts.command_timeout_ms));
     return 0;
 }
 
@@ -168,14 +227,12 @@ static bool first_attempt(acquisition *q, int *rc)
     *rc = rm_attempt(q->err, q->l, q->owner_key, q->value, false, &q->info);
     if (*rc == RM_ATTEMPT_BUSY)
         return false;
-    if (q->w)
-        rm_waiter_end(q->c, q->w);
+    /* An error after joining the queue (it may have): out of it first. */
+    rm_wait_leave(q->l, q->value, *rc != 0 && q->fair && q->info.queued, q->w);
     if (*rc == 0) {
         rm_client_lock(q->c);
         q->l->contended = false;
         rm_client_unlock(q->c);
-    } else if (q->fair && q->info.queued) {
-        rm_fair_stop_waiting(q->l, q->value); /* it may have joined the queue */
     }
     rm_wait_end(q->c, &q->wait);
     return true;
@@ -188,7 +245,7 @@ static void start_waiting(acquisition *q)
     redmutex_client *c = q->c;
     if (q->wait_ms != 0 && !q->w) {
         int64_t sub_deadline = rm_deadline_after_ms(c->opts.command_timeout_ms);
-        rm_waiter_begin(c, q->channel, sub_deadline < q->deadline ? sub_deadline : q->deadline, &q->wait, &q->w);
+        begin_waiting(q, sub_deadline < q->deadline ? sub_deadline : q->deadline);
     }
     /* A releasing thread of this client may acquire for us in its release's
        round trip (one server, no replica wait: see release.c). */
@@ -253,12 +310,10 @@ static int after_pause(acquisition *q, int r, bool interrupted)
     }
     if (r == RM_WAIT_GRANTED && !interrupted)
         return 0;
-    if (r == RM_WAIT_GRANTED && rm_release_owner(NULL, q->l, q->owner_key, q->owner != NULL, INT64_MAX) != 0)
-        /* Interrupted, but the lock came with the hand-off and could not
-           be given back: report it held rather than fail holding it. */
+    /* Interrupted as the lock came with a hand-off: given back, or, if it
+       cannot be, reported held rather than failing while holding it. */
+    if (rm_handoff_give_back(q->l, q->owner_key, q->value, q->owner != NULL, r))
         return 0;
-    else if (r == RM_WAIT_UNKNOWN)
-        rm_release_value(q->l, q->value); /* the acquisition made for us may have happened */
     if (interrupted || r == REDMUTEX_EINTR)
         return interrupted_wait(q->err, q->l);
     if (r == 0 && q->backoff_ms < c->opts.wait_backoff_cap_ms)
@@ -274,6 +329,10 @@ static int wait_loop(acquisition *q, bool try_now)
         int rc;
         if (try_now && rm_wait_interrupted(q->c, &q->wait))
             return interrupted_wait(q->err, q->l);
+        if (try_now && q->fair && q->w && rm_fair_wait_behind(q->l, q->value, q->channel, q->w)) {
+            try_now = false; /* another wait of this owner goes first: its end wakes this one */
+            q->info.why = "is waited for by another acquisition of this owner in this client, which goes first";
+        }
         if (try_now) {
             q->sent_ns = rm_now_ns();
             rc = rm_attempt(q->err, q->l, q->owner_key, q->value, true, &q->info);
@@ -308,10 +367,8 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
        this thread queues behind others (it waits for its turn first). */
     rc = wait_loop(&q, !q.queue && !q.polite && wait_ms != 0 && !q.early);
     redmutex_client *c = q.c;
-    if (q.w)
-        rm_waiter_end(c, q.w);
-    if (q.fair && rc != 0 && q.info.queued)
-        rm_fair_stop_waiting(l, q.value); /* a waiter that gives up leaves the queue (and gives back a late hand-off) */
+    /* A waiter that gives up leaves the queue (and gives back a late hand-off). */
+    rm_wait_leave(l, q.value, q.fair && rc != 0 && q.info.queued, q.w);
     rm_wait_end(c, &q.wait);
     rm_client_lock(c);
     l->contended = q.attempts > 1 || q.queue || q.polite;

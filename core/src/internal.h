@@ -33,6 +33,12 @@ int64_t rm_deadline_after_ms(int64_t ms);
 int64_t rm_ms_until(int64_t deadline_ns);
 /** Joins thread if it ends by deadline_ns (at least ~10 ms allowed); false if not. */
 bool rm_join_until(pthread_t thread, int64_t deadline_ns);
+/**
+ * pthread_create for the library's own threads: the thread starts with every
+ * signal blocked (the host's signals belong to its own threads). Returns
+ * pthread_create's result.
+ */
+int rm_thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 /** The OS thread id of the caller (cached per thread, renewed in a forked child). */
 long rm_thread_id(void);
 /** getpid() without a system call: refreshed in a forked child by an atfork handler. */

@@ -31,7 +31,6 @@
 #include "subscriber.h"
 #include "watchdog.h"
 
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -113,9 +112,6 @@ int redmutex_client_close(redmutex_client *c)
 static void *closer_main(void *arg)
 {
     redmutex_client *c = arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
     shut_down(c, rm_deadline_after_ms(c->opts.shutdown_timeout_ms), true);
     rm_client_unref(c);
     return NULL;
@@ -138,7 +134,7 @@ void redmutex_client_free(redmutex_client *c)
         pthread_t thread;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int started = pthread_create(&thread, &attr, closer_main, c);
+        int started = rm_thread_start(&thread, &attr, closer_main, c);
         pthread_attr_destroy(&attr);
         if (started != 0) {
             /* No thread to release them: the locks are left to expire, and

@@ -15,6 +15,7 @@
 #include "interrupt.h"
 #include "kind.h"
 #include "quorum.h"
+#include "waiter.h"
 
 /* ---- requests (request.c) ----------------------------------------------- */
 
@@ -48,6 +49,8 @@ int64_t rm_latch_ms(const redmutex_client *c);
  * rm_acq_mode; nonce: a fair wait's id or NULL); *form says how its reply
  * reads. Argument storage lives in *st.
  */
+/** Whether a releasing script may hand the lock to a waiter of this handle (fair locks, kind_fair.c). */
+bool rm_handoff_by_script(const redmutex_lock *l);
 rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, const char *nest_latch, int mode, const char *nonce,
                           rm_kargs *st, rm_acq_form *form);
 
@@ -140,6 +143,27 @@ int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, con
     and gives back a hand-off that reached it unless the owner holds the lock
     through a live hold of this client (the field's level is that hold's). */
 void rm_fair_stop_waiting(redmutex_lock *l, const char *value);
+/**
+ * The cancellation path of every wait (acquire.c): gives back what a
+ * releasing thread's hand-off gave a wait that stops without taking it
+ * (`news`: rm_waiter_take's or rm_waiter_wait's result). True when a granted
+ * hold could not be given back: it stays recorded and the caller reports it
+ * held. Blocks one round trip when there is something to give back.
+ */
+bool rm_handoff_give_back(redmutex_lock *l, const char *owner_key, const char *value, bool explicit_owner, int news);
+/**
+ * Ends a wait: with fair_queued it leaves the fair lock's queue first
+ * (giving back a hand-off by the releasing script), then leaves its channel
+ * (w may be NULL), which lets the next wait of the same owner go.
+ */
+void rm_wait_leave(redmutex_lock *l, const char *value, bool fair_queued, rm_waiter *w);
+/**
+ * Whether a fair acquisition of `value` must wait for another acquisition
+ * of the same owner in this client that a releasing script may hand the
+ * lock to (rm_waiter_serial): when the owner holds no live hold and such a
+ * wait is on its channel (w NULL: before joining), or ahead of w.
+ */
+bool rm_fair_wait_behind(redmutex_lock *l, const char *value, const char *channel, rm_waiter *w);
 /** Whether this process holds the lock for owner_key through this handle. */
 bool rm_lock_holds(redmutex_lock *l, const char *owner_key);
 /** redmutex_lock_release for an owner key already resolved. */

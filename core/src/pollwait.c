@@ -320,6 +320,8 @@ static int join(rm_err *err, redmutex_wait *w)
     bool subscribed;
     if (rm_waiter_join(c, w->channel, notify, w, &w->waiter, &subscribed) != 0)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
+    if (rm_handoff_by_script(w->l))
+        rm_waiter_serial(c, w->waiter); /* a hand-off to it is for it alone (waiter.h) */
     /* As for a blocked acquire: with one server and no replica wait, a
        releasing thread of this client may acquire for this wait in its
        release's round trip (see release.c). */
@@ -395,12 +397,17 @@ int redmutex_wait_try(redmutex_wait *w)
         rm_lock_release_value(w->l, w->value); /* the acquisition made for us may have happened */
 
     /* Like a blocked acquire, a new wait queues behind the client's waits
-       for the same lock instead of racing them (unless it re-enters). */
+       for the same lock instead of racing them (unless it re-enters). A
+       fair wait makes no attempt while another wait of its owner in this
+       client goes first, however often it is tried: that wait may have
+       been handed the lock on the server (rm_fair_wait_behind). */
     bool first = !w->tried;
-    bool skip = first && !w->fair && rm_waiters_queued(c, w->channel) > 0 && !rm_lock_holds(w->l, w->owner_key);
+    bool skip = w->fair ? rm_fair_wait_behind(w->l, w->value, w->channel, w->waiter)
+                        : first && rm_waiters_queued(c, w->channel) > 0 && !rm_lock_holds(w->l, w->owner_key);
     int64_t ttl_ms = -1;
     bool split = false;
-    const char *why = "is held by another owner";
+    const char *why = w->fair && skip ? "is waited for by another wait of this owner in this client, which goes first"
+                                      : "is held by another owner";
     w->tried = true;
     if (!skip) {
         /* A fair lock's try takes a hand-off to this wait from the server
@@ -447,14 +454,15 @@ void redmutex_wait_free(redmutex_wait *w)
             rm_client_unlock(c);
             news = rm_waiter_take(c, w->waiter);
         }
-        if (news == RM_WAIT_GRANTED)
-            rm_lock_release_key(NULL, w->l, w->owner_key, w->explicit_owner);
-        else if (news == RM_WAIT_UNKNOWN)
-            rm_lock_release_value(w->l, w->value);
-        rm_waiter_end(c, w->waiter); /* a release message it did not use goes to the next waiter */
+        /* A hold that cannot be given back stays recorded for the owner
+           (released by the owner or the client's close, never renewed
+           past its lease once its release failed). */
+        rm_handoff_give_back(w->l, w->owner_key, w->value, w->explicit_owner, news);
     }
-    if (w->fair && w->in_fair_queue && !w->done)
-        rm_fair_stop_waiting(w->l, w->value); /* out of the queue, and a hand-off given back */
+    /* Out of the queue (a hand-off by the script given back), then off the
+       channel: a release message it did not use, and the turn of its owner's
+       next wait, go on from there. */
+    rm_wait_leave(w->l, w->value, w->fair && w->in_fair_queue && !w->done, w->waiter);
     release_refs(w);
 }
 

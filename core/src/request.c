@@ -76,12 +76,18 @@ void rm_release_forget_latch(rm_call *call, const char *latch_key)
 
 int64_t rm_latch_ms(const redmutex_client *c) { return c->opts.command_timeout_ms * 10; }
 
+bool rm_handoff_by_script(const redmutex_lock *l)
+{
+    /* A hand-off by the releasing script needs a watchdog to extend it and
+       one server whose reply needs no WAIT (kind_fair.c). */
+    const redmutex_client *c = l->c;
+    return rm_kind_of(l)->server_queue && l->opts.lease_ms == 0 && c->n == 1 && c->opts.min_replicas == 0;
+}
+
 rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, const char *nest_latch, int mode, const char *nonce,
                           rm_kargs *st, rm_acq_form *form)
 {
     redmutex_client *c = l->c;
-    /* A hand-off by the releasing script needs a watchdog to extend it and
-       one server whose reply needs no WAIT (kind_fair.c). */
     rm_acq_in in = {value,
                     rm_lock_lease_ms(l),
                     (l->opts.flags & REDMUTEX_LOCK_FENCING) != 0,
@@ -89,7 +95,7 @@ rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, const char *nest_
                     rm_latch_ms(c),
                     mode,
                     nonce,
-                    l->opts.lease_ms == 0 && c->n == 1 && c->opts.min_replicas == 0};
+                    rm_handoff_by_script(l)};
     rm_cmd cmd = rm_kind_of(l)->acquire(l, &in, st);
     *form = cmd.script < 0 ? RM_ACQ_SET : RM_ACQ_SCRIPT;
     return cmd;

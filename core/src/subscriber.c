@@ -24,7 +24,6 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,11 +387,6 @@ static void refresh_maps(redmutex_client *c, rm_subscriber *sub)
 static void *subscriber_main(void *arg)
 {
     redmutex_client *c = arg;
-    /* The host's signals belong to its own threads. */
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-
     rm_client_lock(c);
     rm_subscriber *sub = c->sub;
     size_t cap = 0;
@@ -462,7 +456,7 @@ static rm_subscriber *ensure_subscriber(redmutex_client *c)
     sub->refresh = calloc(c->n, sizeof *sub->refresh);
     c->sub = sub;
     if (sub->wake_fd < 0 || !sub->conns || !sub->up || !sub->out || !sub->retry_at || !sub->backoff_ms ||
-        !sub->dead || !sub->refresh || pthread_create(&sub->thread, NULL, subscriber_main, c) != 0) {
+        !sub->dead || !sub->refresh || rm_thread_start(&sub->thread, NULL, subscriber_main, c) != 0) {
         c->sub = NULL;
         free_subscriber(c, sub);
         return NULL;

@@ -49,6 +49,7 @@ struct rm_waiter {
     void *notify_ud;
     bool notified;
     bool sleeping;     /* in poll(): not attempting on its own right now */
+    bool serial;       /* its channel serves one owner's acquisitions one after another (waiter.h) */
     rm_wait *wait;     /* the acquire's wait: interrupts end the sleeps */
     rm_claim claim;    /* claim.lock == NULL: no hand-off offered */
     int handoff;       /* 0 none, -1 in flight, else the result for rm_waiter_wait */

@@ -3,6 +3,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,20 @@ bool rm_join_until(pthread_t thread, int64_t deadline_ns)
         ts.tv_nsec -= 1000000000;
     }
     return pthread_timedjoin_np(thread, NULL, &ts) == 0;
+}
+
+int rm_thread_start(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    /* A thread inherits its creator's mask. Blocking the signals in the new
+       thread itself would leave a window at its start in which a signal can
+       be handed to it, and a host's handler may work only on the host's own
+       threads (Perl's needs its interpreter's context and crashes elsewhere). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(thread, attr, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }
 
 /* The process id, kept current across fork() by an atfork handler (the same

@@ -311,8 +311,9 @@ void rm_waiter_end(redmutex_client *c, rm_waiter *w)
             w->next->prev = w->prev;
         else
             ch->tail = w->prev;
-        /* A wake-up this waiter did not use goes to the next one. */
-        if (w->notified)
+        /* A wake-up this waiter did not use goes to the next one, and so
+           does the turn on a serial channel. */
+        if (w->notified || w->serial)
             rm_channel_wake_one(ch);
         if (c->sub && c->sub->leader == w)
             c->sub->leader = NULL; /* the subscriber thread reads again (woken below) */
@@ -325,6 +326,24 @@ void rm_waiter_end(redmutex_client *c, rm_waiter *w)
     if (w->efd >= 0)
         close(w->efd);
     free(w);
+}
+
+void rm_waiter_serial(redmutex_client *c, rm_waiter *w)
+{
+    rm_client_lock(c);
+    w->serial = true;
+    rm_client_unlock(c);
+}
+
+bool rm_waiter_clear(redmutex_client *c, const char *channel, rm_waiter *w)
+{
+    rm_client_lock(c);
+    rm_channel *ch = w ? w->ch : c->sub ? rm_channel_find(c->sub, channel, strlen(channel)) : NULL;
+    bool clear = true;
+    for (rm_waiter *o = ch ? ch->head : NULL; o && o != w && clear; o = o->next)
+        clear = !o->serial;
+    rm_client_unlock(c);
+    return clear;
 }
 
 bool rm_waiter_subscribed(redmutex_client *c, const char *channel)

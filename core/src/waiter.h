@@ -38,6 +38,22 @@ int rm_waiter_begin(redmutex_client *c, const char *channel, int64_t deadline_ns
  */
 int rm_waiter_wait(redmutex_client *c, rm_waiter *w, int64_t until_ns, bool *interrupted);
 void rm_waiter_end(redmutex_client *c, rm_waiter *w);
+/**
+ * Marks w as a wait that a releasing script may hand the lock to (a fair
+ * lock's waiter renewed by the watchdog, kind_fair.c). A fair lock's
+ * waiters wait on a channel of their own field, so every waiter on it acts
+ * for the same owner, and on the server a hand-off to that owner's wait is
+ * the owner's field, like a hold. While w is on the channel, the waits
+ * behind it make no attempt (rm_waiter_clear), which would take that
+ * hand-off for a hold of their own; when it ends, the next is woken, after
+ * w has settled whatever the hand-off gave it.
+ */
+void rm_waiter_serial(redmutex_client *c, rm_waiter *w);
+/**
+ * Whether no wait marked by rm_waiter_serial is ahead of w on its channel
+ * (w NULL: on the channel `channel` at all).
+ */
+bool rm_waiter_clear(redmutex_client *c, const char *channel, rm_waiter *w);
 /** Takes the hand-off message kept for w (kind.h, fair locks) into out: false when there is none. */
 bool rm_waiter_message(redmutex_client *c, rm_waiter *w, char *out, size_t size);
 /**

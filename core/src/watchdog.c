@@ -33,7 +33,6 @@
 #include "tally.h"
 #include "watchdog.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,10 +428,6 @@ static void watchdog_exit(redmutex_client *c, rm_watchdog *wd)
 static void *watchdog_main(void *arg)
 {
     redmutex_client *c = arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-
     rm_client_lock(c);
     rm_watchdog *wd = c->wd;
     rm_hold **batch = malloc(RM_RENEW_BATCH * sizeof *batch);
@@ -484,7 +479,7 @@ static rm_watchdog *ensure_watchdog(redmutex_client *c)
     pthread_cond_init(&wd->cond, &attr);
     pthread_condattr_destroy(&attr);
     c->wd = wd;
-    if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0) {
+    if (rm_thread_start(&wd->thread, NULL, watchdog_main, c) != 0) {
         c->wd = NULL;
         pthread_cond_destroy(&wd->cond);
         free(wd);

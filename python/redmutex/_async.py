@@ -14,15 +14,26 @@ How a task waits without a thread, and why the loop never blocks:
   waiting for a lock holds no thread and no descriptor.
 * Cancellation ends a wait at once. An attempt in flight is abandoned: the
   worker releases what it won for nobody and frees the wait, whether the
-  loop still runs or not.
+  loop still runs or not. Such clean-ups run on the pool after the task has
+  moved on; the next acquisition of the same owner and lock waits for them
+  first (_after_cleanups), so it never races what it cancelled: it does not
+  take a hand-off the cancelled wait is giving back for a hold of its own,
+  and no release of the cancelled attempt's win lands under it.
+* A loop that is closed with tasks still waiting cannot run them again: the
+  next use of the client (on another loop, or its close) ends their waits
+  and gives back what their attempts won (_reap).
 * Lost-lock news comes from the client's event fd, also on the loop:
   ``on_lost`` runs on the loop (a coroutine function's result is scheduled
   as a task).
 
-Ownership is per task: the default owner of an AsyncRLock is the running
-task ("<client id>:task-<n>"), so two tasks on one thread exclude each other
-and one task may re-enter. An AsyncLock (plain) is owned by the lock object,
-like asyncio.Lock. ``owner=`` names an owner explicitly, as in the sync API.
+Ownership is per task: the default owner of an AsyncRLock is the task that
+calls (and awaits) acquire() ("<client id>:task-<n>"), so two tasks on one
+thread exclude each other and one task may re-enter. The owner is taken when
+the method is called, not when its coroutine first runs: asyncio.wait_for()
+(before 3.12) and shield() run the coroutine in a task of their own, and the
+hold must still be the caller's. An AsyncLock (plain) is owned by the lock
+object, like asyncio.Lock. ``owner=`` names an owner explicitly, as in the
+sync API.
 """
 
 from __future__ import annotations
@@ -34,7 +45,7 @@ import inspect
 import itertools
 import os
 import weakref
-from typing import Any, Awaitable, Callable, Sequence, TypeVar, cast
+from typing import Any, Awaitable, Callable, Coroutine, Sequence, Tuple, TypeVar, Union, cast
 
 from ._client import (
     _WAIT_FOREVER,
@@ -46,6 +57,7 @@ from ._client import (
     _lock_options,
     _to_bytes,
     _to_ms,
+    _wait_ms,
 )
 from ._errors import (
     ClosedError,
@@ -94,14 +106,49 @@ def _expire(fut: asyncio.Future[bool]) -> None:
         fut.set_result(False)
 
 
+def _expire_none(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+# Who a lock call acts for, on one lock name: (name, owner id) or (name, the
+# lock object's id) for a plain lock's anonymous owner. Clean-ups of
+# cancelled calls are tracked by it (AsyncClient._settling).
+_OwnerKey = Tuple[bytes, Union[bytes, int]]
+
+# The owner of a call made outside any task: taken when its coroutine runs.
+_LATER: Any = object()
+
+
+class _Pending:
+    """A job the pool has: the job (kept alive here), the future its task
+    awaits (None: nobody), the futures of acquisitions that wait for it to
+    end (it is a clean-up, see AsyncClient._settling), and its owner key."""
+
+    __slots__ = ("future", "job", "key", "waiters")
+
+    def __init__(self, job: Any, future: asyncio.Future[None] | None, key: _OwnerKey | None) -> None:
+        self.job = job
+        self.future = future
+        self.key = key
+        self.waiters: list[asyncio.Future[None]] = []
+
+
 class _Readiness:
-    """What the client's wait fd said about one wait, for its task."""
+    """One pollable wait of a task: what the client's wait fd said about it,
+    the attempt in flight, and whether the wait was freed (once only)."""
 
-    __slots__ = ("future", "ready")
+    __slots__ = ("c_wait", "freed", "future", "job", "key", "lock", "owner", "ready")
 
-    def __init__(self) -> None:
+    def __init__(self, wait: Any, lock: AsyncLock, owner: bytes | None, key: _OwnerKey) -> None:
         self.ready = False
         self.future: asyncio.Future[bool] | None = None
+        self.c_wait = wait  # the redmutex_wait
+        self.lock = lock
+        self.owner = owner
+        self.key = key
+        self.job: Any = None  # the attempt in flight, if any
+        self.freed = False
 
     async def wait(self, loop: asyncio.AbstractEventLoop, timeout: float | None) -> bool:
         """True once the wait is ready (at once if it became ready meanwhile), False on timeout."""
@@ -156,8 +203,10 @@ class AsyncClient:
         self._pool_threads = pool_threads
         self._pid = os.getpid()
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Jobs the pool has, by address: the job (keeps it alive) and its future (None: nobody awaits it).
-        self._pending: dict[int, tuple[Any, asyncio.Future[None] | None]] = {}
+        # Jobs the pool has, by address.
+        self._pending: dict[int, _Pending] = {}
+        # Clean-ups still running (abandoned or detached jobs), by the owner key they act for.
+        self._settling: dict[_OwnerKey, set[int]] = {}
         self._idle: asyncio.Future[None] | None = None  # set when _pending empties (close)
         self._waits: dict[int, _Readiness] = {}  # by redmutex_wait_id
         self._listeners: dict[int, weakref.ReferenceType[AsyncLock]] = {}  # locks with on_lost, by lock id
@@ -318,12 +367,30 @@ class AsyncClient:
             raise RuntimeError("this AsyncClient was made in the parent process; make a new one after fork()")
         if self._loop is not None and not self._loop.is_closed():
             raise RuntimeError("this AsyncClient is bound to another event loop; make one client per loop")
+        if self._loop is not None:
+            self._reap()
         self._loop = loop
         loop.add_reader(self._pool_fd, self._on_jobs_done)
         loop.add_reader(self._wait_fd, self._on_waits_ready)
         loop.add_reader(self._event_fd, self._on_events)
         self._on_jobs_done()  # results that came while no loop listened
         return loop
+
+    def _reap(self) -> None:
+        """The loop the client was bound to is closed: its tasks never run
+        again. Their waits are freed and their attempts abandoned (the pool
+        releases what they won); nothing of theirs stays held or queued."""
+        for readiness in list(self._waits.values()):
+            readiness.future = None
+            self._give_up_wait(readiness)
+        self._waits.clear()
+        for entry in self._pending.values():
+            fut = entry.future
+            if fut is not None and fut.get_loop().is_closed():
+                entry.future = None
+                if entry.job.op in (lib.RMPY_OP_WAIT_TRY, lib.RMPY_OP_ACQUIRE_NOW):
+                    self._abandon(entry.job, entry.key)
+            entry.waiters = [w for w in entry.waiters if not w.get_loop().is_closed()]
 
     def _unbind(self) -> None:
         loop, self._loop = self._loop, None
@@ -337,11 +404,16 @@ class AsyncClient:
             n = lib.rmpy_pool_done(self._pool, buf, _DONE_BATCH)
             for i in range(n):
                 ptr = buf[i]
-                entry = self._pending.pop(int(ffi.cast("uintptr_t", ptr)), None)
+                addr = int(ffi.cast("uintptr_t", ptr))
+                entry = self._pending.pop(addr, None)
                 lib.rmpy_job_unref(ptr)  # the pool's reference; the entry holds ours
-                fut = entry[1] if entry is not None else None
-                if fut is not None and not fut.done() and not fut.get_loop().is_closed():
-                    fut.set_result(None)
+                if entry is None:
+                    continue
+                if entry.key is not None:
+                    self._settled(entry.key, addr)
+                for fut in (entry.future, *entry.waiters):
+                    if fut is not None and not fut.done() and not fut.get_loop().is_closed():
+                        fut.set_result(None)
             if n < _DONE_BATCH:
                 break
         if not self._pending and self._idle is not None and not self._idle.done():
@@ -354,7 +426,7 @@ class AsyncClient:
             if readiness is not None:
                 readiness.ready = True
                 fut = readiness.future
-                if fut is not None and not fut.done():
+                if fut is not None and not fut.done() and not fut.get_loop().is_closed():
                     fut.set_result(True)
 
     def _on_events(self) -> None:
@@ -388,34 +460,78 @@ class AsyncClient:
             job.wait = wait
         return job
 
-    def _queue(self, job: Any, fut: asyncio.Future[None] | None) -> bool:
-        """Hands a job to the pool; False when the pool is gone (client closed)."""
-        key = int(ffi.cast("uintptr_t", job))
-        self._pending[key] = (job, fut)
+    def _queue(self, job: Any, fut: asyncio.Future[None] | None, key: _OwnerKey | None = None) -> bool:
+        """Hands a job to the pool; False when the pool is gone (client closed).
+        A job queued with nobody awaiting it (fut None) is a clean-up of `key`."""
+        addr = int(ffi.cast("uintptr_t", job))
+        self._pending[addr] = _Pending(job, fut, key)
         if self._pool_gone or lib.rmpy_pool_submit(self._pool, job) != 0:
-            del self._pending[key]
+            del self._pending[addr]
             return False
+        if fut is None and key is not None:
+            self._settling.setdefault(key, set()).add(addr)
         return True
 
-    async def _submit(self, job: Any) -> None:
-        """Runs a job on the pool and waits for it. CancelledError leaves the
-        job running: the caller abandons it (see _abandon)."""
+    def _settled(self, key: _OwnerKey, addr: int) -> None:
+        jobs = self._settling.get(key)
+        if jobs is not None:
+            jobs.discard(addr)
+            if not jobs:
+                del self._settling[key]
+
+    async def _after_cleanups(self, key: _OwnerKey, deadline: float | None = None) -> bool:
+        """Waits until the clean-ups of this owner's cancelled calls on this
+        lock have run (each is at most a round trip or two): a new acquisition
+        must not race them. False when the deadline (loop time) came first."""
+        while self._settling.get(key):
+            loop = self._bind()
+            fut: asyncio.Future[None] = loop.create_future()
+            for addr in self._settling[key]:
+                self._pending[addr].waiters.append(fut)
+            timer = None if deadline is None else loop.call_at(deadline, _expire_none, fut)
+            try:
+                await fut
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if deadline is not None and loop.time() >= deadline and self._settling.get(key):
+                return False
+        return True
+
+    def _start(self, job: Any, key: _OwnerKey | None = None) -> asyncio.Future[None]:
+        """Hands a job to the pool; the future is done when the job is.
+        Raises ClosedError (the job never ran) when the pool is gone."""
         loop = self._bind()
         fut: asyncio.Future[None] = loop.create_future()
-        if not self._queue(job, fut):
+        if not self._queue(job, fut, key):
             raise ClosedError("the client was closed", ClosedError.code)
-        await fut
+        return fut
 
-    def _abandon(self, job: Any) -> bool:
+    async def _submit(self, job: Any, key: _OwnerKey | None = None) -> None:
+        """Runs a job on the pool and waits for it. CancelledError leaves the
+        job running: the caller abandons it (see _abandon)."""
+        await self._start(job, key)
+
+    def _abandon(self, job: Any, key: _OwnerKey | None = None) -> bool:
         """Gives up on a job whose task was cancelled. True: the pool undoes
-        what it does for nobody; False: it had finished (its results stand)."""
-        return not self._pool_gone and bool(lib.rmpy_job_abandon(self._pool, job))
+        what it does for nobody (a clean-up of `key` until it ends); False: it
+        had finished (its results stand)."""
+        if self._pool_gone or not lib.rmpy_job_abandon(self._pool, job):
+            return False
+        addr = int(ffi.cast("uintptr_t", job))
+        entry = self._pending.get(addr)
+        if entry is not None:
+            entry.future = None
+            if key is not None:
+                entry.key = key
+                self._settling.setdefault(key, set()).add(addr)
+        return True
 
-    def _run_detached(self, job: Any, lock: AsyncLock, owner: bytes | None) -> None:
+    def _run_detached(self, job: Any, lock: AsyncLock, owner: bytes | None, key: _OwnerKey | None) -> None:
         """Runs a clean-up job (a release, a wait's free) without waiting for it;
         inline once the pool is gone: the client is closed then, and those
         calls return at once."""
-        if self._queue(job, None):
+        if self._queue(job, None, key):
             return
         owner_c = ffi.NULL if owner is None else owner
         if job.op == lib.RMPY_OP_RELEASE or job.release_first:
@@ -423,58 +539,82 @@ class AsyncClient:
         if job.op == lib.RMPY_OP_WAIT_FREE:
             lib.redmutex_wait_free(job.wait)
 
-    def _free_wait(self, wait: Any, lock: AsyncLock, owner: bytes | None, release_first: bool) -> None:
+    def _free_wait(
+        self, wait: Any, lock: AsyncLock, owner: bytes | None, release_first: bool, key: _OwnerKey
+    ) -> None:
         job = self._new_job(lib.RMPY_OP_WAIT_FREE, lock, owner, wait)
         job.release_first = int(release_first)
-        self._run_detached(job, lock, owner)
+        self._run_detached(job, lock, owner, key)
 
-    async def _call(self, op: int, lock: AsyncLock, owner: bytes | None = None) -> Any:
-        """A job that needs no undoing if its task is cancelled (release, extend, queries)."""
+    def _give_up_wait(self, readiness: _Readiness) -> None:
+        """Ends a wait whose task stopped waiting (once): an attempt in flight
+        is abandoned (the pool releases what it wins and frees the wait),
+        else the wait is freed on the pool, giving back what an attempt that
+        had just finished won (a hand-off to the wait is given back by the
+        free itself)."""
+        if readiness.freed:
+            return
+        readiness.freed = True
+        job, readiness.job = readiness.job, None
+        if job is not None and self._abandon(job, readiness.key):
+            return
+        won = job is not None and job.rc == 0
+        self._free_wait(readiness.c_wait, readiness.lock, readiness.owner, won, readiness.key)
+
+    async def _call(
+        self, op: int, lock: AsyncLock, owner: bytes | None = None, key: _OwnerKey | None = None
+    ) -> Any:
+        """A job that needs no undoing if its task is cancelled (release, extend,
+        queries); a release or extension cancelled in flight still runs, and the
+        owner's next acquisition waits for it (key)."""
         job = self._new_job(op, lock, owner)
         try:
             await self._submit(job)
         except asyncio.CancelledError:
-            self._abandon(job)
+            self._abandon(job, key)
             raise
         return job
 
-    async def _acquire_now(self, lock: AsyncLock, owner: bytes | None) -> bool:
+    async def _acquire_now(self, lock: AsyncLock, owner: bytes | None, key: _OwnerKey) -> bool:
+        await self._after_cleanups(key)
         job = self._new_job(lib.RMPY_OP_ACQUIRE_NOW, lock, owner)
         try:
-            await self._submit(job)
+            await self._submit(job, key)
         except asyncio.CancelledError:
-            if not self._abandon(job) and job.rc == 0:
-                self._run_detached(self._new_job(lib.RMPY_OP_RELEASE, lock, owner), lock, owner)
+            if not self._abandon(job, key) and job.rc == 0:
+                self._run_detached(self._new_job(lib.RMPY_OP_RELEASE, lock, owner), lock, owner, key)
             raise
         if job.rc == _ETIMEDOUT:
             return False
         _raise_job_error(job)
         return True
 
-    async def _acquire_waiting(self, lock: AsyncLock, owner: bytes | None, wait_ms: int) -> bool:
+    async def _acquire_waiting(
+        self, lock: AsyncLock, owner: bytes | None, wait_ms: int, key: _OwnerKey
+    ) -> bool:
         """Acquires within wait_ms (or forever) through a pollable wait of the core."""
         loop = self._bind()
+        deadline = None if wait_ms == _WAIT_FOREVER else loop.time() + wait_ms / 1000
+        if not await self._after_cleanups(key, deadline):
+            return False  # the owner's own clean-up outlasted the wait: not acquired in time
         out = ffi.new("redmutex_wait **")
         check(lib.redmutex_wait_new(out, lock._ptr, ffi.NULL if owner is None else owner))
         wait = out[0]
         wait_id = int(lib.redmutex_wait_id(wait))
-        readiness = self._waits[wait_id] = _Readiness()
-        deadline = None if wait_ms == _WAIT_FOREVER else loop.time() + wait_ms / 1000
+        readiness = self._waits[wait_id] = _Readiness(wait, lock, owner, key)
         retry_count = self._client._retry_count
-        ours = True  # the wait is still ours to free
         try:
             tries, last = 0, False
             while True:
                 job = self._new_job(lib.RMPY_OP_WAIT_TRY, lock, owner, wait)
-                try:
-                    await self._submit(job)
-                except asyncio.CancelledError:
-                    ours = False
-                    if not self._abandon(job):  # it had finished: undo it here
-                        self._free_wait(wait, lock, owner, release_first=job.rc == 0)
-                    raise
+                done = self._start(job, key)
+                # From here until its result is read, the attempt is in flight:
+                # whoever ends the wait meanwhile abandons it (_give_up_wait).
+                readiness.job = job
+                await done
+                readiness.job = None
                 if job.rc == 0:
-                    ours = False
+                    readiness.freed = True
                     lib.redmutex_wait_free(wait)  # never blocks after a try that acquired
                     return True
                 if job.rc != _ETIMEDOUT:
@@ -486,9 +626,10 @@ class AsyncClient:
                 # At the deadline, one last attempt (as the blocking acquire makes).
                 last = not await readiness.wait(loop, timeout)
         finally:
-            del self._waits[wait_id]
-            if ours:
-                self._free_wait(wait, lock, owner, release_first=False)
+            # Cancelled (in a try or between them), timed out, failed, or its
+            # loop closed and its coroutine is being closed: the wait ends here.
+            self._waits.pop(wait_id, None)
+            self._give_up_wait(readiness)
 
 
 # ---- locks ----------------------------------------------------------------------
@@ -524,11 +665,11 @@ class AsyncLock:
         if client._closed:
             raise ClosedError("the client was closed", ClosedError.code)
         self._name = name
-        c_name = _to_bytes(name, "lock name", lib.REDMUTEX_NAME_MAX)
+        c_name = self._c_name = _to_bytes(name, "lock name", lib.REDMUTEX_NAME_MAX)
         self._owner: bytes | None = (
             None if owner is None else _to_bytes(owner, "owner", lib.REDMUTEX_OWNER_MAX)
         )
-        self._timeout_ms = _WAIT_FOREVER if timeout is None else _to_ms(timeout, "timeout")
+        self._timeout_ms = _wait_ms(timeout)
         self.timeout = timeout
         if on_lost is not None and not callable(on_lost):
             raise InvalidArgument("on_lost must be callable")
@@ -560,6 +701,21 @@ class AsyncLock:
     def _owner_c(self) -> Any:
         owner = self._owner_key()
         return ffi.NULL if owner is None else owner
+
+    def _call_owner(self) -> bytes | None:
+        """The owner of a call, taken when the call is made (in the calling
+        task), or _LATER when no task runs: then when its coroutine starts."""
+        try:
+            return self._owner_key()
+        except RuntimeError:
+            return cast(Any, _LATER)
+
+    def _resolve(self, owner: bytes | None) -> bytes | None:
+        return self._owner_key() if owner is _LATER else owner
+
+    def _key(self, owner: bytes | None) -> _OwnerKey:
+        """What this owner's calls on this lock are tracked by (AsyncClient._settling)."""
+        return (self._c_name, id(self) if owner is None else owner)
 
     def _deliver_lost(self, state: LockState) -> None:
         callback = self._on_lost
@@ -594,34 +750,45 @@ class AsyncLock:
         if exc is not None:
             raise exc
 
-    async def _acquire_ms(self, wait_ms: int) -> bool:
-        owner = self._owner_key()
+    async def _acquire_ms(self, owner: bytes | None, wait_ms: int) -> bool:
+        owner = self._resolve(owner)
+        key = self._key(owner)
         if wait_ms == 0:
-            return await self.client._acquire_now(self, owner)
-        return await self.client._acquire_waiting(self, owner, wait_ms)
+            return await self.client._acquire_now(self, owner, key)
+        return await self.client._acquire_waiting(self, owner, wait_ms, key)
 
     # -- acquire and release ----------------------------------------------------
 
-    async def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+    def acquire(self, blocking: bool = True, timeout: float | None = -1) -> Coroutine[Any, Any, bool]:
         """Acquires the lock, with threading.Lock.acquire's contract, awaited.
 
         ``blocking=False`` tries once. Otherwise waits up to ``timeout``
         seconds (-1 or None: forever), holding no thread while it waits.
         True when acquired, False when not in time. Cancelling the task ends
         the wait at once with nothing held. Raises as redmutex.Lock.acquire().
+        The owner (of a reentrant lock: the task) is the one that calls it:
+        ``await asyncio.wait_for(lock.acquire(), 5)`` acquires for the task
+        that awaits wait_for, which releases it.
         """
         wait_ms = _acquire_wait_ms(blocking, timeout)
-        self._raise_pending()
-        return await self._acquire_ms(wait_ms)
+        return self._acquire(self._call_owner(), wait_ms)
 
-    async def release(self) -> None:
+    async def _acquire(self, owner: bytes | None, wait_ms: int) -> bool:
+        self._raise_pending()
+        return await self._acquire_ms(owner, wait_ms)
+
+    def release(self) -> Coroutine[Any, Any, None]:
         """Releases one hold (deleting the lock and waking waiters when it was the
         last). Raises NotOwnedError if not held by this owner and LockLostError
         if the lease was lost before the release. A stored on_lost exception
-        is raised after the release."""
+        is raised after the release. Acts for the calling task (see acquire())."""
+        return self._release(self._call_owner())
+
+    async def _release(self, owner: bytes | None) -> None:
         pending = self._take_pending()
         try:
-            job = await self.client._call(lib.RMPY_OP_RELEASE, self, self._owner_key())
+            owner = self._resolve(owner)
+            job = await self.client._call(lib.RMPY_OP_RELEASE, self, owner, self._key(owner))
             _raise_job_error(job)
         except BaseException as err:
             if pending is not None and isinstance(err, LockLostError):
@@ -637,7 +804,7 @@ class AsyncLock:
         self._raise_pending()
         loop = asyncio.get_running_loop()
         start = loop.time()
-        if not await self._acquire_ms(self._timeout_ms):
+        if not await self._acquire_ms(self._call_owner(), self._timeout_ms):
             waited = round((loop.time() - start) * 1000)
             raise LockTimeout(
                 f"lock {self._name!r} is held by another owner; waited {waited} ms", LockTimeout.code
@@ -657,27 +824,31 @@ class AsyncLock:
                 exc, f"redmutex: releasing lock {self._name!r} on leaving the block also failed: {err!r}"
             )
 
-    async def extend(self, seconds: float, replace: bool = False) -> None:
+    def extend(self, seconds: float, replace: bool = False) -> Coroutine[Any, Any, None]:
         """Adds ``seconds`` to the remaining lease (or sets it, with replace=True)
         if this owner still holds the lock. Raises NotOwnedError, LockLostError,
-        LimitError."""
+        LimitError. Acts for the calling task (see acquire())."""
         ms = _to_ms(seconds, "seconds", allow_zero=False)
+        return self._extend(self._call_owner(), ms, replace)
+
+    async def _extend(self, owner: bytes | None, ms: int, replace: bool) -> None:
         self._raise_pending()
-        job = self.client._new_job(lib.RMPY_OP_EXTEND, self, self._owner_key())
+        owner = self._resolve(owner)
+        job = self.client._new_job(lib.RMPY_OP_EXTEND, self, owner)
         job.ms = ms
         job.mode = lib.REDMUTEX_EXTEND_REPLACE if replace else lib.REDMUTEX_EXTEND_ADD
         try:
             await self.client._submit(job)
         except asyncio.CancelledError:
-            self.client._abandon(job)
+            self.client._abandon(job, self._key(owner))
             raise
         _raise_job_error(job)
 
     # -- queries (one round trip each) -----------------------------------------
 
-    async def _query(self, op: int, with_owner: bool = False) -> int:
+    async def _query(self, op: int, owner: bytes | None = None) -> int:
         self._raise_pending()
-        job = await self.client._call(op, self, self._owner_key() if with_owner else None)
+        job = await self.client._call(op, self, self._resolve(owner))
         _raise_job_error(job)
         return int(job.out)
 
@@ -685,9 +856,13 @@ class AsyncLock:
         """True if anyone holds the lock, as the servers see it now."""
         return bool(await self._query(lib.RMPY_OP_IS_LOCKED))
 
-    async def owned(self) -> bool:
-        """True if this owner holds the lock, as the servers see it now."""
-        return bool(await self._query(lib.RMPY_OP_IS_OWNED, with_owner=True))
+    def owned(self) -> Coroutine[Any, Any, bool]:
+        """True if this owner (the calling task's, see acquire()) holds the
+        lock, as the servers see it now."""
+        return self._owned(self._call_owner())
+
+    async def _owned(self, owner: bytes | None) -> bool:
+        return bool(await self._query(lib.RMPY_OP_IS_OWNED, owner))
 
     async def ttl(self) -> float | None:
         """Remaining time to live on the servers, in seconds; None when nobody
@@ -695,9 +870,10 @@ class AsyncLock:
         ms = await self._query(lib.RMPY_OP_TTL)
         return None if ms < 0 else ms / 1000
 
-    async def hold_count(self) -> int:
-        """This owner's hold count on the servers (reentrancy depth; 1 or 0 for a plain lock)."""
-        return await self._query(lib.RMPY_OP_HOLD_COUNT, with_owner=True)
+    def hold_count(self) -> Coroutine[Any, Any, int]:
+        """This owner's hold count on the servers (reentrancy depth; 1 or 0 for
+        a plain lock); the calling task's (see acquire())."""
+        return self._query(lib.RMPY_OP_HOLD_COUNT, self._call_owner())
 
     async def force_release(self) -> bool:
         """Deletes the lock whoever holds it and wakes waiters; True if one was deleted."""
@@ -755,7 +931,18 @@ class AsyncLock:
         return int(out[0])
 
     def __repr__(self) -> str:
-        return f"<redmutex.asyncio.{type(self).__name__} {self._name!r}>"
+        """asyncio's form, "<redmutex.asyncio.AsyncLock object at 0x... name='x' [locked]>":
+        locked when this owner (the running task's, for a reentrant lock) holds
+        it, as known locally (no I/O)."""
+        try:
+            owner = self._owner_key()
+            out = ffi.new("redmutex_state *")
+            rc = lib.redmutex_lock_state(out, self._ptr, ffi.NULL if owner is None else owner)
+            held = rc == 0 and out[0] in (lib.REDMUTEX_STATE_HELD, lib.REDMUTEX_STATE_RENEWAL_FAILING)
+        except Exception:  # noqa: BLE001 - repr must not raise (no task, say)
+            held = False
+        kind, locked = type(self).__name__, "locked" if held else "unlocked"
+        return f"<redmutex.asyncio.{kind} object at {id(self):#x} name={self._name!r} [{locked}]>"
 
 
 class AsyncRLock(AsyncLock):

@@ -32,6 +32,8 @@ int rmpy_signal_chain(int signum);
 int rmpy_signal_chained(int signum);
 int rmpy_wait_begin(redmutex_client *client);
 void rmpy_wait_end(int slot);
+void rmpy_acquire(redmutex_client *client, redmutex_lock *lock, const char *owner, int64_t wait_ms,
+                  int interruptible, int *rc);
 """
 
 # The package's worker pool for redmutex.asyncio (python/redmutex/_aio.c).

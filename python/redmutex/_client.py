@@ -39,6 +39,8 @@ from ._errors import (
     InvalidArgument,
     LockLostError,
     LockTimeout,
+    NotOwnedError,
+    TimeoutOverflow,
     check,
 )
 from ._redmutex_cffi import ffi, lib
@@ -121,15 +123,31 @@ def _to_count(value: object, what: str) -> int:
     return value
 
 
+def _wait_ms(timeout: object, what: str = "timeout") -> int:
+    """A wait in seconds as a C wait in ms, by threading's rules for timeouts:
+    None or -1 wait forever, and so does a wait longer than the C core's
+    longest (a year) up to threading.TIMEOUT_MAX; a longer one raises an
+    InvalidArgument that is also an OverflowError, as threading raises."""
+    if timeout is None or (not isinstance(timeout, bool) and timeout == -1):
+        return _WAIT_FOREVER
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and not math.isnan(timeout):
+        if timeout > threading.TIMEOUT_MAX or math.isinf(timeout):
+            raise TimeoutOverflow(
+                f"{what} of {timeout!r} seconds is too large (threading.TIMEOUT_MAX is "
+                f"{threading.TIMEOUT_MAX})"
+            )
+        if timeout > _TIME_MAX_MS / 1000:
+            return _WAIT_FOREVER
+    return _to_ms(timeout, what)
+
+
 def _acquire_wait_ms(blocking: bool, timeout: object) -> int:
     """threading.Lock.acquire's argument rules, as a C wait in ms."""
     if not blocking:
         if timeout != -1:
             raise InvalidArgument("can't specify a timeout for a non-blocking call")
         return 0
-    if timeout is None or (not isinstance(timeout, bool) and timeout == -1):
-        return _WAIT_FOREVER
-    return _to_ms(timeout, "timeout")
+    return _wait_ms(timeout)
 
 
 def _lock_options(lease: object, fencing: object, max_hold: object, max_extensions: object) -> Any:
@@ -654,11 +672,15 @@ class Lock:
         self._name = name
         c_name = _to_bytes(name, "lock name", lib.REDMUTEX_NAME_MAX)
         self._owner: Any = ffi.NULL if owner is None else _to_bytes(owner, "owner", lib.REDMUTEX_OWNER_MAX)
-        self._timeout_ms = _WAIT_FOREVER if timeout is None else _to_ms(timeout, "timeout")
+        self._timeout_ms = _wait_ms(timeout)
         self.timeout = timeout
         if on_lost is not None and not callable(on_lost):
             raise InvalidArgument("on_lost must be callable")
         self._on_lost = on_lost
+        # Levels this object holds, per thread (or explicit owner): what
+        # _recursion_count() reports; the C core's local state is the truth
+        # about whether it holds at all.
+        self._levels: collections.defaultdict[object, int] = collections.defaultdict(int)
         # Exceptions raised by on_lost, at most one: appended on the event
         # thread (callbacks run one at a time), taken by the user's calls.
         self._pending: collections.deque[BaseException] = collections.deque(maxlen=1)
@@ -707,20 +729,66 @@ class Lock:
         A signal ends the C wait (REDMUTEX_EINTR, nothing held); the pending
         Python handlers run here and what they raise propagates. If they
         return, the wait goes on for the time that is left (PEP 475).
+
+        A signal whose round trip was in flight lets that round trip finish,
+        and it may win: the handler's exception is then raised right as the
+        C call returns, before this method could hand the lock to anyone (a
+        ``with`` whose entry raises never exits). The lock is given back
+        before the exception propagates: whatever raises out of acquire()
+        leaves nothing held by it.
         """
         deadline = None if wait_ms == _WAIT_FOREVER else time.monotonic() + wait_ms / 1000
         client_ptr = self.client._ptr
+        rc_out = ffi.new("int *")
+        levels, key = self._levels, self._level_key()
         while True:
-            slot = _signals.begin_wait(client_ptr) if wait_ms != 0 else -1
+            rc_out[0] = 1  # not run
             try:
-                rc = lib.redmutex_lock_acquire(self._ptr, self._owner, wait_ms)
-            finally:
-                _signals.end_wait(slot)
-            if rc != _EINTR:
-                return rc == 0 if rc == _ETIMEDOUT else check(rc) == 0
-            _signals.run_pending_handlers()
+                interruptible = _signals.interruptible(wait_ms)
+                lib.rmpy_acquire(client_ptr, self._ptr, self._owner, wait_ms, interruptible, rc_out)
+                # No call from here to the return: a pending signal handler
+                # runs at calls, and only the one above may see a won lock.
+                rc = rc_out[0]
+                if rc == 0:
+                    levels[key] += 1
+                    return True
+                if rc == _ETIMEDOUT:
+                    return False
+                if rc != _EINTR:
+                    check(rc)
+                _signals.run_pending_handlers()
+            except BaseException as exc:
+                if rc_out[0] == 0:
+                    self._give_back(exc)
+                raise
             if deadline is not None:
                 wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
+
+    def _give_back(self, exc: BaseException) -> None:
+        """Releases the hold an acquisition just won, as exc propagates instead
+        of the acquisition's result; says so on exc when it cannot."""
+        rc = lib.redmutex_lock_release(self._ptr, self._owner)
+        if rc < 0:
+            message = ffi.string(lib.redmutex_last_error()).decode("utf-8", "replace")
+            _add_note(
+                exc,
+                f"redmutex: lock {self._name!r} was acquired as this exception came and could not be "
+                f"given back ({message}); release it, or it ends with its lease or the client's close()",
+            )
+
+    def _level_key(self) -> object:
+        """Whose levels _levels counts: the explicit owner, else the calling
+        thread (the default owner of the reentrant kinds)."""
+        return self._owner if self._owner != ffi.NULL else threading.get_ident()
+
+    def _is_owned(self) -> bool:
+        """Whether this owner (explicit, else: a plain lock's object, a
+        reentrant lock's calling thread) holds the lock through this object,
+        as known locally (no I/O). threading.Condition asks it."""
+        try:
+            return self._local_state() in (LockState.HELD, LockState.RENEWAL_FAILING)
+        except ClosedError:
+            return False
 
     def _timeout_error(self, waited: float) -> LockTimeout:
         return LockTimeout(
@@ -736,13 +804,16 @@ class Lock:
         ``blocking=False`` tries once (a timeout other than -1 is then a
         ValueError). Otherwise waits up to ``timeout`` seconds, or forever
         when it is -1 (or None). Returns True when acquired, False when the
-        lock could not be had in time; never raises LockTimeout. Raises
-        InvalidArgument (a ValueError) for bad timeouts, ConnectionError,
+        lock could not be had in time; never raises LockTimeout. A timeout
+        over a year (redmutex.TIME_MAX) up to threading.TIMEOUT_MAX waits
+        forever. Raises InvalidArgument (a ValueError; for a timeout over
+        threading.TIMEOUT_MAX also an OverflowError) for bad timeouts, ConnectionError,
         WrongTypeError, LockLostError (this owner's earlier hold through
         this lock object was lost and not released yet: release() it first,
         which reports the loss, then acquire again), ClosedError; a Ctrl-C
-        during the wait raises KeyboardInterrupt with nothing held. The GIL
-        is released while waiting.
+        during the wait raises KeyboardInterrupt with nothing held (also when
+        the acquisition won just then: it is given back first). The GIL is
+        released while waiting.
         """
         wait_ms = _acquire_wait_ms(blocking, timeout)
         self._raise_pending()
@@ -756,16 +827,22 @@ class Lock:
         on_lost exception is raised after the release has been done.
         """
         pending = self._take_pending()
+        key = self._level_key()
         try:
             check(lib.redmutex_lock_release(self._ptr, self._owner))
         except LockLostError as lost:
+            self._levels.pop(key, None)
             if pending is not None:
                 raise pending from lost
             raise
-        except BaseException:
+        except BaseException as err:
+            if isinstance(err, NotOwnedError):
+                self._levels.pop(key, None)
             if pending is not None and not self._pending:
                 self._pending.append(pending)
             raise
+        if self._levels[key] > 0:
+            self._levels[key] -= 1
         if pending is not None:
             raise pending
 
@@ -904,12 +981,15 @@ class Lock:
         return int(out[0])
 
     def __repr__(self) -> str:
+        """threading's form, "<locked redmutex.RLock object name='x' state=HELD at 0x...>":
+        locked when this owner holds it, as known locally (no I/O)."""
         kind = type(self).__name__
         try:
             state = "CLOSED" if self.client.closed else self._local_state().name
         except Exception:  # noqa: BLE001 - repr must not raise
             state = "?"
-        return f"<redmutex.{kind} {self._name!r} {state}>"
+        locked = "locked" if state in ("HELD", "RENEWAL_FAILING") else "unlocked"
+        return f"<{locked} redmutex.{kind} object name={self._name!r} state={state} at {id(self):#x}>"
 
 
 class RLock(Lock):
@@ -923,6 +1003,32 @@ class RLock(Lock):
     """
 
     _kind = lib.REDMUTEX_KIND_RLOCK
+
+    # -- what threading.Condition uses of an RLock ------------------------------
+
+    def _release_save(self) -> int:
+        """Releases every level this owner holds through this object (one round
+        trip each) and returns how many, for _acquire_restore(): what
+        threading.Condition.wait() does around its wait. NotOwnedError (a
+        RuntimeError) when it holds none."""
+        if not self._is_owned():
+            raise NotOwnedError(
+                f"cannot release lock {self._name!r}: this owner does not hold it", NotOwnedError.code
+            )
+        count = 0
+        while self._is_owned():
+            self.release()
+            count += 1
+        return count
+
+    def _acquire_restore(self, count: int) -> None:
+        """Takes back the levels _release_save() released, waiting as long as it takes."""
+        for _ in range(count):
+            self._acquire_ms(_WAIT_FOREVER)
+
+    def _recursion_count(self) -> int:
+        """The levels this owner holds through this object (0 when it holds none), as threading.RLock's."""
+        return self._levels.get(self._level_key(), 0) if self._is_owned() else 0
 
 
 class FairLock(RLock):

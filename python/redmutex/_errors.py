@@ -30,6 +30,11 @@ class InvalidArgument(RedMutexError, ValueError):
     code = lib.REDMUTEX_EINVAL
 
 
+class TimeoutOverflow(InvalidArgument, OverflowError):
+    """A wait longer than threading.TIMEOUT_MAX: an InvalidArgument that is also
+    the OverflowError threading's acquire() raises for it."""
+
+
 class OutOfMemory(RedMutexError, MemoryError):
     """The C library ran out of memory."""
 
@@ -43,8 +48,12 @@ class LockTimeout(RedMutexError, TimeoutError):
     code = lib.REDMUTEX_ETIMEDOUT
 
 
-class NotOwnedError(RedMutexError):
-    """The caller does not hold the lock (release or extend of a lock not held)."""
+class NotOwnedError(RedMutexError, RuntimeError):
+    """The caller does not hold the lock (release or extend of a lock not held).
+
+    Also a RuntimeError, which is what threading.Lock and threading.RLock
+    raise for releasing a lock the caller does not hold.
+    """
 
     code = lib.REDMUTEX_ENOTOWNER
 

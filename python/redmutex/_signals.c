@@ -130,3 +130,19 @@ void rmpy_wait_end(int slot)
     while (atomic_load(&handlers_running) > 0)
         sched_yield();
 }
+
+/*
+ * A blocking acquire for the Python layer: registers the wait of the main
+ * thread (interruptible), runs it, ends the registration, and stores the
+ * result in *rc before returning. A signal handler that raises does so as
+ * this call returns, before Python code could read a return value; *rc,
+ * written first, still tells the Python layer whether the lock was won and
+ * must be given back (see Lock._acquire_ms).
+ */
+void rmpy_acquire(redmutex_client *client, redmutex_lock *lock, const char *owner, int64_t wait_ms,
+                  int interruptible, int *rc)
+{
+    int slot = interruptible ? rmpy_wait_begin(client) : -1;
+    *rc = redmutex_lock_acquire(lock, owner, wait_ms);
+    rmpy_wait_end(slot);
+}

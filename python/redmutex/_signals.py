@@ -37,6 +37,11 @@ def begin_wait(client_ptr: Any) -> int:
     return int(lib.rmpy_wait_begin(client_ptr))
 
 
+def interruptible(wait_ms: int) -> int:
+    """1 when a wait of wait_ms on this thread is ended by signals (see begin_wait), else 0."""
+    return int(wait_ms != 0 and threading.get_ident() == _main_thread().ident)
+
+
 def end_wait(slot: int) -> None:
     """Ends the registration made by begin_wait()."""
     if slot >= 0:

@@ -5,6 +5,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -552,6 +553,74 @@ static void test_interrupted_fair_waiter_leaves_the_queue(void)
     redmutex_client_free(c);
 }
 
+typedef struct owner_wait {
+    redmutex_lock *l;
+    const char *owner;
+    _Atomic int rc;
+} owner_wait;
+
+static void *owner_wait_main(void *p)
+{
+    owner_wait *a = p;
+    a->rc = redmutex_lock_acquire(a->l, a->owner, 20000);
+    return NULL;
+}
+
+static void *release_holder_main(void *p)
+{
+    owner_wait *a = p;
+    a->rc = redmutex_lock_release(a->l, a->owner);
+    return NULL;
+}
+
+/*
+ * The blocking side of a cancelled hand-off: a waiting acquire interrupted
+ * at any moment around the releasing script's hand-off to it (before,
+ * while the release runs, as the message arrives, after). The waiter either
+ * reports the lock held (it came with the hand-off) or holds nothing and
+ * gave the hand-off back: in no round is the lock left held by nobody.
+ */
+static void test_interrupted_fair_wait_around_a_hand_off_leaves_no_orphan(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0), *hc = rt_client(&srv, 0);
+    redmutex_lock *l = fair(c, "ih", 0, 0), *h = fair(hc, "ih", 0, 0);
+    int held = 0;
+    for (int i = 0; i < 40; i++) {
+        CHECK_OK(redmutex_lock_acquire(h, "holder", 0));
+        owner_wait w = {l, "me", -1}, r = {h, "holder", -1};
+        pthread_t tw, tr;
+        CHECK(pthread_create(&tw, NULL, owner_wait_main, &w) == 0);
+        WAIT_FOR(queue_len("ih") == 1, 10000);
+        CHECK(pthread_create(&tr, NULL, release_holder_main, &r) == 0);
+        if (i % 4 == 1)
+            sched_yield();
+        else if (i % 4 == 2)
+            rt_sleep_ms(i % 3);
+        else if (i % 4 == 3)
+            WAIT_FOR(rs_num(&srv, "HGET ih me") == 1 || w.rc != -1, 5000);
+        redmutex_client_interrupt(c);
+        pthread_join(tw, NULL);
+        pthread_join(tr, NULL);
+        CHECK_OK(r.rc);
+        int rc = w.rc;
+        CHECKF(rc == 0 || rc == REDMUTEX_EINTR, "round %d: the wait returned %d", i, rc);
+        if (rc == 0) {
+            held++;
+            CHECK(rs_num(&srv, "HGET ih me") == 1);
+            CHECK_OK(redmutex_lock_release(l, "me"));
+        }
+        CHECKF(all_gone("ih"), "round %d (wait returned %d) left the lock held by nobody", i, rc);
+    }
+    CHECKF(held < 40, "the interrupt never came before the hand-off (%d of 40 held)", held);
+    redmutex_lock_free(l);
+    redmutex_lock_free(h);
+    redmutex_client_close(c); /* threads stopped before the test ends */
+    redmutex_client_free(c);
+    redmutex_client_close(hc); /* threads stopped before the test ends */
+    redmutex_client_free(hc);
+}
+
 /* Polls the client's wait fd until the wait is reported ready and tries it; its result. */
 static int poll_and_try(redmutex_client *c, redmutex_wait *w, int64_t ms)
 {
@@ -767,6 +836,8 @@ int main(int argc, char **argv)
         {"lost_fair_hold_is_reported_and_not_recreated", test_lost_fair_hold_is_reported_and_not_recreated},
         {"longest_name_and_owner", test_longest_name_and_owner},
         {"interrupted_fair_waiter_leaves_the_queue", test_interrupted_fair_waiter_leaves_the_queue},
+        {"interrupted_fair_wait_around_a_hand_off_leaves_no_orphan",
+         test_interrupted_fair_wait_around_a_hand_off_leaves_no_orphan},
         {"pollable_wait_queues_in_the_same_fifo", test_pollable_wait_queues_in_the_same_fifo},
         {"redlock_fair_excludes_and_cleans_up", test_redlock_fair_excludes_and_cleans_up},
     };

@@ -443,6 +443,159 @@ static void test_free_racing_a_hand_off_leaves_nothing(void)
     rs_stop(&srv);
 }
 
+/* Polls until the wait acquires (tries that find it busy go on); fails after ms. */
+static void try_until_held(redmutex_client *c, redmutex_wait *w, int ms)
+{
+    int64_t deadline = rt_now_ms() + rt_scaled_ms(ms);
+    int rc;
+    while ((rc = redmutex_wait_try(w)) == REDMUTEX_ETIMEDOUT) {
+        int64_t left = deadline - rt_now_ms();
+        CHECKF(left > 0, "the wait did not acquire within %d ms", ms);
+        await_ready(c, w, (int)left);
+    }
+    CHECK_OK(rc);
+}
+
+/*
+ * A fair lock's releasing script hands the lock to the oldest waiter on the
+ * server: the waiter's field appears in the hash before the waiter looks. An
+ * event loop that cancels that wait may start its retry (a new wait, or a
+ * try, of the same owner) before it gets round to freeing the cancelled
+ * one. The retry must not count the hand-off as a hold of its own (the
+ * owner's field would then carry one level more than anyone releases, and
+ * the lock would stay held by nobody for a whole lease): it waits until the
+ * cancelled wait has ended, which gives the hand-off back.
+ */
+static void test_fair_wait_cancelled_at_a_hand_off_and_retried_before_its_free_leaves_no_orphan(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:fair", REDMUTEX_KIND_FAIR);
+    char holder[] = "holder", me[] = "me";
+    CHECK_OK(redmutex_lock_acquire(l, holder, 0));
+    redmutex_wait *cancelled;
+    CHECK_OK(redmutex_wait_new(&cancelled, l, me));
+    CHECK_RC(redmutex_wait_try(cancelled), REDMUTEX_ETIMEDOUT);
+    CHECK(rs_int(&srv, "LLEN redisson_lock_queue:{pw:fair}") == 1);
+    CHECK_OK(redmutex_lock_release(l, holder)); /* the script hands the lock to "me" */
+    CHECK(rs_num(&srv, "HGET pw:fair me") == 1);
+
+    /* The loop cancels that wait and retries before freeing it. */
+    CHECK_RC(redmutex_lock_acquire(l, me, 0), REDMUTEX_ETIMEDOUT);
+    CHECK(strstr(redmutex_last_error(), "pw:fair") != NULL);
+    redmutex_wait *retry;
+    CHECK_OK(redmutex_wait_new(&retry, l, me));
+    CHECK_RC(redmutex_wait_try(retry), REDMUTEX_ETIMEDOUT);
+    CHECK(rs_num(&srv, "HGET pw:fair me") == 1); /* nothing added to the hand-off */
+    redmutex_wait_free(cancelled);             /* gives the hand-off back, and lets the retry go */
+    try_until_held(c, retry, 5000);
+    redmutex_wait_free(retry);
+    CHECK(rs_num(&srv, "HGET pw:fair me") == 1);
+    CHECK_OK(redmutex_lock_release(l, me));
+    CHECK(!rs_exists(&srv, "pw:fair")); /* no level left that nobody holds */
+    CHECK(rs_count_keys(&srv, "*lock_queue*") == 0);
+    redmutex_lock_free(l);
+    redmutex_client_close(c); /* threads stopped before the test ends */
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
+typedef struct fair_acquirer {
+    redmutex_lock *lock;
+    char *owner;
+    int64_t wait_ms;
+    int rc;
+} fair_acquirer;
+
+static void *acquire_main(void *arg)
+{
+    fair_acquirer *a = arg;
+    a->rc = redmutex_lock_acquire(a->lock, a->owner, a->wait_ms);
+    return NULL;
+}
+
+/*
+ * The same, with a blocking acquire of the owner on another thread as the
+ * retry: it waits behind the cancelled wait (no attempt of its own), and
+ * takes the lock once that wait is freed.
+ */
+static void test_blocking_retry_waits_behind_a_cancelled_fair_wait_of_its_owner(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:fairb", REDMUTEX_KIND_FAIR), *l2 = pw_lock(c, "pw:fairb", REDMUTEX_KIND_FAIR);
+    char holder[] = "holder", me[] = "me";
+    CHECK_OK(redmutex_lock_acquire(l, holder, 0));
+    redmutex_wait *cancelled;
+    CHECK_OK(redmutex_wait_new(&cancelled, l, me));
+    CHECK_RC(redmutex_wait_try(cancelled), REDMUTEX_ETIMEDOUT);
+    CHECK_OK(redmutex_lock_release(l, holder));
+    CHECK(rs_num(&srv, "HGET pw:fairb me") == 1);
+    fair_acquirer a = {l2, me, 20000, -1};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, acquire_main, &a) == 0);
+    WAIT_FOR(rm_waiters_queued(c, "redisson_lock__channel:{pw:fairb}:me") == 2, 5000);
+    CHECK(rs_num(&srv, "HGET pw:fairb me") == 1);
+    redmutex_wait_free(cancelled);
+    pthread_join(t, NULL);
+    CHECK_OK(a.rc);
+    CHECK(rs_num(&srv, "HGET pw:fairb me") == 1);
+    CHECK_OK(redmutex_lock_release(l2, me));
+    CHECK(!rs_exists(&srv, "pw:fairb"));
+    redmutex_lock_free(l);
+    redmutex_lock_free(l2);
+    redmutex_client_close(c); /* threads stopped before the test ends */
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
+/*
+ * A fair wait cancelled at any moment around a hand-off by the releasing
+ * script (before it, while the release runs, after it), its retry started
+ * before the cancelled wait is freed: every round ends with the retry
+ * holding one level, and nothing left once it releases.
+ */
+static void test_fair_wait_cancelled_around_a_hand_off_never_orphans_the_lock(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(5000), *hc = pw_client(5000);
+    redmutex_lock *l = pw_lock(c, "pw:fairr", REDMUTEX_KIND_FAIR), *h = pw_lock(hc, "pw:fairr", REDMUTEX_KIND_FAIR);
+    char holder[] = "holder", me[] = "me";
+    for (int i = 0; i < 60; i++) {
+        CHECK_OK(redmutex_lock_acquire(h, holder, 0));
+        redmutex_wait *cancelled, *retry;
+        CHECK_OK(redmutex_wait_new(&cancelled, l, me));
+        CHECK_RC(redmutex_wait_try(cancelled), REDMUTEX_ETIMEDOUT);
+        releaser r = {h, holder, -1};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, release_main, &r) == 0);
+        if (i % 3 == 1)
+            sched_yield();
+        else if (i % 3 == 2)
+            rt_sleep_ms(i % 5);
+        CHECK_OK(redmutex_wait_new(&retry, l, me));
+        int rc = redmutex_wait_try(retry);
+        CHECKF(rc == REDMUTEX_ETIMEDOUT || rc == 0, "round %d: the retry's try returned %d", i, rc);
+        redmutex_wait_free(cancelled);
+        if (rc != 0)
+            try_until_held(c, retry, 10000);
+        redmutex_wait_free(retry);
+        pthread_join(t, NULL);
+        CHECK_OK(r.rc);
+        CHECKF(rs_num(&srv, "HGET pw:fairr me") == 1, "round %d: the owner's field has %lld levels", i,
+               rs_num(&srv, "HGET pw:fairr me"));
+        CHECK_OK(redmutex_lock_release(l, me));
+        CHECKF(!rs_exists(&srv, "pw:fairr"), "round %d left the lock held by nobody", i);
+    }
+    redmutex_lock_free(l);
+    redmutex_lock_free(h);
+    redmutex_client_close(c); /* threads stopped before the test ends */
+    redmutex_client_free(c);
+    redmutex_client_close(hc); /* threads stopped before the test ends */
+    redmutex_client_free(hc);
+    rs_stop(&srv);
+}
+
 /* Closing the client makes every wait ready; tries fail with ECLOSED; frees work in any order. */
 static void test_close_makes_waits_ready_and_frees_work_in_any_order(void)
 {
@@ -520,6 +673,12 @@ int main(int argc, char **argv)
          test_many_waits_share_three_descriptors_and_are_served_in_order},
         {"new_wait_queues_behind_older_ones", test_new_wait_queues_behind_older_ones},
         {"free_racing_a_hand_off_leaves_nothing", test_free_racing_a_hand_off_leaves_nothing},
+        {"fair_wait_cancelled_at_a_hand_off_and_retried_before_its_free_leaves_no_orphan",
+         test_fair_wait_cancelled_at_a_hand_off_and_retried_before_its_free_leaves_no_orphan},
+        {"blocking_retry_waits_behind_a_cancelled_fair_wait_of_its_owner",
+         test_blocking_retry_waits_behind_a_cancelled_fair_wait_of_its_owner},
+        {"fair_wait_cancelled_around_a_hand_off_never_orphans_the_lock",
+         test_fair_wait_cancelled_around_a_hand_off_never_orphans_the_lock},
         {"close_makes_waits_ready_and_frees_work_in_any_order",
          test_close_makes_waits_ready_and_frees_work_in_any_order},
         {"bad_input_is_refused", test_bad_input_is_refused},

@@ -402,12 +402,23 @@ def test_sync_and_async_apis_of_one_process_exclude_each_other(redis_url, r):
 
 CTRL_C = textwrap.dedent(
     """
-    import asyncio, sys, time
+    import asyncio, signal, sys, time
     from redmutex.asyncio import AsyncClient
 
-    async def main(url, mode):
+    # This test interrupts this process: it sets SIGINT's disposition itself.
+    # A process started with SIGINT ignored (a shell's background job, nohup,
+    # a CI runner) passes that on, Python keeps an inherited SIG_IGN, and
+    # asyncio.run() then installs no handler: the signal would do nothing.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def make(client, kind, name):
+        if kind in ("read", "write"):
+            return getattr(client.rwlock(name), kind)
+        return getattr(client, kind)(name)
+
+    async def main(url, mode, kind):
         async with AsyncClient(url) as client:
-            lock = client.lock("ctrl-c")
+            lock = make(client, kind, "ctrl-c")
             if mode == "holding":
                 await lock.acquire()
                 print("holding", flush=True)
@@ -417,7 +428,7 @@ CTRL_C = textwrap.dedent(
 
     start = time.monotonic()
     try:
-        asyncio.run(main(sys.argv[1], sys.argv[2]))
+        asyncio.run(main(*sys.argv[1:4]))
     except KeyboardInterrupt:
         print("KeyboardInterrupt", flush=True)
         sys.exit(42)
@@ -425,17 +436,18 @@ CTRL_C = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("kind", ["lock", "rlock", "fair_lock", "write"])
 @pytest.mark.parametrize("mode", ["waiting", "holding"])
-def test_ctrl_c_ends_a_waiting_or_holding_task_and_leaves_nothing(redis_url, r, tmp_path, mode):
+def test_ctrl_c_ends_a_waiting_or_holding_task_and_leaves_nothing(redis_url, r, tmp_path, mode, kind):
     holder = redmutex.Client(redis_url)
-    lock = holder.lock("ctrl-c")
+    lock = make_lock(holder, kind, "ctrl-c")
     if mode == "waiting":
         lock.acquire()
-        before = r.get("ctrl-c")
+        before = r.dump("ctrl-c")
     script = tmp_path / "ctrl_c.py"
     script.write_text(CTRL_C)
     p = subprocess.Popen(
-        [sys.executable, str(script), redis_url, mode],
+        [sys.executable, str(script), redis_url, mode, kind],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -443,9 +455,8 @@ def test_ctrl_c_ends_a_waiting_or_holding_task_and_leaves_nothing(redis_url, r, 
     try:
         assert p.stdout.readline().strip() == mode, p.stderr.read()
         if mode == "waiting":
-            wait_until(
-                lambda: r.pubsub_numsub(channel("ctrl-c"))[0][1] >= 1, timeout=10, what="the child to wait"
-            )
+            # Subscribed to its release channel (a fair waiter: its own).
+            wait_until(lambda: r.pubsub_channels("*ctrl-c*"), timeout=10, what="the child to wait")
         sent = time.monotonic()
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=10)
@@ -456,7 +467,7 @@ def test_ctrl_c_ends_a_waiting_or_holding_task_and_leaves_nothing(redis_url, r, 
             p.wait()
         try:
             if mode == "waiting":
-                assert r.get("ctrl-c") == before  # the holder's key, untouched
+                assert r.dump("ctrl-c") == before  # the holder's key, untouched
                 lock.release()
         finally:
             holder.close()
@@ -731,4 +742,161 @@ def test_rwlock_tasks_read_together_and_a_writer_waits(redis_url, r):
             assert await waiting == b"write"
 
     asyncio.run(main())
+    assert lock_keys(r) == []
+
+
+# ---- cancellation at a hand-off, task owners, closed loops --------------------------
+
+REENTRANT_KINDS = ["rlock", "fair_lock", "read", "write"]
+
+
+def make_lock(client, kind, name, **kwargs):
+    """A lock of the kind named as in the parametrizations: a lock method, or a side of an rwlock."""
+    if kind in ("read", "write"):
+        return getattr(client.rwlock(name, **kwargs), kind)
+    return getattr(client, kind)(name, **kwargs)
+
+
+def held_by(r: redis.Redis, kind: str, name: str, owner: str) -> bool:
+    """Whether the server shows owner's hold (or a hand-off to it) on the lock."""
+    if kind == "lock":
+        return r.get(name) == owner.encode()
+    return r.hexists(name, owner + ":write" if kind == "write" else owner)
+
+
+def waiting_on(r: redis.Redis, kind: str, name: str, owner: str) -> bool:
+    """Whether a waiter of the lock has subscribed (or, fair, queued)."""
+    if kind == "fair_lock":
+        return r.llen(f"redisson_lock_queue:{{{name}}}") >= 1
+    chan = f"redisson_rwlock:{{{name}}}" if kind in ("read", "write") else channel(name)
+    return r.pubsub_numsub(chan)[0][1] >= 1
+
+
+@pytest.mark.parametrize("kind", REENTRANT_KINDS)
+def test_wait_for_acquire_is_owned_by_the_task_that_awaits_it(redis_url, r, kind):
+    """asyncio.wait_for (3.11) and shield run the acquire in a task of their own:
+    the hold is the awaiting task's all the same, which releases it."""
+
+    async def main():
+        async with AsyncClient(redis_url) as client:
+            lock = make_lock(client, kind, "wf")
+            assert await asyncio.wait_for(lock.acquire(), 5)
+            assert await lock.hold_count() == 1
+            await lock.release()
+            assert await asyncio.shield(lock.acquire())
+            async with lock:  # re-enters: the same owner
+                assert await lock.hold_count() == 2
+            await asyncio.wait_for(lock.release(), 5)
+            assert not r.exists("wf")
+            # A wait_for that runs out leaves nothing, and the next one is the task's.
+            holder = make_lock(client, "write" if kind == "read" else kind, "wf", owner="holder")
+            await holder.acquire()
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(lock.acquire(), 0.3)
+            await holder.release()
+            assert await asyncio.wait_for(lock.acquire(), 5)
+            await lock.release()
+            assert not client._waits
+
+    asyncio.run(main())
+    assert lock_keys(r) == []
+
+
+@pytest.mark.parametrize("kind", ["lock", *REENTRANT_KINDS])
+def test_cancel_at_a_hand_off_then_retry_holds_once_and_raises_nothing(redis_url, r, kind):
+    """A waiting task of owner "me" is cancelled around the moment the holder's
+    release hands it the lock (a releasing script, a releasing task of the same
+    client, or a release message), sometimes while its attempt is in flight,
+    and the owner retries at once. The retry holds exactly one level and never
+    raises (no NotOwnedError, no LockLostError), and its release leaves nothing:
+    no level that nobody holds."""
+    name = "handoff-" + kind
+
+    async def main():
+        failures = []
+        async with AsyncClient(redis_url) as client, AsyncClient(redis_url) as other:
+            for i in range(40):
+                holder_kind = "write" if kind == "read" else kind  # readers would share it
+                holder = make_lock(other if i % 2 else client, holder_kind, name, owner="holder")
+                await holder.acquire()
+                lock = make_lock(client, kind, name, owner="me")
+                t = asyncio.create_task(lock.acquire())
+                await until(lambda: waiting_on(r, kind, name, "me"), what="the task to wait")
+                await holder.release()
+                if i % 4 == 1:
+                    await until(lambda t=t: held_by(r, kind, name, "me") or t.done(), what="the hand-off")
+                elif i % 4 == 2:
+                    await asyncio.sleep(0)
+                elif i % 4 == 3:
+                    await asyncio.sleep(0.001 * (i % 7))
+                t.cancel()
+                try:
+                    await t
+                    await lock.release()  # it won before the cancel came
+                except asyncio.CancelledError:
+                    pass
+                try:
+                    assert await lock.acquire(timeout=10), "the retry timed out"
+                    count = await lock.hold_count()
+                    await lock.release()
+                    if count != 1:
+                        failures.append((i, f"the retry holds {count} levels"))
+                except Exception as e:  # noqa: BLE001 - collected and reported below
+                    failures.append((i, repr(e)))
+                await until(lambda: not client._pending, what="clean-ups to finish")
+                if r.exists(name):
+                    failures.append((i, f"left held by nobody, pttl {r.pttl(name)}"))
+                    r.delete(name)
+        return failures
+
+    assert asyncio.run(main()) == []
+    assert lock_keys(r) == []
+
+
+def test_closing_the_loop_with_waits_pending_ends_them_quietly(redis_url, r):
+    """A loop closed while tasks wait (run_until_complete, then close, without
+    cancelling them) can never run those tasks again. The next use of the
+    client, on a new loop, ends their waits - a fair waiter leaves the queue,
+    an attempt that was in flight when the loop closed gives back what it won
+    - and no callback of the client raises "Event loop is closed"."""
+    client = AsyncClient(redis_url)
+    errors = []
+    kinds = ["lock", "rlock", "fair_lock", "write"]
+
+    async def first():
+        holders = [make_lock(client, k, "closing-" + k, owner="holder") for k in kinds]
+        for h in holders:
+            await h.acquire()
+        for k in kinds:
+            asyncio.get_running_loop().create_task(make_lock(client, k, "closing-" + k).acquire())
+        await until(lambda: len(client._waits) == len(kinds), what="the tasks to wait")
+        await until(lambda: r.llen("redisson_lock_queue:{closing-fair_lock}") == 1, what="the fair waiter")
+        # One more whose attempt is in flight (held on the server) as the loop closes.
+        r.execute_command("CLIENT", "PAUSE", 10000, "WRITE")
+        asyncio.get_running_loop().create_task(client.lock("closing-in-flight").acquire())
+        await until(lambda: r.info("clients")["blocked_clients"] >= 1, what="the attempt to be in flight")
+        return holders
+
+    loop = asyncio.new_event_loop()
+    try:
+        holders = loop.run_until_complete(first())
+    finally:
+        loop.close()  # the waiting tasks are left pending
+        r.execute_command("CLIENT", "UNPAUSE")
+
+    async def second():
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, context: errors.append(context))
+        lock = client.lock("closing-other")
+        await lock.acquire()  # the first use on this loop ends the old loop's waits
+        await lock.release()
+        assert not client._waits
+        await until(lambda: not client._pending, what="the clean-ups to finish")
+        assert r.llen("redisson_lock_queue:{closing-fair_lock}") == 0
+        assert not r.exists("closing-in-flight")  # won after the loop closed: given back
+        for h in holders:
+            await h.release()
+        await client.close()
+
+    asyncio.run(second())
+    assert errors == []
     assert lock_keys(r) == []

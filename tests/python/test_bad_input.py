@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import pytest
 import redmutex
@@ -73,14 +74,41 @@ def test_bad_owners(client, commands, owner):
 @pytest.mark.parametrize("value", BAD_TIMES)
 def test_bad_times(client, commands, value):
     lock = client.lock("t")
+    # A wait longer than a year is threading's business: see the next test.
+    is_wait_ok = not isinstance(value, (str, bool)) and 366 * 24 * 3600 < value <= threading.TIMEOUT_MAX
     for kwargs in ({"lease": value}, {"timeout": value}, {"max_hold": value}):
+        if "timeout" in kwargs and is_wait_ok:
+            continue
         with pytest.raises(redmutex.InvalidArgument):
             client.lock("t", **kwargs)
-    with pytest.raises(redmutex.InvalidArgument):
-        lock.acquire(timeout=value)
+    if not is_wait_ok:
+        with pytest.raises(redmutex.InvalidArgument):
+            lock.acquire(timeout=value)
     with pytest.raises(redmutex.InvalidArgument):
         lock.extend(value)
     assert commands() == 0
+
+
+def test_waits_take_threading_timeouts(client, commands):
+    """acquire(timeout=) and a lock's timeout= follow threading.Lock.acquire: a
+    wait over the C core's year, up to threading.TIMEOUT_MAX, is forever; a
+    longer or infinite one raises what threading raises (OverflowError), which is
+    also an InvalidArgument, and sends nothing."""
+    lock = client.lock("t")
+    for value in (threading.TIMEOUT_MAX + 1, 1e100, 10**30, math.inf, -math.inf):
+        with pytest.raises(OverflowError) as e:
+            lock.acquire(timeout=value)
+        assert isinstance(e.value, redmutex.InvalidArgument)
+        with pytest.raises(OverflowError):
+            client.lock("t", timeout=value)
+    with pytest.raises(ValueError):
+        lock.acquire(timeout=math.nan)
+    assert commands() == 0
+    for value in (threading.TIMEOUT_MAX, 367 * 24 * 3600.0):
+        assert lock.acquire(timeout=value)
+        lock.release()
+        with client.lock("t", timeout=value):
+            pass
 
 
 @pytest.mark.parametrize("value", BAD_TIMES)

@@ -210,3 +210,48 @@ def test_ctrl_c_in_the_main_thread_leaves_other_threads_waits_alone(client, make
     holder.release()
     t.join(10)
     assert result == {"acquired": True}, result
+
+
+def _make(client, kind, name):
+    if kind in ("read", "write"):
+        return getattr(client.rwlock(name), kind)
+    return getattr(client, kind)(name)
+
+
+@pytest.mark.parametrize("kind", ["lock", "rlock", "fair_lock", "read", "write"])
+def test_ctrl_c_as_the_acquire_wins_leaves_nothing_held(client, r, sigint_raises, kind):
+    """Ctrl-C while the acquisition's round trip is in flight (the server holds
+    it back with CLIENT PAUSE): the round trip then wins, and the interrupt is
+    raised as acquire() returns. Whatever raises it - acquire() or the entry
+    of ``with`` - the lock is given back before it propagates: no hold is left
+    that no Python code can release, renewed by the watchdog for ever."""
+    name = "ctrl-c-wins-" + kind
+    lock = _make(client, kind, name)
+    main = threading.get_ident()
+    for form in ("acquire", "with"):
+        assert lock.acquire(blocking=False)  # connections and scripts ready
+        lock.release()
+
+        def interrupt_in_flight():
+            wait_until(lambda: r.info("clients")["blocked_clients"] >= 1, timeout=10, what="the attempt")
+            signal.pthread_kill(main, signal.SIGINT)
+            r.execute_command("CLIENT", "UNPAUSE")
+
+        r.execute_command("CLIENT", "PAUSE", 20000, "WRITE")
+        t = threading.Thread(target=interrupt_in_flight)
+        t.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                if form == "acquire":
+                    lock.acquire(timeout=30)
+                    time.sleep(5)  # (never reached: the interrupt comes first)
+                else:
+                    with lock:
+                        time.sleep(5)
+        finally:
+            r.execute_command("CLIENT", "UNPAUSE")
+            t.join()
+        assert lock.state is redmutex.LockState.UNLOCKED, form
+        assert not r.exists(name), form  # given back, not held by nobody
+        assert lock.acquire(blocking=False)  # free for anyone
+        lock.release()

@@ -66,6 +66,35 @@ function H.wait_for_waiter(name)
 end
 
 H.dir = dir
+
+local children = 0
+--- Writes code to a script of its own and returns the shell command running it in a child
+-- lua5.4 with the given arguments, this process's package paths, and SIGINT back at its
+-- default (a shell started in the background hands its children SIGINT ignored); every other
+-- signal a spec sends, the child handles itself.
+function H.child_command(code, ...)
+  children = children + 1
+  local script = ("%s/child%d.lua"):format(dir, children)
+  local f = assert(io.open(script, "w"))
+  f:write(code)
+  f:close()
+  local args = {}
+  for i, a in ipairs({ ... }) do
+    args[i] = sh_quote(a)
+  end
+  return ("LUA_PATH=%s LUA_CPATH=%s exec env --default-signal=INT lua5.4 %s %s"):format(sh_quote(package.path),
+    sh_quote(package.cpath), sh_quote(script), table.concat(args, " "))
+end
+
+--- Runs code in a child lua5.4 to its end: its exit status (or "killed <signal>"), its output
+-- (stdout and stderr) and the seconds it took.
+function H.run_lua(code, ...)
+  local start = H.now()
+  local p = io.popen(H.child_command(code, ...) .. " 2>&1")
+  local out = p:read("a")
+  local _, how, status = p:close()
+  return how == "exit" and status or ("killed " .. status), out, H.now() - start
+end
 local pidfile = dir .. "/redis.pid"
 assert(os.execute(("redis-server --port 0 --unixsocket %s --save '' --appendonly no --dir %s"
   .. " --logfile %s/redis.log --pidfile %s --daemonize yes"):format(sh_quote(H.socket), sh_quote(dir), sh_quote(dir),

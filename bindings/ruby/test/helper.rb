@@ -78,3 +78,34 @@ def wait_for_waiter(name)
     RedisServer.cli("PUBSUB", "NUMSUB", "redisson_lock__channel:{#{name}}").lines.last.to_i.positive?
   end
 end
+
+# Runs `code` in a child ruby that loads the same redmutex as this process, with SIGINT back at
+# its default (a shell started in the background hands its children SIGINT ignored; every other
+# signal a test sends, the child handles itself): [Process::Status, stdout and stderr, seconds].
+def run_ruby(code, *args)
+  require "open3"
+  start = RedisServer.now
+  out, status = Open3.capture2e({ "RUBYLIB" => child_rubylib }, "env", "--default-signal=INT", RbConfig.ruby,
+                                "-e", code, *args.map(&:to_s))
+  [status, out, RedisServer.now - start]
+end
+
+# Reads `io` until a line matches `pattern`; fails after `seconds`. Returns the line.
+def expect_line(io, pattern, seconds = 10)
+  deadline = RedisServer.now + seconds
+  loop do
+    left = deadline - RedisServer.now
+    raise Minitest::Assertion, "timed out waiting for a line like #{pattern.inspect}" if left <= 0
+    next unless IO.select([io], nil, nil, left)
+
+    line = io.gets
+    raise Minitest::Assertion, "the child closed its output before a line like #{pattern.inspect}" if line.nil?
+    return line.chomp if line.chomp.match?(pattern)
+  end
+end
+
+# Frees the plain lock `name` as another holder's release would: DEL and the release message.
+def hand_over(name)
+  RedisServer.cli("DEL", name)
+  RedisServer.cli("PUBLISH", "redisson_lock__channel:{#{name}}", "0")
+end

@@ -7,9 +7,13 @@ use strict;
 use warnings;
 use Exporter 'import';
 use File::Temp ();
+use IO::Select ();
+use IPC::Open3 ();
+use Symbol ();
 use Time::HiRes ();
 
-our @EXPORT = qw(cli url socket_path now wait_until commands_since_reset wait_for_waiter);
+our @EXPORT = qw(cli url socket_path now wait_until commands_since_reset wait_for_waiter spawn_perl run_perl
+    expect_line hand_over);
 
 # (our: a file-scoped lexical would be freed, and the directory removed, once this file is loaded)
 our $dir = File::Temp->newdir('redmutex-perl-XXXXXX', TMPDIR => 1);
@@ -65,6 +69,57 @@ sub wait_for_waiter {
     wait_until(10, "a waiter on $name", sub {
         (split /\n/, cli('PUBSUB', 'NUMSUB', "redisson_lock__channel:{$name}"))[-1] > 0;
     });
+}
+
+# Starts a child perl running $code with @args, with this process's @INC. SIGINT is put back to
+# its default (a shell started in the background hands its children SIGINT ignored); every other
+# signal a test sends, the child handles itself. Returns ($pid, $stdout, $stderr).
+sub spawn_perl {
+    my ($code, @args) = @_;
+    my $err = Symbol::gensym;
+    my $pid = IPC::Open3::open3(my $in, my $out, $err, 'env', '--default-signal=INT', $^X, (map {"-I$_"} @INC),
+        '-e', $code, @args);
+    close $in;
+    return ($pid, $out, $err);
+}
+
+# Runs a child perl to its end: (wait status, stdout, stderr, seconds).
+sub run_perl {
+    my ($code, @args) = @_;
+    my $start = now();
+    my ($pid, $out, $err) = spawn_perl($code, @args);
+    my $stdout = do { local $/; <$out> } // '';
+    my $stderr = do { local $/; <$err> } // '';
+    waitpid $pid, 0;
+    return ($?, $stdout, $stderr, now() - $start);
+}
+
+# Reads the child's output until a line matches $pattern; dies after $seconds. Returns the line.
+my %unread;
+sub expect_line {
+    my ($fh, $pattern, $seconds) = @_;
+    my $deadline = now() + ($seconds // 10);
+    my $select = IO::Select->new($fh);
+    $unread{$fh} //= '';
+    for (;;) {
+        while ($unread{$fh} =~ s/\A([^\n]*)\n//) {
+            my $line = $1;
+            return $line if $line =~ $pattern;
+        }
+        my $left = $deadline - now();
+        die "timed out waiting for a line like $pattern\n" if $left <= 0;
+        next unless $select->can_read($left);
+        my $n = sysread $fh, my $chunk, 4096;
+        die "the child closed its output before a line like $pattern\n" unless $n;
+        $unread{$fh} .= $chunk;
+    }
+}
+
+# Frees the plain lock $name as another holder's release would: DEL and the release message.
+sub hand_over {
+    my ($name) = @_;
+    cli('DEL', $name);
+    cli('PUBLISH', "redisson_lock__channel:{$name}", '0');
 }
 
 1;
