@@ -1,0 +1,314 @@
+"""A real Sentinel deployment for the Python, CLI, chaos tests and the bench.
+
+    with Sentinels() as sd:                      # 1 master + 2 replicas + 3 sentinels
+        sd.url                                   # redis+sentinel://127.0.0.1:s1,...,127.0.0.1:s3/mymaster
+        sd.master_port()                         # the master as the sentinels name it now
+        sd.failover()                            # SENTINEL FAILOVER, waits for the switch and for agreement
+        sd.kill_master()                         # SIGKILL, returns the node (restart it with node.start())
+
+Data nodes and sentinels run on free loopback ports in temporary
+directories, with a short down-after-milliseconds (1000 ms by default) and
+failover-timeout, so a failover takes a couple of seconds. start() returns
+once the master's replicas are in sync and every sentinel names the same
+master, knows the two other sentinels and both replicas, and reports that a
+failover can be authorised (SENTINEL CKQUORUM). Everything is killed on exit.
+
+The binary is $REDMUTEX_TEST_SERVER (default redis-server), run with
+--sentinel for the sentinels (valkey-server --sentinel works the same way).
+Options: a password on the data nodes (`password`), on the sentinels
+(`sentinel_password`). Needs only the standard library (tests/rmcluster.py's
+RESP client).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+from rmcluster import _encode, _read, free_port, server_binary
+
+SERVICE = "mymaster"
+
+
+def command(port: int, *args: Any, password: str | None = None, timeout: float = 5.0) -> Any:
+    """One command on a fresh connection to 127.0.0.1:port (AUTH first when a password is given)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        f = s.makefile("rb")
+        if password:
+            s.sendall(_encode(("AUTH", password)))
+            _read(f)
+        s.sendall(_encode(args))
+        return _read(f)
+
+
+class Proc:
+    """One redis-server process (data node or sentinel) with its own directory and port."""
+
+    def __init__(self, workdir: str, kind: str, password: str | None) -> None:
+        self.dir = tempfile.mkdtemp(prefix=kind + "-", dir=workdir)
+        self.kind = kind
+        self.port = free_port()
+        self.password = password
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.conf = os.path.join(self.dir, kind + ".conf")
+
+    def write_conf(self, text: str) -> None:
+        with open(self.conf, "w") as f:
+            f.write(
+                f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\nlogfile {self.dir}/{self.kind}.log\n"
+                f"protected-mode no\n{text}"
+            )
+
+    def start(self) -> None:
+        args = [server_binary(), self.conf] + (["--sentinel"] if self.kind == "sentinel" else [])
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if self.command("PING") == "PONG":
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{server_binary()} exited at start (see {self.dir}/{self.kind}.log)")
+            time.sleep(0.02)
+        raise RuntimeError(f"{self.kind} on port {self.port} did not start")
+
+    def command(self, *args: Any) -> Any:
+        return command(self.port, *args, password=self.password)
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def pause(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(19)  # SIGSTOP
+
+    def resume(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(18)  # SIGCONT
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class Sentinels:
+    def __init__(
+        self,
+        replicas: int = 2,
+        sentinels: int = 3,
+        down_after_ms: int = 1000,
+        failover_timeout_ms: int = 2000,
+        password: str | None = None,
+        sentinel_password: str | None = None,
+        service: str = SERVICE,
+    ) -> None:
+        self.workdir = tempfile.mkdtemp(prefix="redmutex-sentinel-")
+        self.service = service
+        self.password = password
+        self.sentinel_password = sentinel_password
+        self.down_after_ms = down_after_ms
+        self.failover_timeout_ms = failover_timeout_ms
+        self.nodes = [Proc(self.workdir, "node", password) for _ in range(1 + replicas)]
+        self.sentinels = [Proc(self.workdir, "sentinel", sentinel_password) for _ in range(sentinels)]
+
+    # ---- addresses ----------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return self.url_with()
+
+    def url_with(self, scheme: str = "redis+sentinel", userinfo: str = "", query: str = "", db: int = 0) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        tail = f"/{db}" if db else ""
+        return f"{scheme}://{userinfo}{hosts}/{self.service}{tail}" + (f"?{query}" if query else "")
+
+    def node(self, port: int) -> Proc:
+        return next(n for n in self.nodes if n.port == port)
+
+    def live_sentinel(self) -> Proc:
+        return next(s for s in self.sentinels if s.alive)
+
+    def master_port(self) -> int:
+        """The master's port as the first live sentinel names it."""
+        addr = self.live_sentinel().command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
+        return int(addr[1])
+
+    def master(self) -> Proc:
+        return self.node(self.master_port())
+
+    def role(self, port: int) -> str:
+        r = self.node(port).command("ROLE")
+        return r[0].decode() if isinstance(r, list) else "?"
+
+    # ---- life -----------------------------------------------------------------
+
+    def _node_conf(self, replica_of: int | None) -> str:
+        text = 'save ""\nappendonly no\nrepl-diskless-sync yes\nrepl-diskless-sync-delay 0\n'
+        if self.password:
+            text += f"requirepass {self.password}\nmasterauth {self.password}\n"
+        if replica_of:
+            text += f"replicaof 127.0.0.1 {replica_of}\n"
+        return text
+
+    def _sentinel_conf(self, master_port: int) -> str:
+        s = self.service
+        text = (
+            f"sentinel monitor {s} 127.0.0.1 {master_port} 2\n"
+            f"sentinel down-after-milliseconds {s} {self.down_after_ms}\n"
+            f"sentinel failover-timeout {s} {self.failover_timeout_ms}\n"
+            f"sentinel parallel-syncs {s} 2\n"
+        )
+        if self.password:
+            text += f"sentinel auth-pass {s} {self.password}\n"
+        if self.sentinel_password:
+            text += f"requirepass {self.sentinel_password}\nsentinel sentinel-pass {self.sentinel_password}\n"
+        return text
+
+    def start(self) -> Sentinels:
+        master = self.nodes[0]
+        for k, n in enumerate(self.nodes):
+            n.write_conf(self._node_conf(None if k == 0 else master.port))
+            n.start()
+        self.wait_replicas_in_sync(master.port, len(self.nodes) - 1)
+        for s in self.sentinels:
+            s.write_conf(self._sentinel_conf(master.port))
+            s.start()
+        self.wait_agreed(master.port)
+        return self
+
+    def stop(self) -> None:
+        for p in self.sentinels + self.nodes:
+            p.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Sentinels:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- waiting ----------------------------------------------------------------
+
+    def replicas_in_sync(self, master_port: int) -> int:
+        """Replicas the master lists as online (ROLE) whose link is up."""
+        try:
+            r = self.node(master_port).command("ROLE")
+        except OSError:
+            return -1
+        if not isinstance(r, list) or r[0] != b"master":
+            return -1
+        n = 0
+        for _ip, port, _off in r[2]:
+            try:
+                info = self.node(int(port)).command("INFO", "replication")
+            except OSError:
+                continue
+            if isinstance(info, bytes) and b"master_link_status:up" in info:
+                n += 1
+        return n
+
+    def wait_replicas_in_sync(self, master_port: int, want: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.replicas_in_sync(master_port) < want:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the replicas of 127.0.0.1:{master_port} did not come in sync")
+            time.sleep(0.05)
+
+    def agreed(self, master_port: int) -> bool:
+        """Every live sentinel names master_port, knows the others and the replicas, and can authorise a failover."""
+        live = [s for s in self.sentinels if s.alive]
+        replicas = sum(1 for n in self.nodes if n.alive) - 1
+        for s in live:
+            try:
+                addr = s.command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
+                others = s.command("SENTINEL", "SENTINELS", self.service)
+                reps = s.command("SENTINEL", "REPLICAS", self.service)
+                quorum = s.command("SENTINEL", "CKQUORUM", self.service)
+            except OSError:
+                return False
+            if not isinstance(addr, list) or int(addr[1]) != master_port:
+                return False
+            if not isinstance(others, list) or len(others) < len(live) - 1:
+                return False
+            if not isinstance(quorum, str) or not quorum.startswith("OK"):
+                return False
+            if not isinstance(reps, list):
+                return False
+            up = 0
+            for r in reps:
+                fields = dict(zip(r[::2], r[1::2]))
+                if b"s_down" not in fields.get(b"flags", b"") and fields.get(b"master-link-status") == b"ok":
+                    up += 1
+            if up < replicas:
+                return False
+        return True
+
+    def wait_agreed(self, master_port: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.agreed(master_port):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the sentinels did not agree on 127.0.0.1:{master_port} (see {self.workdir})")
+            time.sleep(0.05)
+
+    def wait_switch(self, old_port: int, timeout: float = 30.0) -> int:
+        """Waits until every live sentinel names a master other than old_port; returns its port."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ports = set()
+            for s in self.sentinels:
+                if not s.alive:
+                    continue
+                try:
+                    addr = s.command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
+                    ports.add(int(addr[1]))
+                except (OSError, TypeError):
+                    ports.add(-1)
+            if len(ports) == 1 and old_port not in ports and -1 not in ports:
+                new = ports.pop()
+                if self.role(new) == "master":
+                    return new
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the sentinels did not switch away from 127.0.0.1:{old_port}")
+            time.sleep(0.02)
+
+    # ---- faults -------------------------------------------------------------------
+
+    def failover(self, settle: bool = True) -> int:
+        """SENTINEL FAILOVER; returns the new master's port once every sentinel names it (and, with settle,
+        once the deployment is whole again: replicas in sync, sentinels agreed)."""
+        old = self.master_port()
+        r = self.live_sentinel().command("SENTINEL", "FAILOVER", self.service)
+        if r != "OK":
+            raise RuntimeError(f"SENTINEL FAILOVER: {r}")
+        new = self.wait_switch(old)
+        if settle:
+            self.settle(new)
+        return new
+
+    def kill_master(self) -> Proc:
+        m = self.master()
+        m.kill()
+        return m
+
+    def restart_as_was(self, node: Proc) -> None:
+        """Restarts a killed node with its original configuration (a master's has no replicaof)."""
+        node.start()
+
+    def settle(self, master_port: int, timeout: float = 30.0) -> None:
+        """Waits until every live data node but the master is its replica in sync and the sentinels agree."""
+        live = sum(1 for n in self.nodes if n.alive) - 1
+        self.wait_replicas_in_sync(master_port, live, timeout)
+        self.wait_agreed(master_port, timeout)
