@@ -89,9 +89,9 @@ static bool replicas_confirm(rm_acq_replies *a, const rm_slot *s, rm_err *e)
     const rm_reply *w = s->replies[a->wait_index];
     if (w && w->type == RM_REPLY_ERROR) /* WAIT refused (an ACL without it, say): say so, and undo the hold */
         rm_reply_error(e, w, "WAIT after acquiring", NULL, NULL);
-    else if (!w || w->type != RM_REPLY_INTEGER || w->integer < c->opts.min_replicas)
+    else if (!w || w->type != RM_REPLY_INTEGER || w->integer < s->wait_n)
         rm_fail(e, REDMUTEX_EREPLICAS, "%lld of %" PRId64 " replicas acknowledged within %" PRId64 " ms",
-                w && w->type == RM_REPLY_INTEGER ? w->integer : 0LL, c->opts.min_replicas, c->opts.replica_timeout_ms);
+                w && w->type == RM_REPLY_INTEGER ? w->integer : 0LL, s->wait_n, c->opts.replica_timeout_ms);
     else
         return true;
     return false;

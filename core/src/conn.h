@@ -81,6 +81,11 @@ typedef struct rm_server {
     _Atomic int seed;              /* the seed a new connection goes to (a multi-host URL) */
     _Atomic bool ask_topology;     /* a new connection's handshake asks what the deployment is */
     int major;                     /* redis_version's major number, 0 until known */
+    /* A master found through sentinels (sentinel.c): every new connection's
+       handshake asks ROLE, and a node that is no master gets no request.
+       `replicas`: the online replicas its last ROLE listed, -1 unknown. */
+    bool check_role;
+    _Atomic int replicas;
 } rm_server;
 
 /** Reads, without blocking, what a connection owes and drops it. -1 if the connection is broken. */

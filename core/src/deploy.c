@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "pool.h"
 #include "resp.h"
+#include "sentinel.h"
 #include "topology.h"
 
 #include <stdio.h>
@@ -28,6 +29,11 @@ int rm_deploy_init(rm_err *err, redmutex_client *c, size_t i)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     srv->dep = d;
     d->wanted = srv->ep.topology;
+    if (d->wanted == RM_TOPOLOGY_SENTINEL) { /* its master is found through the sentinels (sentinel.c) */
+        atomic_store(&d->topology, RM_TOPOLOGY_SENTINEL);
+        atomic_store(&srv->ask_topology, false);
+        return rm_sentinel_init(err, c, i);
+    }
     /* A Unix socket reaches one server: there is no other node to route to. */
     int known = srv->ep.is_unix || d->wanted == RM_TOPOLOGY_STANDALONE ? RM_TOPOLOGY_STANDALONE : RM_TOPOLOGY_AUTO;
     atomic_store(&d->topology, known);
@@ -48,6 +54,7 @@ void rm_deploy_free(rm_server *srv)
     }
     free(d->nodes);
     free(d->slot_node);
+    rm_sentinel_free(d->sentinel);
     free(d);
     srv->dep = NULL;
 }
@@ -69,6 +76,19 @@ void rm_deploy_after_fork(redmutex_client *c)
 }
 
 /* The node of deployment i at host:port, added if new. Caller holds c->mu. NULL: no memory. */
+static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int port, size_t *index);
+
+rm_server *rm_deploy_node_locked(redmutex_client *c, size_t i, const char *host, int port)
+{
+    size_t k;
+    return node_at(c, i, host, port, &k);
+}
+
+rm_server *rm_deploy_home_locked(redmutex_client *c, size_t i)
+{
+    return rm_deploy_is_sentinel(c, i) ? rm_sentinel_master_locked(c, i) : &c->servers[i];
+}
+
 static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int port, size_t *index)
 {
     rm_server *entry = &c->servers[i];
@@ -98,6 +118,8 @@ static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int po
     n->node = true;
     n->dep = d;
     n->tls = entry->tls; /* the deployment's settings, freed with it */
+    n->check_role = d->sentinel != NULL; /* a master named by sentinels is confirmed by its ROLE */
+    atomic_store(&n->replicas, -1);
     *index = d->n_nodes;
     d->nodes[d->n_nodes++] = n;
     return n;
@@ -171,6 +193,14 @@ rm_server *rm_deploy_route(rm_err *err, redmutex_client *c, size_t i, int slot)
 {
     rm_server *entry = &c->servers[i];
     rm_deploy *d = entry->dep;
+    if (d->sentinel) { /* the master as known now (the fan-out asks the sentinels when there is none) */
+        rm_client_lock(c);
+        rm_server *m = rm_sentinel_master_locked(c, i);
+        rm_client_unlock(c);
+        if (!m)
+            rm_fail(err, REDMUTEX_ECONN, "%s: the sentinels have not named a master yet", entry->ep.display);
+        return m;
+    }
     if (atomic_load(&d->topology) != RM_TOPOLOGY_CLUSTER || slot < 0)
         return entry;
     rm_client_lock(c);

@@ -30,6 +30,7 @@ typedef struct rm_deploy {
     int64_t next_refresh_ns; /* a full refresh is not done again before this */
     int64_t loaded_ns;       /* when the whole map was last loaded */
     _Atomic uint64_t redirects, refreshes; /* diagnostics (rm_deploy_counts) */
+    struct rm_sentinel *sentinel; /* a Sentinel deployment's sentinels and master (sentinel.h), else NULL */
 } rm_deploy;
 
 /** Sets up deployment i from its URL. 0 or REDMUTEX_ENOMEM. */
@@ -57,6 +58,14 @@ rm_server *rm_deploy_route(rm_err *err, redmutex_client *c, size_t i, int slot);
  * or an error code (topology=cluster on a server that is no cluster node).
  */
 int rm_deploy_learn(rm_err *err, redmutex_client *c, rm_conn *conn);
+/** The node of deployment i at host:port, added if new; NULL: no memory. Caller holds c->mu. */
+rm_server *rm_deploy_node_locked(redmutex_client *c, size_t i, const char *host, int port);
+/**
+ * Where deployment i's pub/sub connection goes (not a 7.0+ cluster's, whose
+ * channels live on their slots' nodes): the deployment itself, or the
+ * master of a Sentinel deployment (NULL while unknown). Caller holds c->mu.
+ */
+rm_server *rm_deploy_home_locked(redmutex_client *c, size_t i);
 /** rm_deploy_route for a caller that holds c->mu (NULL when no master owns the slot). */
 rm_server *rm_deploy_route_locked(redmutex_client *c, size_t i, int slot);
 /** Whether deployment i is a cluster that speaks sharded pub/sub (7.0+). Caller holds c->mu. */

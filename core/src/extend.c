@@ -78,7 +78,6 @@ static rm_vote extend_vote(void *ud, const rm_slot *s, size_t i, const rm_reply 
 {
     (void)i;
     extend_tally *t = ud;
-    const redmutex_lock *l = t->l;
     const rm_reply *w = t->wait_replicas ? s->replies[1] : NULL;
     if (r->type != RM_REPLY_INTEGER) {
         rm_fail(e, REDMUTEX_EPROTOCOL, "unexpected reply to extend");
@@ -91,8 +90,8 @@ static rm_vote extend_vote(void *ud, const rm_slot *s, size_t i, const rm_reply 
         rm_reply_error(e, w, "WAIT after extending", NULL, NULL);
         return RM_VOTE_ERROR;
     }
-    if (t->wait_replicas && (!w || w->type != RM_REPLY_INTEGER || w->integer < l->c->opts.min_replicas)) {
-        rm_fail(e, REDMUTEX_EREPLICAS, "fewer than %" PRId64 " replicas acknowledged", l->c->opts.min_replicas);
+    if (t->wait_replicas && (!w || w->type != RM_REPLY_INTEGER || w->integer < s->wait_n)) {
+        rm_fail(e, REDMUTEX_EREPLICAS, "fewer than %" PRId64 " replicas acknowledged", s->wait_n);
         return RM_VOTE_ERROR;
     }
     t->ttls[t->t.yes] = r->integer; /* the tally counts the yes after this */

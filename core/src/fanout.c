@@ -20,11 +20,13 @@
 #include "client.h"
 #include "conn.h"
 #include "deploy.h"
+#include "failover.h"
 #include "fanout.h"
 #include "internal.h"
 #include "pool.h"
 #include "resp.h"
 #include "scripts.h"
+#include "sentinel.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -132,6 +134,8 @@ static bool slot_target(rm_call *call, rm_slot *s, const rm_req *req)
         s->node = s->fixed_node;
     if (s->node)
         return true;
+    if (rm_deploy_is_sentinel(call->c, s->dep))
+        return rm_failover_route(call, s);
     rm_err e;
     rm_err_reset(&e);
     if (rm_deploy_is_cluster(call->c, s->dep) ? rm_redirect_route(&e, call, s, req) != 0
@@ -199,7 +203,7 @@ static void slot_defer(rm_call *call, rm_slot *s, const rm_req *req, int64_t con
         rm_buf b = {0};
         int rc = 0;
         for (size_t k = 0; rc == 0 && k < req->ncmds; k++) /* EVAL: the script cache may be gone by then */
-            rc = rm_cmd_format(&b, rm_req_cmd(req, k), true, rm_deploy_publish_verb(call->c, s->dep));
+            rc = rm_cmd_format_target(&b, rm_req_cmd(req, k), true, rm_deploy_publish_verb(call->c, s->dep), "0");
         if (rc == 0)
             rc = rm_pool_defer(call->c, s->node, call->order_key, b.data, b.len, req->ncmds);
         rm_buf_free(&b);
@@ -291,6 +295,10 @@ static void reroute_failed(rm_call *call, const rm_req *req, int64_t connect_dea
         if (s->status != RM_SLOT_DONE || !s->broken || s->sent || s->err != REDMUTEX_ECONN || s->excluded ||
             s->fixed_node || rm_now_ns() >= s->deadline_ns)
             continue;
+        if (rm_deploy_is_sentinel(c, s->dep)) { /* the sentinels may name another master (failover.c) */
+            rm_failover_reroute(call, s, slot_req(s, req), connect_deadline);
+            continue;
+        }
         rm_server *entry = &c->servers[s->dep];
         bool cluster = rm_deploy_is_cluster(c, s->dep);
         int seeds = entry->ep.n_seeds;

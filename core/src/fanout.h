@@ -77,6 +77,7 @@ typedef struct rm_slot {
     bool asking;          /* ASK: each command goes behind ASKING */
     int reroutes;         /* seeds or nodes tried after a connection failed before sending */
     int64_t retry_at;     /* waiting to retry (TRYAGAIN, CLUSTERDOWN...) until then */
+    int64_t wait_n;       /* the replica count its request's WAIT asked for (rm_sentinel_wait_count) */
 } rm_slot;
 
 typedef struct rm_call rm_call;

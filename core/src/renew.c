@@ -195,7 +195,7 @@ static bool replicas_ok(const rm_renew_plan *p, const rm_call *call, int t)
     if (p->wait_of[t] < 0)
         return true;
     const rm_reply *w = call->slots[t].replies[p->wait_of[t]];
-    return w && w->type == RM_REPLY_INTEGER && w->integer >= call->c->opts.min_replicas;
+    return w && w->type == RM_REPLY_INTEGER && w->integer >= call->slots[t].wait_n;
 }
 
 void rm_renew_plan_count(const rm_renew_plan *p, const rm_call *call, size_t j, size_t *yes, size_t *no, bool *again,

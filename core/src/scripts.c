@@ -147,11 +147,31 @@ const char *rm_script_sha(int id)
 }
 
 const char rm_arg_publish[] = "publish";
+const char rm_arg_replicas[] = "0";
+
+/* A plain command with RM_ARG_REPLICAS in it (WAIT): the target's count put in. */
+static int format_plain(rm_buf *b, const rm_cmd *cmd, const char *replicas)
+{
+    const char *argv[8];
+    int k = 0;
+    while (k < cmd->argc && cmd->argv[k] != rm_arg_replicas)
+        k++;
+    if (k == cmd->argc || cmd->argc > 8 || cmd->lens)
+        return rm_format_command(b, cmd->argc, cmd->argv, cmd->lens);
+    memcpy(argv, cmd->argv, (size_t)cmd->argc * sizeof *argv);
+    argv[k] = replicas ? replicas : "0";
+    return rm_format_command(b, cmd->argc, argv, NULL);
+}
 
 int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish)
 {
+    return rm_cmd_format_target(b, cmd, eval, publish, NULL);
+}
+
+int rm_cmd_format_target(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish, const char *replicas)
+{
     if (cmd->script < 0)
-        return rm_format_command(b, cmd->argc, cmd->argv, cmd->lens);
+        return format_plain(b, cmd, replicas);
     if (!publish)
         publish = "publish";
     const char *small_argv[16];

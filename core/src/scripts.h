@@ -55,6 +55,13 @@ typedef struct rm_cmd {
  */
 extern const char rm_arg_publish[];
 #define RM_ARG_PUBLISH rm_arg_publish
+/*
+ * An argument that stands for WAIT's replica count: each deployment's own
+ * (rm_sentinel_wait_count: min_replicas as given, or the deployment's
+ * default), put in when the request is formatted for it.
+ */
+extern const char rm_arg_replicas[];
+#define RM_ARG_REPLICAS rm_arg_replicas
 
 /**
  * Appends cmd in RESP to b: a plain command as it is, a script command as
@@ -63,5 +70,7 @@ extern const char rm_arg_publish[];
  * REDMUTEX_ENOMEM.
  */
 int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish);
+/** rm_cmd_format for one target: RM_ARG_REPLICAS becomes `replicas` too (NULL: "0"). */
+int rm_cmd_format_target(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish, const char *replicas);
 
 #endif

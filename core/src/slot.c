@@ -9,12 +9,15 @@
 #include "client.h"
 #include "conn.h"
 #include "deploy.h"
+#include "failover.h"
 #include "fanout.h"
 #include "internal.h"
 #include "pool.h"
 #include "resp.h"
 #include "scripts.h"
+#include "sentinel.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,10 +114,14 @@ int rm_slot_request(rm_slot *s, const rm_req *req, bool eval)
        command after an ASK (it holds for one command). */
     redmutex_client *c = conn->srv->client;
     const char *verb = rm_deploy_publish_verb(c, s->dep);
+    /* And the deployment's own WAIT count (what the votes compare with). */
+    char replicas[24];
+    s->wait_n = rm_sentinel_wait_count(c, s->dep);
+    snprintf(replicas, sizeof replicas, "%" PRId64, s->wait_n);
     static const char *const asking[1] = {"ASKING"};
     for (size_t k = 0; k < req->ncmds; k++)
         if ((s->asking && rm_format_command(&conn->out, 1, asking, NULL)) ||
-            rm_cmd_format(&conn->out, rm_req_cmd(req, k), eval, verb))
+            rm_cmd_format_target(&conn->out, rm_req_cmd(req, k), eval, verb, replicas))
             return REDMUTEX_ENOMEM;
     s->got = 0;
     s->total = s->skip + req->ncmds * (s->asking ? 2 : 1);
@@ -136,8 +143,9 @@ static void slot_complete(rm_call *call, rm_slot *s, const rm_req *req)
     for (size_t k = 0; k < req->ncmds; k++)
         if (rm_req_cmd(req, k)->script >= 0 && is_noscript(s->replies[k]))
             noscript = true;
-    /* A cluster's redirects and retries first: a request that met them did not run. */
-    if (rm_deploy_is_cluster(call->c, s->dep) && follow_redirect(call, s, req))
+    /* A cluster's redirects and retries first: a request that met them did not run. So did
+       not one a replica refused (a demoted master: failover.c). */
+    if (rm_deploy_is_cluster(call->c, s->dep) ? follow_redirect(call, s, req) : rm_failover_read(call, s, req))
         return;
     if (noscript && !s->used_eval) {
         /* The server lost its script cache (restart, SCRIPT FLUSH): send the

@@ -184,7 +184,7 @@ static void run_callbacks_locked(redmutex_client *c)
 static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char **argv, char *vals, rm_call *call,
                        rm_renew_plan **plan)
 {
-    char lease_s[24], nkeys[24], nbuf[24], tbuf[24];
+    char lease_s[24], nkeys[24], tbuf[24];
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)c->opts.watchdog_lease_ms);
     snprintf(nkeys, sizeof nkeys, "%zu", k);
     size_t argc = 1 + k + 1 + k;
@@ -204,10 +204,9 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
     argv[1 + k] = lease_s;
     rm_req req = {0};
     req.cmds[req.ncmds++] = (rm_cmd){RM_SCRIPT_RENEW, (int)argc, argv, NULL};
-    const char *wait_argv[3] = {"WAIT", nbuf, tbuf};
+    const char *wait_argv[3] = {"WAIT", RM_ARG_REPLICAS, tbuf}; /* each deployment's count (scripts.h) */
     int64_t ms = c->opts.command_timeout_ms;
     if (c->opts.min_replicas > 0) {
-        snprintf(nbuf, sizeof nbuf, "%lld", (long long)c->opts.min_replicas);
         snprintf(tbuf, sizeof tbuf, "%lld", (long long)c->opts.replica_timeout_ms);
         req.cmds[req.ncmds++] = (rm_cmd){-1, 3, wait_argv, NULL};
         ms += c->opts.replica_timeout_ms;
@@ -261,7 +260,7 @@ static rm_vote renew_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *
         return RM_VOTE_NONE;
     if (c->opts.min_replicas > 0) {
         const rm_reply *w = s->replies[1];
-        if (!w || w->type != RM_REPLY_INTEGER || w->integer < c->opts.min_replicas)
+        if (!w || w->type != RM_REPLY_INTEGER || w->integer < s->wait_n)
             return RM_VOTE_NONE;
     }
     /* A server restarted since it granted the lock no longer counts. */
