@@ -13,7 +13,9 @@
  * A standalone URL may name a managed primary endpoint whose address moves
  * in a failover: READONLY there drops the connection and the server's idle
  * ones, and the request goes again on a new connection, made after a short
- * pause, whose connect() resolves the host name again.
+ * pause, whose connect() resolves the host name again - twice at most: a
+ * URL that names a replica gets its READONLY (REDMUTEX_ESERVER) within a few
+ * milliseconds, and the next call starts on a new connection anyway.
  *
  * Layering: the fan-out's own, above the deployments (sentinel.c).
  */
@@ -32,6 +34,8 @@
 
 /* Pauses between tries while the sentinels still name the old master: 5, 10, 20, 40, then 50 ms. */
 #define RM_FAILOVER_PAUSE_MAX_MS 50
+/* A standalone server that answers READONLY is tried this many more times, on new connections. */
+#define RM_READONLY_RETRIES 2
 
 static int64_t pause_ns(int tries)
 {
@@ -150,7 +154,8 @@ bool rm_failover_read(rm_call *call, rm_slot *s, const rm_req *req)
         return false;
     rm_server *srv = s->conn->srv;
     char why[sizeof s->msg];
-    snprintf(why, sizeof why, "%s answered %.40s: it is a replica now", srv->ep.display, m);
+    snprintf(why, sizeof why, "%s answered %.*s: it is a replica now, not the master", srv->ep.display,
+             (int)strcspn(m, " "), m);
     rm_slot_clear(s);
     rm_pool_give(c, s->conn, false, 0); /* closed: it leads to a replica */
     s->conn = NULL;
@@ -164,9 +169,12 @@ bool rm_failover_read(rm_call *call, rm_slot *s, const rm_req *req)
         return true;
     }
     /* A standalone endpoint: a new connection after a pause, to wherever its name leads now. */
-    snprintf(s->msg, sizeof s->msg, "%.200s (retried until the deadline)", why);
     char msg[sizeof s->msg];
-    memcpy(msg, s->msg, sizeof msg);
+    snprintf(msg, sizeof msg, "%.180s (tried again on new connections; the next call starts on a new one)", why);
+    if (s->reroutes >= RM_READONLY_RETRIES || rm_now_ns() + pause_ns(s->reroutes) >= s->deadline_ns) {
+        rm_slot_fail(s, REDMUTEX_ESERVER, msg); /* a replica's refusal: the server's own error */
+        return true;
+    }
     start_again(call, s, req, s->deadline_ns, false);
     memcpy(s->msg, msg, sizeof msg);
     return true;

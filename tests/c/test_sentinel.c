@@ -259,6 +259,59 @@ static void failover_keeps_a_held_lock_and_the_waiter_follows(void)
     sn_settle(&sd);
 }
 
+typedef struct lost_count {
+    _Atomic int lost;
+} lost_count;
+
+static void on_lost(redmutex_lock *l, const char *owner, redmutex_state st, void *payload)
+{
+    (void)l;
+    (void)owner;
+    if (st == REDMUTEX_STATE_LOST)
+        atomic_fetch_add(&((lost_count *)payload)->lost, 1);
+}
+
+/*
+ * A lock the new master lacks (its write never reached the replicas: here
+ * deleted on them before the failover) is reported LOST as soon as the
+ * client follows the switch, not at its next renewal a third of a lease
+ * later.
+ */
+static void a_lock_the_new_master_lacks_is_lost_at_once(void)
+{
+    ensure_deploy();
+    lost_count lc = {0};
+    redmutex_lock_options lo;
+    redmutex_lock_options_init(&lo, REDMUTEX_LOCK_OPTIONS_VERSION);
+    lo.on_lost = on_lost;
+    lo.on_lost_payload = &lc;
+    redmutex_client *a = client_with(sd.url, 9000, 0, 0); /* renewed every 2.7 s */
+    redmutex_lock *l;
+    CHECK_OK(redmutex_lock_new(&l, a, "sn:lacking", REDMUTEX_KIND_RLOCK, &lo));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    rs_server *m = sn_master(&sd);
+    for (int k = 0; k < SN_NODES; k++) {
+        rs_server *r = &sd.node[k];
+        if (r == m || r->pid <= 0)
+            continue;
+        WAIT_FOR(rs_exists(r, "sn:lacking"), 5000);
+        redisReply *x = rs_cmd(r, "CONFIG SET replica-read-only no");
+        freeReplyObject(x);
+        CHECK(rs_int(r, "DEL sn:lacking") == 1);
+        x = rs_cmd(r, "CONFIG SET replica-read-only yes");
+        freeReplyObject(x);
+    }
+    sn_failover(&sd);
+    int64_t switched_at = rt_now_ms();
+    WAIT_FOR(atomic_load(&lc.lost) == 1, 3000);
+    int64_t took = rt_now_ms() - switched_at;
+    printf("     LOST %lld ms after the sentinels switched (renewal period 2700 ms)\n", (long long)took);
+    CHECKF(took < rt_scaled_ms(1000), "LOST %lld ms after the switch", (long long)took);
+    redmutex_lock_free(l);
+    redmutex_client_free(a);
+    sn_settle(&sd);
+}
+
 /* A client taking and releasing a lock every 10 ms, timing every call. */
 typedef struct pacer {
     redmutex_lock *l;
@@ -295,18 +348,6 @@ static void *pace(void *p)
         rt_sleep_ms(10);
     }
     return NULL;
-}
-
-typedef struct lost_count {
-    _Atomic int lost;
-} lost_count;
-
-static void on_lost(redmutex_lock *l, const char *owner, redmutex_state st, void *payload)
-{
-    (void)l;
-    (void)owner;
-    if (st == REDMUTEX_STATE_LOST)
-        atomic_fetch_add(&((lost_count *)payload)->lost, 1);
 }
 
 #define N_HELD 20
@@ -650,6 +691,7 @@ int main(int argc, char **argv)
          readonly_and_wait_on_a_replica_make_the_client_ask_again},
         {"standalone_url_reconnects_on_readonly", standalone_url_reconnects_on_readonly},
         {"failover_keeps_a_held_lock_and_the_waiter_follows", failover_keeps_a_held_lock_and_the_waiter_follows},
+        {"a_lock_the_new_master_lacks_is_lost_at_once", a_lock_the_new_master_lacks_is_lost_at_once},
         {"sigkill_of_the_master_with_min_replicas_keeps_every_lock", sigkill_of_the_master_with_min_replicas_keeps_every_lock},
         {"sigkill_of_the_master_without_min_replicas_reports_what_is_lost",
          sigkill_of_the_master_without_min_replicas_reports_what_is_lost},
