@@ -79,7 +79,7 @@ int cli_library_error(const char *what, int code)
     return cli_exit_for(code);
 }
 
-int cli_parse_seconds(int64_t *out, const char *text, bool allow_zero)
+int cli_parse_seconds(int64_t *out, const char *text)
 {
     char *end;
     errno = 0;
@@ -87,13 +87,12 @@ int cli_parse_seconds(int64_t *out, const char *text, bool allow_zero)
     /* strtod also takes "inf", "nan" and hex floats; only plain decimals are seconds. */
     if (errno || end == text || *end || !isfinite(s) || s < 0 || strpbrk(text, "xXnN"))
         return -1;
-    double ms = s * 1000.0;
+    /* Whole milliseconds, rounded up (0.0001 s waits 1 ms rather than not at
+       all); rounded to microseconds first, so that 0.1 s is 100 ms, not 101. */
+    double ms = ceil(round(s * 1e6) / 1e3);
     if (ms > (double)REDMUTEX_TIME_MAX_MS)
         return -1;
-    int64_t v = (int64_t)llround(ms);
-    if (v == 0 && (s > 0 || !allow_zero))
-        return -1; /* rounds to nothing: a lease or timer of 0 ms means nothing */
-    *out = v;
+    *out = (int64_t)ms;
     return 0;
 }
 
@@ -185,27 +184,6 @@ int cli_client_new(redmutex_client **out, const cli_servers *s, const redmutex_c
     if (rc)
         return cli_library_error("cannot use the servers", rc);
     return 0;
-}
-
-int cli_open_existing(redmutex_lock **out, int *out_locked, redmutex_client *client, const char *name)
-{
-    static const redmutex_kind kinds[] = {REDMUTEX_KIND_LOCK, REDMUTEX_KIND_RLOCK};
-    for (size_t i = 0; i < 2; i++) {
-        redmutex_lock *lock;
-        int rc = redmutex_lock_new(&lock, client, name, kinds[i], NULL);
-        if (rc)
-            return cli_library_error("bad lock name", rc);
-        rc = redmutex_lock_is_locked(out_locked, lock);
-        if (rc == 0) {
-            *out = lock;
-            return 0;
-        }
-        redmutex_lock_free(lock);
-        if (rc != REDMUTEX_EWRONGTYPE)
-            return cli_library_error("cannot read the lock", rc);
-    }
-    cli_error("'%s' is not a lock: the key holds neither a token (string) nor a Redisson hash", name);
-    return CLI_EXIT_DATAERR;
 }
 
 int cli_bad_option(int c, char **argv, int index)

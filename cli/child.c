@@ -1,9 +1,16 @@
 /*
  * CMD runs in a process group of its own, so that a lost lock can stop
- * everything CMD started (kill(-pgid)), not only CMD itself. When redmutex
- * runs in the foreground of a terminal, that group also gets the terminal,
- * as a shell would give it to a job: CMD can read from it, Ctrl-C reaches it,
- * and Ctrl-Z suspends CMD and redmutex together.
+ * everything CMD started (kill(-pgid)), not only CMD itself, and so that
+ * redmutex knows when all of it has ended: the lock is held until CMD's
+ * group is empty, as flock(1)'s lock is held while any process that
+ * inherited it runs. redmutex is the "child subreaper" of what CMD starts,
+ * so the processes CMD leaves behind are reaped here when they end, and
+ * their zombies never make the group look alive (PID 1 in a container may
+ * never reap them).
+ *
+ * When redmutex runs in the foreground of its terminal, CMD's group gets the
+ * terminal, as a shell would give it to a job: CMD can read from it, Ctrl-C
+ * reaches it, and Ctrl-Z suspends CMD and redmutex together.
  */
 #include "cli.h"
 
@@ -16,13 +23,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* redmutex's stdin, if it is a terminal whose foreground group is redmutex's own; else -1. */
+/*
+ * redmutex's controlling terminal (a descriptor of its own), if redmutex's
+ * group is its foreground group; else -1. Whatever stdin is: CMD may read
+ * the terminal through /dev/tty (less, an editor, a password prompt) with
+ * stdin redirected.
+ */
 static int foreground_tty(void)
 {
-    if (!isatty(STDIN_FILENO))
+    int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
         return -1;
-    pid_t fg = tcgetpgrp(STDIN_FILENO);
-    return fg > 0 && fg == getpgrp() ? STDIN_FILENO : -1;
+    pid_t fg = tcgetpgrp(fd);
+    if (fg > 0 && fg == getpgrp())
+        return fd;
+    close(fd);
+    return -1;
 }
 
 /* tcsetpgrp() from a background group raises SIGTTOU unless it is blocked. */
@@ -85,6 +101,8 @@ int cli_child_spawn(cli_child *ch, char *const argv[], char *const envp[])
         cli_error("cannot start '%s': %s", argv[0], strerror(errno));
         return CLI_EXIT_OSERR;
     }
+    /* Before CMD can start anything: its orphans come here to be reaped. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     int tty = foreground_tty();
     pid_t parent = getpid();
     sigset_t old;
@@ -101,11 +119,14 @@ int cli_child_spawn(cli_child *ch, char *const argv[], char *const envp[])
     close(err_pipe[1]);
     if (pid < 0) {
         close(err_pipe[0]);
+        if (tty >= 0)
+            close(tty);
         cli_error("cannot start '%s': %s", argv[0], strerror(fork_errno));
         return CLI_EXIT_OSERR;
     }
     int e = exec_result(err_pipe[0]);
     close(err_pipe[0]);
+    memset(ch, 0, sizeof *ch);
     ch->pid = pid;
     ch->tty = tty;
     if (!e)
@@ -119,9 +140,13 @@ int cli_child_spawn(cli_child *ch, char *const argv[], char *const envp[])
 /*
  * CMD was stopped. A stop by the terminal (Ctrl-Z, or reading it from the
  * background) means the user suspends the job: redmutex hands the terminal
- * back, stops itself the same way, and when it is continued continues CMD
- * (with the terminal again if it is back in the foreground). Other stops
- * (SIGSTOP from someone) are not redmutex's business.
+ * back and stops its own process group, as the terminal would have stopped
+ * it with CMD in it (redmutex, and the rest of its job: the other commands
+ * of a pipeline, a script that runs it without job control), so that the
+ * shell sees the job stopped. When it is continued, CMD is not continued here:
+ * ch->resume_pending asks the caller to look at the lock first (it was not
+ * renewed meanwhile), then cli_child_resume(). Other stops (SIGSTOP from
+ * someone) are not redmutex's business.
  */
 static void follow_stop(cli_child *ch, int sig)
 {
@@ -131,37 +156,44 @@ static void follow_stop(cli_child *ch, int sig)
         give_terminal(ch->tty, getpgrp());
     /* In an orphaned process group the kernel discards SIGTSTP, as it does
        for CMD's group: then CMD is simply continued. */
-    raise(SIGTSTP);
-    if (tcgetpgrp(ch->tty) == getpgrp())
+    kill(0, SIGTSTP);
+    ch->resume_pending = true;
+}
+
+void cli_child_resume(cli_child *ch)
+{
+    ch->resume_pending = false;
+    if (ch->tty >= 0 && tcgetpgrp(ch->tty) == getpgrp())
         give_terminal(ch->tty, ch->pid);
     kill(-ch->pid, SIGCONT);
 }
 
-int cli_child_poll(cli_child *ch, int *status)
+static void ended(cli_child *ch, int st)
+{
+    ch->ended = true;
+    ch->had_terminal = ch->tty >= 0 && tcgetpgrp(ch->tty) == ch->pid;
+    ch->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    ch->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + ch->signal;
+}
+
+bool cli_child_poll(cli_child *ch)
 {
     for (;;) {
         int st;
-        pid_t r = waitpid(ch->pid, &st, WNOHANG | WUNTRACED);
-        if (r == 0)
-            return 0;
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            cli_error("waiting for CMD: %s", strerror(errno));
-            *status = CLI_EXIT_SOFTWARE;
-            return 1;
-        }
-        if (WIFEXITED(st)) {
-            *status = WEXITSTATUS(st);
-            return 1;
-        }
-        if (WIFSIGNALED(st)) {
-            *status = 128 + WTERMSIG(st);
-            return 1;
-        }
+        /* Any child: CMD, or one of its orphans that ended (ours to reap). */
+        pid_t r = waitpid(-1, &st, WNOHANG | WUNTRACED);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break; /* nothing more now, or no child left (ECHILD) */
+        if (r != ch->pid || ch->ended)
+            continue;
         if (WIFSTOPPED(st))
             follow_stop(ch, WSTOPSIG(st));
+        else
+            ended(ch, st);
     }
+    return ch->ended;
 }
 
 void cli_child_signal(const cli_child *ch, int sig)
@@ -176,8 +208,11 @@ bool cli_child_group_alive(const cli_child *ch)
 
 void cli_child_release_terminal(cli_child *ch)
 {
+    if (ch->tty < 0)
+        return;
     /* Only if CMD's group still has it: after `bg` the shell has it, and must keep it. */
-    if (ch->tty >= 0 && tcgetpgrp(ch->tty) == ch->pid)
+    if (tcgetpgrp(ch->tty) == ch->pid)
         give_terminal(ch->tty, getpgrp());
+    close(ch->tty);
     ch->tty = -1;
 }

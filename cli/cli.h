@@ -1,9 +1,9 @@
 /*
  * The redmutex command-line tool: declarations shared by its files.
  *
- * The tool uses only the public API (redmutex.h). `status` also reads a few
- * keys directly (owner token, fence counter) through inspect.c, because the
- * public API has no query for them.
+ * The tool uses only the public API (redmutex.h): every server it talks to
+ * is reached through the library, with its transport (TLS, AUTH, ACL
+ * users), its URL forms and its redaction of URLs in messages.
  */
 #ifndef REDMUTEX_CLI_H
 #define REDMUTEX_CLI_H
@@ -26,6 +26,7 @@ enum {
     CLI_EXIT_UNAVAILABLE = 69,  /* EX_UNAVAILABLE: servers unreachable or refusing */
     CLI_EXIT_SOFTWARE = 70,     /* EX_SOFTWARE: an error that should not happen */
     CLI_EXIT_OSERR = 71,        /* EX_OSERR: fork, pipe or memory failed */
+    CLI_EXIT_IOERR = 74,        /* EX_IOERR: the output could not be written */
     CLI_EXIT_TEMPFAIL = 75,     /* EX_TEMPFAIL: the lock is held by someone else (default of -E) */
     CLI_EXIT_LOST = 76,         /* the lock was lost while CMD ran */
     CLI_EXIT_NOPERM = 77,       /* EX_NOPERM: authentication refused */
@@ -47,11 +48,14 @@ int cli_bad_option(int c, char **argv, int index);
 int cli_exit_for(int code);
 
 /*
- * Parses a duration in seconds ("30", "2.5", "0.1") into milliseconds.
- * Accepts 0 only when allow_zero. Returns 0, or -1 when `text` is not a
- * finite, non-negative number of at most REDMUTEX_TIME_MAX_MS.
+ * Parses a duration in seconds ("30", "2.5", "0.1") into whole milliseconds,
+ * rounded up. Returns 0, or -1 when `text` is not a finite, non-negative
+ * number of at most REDMUTEX_TIME_MAX_MS. Callers check their own minimum
+ * and say it in seconds, the unit the user gave.
  */
-int cli_parse_seconds(int64_t *out, const char *text, bool allow_zero);
+int cli_parse_seconds(int64_t *out, const char *text);
+/* The longest duration, in seconds, for messages. */
+#define CLI_SECONDS_MAX ((long long)(REDMUTEX_TIME_MAX_MS / 1000))
 /* Parses an exit status 0..255. Returns 0 or -1. */
 int cli_parse_exit_code(int *out, const char *text);
 /* Whether `name` can be an environment variable name ([A-Za-z_][A-Za-z0-9_]*). */
@@ -77,14 +81,6 @@ void cli_servers_clear(cli_servers *s);
  */
 int cli_client_new(redmutex_client **out, const cli_servers *s, const redmutex_client_options *opts);
 
-/*
- * Opens a handle on `name` whatever kind of lock is stored there: tries a
- * plain lock, then a reentrant one when the key is a hash. *out_locked
- * receives whether it is held. Returns 0 or an exit status (message printed):
- * CLI_EXIT_DATAERR when the key holds something else.
- */
-int cli_open_existing(redmutex_lock **out, int *out_locked, redmutex_client *client, const char *name);
-
 /* ---- signals.c: signals and wake-ups for the main thread --------------------- */
 
 /*
@@ -105,61 +101,57 @@ void cli_wake_drain(void);
 int cli_signal_take(void);
 /* The first forwarded signal that ever arrived (not SIGCHLD), or 0. Async-signal-safe. */
 int cli_signal_first(void);
+/* Whether sig was ignored when redmutex started (then CMD inherits that, and redmutex never dies of it). */
+bool cli_signal_inherited_ignored(int sig);
+/*
+ * Ends redmutex by signal sig, as if it had not caught it (a shell that runs
+ * redmutex in a loop stops only when its child dies of SIGINT, not when it
+ * exits 130); with whole_group, sends it to redmutex's whole process group.
+ * Returns only if the signal did not end the process.
+ */
+void cli_signals_die_by(int sig, bool whole_group);
 /* Blocks every signal in the calling thread; *old receives the previous mask. */
 void cli_signals_block(sigset_t *old);
-/* In a forked child, before exec: default actions for the signals redmutex catches. Async-signal-safe. */
+/* In a forked child, before exec: the dispositions redmutex inherited, for the signals it
+   catches or ignores itself. Async-signal-safe. */
 void cli_signals_child_defaults(void);
 
 /* ---- child.c: CMD in its own process group ------------------------------ */
 
 typedef struct cli_child {
-    pid_t pid; /* CMD, also the id of its process group */
-    int tty;   /* the terminal handed to CMD's group, or -1 */
+    pid_t pid;           /* CMD, also the id of its process group */
+    int tty;             /* redmutex's terminal (its own descriptor), handed to CMD's group; or -1 */
+    bool ended;          /* CMD has ended: */
+    int status;          /*   its exit status, or 128+N if signal N killed it */
+    int signal;          /*   N if signal N killed it, else 0 */
+    bool had_terminal;   /*   whether its group had the terminal then */
+    bool resume_pending; /* redmutex was continued after a job-control stop; CMD waits for cli_child_resume() */
 } cli_child;
 
 /*
  * Starts argv (searched in PATH) with `envp`, in a new process group that
  * gets the terminal when redmutex runs in the terminal's foreground. CMD
- * gets SIGTERM if redmutex dies (Linux). Returns 0, or an exit status with
- * the reason printed (CLI_EXIT_NOT_FOUND, CLI_EXIT_CANNOT_EXEC, CLI_EXIT_OSERR).
+ * gets SIGTERM if redmutex dies (Linux); the processes CMD leaves behind
+ * become redmutex's children (child subreaper). Returns 0, or an exit
+ * status with the reason printed (CLI_EXIT_NOT_FOUND, CLI_EXIT_CANNOT_EXEC,
+ * CLI_EXIT_OSERR).
  */
 int cli_child_spawn(cli_child *ch, char *const argv[], char *const envp[]);
 /*
- * Reaps CMD if it ended: returns 1 with *status set (its exit status, or
- * 128+N if signal N killed it), 0 while it runs. Follows job control: when
- * the terminal stopped CMD, redmutex stops too and continues CMD when it
- * is continued itself.
+ * Reaps every child that ended (CMD, and the orphans of its group) without
+ * waiting. Returns whether CMD has ended (ch->status, ch->signal). Follows
+ * job control: when the terminal stopped CMD, redmutex stops too, and when
+ * it is continued sets ch->resume_pending.
  */
-int cli_child_poll(cli_child *ch, int *status);
+bool cli_child_poll(cli_child *ch);
+/* Continues CMD after a job-control stop, with the terminal if redmutex has it. */
+void cli_child_resume(cli_child *ch);
 /* Sends sig to CMD's process group. */
 void cli_child_signal(const cli_child *ch, int sig);
 /* Whether any process is left in CMD's process group. */
 bool cli_child_group_alive(const cli_child *ch);
-/* Takes the terminal back after CMD ended (when it had it). */
+/* Takes the terminal back after CMD's group ended (when it had it), and closes it. */
 void cli_child_release_terminal(cli_child *ch);
-
-/* ---- inspect.c: per-server facts the public API does not give ----------- */
-
-#define CLI_OWNER_MAX 300
-
-typedef struct cli_server_view {
-    char url[1400]; /* with the password masked */
-    bool reachable;
-    char error[200];           /* why not, when !reachable */
-    char type[16];             /* Redis TYPE of the key: "none", "string", "hash", ... */
-    char owner[CLI_OWNER_MAX]; /* token prefix (plain) or hash field (reentrant); "" if none */
-    int64_t holds;             /* hold count of that owner (1 for a plain lock) */
-    int64_t ttl_ms;            /* PTTL: -2 absent, -1 no expiry */
-    bool has_fence;
-    int64_t fence; /* redisson_lock_token:{NAME} */
-} cli_server_view;
-
-/*
- * Reads what one server stores for lock `name`, within timeout_ms (connect
- * and reply each). The URL was already accepted by redmutex_client_new().
- * Always fills *out; out->reachable says whether the reading worked.
- */
-void cli_inspect_server(cli_server_view *out, const char *url, const char *name, int64_t timeout_ms);
 
 /* ---- json.c ------------------------------------------------------------ */
 

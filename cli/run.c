@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #define DEFAULT_KILL_AFTER_MS 10000
+/* The shortest lease the library takes (a shorter one would run out in the drift allowance). */
+#define LEASE_MIN_MS 10
 
 extern char **environ;
 
@@ -45,7 +47,11 @@ typedef struct run_ctx {
     atomic_int news; /* the last state on_lost reported, or -1 */
     int reported;    /* the last state reported on stderr */
     bool lost;
-    int64_t kill_at; /* CLOCK_MONOTONIC ms when SIGKILL follows SIGTERM; 0 = none pending */
+    bool stop_asked; /* a signal that asks a job to stop was forwarded */
+    int64_t kill_at; /* CLOCK_MONOTONIC ms when SIGKILL goes to CMD's group; 0 = none pending */
+    bool killed;     /* SIGKILL was sent */
+    int die_by;      /* redmutex ends by this signal, once the lock is released; 0 = by its exit status */
+    bool die_with_group; /* and sends it to its whole process group */
 } run_ctx;
 
 static int64_t now_ms(void)
@@ -77,12 +83,16 @@ static int run_option(run_opts *o, int c, const char *arg)
     case 'u':
         return cli_servers_add(&o->servers, arg);
     case OPT_LEASE:
-        if (cli_parse_seconds(&o->lease_ms, arg, false))
-            return cli_usage_error("--lease needs a number of seconds > 0, not '%s'", arg);
+        if (cli_parse_seconds(&o->lease_ms, arg))
+            return cli_usage_error("--lease needs a number of seconds (at most %lld), not '%s'", CLI_SECONDS_MAX,
+                                   arg);
+        if (o->lease_ms < LEASE_MIN_MS)
+            return cli_usage_error("--lease must be at least %g seconds, not '%s'", LEASE_MIN_MS / 1000.0, arg);
         return 0;
     case OPT_WAIT:
-        if (cli_parse_seconds(&o->wait_ms, arg, true))
-            return cli_usage_error("--wait needs a number of seconds >= 0, not '%s'", arg);
+        if (cli_parse_seconds(&o->wait_ms, arg))
+            return cli_usage_error("--wait needs a number of seconds >= 0 (at most %lld), not '%s'",
+                                   CLI_SECONDS_MAX, arg);
         o->wait_given = true;
         return 0;
     case 'n':
@@ -93,8 +103,9 @@ static int run_option(run_opts *o, int c, const char *arg)
             return cli_usage_error("-E needs an exit status from 0 to 255, not '%s'", arg);
         return 0;
     case OPT_KILL_AFTER:
-        if (cli_parse_seconds(&o->kill_after_ms, arg, true))
-            return cli_usage_error("--kill-after needs a number of seconds >= 0, not '%s'", arg);
+        if (cli_parse_seconds(&o->kill_after_ms, arg))
+            return cli_usage_error("--kill-after needs a number of seconds >= 0 (at most %lld), not '%s'",
+                                   CLI_SECONDS_MAX, arg);
         return 0;
     case OPT_FENCE_ENV:
         if (!cli_valid_env_name(arg))
@@ -192,20 +203,81 @@ static int open_lock(run_ctx *r)
     return rc ? cli_library_error("bad lock name", rc) : 0;
 }
 
-static int acquire(run_ctx *r)
+/* The signals that ask a job to stop: after one, what CMD leaves behind gets --kill-after to end. */
+static bool asks_to_stop(int sig)
 {
-    int rc = redmutex_lock_acquire(r->lock, NULL, r->o.wait_ms);
-    if (rc == 0)
-        return 0;
-    if (rc == REDMUTEX_EINTR)
-        return 128 + cli_signal_first();
-    if (rc == REDMUTEX_ETIMEDOUT) {
-        /* Silent like flock(1) unless someone watches: cron would mail it every time. */
-        if (isatty(STDERR_FILENO))
-            cli_error("%s", redmutex_last_error());
-        return r->o.conflict_exit;
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
+
+/* A signal ended the wait, or came as the lock was taken: CMD does not start. */
+static int stopped_before_cmd(run_ctx *r)
+{
+    int sig = cli_signal_first();
+    if (asks_to_stop(sig))
+        r->die_by = sig;
+    return 128 + sig;
+}
+
+/* Errors a server may get over while a wait goes on: no answer, BUSY, LOADING, a failover. */
+static bool passing(int code)
+{
+    return code == REDMUTEX_ECONN || code == REDMUTEX_ESERVER || code == REDMUTEX_EREPLICAS;
+}
+
+/* Sleeps up to ms, less when a signal arrives. */
+static void pause_ms(int64_t ms)
+{
+    struct pollfd pfd = {cli_wake_fd(), POLLIN, 0};
+    if (poll(&pfd, 1, (int)ms) > 0)
+        cli_wake_drain();
+}
+
+#define RETRY_PAUSE_MIN_MS 100
+#define RETRY_PAUSE_MAX_MS 1000
+
+/*
+ * Takes the lock within --wait. *held says whether it was taken: the exit
+ * status alone cannot, since -E may make a conflict exit 0, and CMD must
+ * never start unless *held. Returns the exit status when not held.
+ *
+ * A wait is for the lock, whatever stands in the way: servers that do not
+ * answer for a while (a stall, a restart, a failover) are tried again with
+ * a growing pause until the wait ends, so `--wait` (and waiting forever)
+ * outlast them; -n tries once.
+ */
+static int acquire(run_ctx *r, bool *held)
+{
+    bool forever = r->o.wait_ms == REDMUTEX_WAIT_FOREVER;
+    int64_t end = forever ? 0 : now_ms() + r->o.wait_ms, pause = RETRY_PAUSE_MIN_MS;
+    bool told = false;
+    for (;;) {
+        int64_t left = forever ? REDMUTEX_WAIT_FOREVER : end - now_ms();
+        int rc = redmutex_lock_acquire(r->lock, NULL, forever || left > 0 ? left : 0);
+        *held = rc == 0;
+        if (rc == 0) {
+            if (told)
+                cli_error("lock '%s' acquired: the servers answer again", r->o.name);
+            return 0;
+        }
+        if (rc == REDMUTEX_EINTR || cli_signal_first())
+            return stopped_before_cmd(r);
+        if (rc == REDMUTEX_ETIMEDOUT) {
+            /* Silent like flock(1) unless someone watches: cron would mail it every time. */
+            if (isatty(STDERR_FILENO))
+                cli_error("%s", redmutex_last_error());
+            return r->o.conflict_exit;
+        }
+        left = forever ? RETRY_PAUSE_MAX_MS : end - now_ms();
+        if (!passing(rc) || r->o.wait_ms == 0 || left <= 0)
+            return cli_library_error("cannot acquire the lock", rc);
+        if (!told)
+            cli_error("%s; trying again until the wait ends", redmutex_last_error());
+        told = true;
+        pause_ms(pause < left ? pause : left);
+        if (cli_signal_first())
+            return stopped_before_cmd(r);
+        pause = pause * 2 < RETRY_PAUSE_MAX_MS ? pause * 2 : RETRY_PAUSE_MAX_MS;
     }
-    return cli_library_error("cannot acquire the lock", rc);
 }
 
 /*
@@ -245,24 +317,32 @@ static int cmd_environment(char ***out, run_ctx *r)
 
 /* ---- while CMD runs ------------------------------------------------------- */
 
-static void lose(run_ctx *r)
+/* SIGKILL for CMD's group --kill-after from now, unless it is already due or sent. */
+static void arm_kill(run_ctx *r)
 {
-    r->lost = true;
-    char grace[32];
-    snprintf(grace, sizeof grace, "%.3g s", (double)r->o.kill_after_ms / 1000);
-    if (r->o.lease_ms)
-        cli_error("lock '%s' expired: its lease of %.3g s ran out while the command ran; sending SIGTERM "
-                  "to the command's process group, SIGKILL after %s",
-                  r->o.name, (double)r->o.lease_ms / 1000, grace);
-    else
-        cli_error("lock '%s' was lost while the command ran (renewal found it deleted or taken, or could "
-                  "not reach the servers in time); sending SIGTERM to the command's process group, "
-                  "SIGKILL after %s",
-                  r->o.name, grace);
-    cli_child_signal(&r->child, SIGTERM);
+    if (r->kill_at || r->killed)
+        return;
     r->kill_at = now_ms() + r->o.kill_after_ms;
     if (!r->kill_at)
         r->kill_at = 1;
+}
+
+/* The lock is gone: CMD's group is stopped first, and then told why (stderr may be a closed pipe). */
+static void lose(run_ctx *r, const char *when)
+{
+    r->lost = true;
+    cli_child_signal(&r->child, SIGTERM);
+    arm_kill(r);
+    char grace[32];
+    snprintf(grace, sizeof grace, "%.3g s", (double)r->o.kill_after_ms / 1000);
+    if (r->o.lease_ms)
+        cli_error("lock '%s' expired: its lease of %.3g s ran out %s; sent SIGTERM to the command's process "
+                  "group, SIGKILL after %s",
+                  r->o.name, (double)r->o.lease_ms / 1000, when, grace);
+    else
+        cli_error("lock '%s' was lost %s (renewal found it deleted or taken, or could not reach the servers in "
+                  "time); sent SIGTERM to the command's process group, SIGKILL after %s",
+                  r->o.name, when, grace);
 }
 
 static void follow_lock_news(run_ctx *r)
@@ -272,7 +352,7 @@ static void follow_lock_news(run_ctx *r)
         return;
     r->reported = st;
     if (st == REDMUTEX_STATE_LOST) {
-        lose(r);
+        lose(r, "while the command ran");
     } else if (st == REDMUTEX_STATE_RENEWAL_FAILING) {
         int64_t left = 0;
         redmutex_lock_validity(&left, r->lock, NULL);
@@ -283,12 +363,29 @@ static void follow_lock_news(run_ctx *r)
     }
 }
 
+/*
+ * redmutex was suspended with CMD (Ctrl-Z) and is continued. Nothing
+ * renewed the lease meanwhile: CMD goes on only if the lock is still valid;
+ * otherwise it is continued into SIGTERM, as for any lost lock.
+ */
+static void resume(run_ctx *r)
+{
+    redmutex_state st = REDMUTEX_STATE_LOST;
+    redmutex_lock_state(&st, r->lock, NULL);
+    if (st == REDMUTEX_STATE_LOST && !r->lost)
+        lose(r, "while the command was suspended");
+    cli_child_resume(&r->child);
+}
+
 static void forward_signals(run_ctx *r)
 {
     int sig;
-    while ((sig = cli_signal_take()) != 0)
-        if (sig != SIGCHLD)
-            cli_child_signal(&r->child, sig);
+    while ((sig = cli_signal_take()) != 0) {
+        if (sig == SIGCHLD)
+            continue;
+        cli_child_signal(&r->child, sig);
+        r->stop_asked = r->stop_asked || asks_to_stop(sig);
+    }
 }
 
 static void kill_if_due(run_ctx *r)
@@ -296,6 +393,7 @@ static void kill_if_due(run_ctx *r)
     if (r->kill_at && now_ms() >= r->kill_at) {
         cli_child_signal(&r->child, SIGKILL);
         r->kill_at = 0;
+        r->killed = true;
     }
 }
 
@@ -311,43 +409,59 @@ static void sleep_until_woken(const run_ctx *r, int64_t cap_ms)
         cli_wake_drain();
 }
 
-/* Until CMD ends: forwards signals, and stops CMD if the lock is lost. Returns CMD's status. */
-static int supervise(run_ctx *r)
+/*
+ * Until CMD and everything it left in its process group have ended: the
+ * lock covers all of it, as flock(1)'s covers every process that inherited
+ * it. Signals are forwarded to the group, and a lost lock stops it. When
+ * the job was asked to stop (a forwarded SIGINT, SIGTERM, SIGHUP or
+ * SIGQUIT, CMD killed by one of them, or a lost lock), what is left of the
+ * group after CMD's end gets --kill-after, then SIGKILL. Otherwise it keeps
+ * the lock as long as it runs. There is no event for "the group is empty",
+ * so once CMD has ended this looks every 50 ms.
+ */
+static void supervise(run_ctx *r)
 {
     for (;;) {
-        int status;
-        if (cli_child_poll(&r->child, &status))
-            return status;
+        bool ended = cli_child_poll(&r->child);
+        if (r->child.resume_pending)
+            resume(r);
         forward_signals(r);
         follow_lock_news(r);
+        if (ended) {
+            if (!cli_child_group_alive(&r->child))
+                return;
+            if (r->stop_asked || r->lost || asks_to_stop(r->child.signal))
+                arm_kill(r);
+        }
         kill_if_due(r);
-        sleep_until_woken(r, -1);
+        sleep_until_woken(r, ended ? 50 : -1);
     }
 }
 
 /*
- * After a lost lock, CMD's group gets the whole grace period to exit before
- * SIGKILL, even when CMD itself is gone: what it started is stopped too.
- * There is no event for "the group is empty", so this looks every 50 ms.
+ * How redmutex ends when CMD was killed by a signal that asks a job to stop:
+ * by that signal too, so that a shell running redmutex in a loop stops.
+ * When CMD had the terminal and the signal is one the terminal sends
+ * (Ctrl-C, Ctrl-\), it went to CMD's group only: redmutex's own group (a
+ * script running it without job control, the rest of a pipeline) would have
+ * had it too without redmutex, and gets it now.
  */
-static void stop_group(run_ctx *r)
+static int end_like_cmd(run_ctx *r)
 {
-    while (r->kill_at && cli_child_group_alive(&r->child)) {
-        forward_signals(r);
-        kill_if_due(r);
-        sleep_until_woken(r, 50);
+    int sig = r->child.signal;
+    if (asks_to_stop(sig) && !cli_signal_inherited_ignored(sig)) {
+        r->die_by = sig;
+        r->die_with_group = r->child.had_terminal && (sig == SIGINT || sig == SIGQUIT);
     }
+    return r->child.status;
 }
 
-static int finish(run_ctx *r, int status)
+static int finish(run_ctx *r)
 {
     cli_child_release_terminal(&r->child);
-    if (r->lost) {
-        stop_group(r);
-        redmutex_lock_release(r->lock, NULL); /* forgets the lost hold; deletes nothing */
+    int rc = redmutex_lock_release(r->lock, NULL); /* after a loss: forgets it, deletes nothing */
+    if (r->lost)
         return CLI_EXIT_LOST;
-    }
-    int rc = redmutex_lock_release(r->lock, NULL);
     if (rc == REDMUTEX_ELOST) {
         cli_error("lock '%s' was lost before the command ended: %s", r->o.name, redmutex_last_error());
         return CLI_EXIT_LOST;
@@ -355,17 +469,18 @@ static int finish(run_ctx *r, int status)
     if (rc)
         cli_error("could not release lock '%s' (%s); it ends with its lease", r->o.name,
                   redmutex_last_error());
-    return status;
+    return end_like_cmd(r);
 }
 
 static int hold_and_run(run_ctx *r)
 {
-    int rc = acquire(r);
-    if (rc)
+    bool held;
+    int rc = acquire(r, &held);
+    if (!held)
         return rc;
-    if (cli_signal_first()) { /* a signal came while the lock was taken: do not start CMD */
+    if (cli_signal_first()) {
         redmutex_lock_release(r->lock, NULL);
-        return 128 + cli_signal_first();
+        return stopped_before_cmd(r);
     }
     char **env;
     rc = cmd_environment(&env, r);
@@ -376,7 +491,8 @@ static int hold_and_run(run_ctx *r)
         redmutex_lock_release(r->lock, NULL);
         return rc;
     }
-    return finish(r, supervise(r));
+    supervise(r);
+    return finish(r);
 }
 
 int cli_run(int argc, char **argv)
@@ -402,5 +518,7 @@ int cli_run(int argc, char **argv)
     redmutex_client_free(r.client);
     redmutex_lock_free(r.lock);
     cli_servers_clear(&r.o.servers);
+    if (r.die_by)
+        cli_signals_die_by(r.die_by, r.die_with_group);
     return rc < 0 ? 0 : rc;
 }

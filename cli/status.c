@@ -1,31 +1,38 @@
 /*
- * redmutex status: who holds a lock, for how long, and its fence counter.
- * redmutex release --force: delete a lock whoever holds it.
+ * redmutex status: who holds a lock, of what kind, for how long, and its
+ * fence counter. redmutex release --force: delete a lock whoever holds it.
  *
- * Whether the lock is held and its TTL come from the public queries, so with
- * several servers they are the Redlock answers (what a majority says). The
- * owner and the fence counter are read from each server (inspect.c).
+ * Both read the lock with redmutex_lock_inspect(), over the library's own
+ * connections (TLS, ACL users, every URL form it takes). With several
+ * servers the headline is the library's Redlock answer (what a majority
+ * holds), and each server is then read on its own, through a client of
+ * its own, for its line.
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define INSPECT_TIMEOUT_MS 1000
+/* Budgets for reading one server of several: an unreachable one costs at most their sum. */
+#define SERVER_CONNECT_TIMEOUT_MS 1000
+#define SERVER_COMMAND_TIMEOUT_MS 1000
+
+/* One server's own view, for the per-server lines. */
+typedef struct server_view {
+    char url[1024]; /* as given, redacted */
+    bool reachable;
+    char error[400]; /* why not, when !reachable */
+    redmutex_lock_info info;
+} server_view;
 
 typedef struct status_report {
     const char *name;
-    int held;
-    redmutex_kind kind;
-    int64_t ttl_ms;
-    const char *owner; /* agreed by a majority of the servers, or NULL */
-    int64_t holds;
-    bool has_fence;
-    int64_t fence; /* the highest counter on any server */
+    redmutex_lock_info info; /* the servers' answer */
     size_t n;
-    cli_server_view servers[REDMUTEX_SERVERS_MAX];
+    server_view *servers; /* n of them */
 } status_report;
 
 /* Parses [-u URL]... [--json] [--force] NAME. */
@@ -67,29 +74,81 @@ static int parse_common(cli_servers *servers, const char **name, bool *json, boo
     return cli_servers_finish(servers);
 }
 
+/*
+ * Reads what the servers hold under `name` into *info. A fair lock nobody
+ * waits for stores what a reentrant lock does, and is read as one.
+ * Returns 0 or an exit status (message printed).
+ */
+static int inspect(redmutex_lock_info *info, redmutex_client *client, const char *name)
+{
+    redmutex_lock *lock;
+    int rc = redmutex_lock_new(&lock, client, name, REDMUTEX_KIND_RLOCK, NULL);
+    if (rc)
+        return cli_library_error("bad lock name", rc);
+    redmutex_lock_info fresh = REDMUTEX_LOCK_INFO_INIT;
+    *info = fresh;
+    rc = redmutex_lock_inspect(info, lock);
+    redmutex_lock_free(lock);
+    if (rc == REDMUTEX_EWRONGTYPE) {
+        cli_error("'%s' is not a lock: %s", name, redmutex_last_error());
+        return CLI_EXIT_DATAERR;
+    }
+    return rc ? cli_library_error("cannot read the lock", rc) : 0;
+}
+
 /* ---- status ------------------------------------------------------------- */
 
-static void agree(status_report *s, size_t quorum)
+/* Server i's own view, through a client for it alone. */
+static void read_server(server_view *v, const char *url, const char *name)
 {
-    for (size_t i = 0; i < s->n; i++) {
-        const cli_server_view *v = &s->servers[i];
-        if (v->has_fence && (!s->has_fence || v->fence > s->fence)) {
-            s->has_fence = true;
-            s->fence = v->fence;
-        }
-        size_t same = 0;
-        for (size_t k = 0; k < s->n && v->owner[0]; k++)
-            same += s->servers[k].reachable && strcmp(s->servers[k].owner, v->owner) == 0;
-        if (v->reachable && v->owner[0] && same >= quorum && !s->owner) {
-            s->owner = v->owner;
-            s->holds = v->holds;
-        }
+    redmutex_url_redact(v->url, sizeof v->url, url);
+    redmutex_client_options o;
+    redmutex_client_options_init(&o, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    o.connect_timeout_ms = SERVER_CONNECT_TIMEOUT_MS;
+    o.command_timeout_ms = SERVER_COMMAND_TIMEOUT_MS;
+    redmutex_client *c = NULL;
+    redmutex_lock *lock = NULL;
+    redmutex_lock_info fresh = REDMUTEX_LOCK_INFO_INIT;
+    v->info = fresh;
+    int rc = redmutex_client_new(&c, &url, 1, &o);
+    if (rc == 0)
+        rc = redmutex_lock_new(&lock, c, name, REDMUTEX_KIND_RLOCK, NULL);
+    if (rc == 0)
+        rc = redmutex_lock_inspect(&v->info, lock);
+    v->reachable = rc == 0;
+    if (rc)
+        snprintf(v->error, sizeof v->error, "%s", redmutex_last_error());
+    redmutex_lock_free(lock);
+    redmutex_client_free(c);
+}
+
+static const char *kind_name(int kind)
+{
+    switch (kind) {
+    case REDMUTEX_KIND_LOCK: return "lock";
+    case REDMUTEX_KIND_RLOCK: return "rlock";
+    case REDMUTEX_KIND_FAIR: return "fair";
+    case REDMUTEX_KIND_READ:
+    case REDMUTEX_KIND_WRITE: return "rwlock";
+    default: return NULL;
     }
 }
 
-static const char *kind_name(const status_report *s)
+static const char *kind_text(int kind)
 {
-    return s->kind == REDMUTEX_KIND_RLOCK ? "rlock" : "lock";
+    switch (kind) {
+    case REDMUTEX_KIND_LOCK: return "lock (plain, redis-py Lock format)";
+    case REDMUTEX_KIND_RLOCK: return "rlock (reentrant, Redisson RLock format)";
+    case REDMUTEX_KIND_FAIR: return "fair (reentrant and fair, Redisson RFairLock format)";
+    case REDMUTEX_KIND_READ: return "rwlock, read-locked (Redisson RReadWriteLock format)";
+    default: return "rwlock, write-locked (Redisson RReadWriteLock format)";
+    }
+}
+
+/* The Redis type the kind is stored as (the JSON's "type", kept from earlier versions). */
+static const char *redis_type(const redmutex_lock_info *i)
+{
+    return !i->held ? "none" : i->kind == REDMUTEX_KIND_LOCK ? "string" : "hash";
 }
 
 static void print_ttl(int64_t ttl)
@@ -100,46 +159,59 @@ static void print_ttl(int64_t ttl)
         printf("%.3f s", (double)ttl / 1000);
 }
 
-static void print_server(const cli_server_view *v)
+static void print_server(const server_view *v)
 {
     printf("    %s  ", v->url);
     if (!v->reachable) {
         printf("unreachable: %s\n", v->error);
         return;
     }
-    bool held = strcmp(v->type, "none") != 0;
-    printf("%s", held ? "held" : "free");
-    if (v->owner[0])
-        printf("  owner %s", v->owner);
-    if (held) {
+    printf("%s", v->info.held ? "held" : "free");
+    if (v->info.owner[0])
+        printf("  owner %s", v->info.owner);
+    if (v->info.held) {
         printf("  ttl ");
-        print_ttl(v->ttl_ms);
+        print_ttl(v->info.ttl_ms);
     }
-    if (v->has_fence)
-        printf("  fence %lld", (long long)v->fence);
+    if (v->info.fence >= 0)
+        printf("  fence %lld", (long long)v->info.fence);
     printf("\n");
+}
+
+static void print_owner(const redmutex_lock_info *i)
+{
+    if (!i->owner[0])
+        return;
+    if (i->kind == REDMUTEX_KIND_LOCK)
+        printf("  owner   %s... (start of the token)\n", i->owner);
+    else if (i->kind == REDMUTEX_KIND_READ)
+        printf("  owner   %s (hold count %lld; %lld reader%s)\n", i->owner, (long long)i->hold_count,
+               (long long)i->readers, i->readers == 1 ? "" : "s");
+    else
+        printf("  owner   %s (hold count %lld)\n", i->owner, (long long)i->hold_count);
 }
 
 static void print_text(const status_report *s)
 {
-    printf("%s: %s\n", s->name, s->held ? "held" : "free");
-    if (s->held) {
-        printf("  kind    %s\n", s->kind == REDMUTEX_KIND_RLOCK ? "rlock (reentrant, Redisson RLock format)"
-                                                                : "lock (plain, redis-py Lock format)");
-        if (s->owner && s->kind == REDMUTEX_KIND_RLOCK)
-            printf("  owner   %s (hold count %lld)\n", s->owner, (long long)s->holds);
-        else if (s->owner)
-            printf("  owner   %s... (start of the token)\n", s->owner);
+    const redmutex_lock_info *i = &s->info;
+    printf("%s: %s\n", s->name, i->held ? "held" : "free");
+    if (i->held) {
+        printf("  kind    %s\n", kind_text(i->kind));
+        print_owner(i);
+        if (i->kind == REDMUTEX_KIND_WRITE && i->readers)
+            printf("  readers %lld (the writer's own read holds)\n", (long long)i->readers);
         printf("  ttl     ");
-        print_ttl(s->ttl_ms);
+        print_ttl(i->ttl_ms);
         printf("\n");
     }
-    if (s->has_fence)
-        printf("  fence   %lld (the last fencing token issued)\n", (long long)s->fence);
+    if (i->queue_length)
+        printf("  queue   %lld waiting\n", (long long)i->queue_length);
+    if (i->fence >= 0)
+        printf("  fence   %lld (the last fencing token issued)\n", (long long)i->fence);
     if (s->n > 1) {
         printf("  servers %zu\n", s->n);
-        for (size_t i = 0; i < s->n; i++)
-            print_server(&s->servers[i]);
+        for (size_t k = 0; k < s->n; k++)
+            print_server(&s->servers[k]);
     }
 }
 
@@ -151,31 +223,40 @@ static void json_int_or_null(const char *key, bool present, int64_t v)
         printf(",\"%s\":null", key);
 }
 
-static void json_owner(bool present, const char *owner)
+static void json_str_or_null(const char *key, const char *v)
 {
-    printf(",\"owner\":");
-    if (present)
-        cli_json_string(stdout, owner);
+    printf(",\"%s\":", key);
+    if (v)
+        cli_json_string(stdout, v);
     else
         printf("null");
 }
 
-static void json_server(const cli_server_view *v)
+/* The fields a server's view and the whole answer share. */
+static void json_info(const redmutex_lock_info *i)
+{
+    const char *mode = i->kind == REDMUTEX_KIND_READ ? "read" : i->kind == REDMUTEX_KIND_WRITE ? "write" : NULL;
+    json_str_or_null("kind", i->held ? kind_name(i->kind) : NULL);
+    json_str_or_null("mode", i->held ? mode : NULL);
+    json_str_or_null("owner", i->held && i->owner[0] ? i->owner : NULL);
+    printf(",\"holds\":%lld", i->held && i->owner[0] ? (long long)i->hold_count : 0LL);
+    json_int_or_null("ttl_ms", i->held, i->ttl_ms);
+    printf(",\"readers\":%lld,\"queue\":%lld", (long long)i->readers, (long long)i->queue_length);
+    json_int_or_null("fence", i->fence >= 0, i->fence);
+}
+
+static void json_server(const server_view *v)
 {
     printf("{\"url\":");
     cli_json_string(stdout, v->url);
     printf(",\"reachable\":%s", v->reachable ? "true" : "false");
     if (!v->reachable) {
-        printf(",\"error\":");
-        cli_json_string(stdout, v->error);
+        json_str_or_null("error", v->error);
     } else {
-        printf(",\"type\":");
-        cli_json_string(stdout, v->type);
-        json_owner(v->owner[0] != '\0', v->owner);
-        printf(",\"holds\":%lld", (long long)v->holds);
-        json_int_or_null("ttl_ms", v->ttl_ms != -2, v->ttl_ms);
+        json_str_or_null("type", redis_type(&v->info));
+        printf(",\"held\":%s", v->info.held ? "true" : "false");
+        json_info(&v->info);
     }
-    json_int_or_null("fence", v->has_fence, v->fence);
     printf("}");
 }
 
@@ -183,46 +264,52 @@ static void print_json(const status_report *s)
 {
     printf("{\"name\":");
     cli_json_string(stdout, s->name);
-    printf(",\"held\":%s,\"kind\":", s->held ? "true" : "false");
-    if (s->held)
-        printf("\"%s\"", kind_name(s));
-    else
-        printf("null");
-    json_owner(s->held && s->owner, s->owner);
-    printf(",\"holds\":%lld", s->held && s->owner ? (long long)s->holds : 0LL);
-    json_int_or_null("ttl_ms", s->held, s->ttl_ms);
-    json_int_or_null("fence", s->has_fence, s->fence);
+    printf(",\"held\":%s", s->info.held ? "true" : "false");
+    json_info(&s->info);
     printf(",\"servers\":[");
-    for (size_t i = 0; i < s->n; i++) {
-        printf(i ? "," : "");
-        json_server(&s->servers[i]);
+    for (size_t k = 0; k < s->n; k++) {
+        printf(k ? "," : "");
+        json_server(&s->servers[k]);
     }
     printf("]}\n");
 }
 
+/* With one server its view is the answer; with several, each is read on its own. */
 static int gather(status_report *s, redmutex_client *client, const cli_servers *servers)
 {
-    redmutex_lock *lock = NULL;
-    int rc = cli_open_existing(&lock, &s->held, client, s->name);
-    if (rc)
-        return rc;
-    s->kind = redmutex_lock_kind(lock);
-    if (s->held && (rc = redmutex_lock_ttl(&s->ttl_ms, lock)))
-        rc = cli_library_error("cannot read the lock's TTL", rc);
-    redmutex_lock_free(lock);
+    int rc = inspect(&s->info, client, s->name);
     if (rc)
         return rc;
     s->n = servers->n;
-    for (size_t i = 0; i < s->n; i++)
-        cli_inspect_server(&s->servers[i], servers->urls[i], s->name, INSPECT_TIMEOUT_MS);
-    agree(s, s->n / 2 + 1);
+    s->servers = calloc(s->n, sizeof *s->servers);
+    if (!s->servers) {
+        cli_error("out of memory");
+        return CLI_EXIT_OSERR;
+    }
+    if (s->n == 1) {
+        redmutex_url_redact(s->servers[0].url, sizeof s->servers[0].url, servers->urls[0]);
+        s->servers[0].reachable = true;
+        s->servers[0].info = s->info;
+        return 0;
+    }
+    for (size_t k = 0; k < s->n; k++)
+        read_server(&s->servers[k], servers->urls[k], s->name);
     return 0;
+}
+
+/* A status nobody could read is no status: a full disk or a closed pipe is an error. */
+static int flush_output(void)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return 0;
+    cli_error("cannot write the status: %s", strerror(errno ? errno : EIO));
+    return CLI_EXIT_IOERR;
 }
 
 int cli_status(int argc, char **argv)
 {
     cli_servers servers = {0};
-    static status_report s; /* large: REDMUTEX_SERVERS_MAX views */
+    status_report s;
     memset(&s, 0, sizeof s);
     bool json = false;
     redmutex_client *client = NULL;
@@ -236,8 +323,11 @@ int cli_status(int argc, char **argv)
             print_json(&s);
         else
             print_text(&s);
-        rc = s.held ? CLI_EXIT_OK : CLI_EXIT_FREE;
+        rc = flush_output();
+        if (rc == 0)
+            rc = s.info.held ? CLI_EXIT_OK : CLI_EXIT_FREE;
     }
+    free(s.servers);
     redmutex_client_free(client);
     cli_servers_clear(&servers);
     return rc < 0 ? 0 : rc;
@@ -245,25 +335,29 @@ int cli_status(int argc, char **argv)
 
 /* ---- release --force ---------------------------------------------------- */
 
-/* Deletes the lock as a plain lock, or as a reentrant one when the key is a hash. */
+/*
+ * Deletes the lock with a handle of the kind it is, so that its own force
+ * script runs: a fair lock passes to the head of its queue, a read-write
+ * lock wakes its waiters on its own channel. The kind may change between
+ * the reading and the deleting (released and taken again as another kind):
+ * then it is read again.
+ */
 static int force_release(int *deleted, redmutex_client *client, const char *name)
 {
-    static const redmutex_kind kinds[] = {REDMUTEX_KIND_LOCK, REDMUTEX_KIND_RLOCK};
-    int rc = 0;
-    for (size_t i = 0; i < 2; i++) {
+    int rc = REDMUTEX_EWRONGTYPE;
+    for (int attempt = 0; attempt < 3 && rc == REDMUTEX_EWRONGTYPE; attempt++) {
+        redmutex_lock_info info;
+        int status = inspect(&info, client, name);
+        if (status)
+            return status;
+        *deleted = 0;
+        if (info.kind < 0)
+            return 0;
         redmutex_lock *lock;
-        if ((rc = redmutex_lock_new(&lock, client, name, kinds[i], NULL)))
+        if ((rc = redmutex_lock_new(&lock, client, name, (redmutex_kind)info.kind, NULL)))
             return cli_library_error("bad lock name", rc);
         rc = redmutex_lock_force_release(deleted, lock);
         redmutex_lock_free(lock);
-        if (rc != REDMUTEX_EWRONGTYPE)
-            break;
-    }
-    if (rc == REDMUTEX_EWRONGTYPE) {
-        cli_error(
-            "'%s' is not a lock: the key holds neither a token (string) nor a Redisson hash; not deleted",
-            name);
-        return CLI_EXIT_DATAERR;
     }
     return rc ? cli_library_error("cannot release the lock", rc) : 0;
 }

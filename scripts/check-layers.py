@@ -21,7 +21,7 @@ import sys
 
 LAYERS = [
     ["util.c", "error.c", "options.c"],
-    ["url.c", "sentinel_url.c", "resp.c", "scripts.c", "slots.c", "topology.c"],
+    ["redact.c", "url.c", "sentinel_url.c", "resp.c", "scripts.c", "slots.c", "topology.c"],
     ["conn.c", "tls.c"],
     ["pool.c", "deploy.c", "sentinel.c", "sentinel_watch.c"],
     ["fanout.c", "slot.c", "redirect.c", "failover.c"],

@@ -51,7 +51,7 @@ if [ -d tests/python ]; then
   rm -rf build-venv
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
-  build-venv/bin/python -m pip install -q . pytest redis ruff
+  build-venv/bin/python -m pip install -q . pytest redis ruff hypothesis
   build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench tests/rmcluster.py
   build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench tests/rmcluster.py
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)

@@ -336,11 +336,16 @@ REDMUTEX_API int redmutex_client_options_init(redmutex_client_options *opts, uns
  *
  * URLs: redis://[user[:password]@]host[:port][/db] (user and password
  * percent-decoded, IPv6 hosts in brackets, port 6379 by default) or
- * unix:///path/to/socket[?db=N]. With a password and no user, AUTH is sent
- * with the password alone; with both, ACL AUTH user password.
+ * unix:///path/to/socket. Every scheme also takes redis-py's query options
+ * db=N, username=U and password=P (values percent-decoded), e.g.
+ * redis://host?password=P or unix:///run/redis.sock?db=2&password=P; a
+ * value given twice (user part and query, /N and ?db=N) is refused. With a
+ * password and no user, AUTH is sent with the password alone; with both,
+ * ACL AUTH user password. Messages show a URL only through
+ * redmutex_url_redact(), never with its password.
  *
  * TLS: rediss://[user[:password]@]host[:port][/db][?option=value&...] with
- * redis-py's query options (values percent-decoded):
+ * redis-py's query options (values percent-decoded), the ones above and:
  *   ssl_ca_certs=PATH        CA certificates (PEM) to trust; default the
  *                            system trust store
  *   ssl_certfile=PATH        client certificate chain (PEM), for mutual TLS
@@ -399,6 +404,25 @@ REDMUTEX_API int redmutex_client_options_init(redmutex_client_options *opts, uns
  */
 REDMUTEX_API int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n_urls,
                                      const redmutex_client_options *opts);
+
+/**
+ * Writes `url` into out[size] with every secret it may hold masked as
+ * "***": the password of its user part (user:password@), and the value of
+ * every query option that is not known to be harmless (password=,
+ * ssl_password=, a misspelt option...). It works on any text, whether or
+ * not it parses as a server URL, and changes nothing else, so a message
+ * can show what the user typed (a text over 16 KiB is shown as "(a URL too
+ * long to show)"). Every message of the library that shows a URL shows it
+ * this way; bindings and tools use it for their own.
+ *
+ * out is NUL-terminated and truncated to fit (out may be NULL when size is
+ * 0, to learn the length). Returns the length of the whole redacted text,
+ * without the NUL (>= size means it was truncated), as snprintf does; or
+ * REDMUTEX_EINVAL when url is NULL, or out is NULL with size > 0.
+ * Never blocks; thread-safe; async-signal-unsafe (it may allocate).
+ * Since 1.1.
+ */
+REDMUTEX_API int redmutex_url_redact(char *out, size_t size, const char *url);
 
 /**
  * Closes the client: releases the locks still held through it (or, with
@@ -816,6 +840,83 @@ REDMUTEX_API int redmutex_lock_ttl(int64_t *out, redmutex_lock *lock);
  * Thread-safe.
  */
 REDMUTEX_API int redmutex_lock_hold_count(int64_t *out, redmutex_lock *lock, const char *owner);
+
+/** The current version of redmutex_lock_info. Since 1.1. */
+#define REDMUTEX_LOCK_INFO_VERSION 1
+/** Size of redmutex_lock_info.owner: an owner id of REDMUTEX_OWNER_MAX bytes, ":write", a NUL. Since 1.1. */
+#define REDMUTEX_LOCK_INFO_OWNER_SIZE 264
+
+/**
+ * What the servers hold for a lock, whatever its kind: the answer of
+ * redmutex_lock_inspect(). The caller sets `version` (the struct only ever
+ * gains fields at its end; the library fills only those of the caller's
+ * version); REDMUTEX_LOCK_INFO_INIT does it. Since 1.1.
+ */
+typedef struct redmutex_lock_info {
+    /** REDMUTEX_LOCK_INFO_VERSION, set by the caller. */
+    uint32_t version;
+    /** 1 when a majority of the servers hold the lock (by anyone, either side of a read-write lock). */
+    int32_t held;
+    /**
+     * What is stored under the name, as most of the servers that hold
+     * something there report it: REDMUTEX_KIND_LOCK (a token),
+     * REDMUTEX_KIND_RLOCK (a Redisson hash), REDMUTEX_KIND_FAIR (such a hash
+     * with a queue of waiters, or the queue alone while the lock passes to
+     * its head), REDMUTEX_KIND_READ or REDMUTEX_KIND_WRITE (a read-write
+     * lock in read or write mode); -1 when nothing is. A fair lock that
+     * nobody waits for stores exactly what a reentrant lock does: it is
+     * reported as REDMUTEX_KIND_FAIR when the handle is a fair one, else as
+     * REDMUTEX_KIND_RLOCK.
+     */
+    int32_t kind;
+    /** How many servers answered (a majority at least, or the call fails). */
+    uint32_t servers_answered;
+    /** Time to live in ms as redmutex_lock_ttl() gives it: -2 not held, -1 held without a TTL. */
+    int64_t ttl_ms;
+    /** owner's hold count (1 for a plain lock); 0 when owner is "". */
+    int64_t hold_count;
+    /** The fencing counter, redisson_lock_token:{NAME}: the highest on any server; -1 when none was issued. */
+    int64_t fence;
+    /** Waiters in a fair lock's queue (the most any server reports); 0 for the other kinds. */
+    int64_t queue_length;
+    /**
+     * Owners holding the read side of a read-write lock (a writer's own
+     * read holds included; the most any server reports); 0 for the others.
+     */
+    int64_t readers;
+    /**
+     * The holder, as a majority of the servers agree on it (else ""): the
+     * first 8 characters of a plain lock's token (the whole token would let
+     * anyone release the lock), the Redisson hash field of a reentrant or
+     * fair lock's owner, a read-write lock's writer ("<owner>:write") or,
+     * in read mode, the first of its readers in byte order. Truncated to fit
+     * and NUL-terminated. A reentrant lock's field is read with HGETALL: a
+     * user whose ACL lacks it gets "" (see docs/security.md).
+     * (REDMUTEX_LOCK_INFO_OWNER_SIZE bytes, spelt as a number for binding generators.)
+     */
+    char owner[264];
+} redmutex_lock_info;
+
+#define REDMUTEX_LOCK_INFO_INIT {REDMUTEX_LOCK_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, {0}}
+
+/**
+ * Reads what the servers hold under the lock's name, whatever kind of lock
+ * it is (the handle's kind need not match): whether it is held, its kind,
+ * owner, hold count, TTL, fencing counter, a fair lock's queue length and
+ * a read-write lock's readers, into *out. One script call per server, all
+ * servers at once (one round trip), over the client's own connections
+ * (TLS, AUTH and ACL users as for every operation); reads only.
+ *
+ * The caller sets out->version (REDMUTEX_LOCK_INFO_INIT); the fields of that
+ * version are written on success, nothing on failure.
+ * Errors: REDMUTEX_EINVAL (NULL, version 0 or newer than this library's),
+ * REDMUTEX_EWRONGTYPE (the key holds something that is no lock),
+ * REDMUTEX_ECONN (fewer than a majority answered), REDMUTEX_EAUTH,
+ * REDMUTEX_ESERVER, REDMUTEX_EPROTOCOL, REDMUTEX_ECLOSED, REDMUTEX_EFORKED.
+ * Blocking: one command timeout (plus a connection's connect_timeout_ms).
+ * Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_lock_inspect(redmutex_lock_info *out, redmutex_lock *lock);
 
 /**
  * The local state of `owner`'s hold through this handle. Never blocks, sends

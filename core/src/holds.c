@@ -209,9 +209,11 @@ int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char 
     h->count = created ? 1 : h->count + 1;
     h->lease_ms = lease;
     h->watchdog = l->opts.lease_ms == 0;
-    h->validity_end_ns = rm_validity_end_ns(started_ns, lease);
-    if (v->granted_ttl >= 0) /* handed over with a short TTL (kind.h, fair): valid that long */
-        h->validity_end_ns = rm_validity_end_ns(started_ns, v->granted_ttl);
+    int64_t end = rm_validity_end_ns(started_ns, v->granted_ttl >= 0 ? v->granted_ttl : lease);
+    /* handed over with a short TTL (kind.h, fair): valid that long. A
+       nested level keeps what the levels before it had (an extension, say):
+       no script lowers the key's TTL below a validity it granted (lua.h). */
+    h->validity_end_ns = created || end > h->validity_end_ns ? end : h->validity_end_ns;
     h->state = REDMUTEX_STATE_HELD;
     h->release_id[0] = '\0'; /* a latch from an earlier, unfinished release must not answer the next one */
     int rc = rm_watchdog_schedule(err, c, h);

@@ -59,6 +59,10 @@ typedef struct rm_acq_in {
 typedef struct rm_kind_ops {
     /* The hash field an owner is stored under (the owner id, or a form of it). */
     void (*field)(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1]);
+    /* Why an explicit owner id cannot be one of this kind's owners (it would
+       be stored as a field the format reserves), or NULL when it can; the
+       member itself is NULL when the kind reserves nothing. */
+    const char *(*refuse_owner)(const redmutex_lock *l, const char *owner);
     /* The channel a waiter of this owner subscribes to. */
     void (*wait_channel)(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX]);
     rm_cmd (*acquire)(const redmutex_lock *l, const rm_acq_in *in, rm_kargs *st);
@@ -175,19 +179,21 @@ extern const char rm_lua_rw_inspect[];
 
 /*
  * The RENEW script's branch for a reader (tag 'r'), spliced into it by
- * scripts.c: `key` is the lock, `who` the reader's field, `ok` set to 1 when
- * renewed. It extends the lock to at least the lease and every timeout key
- * of this reader (one per hold), never creating a key.
+ * scripts.c after its at_least() (lua.h): `key` is the lock, `who` the
+ * reader's field, `ok` set to 1 when renewed. It extends the lock and every
+ * timeout key of this reader (one per hold) to at least the lease, never
+ * creating a key and never lowering one: another hold of the same reader
+ * may have a longer lease.
  */
 #define RM_LUA_RENEW_READER                                                                                  \
     "    if t == 'hash' and redis.call('hexists', key, who) == 1 then\n"                                     \
     "      ok = 1\n"                                                                                         \
-    "      if redis.call('pttl', key) < tonumber(ARGV[1]) then redis.call('pexpire', key, ARGV[1]) end\n"    \
+    "      at_least(key, ARGV[1])\n"                                                                         \
     "      local pre = key\n"                                                                                \
     "      if not string.find(key, '{', 1, true) then pre = '{' .. key .. '}' end\n"                         \
     "      local n = tonumber(redis.call('hget', key, who)) or 0\n"                                          \
     "      for i = 1, n do\n"                                                                                \
-    "        redis.call('pexpire', pre .. ':' .. who .. ':rwlock_timeout:' .. i, ARGV[1])\n"                 \
+    "        at_least(pre .. ':' .. who .. ':rwlock_timeout:' .. i, ARGV[1])\n"                              \
     "      end\n"                                                                                            \
     "    end\n"
 

@@ -69,8 +69,9 @@
 /*
  * Shared by all fair scripts. KEYS: [1] lock, [2] queue, [3] timeouts,
  * [4] redmutex waiter records, [5] channel prefix, [6] fencing counter.
- * Before anything is written: every key's type, and (Redis 7+) the ACL
- * permission of a write to each of them.
+ * Before anything is written: every key's type (a read-write lock's hash
+ * is another kind, lua.h), and (Redis 7+) the ACL permission of a write to
+ * each of them.
  */
 #define FAIR_CHECKS                                                                               \
     "local function kind_is(k, ty)\n"                                                            \
@@ -78,10 +79,13 @@
     "  return t == 'none' or t == ty\n"                                                          \
     "end\n"                                                                                      \
     "if not (kind_is(KEYS[1], 'hash') and kind_is(KEYS[2], 'list') and kind_is(KEYS[3], 'zset') and " \
-    "kind_is(KEYS[4], 'hash')) then return " RM_LUA_WRONGTYPE " end\n" RM_LUA_MAY_DEF            \
+    "kind_is(KEYS[4], 'hash')) then return " RM_LUA_WRONGTYPE " end\n" RM_LUA_NOT_RWLOCK          \
+    RM_LUA_MAY_DEF RM_LUA_AT_LEAST_DEF                                                             \
     "if not (may('hset', KEYS[1], 'f', '1') and may('rpush', KEYS[2], 'f') and "                  \
     "may('zadd', KEYS[3], '0', 'f') and may('hset', KEYS[4], 'f', 'v') and "                      \
-    "may(ARGV[#ARGV], KEYS[5] .. ':f', '0')) then " RM_LUA_NOPERM("change the keys of this fair lock") " end\n"
+    "may(ARGV[#ARGV], KEYS[5] .. ':f', '0') and may('pexpire', KEYS[2], '1') and "                \
+    "may('pexpire', KEYS[3], '1') and may('pexpire', KEYS[4], '1')) then "                         \
+    RM_LUA_NOPERM("change the keys of this fair lock") " end\n"
 
 /*
  * Every fair script's last ARGV is the command it publishes with
@@ -93,6 +97,12 @@
  *  gone(w)  - whether the waiter w is gone: its Redisson timeout has passed
  *             (or it has none), or its redmutex record's deadline has.
  *  prune()  - drops gone waiters from the head; returns how many.
+ *  place(w) - w's position in the queue, 0 for the head (LPOS where the
+ *             server has it).
+ *  tend()   - the queue, its timeouts and the waiter records expire one
+ *             thread wait after the last queued timeout: waiters that die
+ *             leave nothing behind for good (every script that may have
+ *             written them calls it before it returns).
  *  shift()  - Redisson: after an acquisition every timeout moves down one wait.
  *  pass_on()- the lock is free: grant it to the head if that is a redmutex
  *             waiter that takes grants and is surely alive, else publish "0"
@@ -120,6 +130,22 @@
     "    redis.call('hdel', KEYS[4], h)\n"                                                       \
     "    n = n + 1\n"                                                                            \
     "  end\n"                                                                                    \
+    "end\n"                                                                                      \
+    "local function place(w)\n"                                                                  \
+    "  local p = redis.pcall('lpos', KEYS[2], w)\n"                                              \
+    "  if type(p) == 'number' then return p end\n"                                               \
+    "  if type(p) == 'table' then\n"                                                             \
+    "    local q = redis.call('lrange', KEYS[2], 0, -1)\n"                                       \
+    "    for i = 1, #q do if q[i] == w then return i - 1 end end\n"                              \
+    "  end\n"                                                                                    \
+    "  return 0\n"                                                                               \
+    "end\n"                                                                                      \
+    "local function tend()\n"                                                                    \
+    "  local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')\n"                       \
+    "  if #last < 2 then return end\n"                                                           \
+    "  local ttl = math.floor(tonumber(last[2]) - nowc + W)\n"                                   \
+    "  if ttl < 1 then ttl = 1 end\n"                                                            \
+    "  for k = 2, 4 do redis.call('pexpire', KEYS[k], ttl) end\n"                                \
     "end\n"                                                                                      \
     "local function shift()\n"                                                                   \
     "  local ws = redis.call('zrange', KEYS[3], 0, -1)\n"                                        \
@@ -160,7 +186,9 @@
  *
  * A waiting attempt ('r') that finds its own field was handed the lock by a
  * releasing script (the message may be late or lost): it takes that hold as
- * it is. A first attempt finding its field is a reentrant acquisition.
+ * it is. A first attempt finding its field is a reentrant acquisition,
+ * which only raises the key's TTL (lua.h, RM_LUA_AT_LEAST_DEF; Redisson's
+ * sets it to this lease, cutting an outer hold with a longer one short).
  */
 const char rm_lua_fair_acquire[] =
     FAIR_CHECKS
@@ -179,10 +207,11 @@ const char rm_lua_fair_acquire[] =
     "    redis.call('lrem', KEYS[2], 0, ARGV[2])\n"
     "    redis.call('zrem', KEYS[3], ARGV[2])\n"
     "    redis.call('hdel', KEYS[4], ARGV[2])\n"
+    "    tend()\n"
     "    return {1, tonumber(redis.call('hget', KEYS[1], ARGV[2])), cur_fence(), redis.call('pttl', KEYS[1])}\n"
     "  end\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+    "  at_least(KEYS[1], ARGV[1])\n"
     "  return {1, n, cur_fence(), tonumber(ARGV[1])}\n"
     "end\n"
     "local evicted = prune()\n"
@@ -196,12 +225,14 @@ const char rm_lua_fair_acquire[] =
     "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "  local f = 0\n"
     "  if ARGV[6] == '1' then f = redis.call('incr', KEYS[6]) end\n"
+    "  tend()\n"
     "  return {1, 1, f, tonumber(ARGV[1])}\n"
     "end\n"
     "if ARGV[5] ~= 't' then\n"
     "  local to = redis.call('zscore', KEYS[3], ARGV[2])\n"
     "  if to then\n"
-    "    if tonumber(to) < nowc + W then redis.call('zadd', KEYS[3], nowc + W, ARGV[2]) end\n"
+    "    local keep = nowc + (place(ARGV[2]) + 1) * W\n"
+    "    if tonumber(to) < keep then redis.call('zadd', KEYS[3], keep, ARGV[2]) end\n"
     "  else\n"
     "    local last = redis.call('lindex', KEYS[2], -1)\n"
     "    local ls = last and last ~= ARGV[2] and redis.call('zscore', KEYS[3], last)\n"
@@ -213,6 +244,7 @@ const char rm_lua_fair_acquire[] =
     "  redis.call('hset', KEYS[4], ARGV[2], (now + tonumber(ARGV[9])) .. ' ' .. ARGV[8])\n"
     "end\n"
     "if evicted > 0 and redis.call('exists', KEYS[1]) == 0 then pass_on() end\n"
+    "tend()\n"
     "return {0, redis.call('pttl', KEYS[1])}\n";
 
 /*
@@ -221,7 +253,9 @@ const char rm_lua_fair_acquire[] =
  * clock ms, [5] latch ms. Replies 1 deleted (and passed on), 0 decremented,
  * nil not the owner, or an earlier attempt's result from the latch. Unlike
  * Redisson's, a release that finds the lock gone answers nil (its holder
- * learns that it was lost) - after passing the free lock on to the head.
+ * learns that it was lost) - after passing the free lock on to the head;
+ * and a release that leaves levels behind keeps the key's TTL (Redisson's
+ * sets it to this lease: lua.h, RM_LUA_AT_LEAST_DEF). ARGV[1] is unused.
  */
 const char rm_lua_fair_release[] =
     "local l = redis.call('get', KEYS[7])\n"
@@ -229,20 +263,22 @@ const char rm_lua_fair_release[] =
     "if not may('set', KEYS[7], '1', 'px', ARGV[5]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"
     FAIR_DEFS("4", "3")
     "prune()\n"
+    "tend()\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
     "  pass_on()\n"
+    "  tend()\n"
     "  return nil\n"
     "end\n"
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end\n"
     "local n = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "if n > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
     "  redis.call('set', KEYS[7], 0, 'px', ARGV[5])\n"
     "  return 0\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
     "redis.call('set', KEYS[7], 1, 'px', ARGV[5])\n"
     "pass_on()\n"
+    "tend()\n"
     "return 1\n";
 
 /*
@@ -268,17 +304,17 @@ const char rm_lua_fair_leave[] =
     "redis.call('hdel', KEYS[4], ARGV[1])\n"
     "prune()\n"
     "if redis.call('exists', KEYS[1]) == 0 then pass_on() end\n"
+    "tend()\n"
     "return 1\n";
 
 /* Force release (Redisson's forceUnlock). KEYS as above. ARGV: [1] thread wait, [2] wall clock ms. */
 const char rm_lua_fair_force[] =
     FAIR_CHECKS FAIR_DEFS("2", "1")
     "prune()\n"
-    "if redis.call('del', KEYS[1]) == 1 then\n"
-    "  pass_on()\n"
-    "  return 1\n"
-    "end\n"
-    "return 0\n";
+    "local deleted = redis.call('del', KEYS[1])\n"
+    "if deleted == 1 then pass_on() end\n"
+    "tend()\n"
+    "return deleted\n";
 
 /* clang-format on */
 

@@ -33,8 +33,11 @@
    Redisson's tryLockInner, plus the count and the fencing token in the
    reply. A nested acquisition (the owner believes it holds the lock
    already) is guarded as lua.h says (RM_LUA_NEST_GUARD). A reentrant
-   acquisition reports the token of the outer one. */
+   acquisition reports the token of the outer one, and only raises the
+   key's TTL (lua.h, RM_LUA_AT_LEAST_DEF): Redisson's sets it to this
+   lease, cutting an outer hold with a longer one short. */
 const char rm_lua_rlock_acquire[] =
+        RM_LUA_NOT_RWLOCK RM_LUA_AT_LEAST_DEF
         "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
         "if ARGV[3] == '1' then\n" RM_LUA_FENCE_CHECK("KEYS[2]") "end\n"
         RM_LUA_NEST_GUARD("4", "KEYS[3]", "ARGV[5]")
@@ -43,7 +46,7 @@ const char rm_lua_rlock_acquire[] =
         "end\n"
         "if mine or (redis.call('exists', KEYS[1]) == 0) then\n"
         "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-        "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
+        "  if mine then at_least(KEYS[1], ARGV[1]) else redis.call('pexpire', KEYS[1], ARGV[1]) end\n"
         "  local f = 0\n"
         "  if ARGV[3] == '1' then\n"
         "    if n == 1 then f = redis.call('incr', KEYS[2])\n"
@@ -53,18 +56,21 @@ const char rm_lua_rlock_acquire[] =
         "end\n"
         "return {0, redis.call('pttl', KEYS[1])}\n";
 
-/* RM_SCRIPT_RLOCK_RELEASE: Redisson's unlockInner, unchanged.
-   KEYS name, channel, latch; ARGV "0", lease ms, field, "publish", latch ms.
-   Returns 1 when deleted, 0 when decremented, nil when not the owner. */
+/* RM_SCRIPT_RLOCK_RELEASE: Redisson's unlockInner, but a release that
+   leaves levels behind keeps the key's TTL (Redisson's sets it to the
+   releasing handle's lease, which may cut the levels left short; lua.h,
+   RM_LUA_AT_LEAST_DEF), and a read-write lock's hash is refused.
+   KEYS name, channel, latch; ARGV "0", lease ms (unused), field, "publish",
+   latch ms. Returns 1 when deleted, 0 when decremented, nil when not the
+   owner. */
 const char rm_lua_rlock_release[] =
         "local val = redis.call('get', KEYS[3])\n"
-        "if val ~= false then return tonumber(val) end\n"
+        "if val ~= false then return tonumber(val) end\n" RM_LUA_NOT_RWLOCK
         "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil end\n" RM_LUA_MAY_DEF
         "if not may(ARGV[4], KEYS[2], ARGV[1]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
         "if not may('set', KEYS[3], '1', 'px', ARGV[5]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"
         "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)\n"
         "if (counter > 0) then\n"
-        "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
         "  redis.call('set', KEYS[3], 0, 'px', ARGV[5])\n"
         "  return 0\n"
         "else\n"
@@ -74,10 +80,13 @@ const char rm_lua_rlock_release[] =
         "  return 1\n"
         "end\n";
 
-/* RM_SCRIPT_RLOCK_EXTEND: KEYS name; ARGV field, ms, mode, longest TTL. As LOCK_EXTEND. */
+/* RM_SCRIPT_RLOCK_EXTEND: KEYS name; ARGV field, ms, mode, longest TTL[,
+   a writer's reader field]. As LOCK_EXTEND, but the key keeps the other
+   holds it carries (lua.h, RM_LUA_EXTEND_HASH_TTL). Also a writer's, for a
+   read-write lock. */
 const char rm_lua_rlock_extend[] =
         "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return 0 end\n"
-        RM_LUA_EXTEND_TTL;
+        RM_LUA_EXTEND_HASH_TTL;
 
 /* clang-format on */
 

@@ -99,13 +99,21 @@ const char rm_lua_read_acquire[] =
  * [5] latch. ARGV: [1] "0", [2] field, [3] latch ms. Replies 1 when the lock
  * was deleted, 0 when others (or this owner's other holds) keep it, nil when
  * not held by this reader.
+ *
+ * No hold is cut short (lua.h, RM_LUA_AT_LEAST_DEF), where Redisson's
+ * script cuts two: the reader's top timeout key goes, but which of its
+ * holds ended is not known here, so the key below takes over its TTL when
+ * that is longer (RM_LUA_PASS_DOWN_DEF); and while a writer holds the lock
+ * (the writer reads too), the lock keeps its TTL: the write hold has no
+ * timeout key, and the longest reader's key says nothing of it.
  */
 const char rm_lua_read_release[] =
     "local l = redis.call('get', KEYS[5])\n"
-    "if l ~= false then return tonumber(l) end\n" RW_CHECK_TYPE RM_LUA_MAY_DEF
+    "if l ~= false then return tonumber(l) end\n" RW_CHECK_TYPE RM_LUA_MAY_DEF RM_LUA_PASS_DOWN_DEF
     "if not may(ARGV[#ARGV], KEYS[2], ARGV[1]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
     "if not may('set', KEYS[5], '1', 'px', ARGV[3]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"
-    "if not may('del', KEYS[3] .. ':1') then " RM_LUA_NOPERM("DEL its timeout keys") " end\n"
+    "if not (may('del', KEYS[3] .. ':1') and may('set', KEYS[3] .. ':1', '1', 'px', '1')) then "
+    RM_LUA_NOPERM("DEL and SET its timeout keys") " end\n"
     "if mode == false then\n"
     "  redis.call(ARGV[#ARGV], KEYS[2], ARGV[1])\n"
     "  return nil\n"
@@ -113,7 +121,12 @@ const char rm_lua_read_release[] =
     "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end\n"
     "local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
     "if counter == 0 then redis.call('hdel', KEYS[1], ARGV[2]) end\n"
-    "redis.call('del', KEYS[3] .. ':' .. (counter + 1))\n"
+    "if counter > 0 then pass_down(KEYS[3] .. ':' .. (counter + 1), KEYS[3] .. ':' .. counter)\n"
+    "else redis.call('del', KEYS[3] .. ':1') end\n"
+    "if redis.call('hlen', KEYS[1]) > 1 and mode == 'write' then\n"
+    "  redis.call('set', KEYS[5], 0, 'px', ARGV[3])\n"
+    "  return 0\n"
+    "end\n"
     "if redis.call('hlen', KEYS[1]) > 1 then\n"
     "  local maxRemain = -3\n"
     "  for _, key in ipairs(redis.call('hkeys', KEYS[1])) do\n"
@@ -129,10 +142,6 @@ const char rm_lua_read_release[] =
     "    redis.call('set', KEYS[5], 0, 'px', ARGV[3])\n"
     "    return 0\n"
     "  end\n"
-    "  if mode == 'write' then\n"
-    "    redis.call('set', KEYS[5], 0, 'px', ARGV[3])\n"
-    "    return 0\n"
-    "  end\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
     "redis.call(ARGV[#ARGV], KEYS[2], ARGV[1])\n"
@@ -142,21 +151,28 @@ const char rm_lua_read_release[] =
 /*
  * Extend one reader's holds. KEYS: [1] NAME, [2] its timeout prefix. ARGV:
  * [1] field, [2] ms, [3] 0 add to the remaining TTL / 1 replace, [4] longest
- * TTL. Every timeout key of the reader gets the new TTL, the lock at least
- * that. Replies the new TTL, 0 when not held.
+ * TTL. Replies the new TTL, 0 when not held. Which of the reader's holds
+ * this is, is not known here: its timeout keys and the lock get at least
+ * the new TTL (lua.h, RM_LUA_AT_LEAST_DEF) - exactly it when this reader's
+ * one hold is all the lock carries.
  */
 const char rm_lua_read_extend[] =
     "if redis.call('type', KEYS[1])['ok'] ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n"
     "  return 0\n"
-    "end\n"
+    "end\n" RM_LUA_AT_LEAST_DEF
     "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1])) or 0\n"
     "local ttl = redis.call('pttl', KEYS[2] .. ':' .. n)\n"
     "if ttl < 0 then ttl = 0 end\n"
     "local new = tonumber(ARGV[2])\n"
     "if ARGV[3] == '0' then new = new + ttl end\n"
     "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"
-    "for i = 1, n do redis.call('pexpire', KEYS[2] .. ':' .. i, new) end\n"
-    "if redis.call('pttl', KEYS[1]) < new then redis.call('pexpire', KEYS[1], new) end\n"
+    "if n == 1 and redis.call('hlen', KEYS[1]) == 2 then\n"
+    "  redis.call('pexpire', KEYS[2] .. ':1', new)\n"
+    "  redis.call('pexpire', KEYS[1], new)\n"
+    "  return new\n"
+    "end\n"
+    "for i = 1, n do at_least(KEYS[2] .. ':' .. i, new) end\n"
+    "at_least(KEYS[1], new)\n"
     "return new\n";
 
 /*
@@ -179,16 +195,19 @@ const char rm_lua_write_acquire[] =
     "end\n"
     "if mode == 'write' and mine then\n"
     "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) + tonumber(ARGV[1]))\n"
+    "  local t = redis.call('pttl', KEYS[1])\n"
+    "  if t >= 0 then redis.call('pexpire', KEYS[1], t + tonumber(ARGV[1])) end\n"
     "  return {1, n, fence(n)}\n"
     "end\n"
     "return {0, redis.call('pttl', KEYS[1])}\n";
 
 /*
  * Write release (Redisson's write unlockInner, with the unlock latch). KEYS:
- * [1] NAME, [2] channel, [3] latch. ARGV: [1] "1", [2] lease ms, [3] writer
- * field, [4] latch ms. Replies 1 when the write hold ended, 0 decremented,
- * nil not the writer.
+ * [1] NAME, [2] channel, [3] latch. ARGV: [1] "1", [2] lease ms (unused),
+ * [3] writer field, [4] latch ms. Replies 1 when the write hold ended, 0
+ * decremented, nil not the writer. A release that leaves holds behind (the
+ * writer's other levels, its read holds) keeps the lock's TTL, where
+ * Redisson's sets it to this lease (lua.h, RM_LUA_AT_LEAST_DEF).
  */
 const char rm_lua_write_release[] =
     "local l = redis.call('get', KEYS[3])\n"
@@ -202,7 +221,6 @@ const char rm_lua_write_release[] =
     "if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end\n"
     "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)\n"
     "if counter > 0 then\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
     "  redis.call('set', KEYS[3], 0, 'px', ARGV[4])\n"
     "  return 0\n"
     "end\n"
@@ -228,8 +246,12 @@ const char rm_lua_rw_force[] =
 
 /*
  * Queries for one side (Redisson's isLocked: read-locked when in read mode or
- * when the writer holds read locks too). KEYS: [1] NAME. ARGV: [1] mode,
- * [2] field ('' = nobody). Replies {held, pttl (-2 when not), field's count}.
+ * when the writer holds read locks too). KEYS: [1] NAME[, [2] the reader's
+ * timeout prefix]. ARGV: [1] mode, [2] field ('' = nobody). Replies {held,
+ * pttl (-2 when not), field's count}. A reader's count is that of its holds
+ * whose timeout keys are still there: the field of a reader whose leases
+ * ran out stays in the hash while other readers keep the lock alive, but
+ * it holds nothing any more.
  */
 const char rm_lua_rw_inspect[] =
     "local t = redis.call('type', KEYS[1])['ok']\n"
@@ -239,7 +261,12 @@ const char rm_lua_rw_inspect[] =
     "if mode ~= 'read' and mode ~= 'write' then return " RM_LUA_WRONGTYPE " end\n"
     "local held = mode == ARGV[1] or (ARGV[1] == 'read' and redis.call('hlen', KEYS[1]) > 2)\n"
     "local n = 0\n"
-    "if ARGV[2] ~= '' then n = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0') end\n"
+    "if ARGV[2] ~= '' then n = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0') or 0 end\n"
+    "if KEYS[2] then\n"
+    "  local live = 0\n"
+    "  for i = 1, n do live = live + redis.call('exists', KEYS[2] .. ':' .. i) end\n"
+    "  n = live\n"
+    "end\n"
     "if not held then return {0, -2, n} end\n"
     "return {1, redis.call('pttl', KEYS[1]), n}\n";
 
@@ -258,6 +285,21 @@ static bool is_write(const redmutex_lock *l)
 static void rw_field(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1])
 {
     snprintf(out, RM_VALUE_MAX + 1, "%s%s", owner_key, is_write(l) ? WRITE_SUFFIX : "");
+}
+
+/* A reader's field is its owner id as it is: "mode" is the lock's mode, and
+   "<owner>:write" a writer's field (a reader by that name would count as
+   the writer's read hold, and the writer's hold as its own). */
+static const char *rw_refuse_owner(const redmutex_lock *l, const char *owner)
+{
+    size_t n = strlen(owner), k = sizeof WRITE_SUFFIX - 1;
+    if (is_write(l))
+        return NULL; /* stored as "<owner>:write": never "mode", never a reader's */
+    if (strcmp(owner, "mode") == 0)
+        return "is the field a read-write lock keeps its mode in";
+    if (n >= k && memcmp(owner + n - k, WRITE_SUFFIX, k) == 0)
+        return "ends in \"" WRITE_SUFFIX "\", as a writer's field does";
+    return NULL;
 }
 
 static void rw_wait_channel(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX])
@@ -336,10 +378,13 @@ static rm_cmd rw_extend(const redmutex_lock *l, const char *value, int64_t ms, b
     snprintf(st->num[1], sizeof st->num[1], "%" PRId64, (int64_t)REDMUTEX_TIME_MAX_MS);
     const char *mode = replace ? "1" : "0";
     if (is_write(l)) {
-        /* A writer's field extends like a reentrant lock's. */
-        const char *argv[] = {"1", l->name, value, st->num[0], mode, st->num[1]};
+        /* A writer's field extends like a reentrant lock's; its owner's
+           read holds (the field without ":write") are holds of the key too. */
+        size_t n = strlen(value) - (sizeof WRITE_SUFFIX - 1);
+        snprintf(st->key[1], sizeof st->key[1], "%.*s", (int)n, value);
+        const char *argv[] = {"1", l->name, value, st->num[0], mode, st->num[1], st->key[1]};
         memcpy(st->argv, argv, sizeof argv);
-        return (rm_cmd){RM_SCRIPT_RLOCK_EXTEND, 6, st->argv, NULL};
+        return (rm_cmd){RM_SCRIPT_RLOCK_EXTEND, 7, st->argv, NULL};
     }
     const char *argv[] = {"2",  l->name,   timeout_prefix(l, value, st->key[0]), value, st->num[0],
                           mode, st->num[1]};
@@ -349,6 +394,11 @@ static rm_cmd rw_extend(const redmutex_lock *l, const char *value, int64_t ms, b
 
 static rm_cmd rw_inspect(const redmutex_lock *l, const char *value, rm_kargs *st)
 {
+    if (!is_write(l) && value[0]) { /* a reader's holds are its timeout keys */
+        const char *argv[] = {"2", l->name, timeout_prefix(l, value, st->key[0]), "read", value};
+        memcpy(st->argv, argv, sizeof argv);
+        return (rm_cmd){RM_SCRIPT_RW_INSPECT, 5, st->argv, NULL};
+    }
     const char *argv[] = {"1", l->name, is_write(l) ? "write" : "read", value};
     memcpy(st->argv, argv, sizeof argv);
     return (rm_cmd){RM_SCRIPT_RW_INSPECT, 4, st->argv, NULL};
@@ -378,6 +428,7 @@ static rm_cmd rw_force(const redmutex_lock *l, rm_kargs *st)
 
 const rm_kind_ops rm_rw_ops = {
     .field = rw_field,
+    .refuse_owner = rw_refuse_owner,
     .wait_channel = rw_wait_channel,
     .acquire = rw_acquire,
     .release = rw_release,

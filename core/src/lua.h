@@ -23,6 +23,19 @@
 #define RM_LUA_WRONGTYPE                                                                                     \
     "redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')"
 
+/*
+ * The reentrant and fair locks share Redisson's hash of owner -> count; a
+ * read-write lock is a hash too, told apart by its `mode` field ("read" or
+ * "write", never a count). Before anything else, a script of the reentrant
+ * or fair kind refuses such a hash (KEYS[1]) as a key of another kind,
+ * instead of waiting on it or changing it.
+ */
+#define RM_LUA_NOT_RWLOCK                                                                                    \
+    "if redis.call('type', KEYS[1])['ok'] == 'hash' then\n"                                                  \
+    "  local md = redis.call('hget', KEYS[1], 'mode')\n"                                                     \
+    "  if md == 'read' or md == 'write' then return " RM_LUA_WRONGTYPE " end\n"                            \
+    "end\n"
+
 #define RM_LUA_FENCE_OK_DEF                                                                                  \
     "local function fence_ok(k)\n"                                                                           \
     "  local fc = redis.call('get', k)\n"                                                                    \
@@ -44,8 +57,42 @@
     "  return false\n"                                                                                       \
     "end\n"
 
+/*
+ * The TTL rule (docs/wire-format.md): no script lowers the TTL of a lock key
+ * below the longest remaining validity of any hold the key still carries.
+ * A hash is shared by every level of its owners (several handles of one
+ * owner, each with its own lease; readers; a writer that also reads), and
+ * the server does not know which level ends when one is released, renewed
+ * or extended. So a script that changes one hold of a key that may carry
+ * others only ever raises the key's TTL: at_least(key, ms) sets it to ms
+ * when it is lower (and leaves a key without TTL, or a missing one, alone).
+ * Each hold's validity was granted by some script that set the key's TTL to
+ * at least that long, and nothing takes it back but the key's deletion.
+ */
+#define RM_LUA_AT_LEAST_DEF                                                                                  \
+    "local function at_least(k, ms)\n"                                                                       \
+    "  ms = tonumber(ms)\n"                                                                                  \
+    "  local t = redis.call('pttl', k)\n"                                                                    \
+    "  if t >= 0 and t < ms then redis.call('pexpire', k, ms) end\n"                                        \
+    "end\n"
+
+/*
+ * A reader's level goes (read release, undo of a nested acquisition): its
+ * top timeout key `from` is deleted, but which of the reader's holds ended
+ * is not known, so the key of the level below, `to`, takes over the top
+ * key's TTL when that is longer (re-made if it expired meanwhile).
+ */
+#define RM_LUA_PASS_DOWN_DEF                                                                                 \
+    "local function pass_down(from, to)\n"                                                                   \
+    "  local t = redis.call('pttl', from)\n"                                                                 \
+    "  local b = redis.call('pttl', to)\n"                                                                   \
+    "  if t > 0 and b ~= -1 and b < t then redis.call('set', to, '1', 'px', t) end\n"                       \
+    "  redis.call('del', from)\n"                                                                            \
+    "end\n"
+
 /* The rest of an extend script once the owner is found: KEYS[1]'s new TTL
-   from ARGV ms, mode (0 add, 1 replace), longest TTL; returns it. */
+   from ARGV ms, mode (0 add, 1 replace), longest TTL; returns it. For the
+   plain lock, whose key carries one hold: that hold's TTL is set as asked. */
 #define RM_LUA_EXTEND_TTL                                                                                    \
     "local ttl = redis.call('pttl', KEYS[1])\n"                                                              \
     "if ttl < 0 then ttl = 0 end\n"                                                                          \
@@ -53,6 +100,31 @@
     "if ARGV[3] == '0' then new = new + ttl end\n"                                                           \
     "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"                                          \
     "redis.call('pexpire', KEYS[1], new)\n"                                                                  \
+    "return new\n"
+
+/*
+ * The same for a hash kind (reentrant, fair, a writer): the hold's new TTL
+ * is returned as its validity, but the key is only lowered to it when this
+ * owner's one level is all the key carries; otherwise the other holds keep
+ * theirs (RM_LUA_AT_LEAST_DEF). While the owner holds such a lock no other
+ * owner has a field in it (it is exclusive), so the owner's count says it -
+ * and, for a writer, ARGV[5]: the same owner's reader field, which may also
+ * be there (a writer may read). Only commands the least-privilege ACL of
+ * docs/security.md allows.
+ */
+#define RM_LUA_EXTEND_HASH_TTL                                                                               \
+    RM_LUA_AT_LEAST_DEF                                                                                      \
+    "local ttl = redis.call('pttl', KEYS[1])\n"                                                              \
+    "if ttl < 0 then ttl = 0 end\n"                                                                          \
+    "local new = tonumber(ARGV[2])\n"                                                                        \
+    "if ARGV[3] == '0' then new = new + ttl end\n"                                                           \
+    "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"                                          \
+    "if redis.call('hget', KEYS[1], ARGV[1]) == '1' and "                                                    \
+    "(ARGV[5] == nil or redis.call('hexists', KEYS[1], ARGV[5]) == 0) then\n"                               \
+    "  redis.call('pexpire', KEYS[1], new)\n"                                                                \
+    "else\n"                                                                                                 \
+    "  at_least(KEYS[1], new)\n"                                                                             \
+    "end\n"                                                                                                  \
     "return new\n"
 
 /*

@@ -30,6 +30,12 @@ int rm_lock_resolve_owner(rm_err *err, redmutex_lock *l, const char *owner, char
         if (len > REDMUTEX_OWNER_MAX)
             return rm_fail(err, REDMUTEX_EINVAL, "lock '%s': owner id is longer than %d bytes", l->name,
                            REDMUTEX_OWNER_MAX);
+        const rm_kind_ops *ops = rm_kind_of(l);
+        const char *why = ops->refuse_owner ? ops->refuse_owner(l, owner) : NULL;
+        if (why)
+            return rm_fail(err, REDMUTEX_EINVAL,
+                           "lock '%s': owner id '%s' cannot be used for this kind of lock: it %s; nothing was sent",
+                           l->name, owner, why);
         memcpy(out, owner, len + 1);
     } else if (!rm_kind_of(l)->anonymous) {
         /* "<client id>:<thread id>", as redmutex_client_thread_owner() writes it (twice per pair) */

@@ -16,6 +16,7 @@
 #include "tally.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct inspect_result {
@@ -206,6 +207,193 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
     rm_client_unlock(c);
     if (out)
         *out = deleted > 0;
+    return rm_publish(err, 0);
+}
+
+/* ---- redmutex_lock_inspect ------------------------------------------------ */
+
+/* What one server holds under the name (RM_SCRIPT_LOCK_INFO's reply). */
+typedef struct lock_reading {
+    bool answered, held;
+    int kind; /* a redmutex_kind, or -1 for nothing */
+    int64_t ttl, count, readers, queue, fence;
+    char owner[REDMUTEX_LOCK_INFO_OWNER_SIZE];
+} lock_reading;
+
+typedef struct info_result {
+    redmutex_lock *l;
+    lock_reading *r; /* one per server */
+} info_result;
+
+static bool reply_is(const rm_reply *r, const char *s)
+{
+    return r->type == RM_REPLY_STRING && r->len == strlen(s) && memcmp(r->str, s, r->len) == 0;
+}
+
+/* The kind a reading stands for. A hash without a queue is a reentrant lock or an idle fair one. */
+static int reading_kind(const rm_reply *k, int64_t queue, redmutex_kind handle_kind)
+{
+    bool fair_handle = handle_kind == REDMUTEX_KIND_FAIR;
+    if (reply_is(k, "none"))
+        return queue > 0 ? REDMUTEX_KIND_FAIR : -1;
+    if (reply_is(k, "string"))
+        return REDMUTEX_KIND_LOCK;
+    if (reply_is(k, "hash"))
+        return queue > 0 || fair_handle ? REDMUTEX_KIND_FAIR : REDMUTEX_KIND_RLOCK;
+    if (reply_is(k, "rw-read"))
+        return REDMUTEX_KIND_READ;
+    if (reply_is(k, "rw-write"))
+        return REDMUTEX_KIND_WRITE;
+    return -2; /* another type of key: no lock */
+}
+
+/* Reads server i's answer (rm_vote_fn, ud: the info_result): yes when it holds the lock. */
+static rm_vote info_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
+{
+    (void)s;
+    (void)unknown;
+    info_result *res = ud;
+    rm_reply *const *el = r->element;
+    if (r->type != RM_REPLY_ARRAY || r->elements != 7 || el[0]->type != RM_REPLY_STRING ||
+        el[2]->type != RM_REPLY_STRING || el[1]->type != RM_REPLY_INTEGER || el[3]->type != RM_REPLY_INTEGER ||
+        el[4]->type != RM_REPLY_INTEGER || el[5]->type != RM_REPLY_INTEGER ||
+        (el[6]->type != RM_REPLY_STRING && el[6]->type != RM_REPLY_NIL)) {
+        rm_fail(e, REDMUTEX_EPROTOCOL, "unexpected reply to the inspect script");
+        return RM_VOTE_ERROR;
+    }
+    lock_reading *rd = &res->r[i];
+    rd->kind = reading_kind(el[0], el[5]->integer, res->l->kind);
+    if (rd->kind == -2) {
+        rm_fail(e, REDMUTEX_EWRONGTYPE, "the key is no lock: it holds a %.*s", (int)el[0]->len, el[0]->str);
+        return RM_VOTE_ERROR;
+    }
+    rd->answered = true;
+    rd->held = rd->kind >= 0 && !reply_is(el[0], "none");
+    rd->ttl = el[1]->integer;
+    snprintf(rd->owner, sizeof rd->owner, "%.*s", (int)el[2]->len, el[2]->str);
+    rd->count = el[3]->integer;
+    rd->readers = el[4]->integer;
+    rd->queue = el[5]->integer;
+    char *end = NULL;
+    rd->fence = el[6]->type == RM_REPLY_STRING ? strtoll(el[6]->str, &end, 10) : -1;
+    if (end && (end == el[6]->str || *end))
+        rd->fence = -1; /* not a counter */
+    return rd->held ? RM_VOTE_YES : RM_VOTE_NO;
+}
+
+/* The kind most servers that store anything report (the first of equals); -1 when none does. */
+static int agreed_kind(const lock_reading *r, size_t n)
+{
+    int best = -1;
+    size_t best_votes = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t votes = 0;
+        for (size_t k = 0; k < n && r[i].answered && r[i].kind >= 0; k++)
+            votes += r[k].answered && r[k].kind == r[i].kind;
+        if (votes > best_votes)
+            best = r[i].kind, best_votes = votes;
+    }
+    return best;
+}
+
+/* The owner a quorum of servers agree on, with its hold count as a quorum has it. */
+static void agreed_owner(redmutex_lock_info *out, const lock_reading *r, size_t n, size_t quorum)
+{
+    int64_t counts[REDMUTEX_SERVERS_MAX];
+    for (size_t i = 0; i < n; i++) {
+        size_t same = 0;
+        for (size_t k = 0; k < n && r[i].answered && r[i].owner[0]; k++)
+            same += r[k].answered && strcmp(r[k].owner, r[i].owner) == 0;
+        if (same < quorum)
+            continue;
+        size_t m = 0;
+        for (size_t k = 0; k < n; k++)
+            if (r[k].answered)
+                counts[m++] = strcmp(r[k].owner, r[i].owner) == 0 ? r[k].count : 0;
+        snprintf(out->owner, sizeof out->owner, "%s", r[i].owner);
+        out->hold_count = rm_qth_largest(counts, m, quorum, false);
+        return;
+    }
+}
+
+/* The servers' readings as one answer (pure). */
+static void aggregate(redmutex_lock_info *out, const lock_reading *r, size_t n, size_t quorum)
+{
+    int64_t ttls[REDMUTEX_SERVERS_MAX];
+    size_t held = 0, m = 0;
+    out->fence = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!r[i].answered)
+            continue;
+        held += r[i].held;
+        ttls[m++] = r[i].ttl;
+        out->fence = r[i].fence > out->fence ? r[i].fence : out->fence;
+        out->queue_length = r[i].queue > out->queue_length ? r[i].queue : out->queue_length;
+        out->readers = r[i].readers > out->readers ? r[i].readers : out->readers;
+    }
+    out->servers_answered = (uint32_t)m;
+    out->held = held >= quorum;
+    out->kind = agreed_kind(r, n);
+    out->ttl_ms = rm_qth_largest(ttls, m, quorum, true);
+    agreed_owner(out, r, n, quorum);
+}
+
+_Static_assert(sizeof(((redmutex_lock_info *)0)->owner) == REDMUTEX_LOCK_INFO_OWNER_SIZE,
+               "redmutex_lock_info.owner is REDMUTEX_LOCK_INFO_OWNER_SIZE bytes");
+
+/* The bytes of each version of redmutex_lock_info (index: version). */
+static const size_t lock_info_sizes[] = {0, sizeof(redmutex_lock_info)};
+
+/* Runs the inspect script on every server and fills *out (the call's own struct). */
+static int inspect_any(rm_err *err, redmutex_lock_info *out, redmutex_lock *l)
+{
+    redmutex_client *c = l->c;
+    char token_key[RM_LONG_KEY_MAX], queue_key[RM_LONG_KEY_MAX], owner_max[24];
+    rm_i64_str(owner_max, REDMUTEX_LOCK_INFO_OWNER_SIZE - 1);
+    const char *argv[] = {"2", l->name, rm_lock_token_key(l, token_key, sizeof token_key),
+                          rm_derived_key(l, "redisson_lock_queue", "", queue_key, sizeof queue_key), owner_max};
+    rm_req req = {1, {{RM_SCRIPT_LOCK_INFO, 5, argv, NULL}}, NULL, l->name, NULL};
+    info_result res = {l, calloc(c->n, sizeof(lock_reading))};
+    if (!res.r)
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
+    rm_call call;
+    int rc = rm_call_begin(err, &call, c);
+    if (rc == 0) {
+        rm_call_run(&call, &req, rm_command_deadline(c, false), NULL, NULL);
+        rm_tally t;
+        rm_tally_init(&t);
+        rm_tally_spec spec = {"inspect", l->name, 0, false, info_vote, &res};
+        rm_tally_call(&t, &call, &spec);
+        if (t.error.code == REDMUTEX_EWRONGTYPE || t.yes + t.no < c->quorum)
+            rc = rm_tally_fail(err, &t, &call, "inspect", l->name);
+        else
+            aggregate(out, res.r, c->n, c->quorum);
+        rm_call_end(&call);
+    }
+    free(res.r);
+    return rc;
+}
+
+int redmutex_lock_inspect(redmutex_lock_info *out, redmutex_lock *l)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    int rc = rm_lock_check_handle(err, l, "redmutex_lock_inspect");
+    if (rc == 0 && !out)
+        rc = rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_inspect: out is NULL");
+    if (rc == 0 && (out->version == 0 || out->version > REDMUTEX_LOCK_INFO_VERSION))
+        rc = rm_fail(err, REDMUTEX_EINVAL,
+                     "redmutex_lock_inspect: redmutex_lock_info version %u is unknown to this library "
+                     "(1..%d): set it to REDMUTEX_LOCK_INFO_VERSION",
+                     (unsigned)out->version, REDMUTEX_LOCK_INFO_VERSION);
+    if (rc)
+        return rm_publish(err, rc);
+    redmutex_lock_info info;
+    memset(&info, 0, sizeof info);
+    if ((rc = inspect_any(err, &info, l)))
+        return rm_publish(err, rc);
+    uint32_t version = out->version;
+    memcpy(out, &info, lock_info_sizes[version]);
+    out->version = version;
     return rm_publish(err, 0);
 }
 

@@ -30,11 +30,12 @@
 
 static const char *const script_text[RM_SCRIPT_COUNT] = {
     /* RM_SCRIPT_FORCE_RELEASE: KEYS name, channel; ARGV expected type (string|hash),
-       the publish command (RM_ARG_PUBLISH: spublish on a 7.0+ cluster). */
+       the publish command (RM_ARG_PUBLISH: spublish on a 7.0+ cluster).
+       A read-write lock's hash is not the reentrant kind's (lua.h). */
     [RM_SCRIPT_FORCE_RELEASE] =
         "local t = redis.call('type', KEYS[1])['ok']\n"
         "if t == 'none' then return 0 end\n"
-        "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n" MAY_DEF
+        "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n" RM_LUA_NOT_RWLOCK MAY_DEF
         "if not may(ARGV[2], KEYS[2], '0') then " NOPERM("PUBLISH the release") " end\n"
         "redis.call('del', KEYS[1])\n"
         "redis.call(ARGV[2], KEYS[2], '0')\n"
@@ -45,7 +46,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
     [RM_SCRIPT_INSPECT] =
         "local t = redis.call('type', KEYS[1])['ok']\n"
         "if t == 'none' then return {0, -2, 0} end\n"
-        "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n"
+        "if t ~= ARGV[1] then return " WRONGTYPE_REPLY " end\n" RM_LUA_NOT_RWLOCK
         "local n = 0\n"
         "if ARGV[2] ~= '' then\n"
         "  if t == 'string' then\n"
@@ -57,9 +58,11 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
     /* RM_SCRIPT_RENEW: the watchdog's batch. KEYS names; ARGV[1] lease ms,
        ARGV[1+i] = 's'..token (plain), 'h'..field (hash kinds) or 'r'..field
        (a reader of a read-write lock, kind.h) for KEYS[i].
-       Extends only locks still held by that owner; never creates a key.
-       Returns one 1/0 per key. */
+       Extends only locks still held by that owner; never creates a key, and
+       never lowers a TTL: the key may carry other holds that last longer
+       (lua.h, RM_LUA_AT_LEAST_DEF). Returns one 1/0 per key. */
     [RM_SCRIPT_RENEW] =
+        RM_LUA_AT_LEAST_DEF
         "local res = {}\n"
         "for i = 1, #KEYS do\n"
         "  local a = ARGV[i + 1]\n"
@@ -73,7 +76,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "    if tag == 'h' then\n"
         "      if t == 'hash' and redis.call('hexists', key, who) == 1 then ok = 1 end\n"
         "    elseif t == 'string' and redis.call('get', key) == who then ok = 1 end\n"
-        "    if ok == 1 then redis.call('pexpire', key, ARGV[1]) end\n"
+        "    if ok == 1 then at_least(key, ARGV[1]) end\n"
         "  end\n"
         "  res[i] = ok\n"
         "end\n"
@@ -92,8 +95,12 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
        acquisition added (lua.h, RM_LUA_NEST_GUARD), only where its latch
        says '1', and marks the latch '0' in any case, so a late copy of the
        acquisition changes nothing. Never takes the last level: that one is
-       an outer hold's. Replies 1 when a level was taken back, else 0. */
+       an outer hold's. A reader's top timeout key goes with it, its TTL
+       passed on to the key below when longer (lua.h, RM_LUA_PASS_DOWN_DEF:
+       which hold the top key stands for is not known here). Replies 1 when
+       a level was taken back, else 0. */
     [RM_SCRIPT_NEST_UNDO] =
+        RM_LUA_PASS_DOWN_DEF
         "local n = 0\n"
         "if redis.call('get', KEYS[2]) == '1' and redis.call('type', KEYS[1])['ok'] == 'hash' then\n"
         "  n = tonumber(redis.call('hget', KEYS[1], ARGV[1])) or 0\n"
@@ -101,7 +108,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "redis.call('set', KEYS[2], '0', 'px', ARGV[2])\n"
         "if n <= 1 or n % 1 ~= 0 then return 0 end\n"
         "redis.call('hincrby', KEYS[1], ARGV[1], -1)\n"
-        "if KEYS[3] then redis.call('del', KEYS[3] .. ':' .. n) end\n"
+        "if KEYS[3] then pass_down(KEYS[3] .. ':' .. n, KEYS[3] .. ':' .. (n - 1)) end\n"
         "return 1\n",
 
     /* Every kind's own scripts live with it (kind.h). */
@@ -122,6 +129,54 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
     [RM_SCRIPT_WRITE_RELEASE] = rm_lua_write_release,
     [RM_SCRIPT_RW_FORCE] = rm_lua_rw_force,
     [RM_SCRIPT_RW_INSPECT] = rm_lua_rw_inspect,
+
+    /* RM_SCRIPT_LOCK_INFO: what is stored under a name, whatever the kind;
+       read only (redmutex_lock_inspect, query.c). KEYS name, fencing counter;
+       ARGV a fair lock's queue key, the longest owner to return.
+       The queue key is not declared and its reads may fail: a user whose
+       ACL covers plain and reentrant locks only (docs/security.md) has no
+       rights on it, and gets a queue of 0 instead of an error; so does one
+       without HGETALL, with no owner for a hash. Replies {kind, pttl,
+       owner, its hold count, readers, queue length, fence counter or nil};
+       kind is 'none', 'string', 'hash', 'rw-read', 'rw-write', or the
+       key's type when it is no lock. A plain lock's token is cut to its
+       first 8 characters: the whole token would let anyone release it. */
+    [RM_SCRIPT_LOCK_INFO] =
+        "local t = redis.call('type', KEYS[1])['ok']\n"
+        "local fence = false\n"
+        "if redis.call('type', KEYS[2])['ok'] == 'string' then fence = redis.call('get', KEYS[2]) end\n"
+        "local q = 0\n"
+        "local qt = redis.pcall('type', ARGV[1])\n"
+        "if type(qt) == 'table' and qt['ok'] == 'list' then\n"
+        "  q = redis.pcall('llen', ARGV[1])\n"
+        "  if type(q) ~= 'number' then q = 0 end\n"
+        "end\n"
+        "if t == 'none' then return {'none', -2, '', 0, 0, q, fence} end\n"
+        "local ttl = redis.call('pttl', KEYS[1])\n"
+        "if t == 'string' then\n"
+        "  local v = redis.call('get', KEYS[1])\n"
+        "  return {'string', ttl, string.sub(v, 1, math.min(8, math.floor(#v / 2))), 1, 0, q, fence}\n"
+        "end\n"
+        "if t ~= 'hash' then return {t, ttl, '', 0, 0, q, fence} end\n"
+        "local mode = redis.call('hget', KEYS[1], 'mode')\n"
+        "if mode ~= 'read' and mode ~= 'write' then mode = false end\n"
+        "local owner, count, readers = '', 0, 0\n"
+        "local all = redis.pcall('hgetall', KEYS[1])\n"
+        "if type(all) == 'table' and not all['err'] then\n"
+        "  for i = 1, #all, 2 do\n"
+        "    local k, v = all[i], all[i + 1]\n"
+        "    if not (mode and k == 'mode') then\n"
+        "      local writer = mode == 'write' and string.sub(k, -6) == ':write'\n"
+        "      if mode and not writer then readers = readers + 1 end\n"
+        "      if (mode == 'write' and writer) or (mode ~= 'write' and (owner == '' or k < owner)) then\n"
+        "        owner, count = k, tonumber(v) or 0\n"
+        "      end\n"
+        "    end\n"
+        "  end\n"
+        "end\n"
+        "local kind = 'hash'\n"
+        "if mode then kind = 'rw-' .. mode end\n"
+        "return {kind, ttl, string.sub(owner, 1, tonumber(ARGV[2])), count, readers, q, fence}\n",
 };
 
 static char script_sha[RM_SCRIPT_COUNT][41];

@@ -33,6 +33,7 @@ enum rm_script_id {
     RM_SCRIPT_WRITE_RELEASE,
     RM_SCRIPT_RW_FORCE,
     RM_SCRIPT_RW_INSPECT,
+    RM_SCRIPT_LOCK_INFO,         /* redmutex_lock_inspect: any kind (query.c reads its reply) */
     RM_SCRIPT_COUNT
 };
 

@@ -63,52 +63,6 @@ static int refuse(rm_err *err, sentinel_url *u, const char *why)
     return rc;
 }
 
-/* Query options whose values may be shown; any other value (a password, a misspelt one) is masked. */
-static bool harmless(const char *name, size_t n)
-{
-    static const char *const names[] = {"sentinel_username", "ssl_cert_reqs", "ssl_check_hostname",
-                                        "ssl_server_hostname", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile",
-                                        "topology", "db", "username"};
-    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
-        if (strlen(names[k]) == n && memcmp(names[k], name, n) == 0)
-            return true;
-    return false;
-}
-
-/*
- * The URL as it may be shown: the user part's password and the value of
- * every query option not known to be harmless are masked, whether or not
- * the URL parses.
- */
-static void mask(char *out, size_t size, const char *url)
-{
-    size_t n = 0;
-    const char *at = strrchr(url, '@'), *start = strstr(url, "://");
-    start = start ? start + 3 : url;
-    const char *q = strchr(url, '?');
-    if (at && q && at > q)
-        at = NULL; /* an '@' in the query is no user part */
-    for (const char *p = url; *p && n + 4 < size;) {
-        if (at && p == start) {
-            const char *colon = memchr(start, ':', (size_t)(at - start));
-            size_t keep = colon ? (size_t)(colon - start) : (size_t)(at - start);
-            n += (size_t)snprintf(out + n, size - n, "%.*s%s", (int)keep, start, colon ? ":***" : "");
-            p = at;
-            continue;
-        }
-        if (q && p > q && (p[-1] == '?' || p[-1] == '&')) {
-            const char *eq = strchr(p, '='), *amp = strchr(p, '&');
-            if (eq && (!amp || eq < amp) && !harmless(p, (size_t)(eq - p))) {
-                n += (size_t)snprintf(out + n, size - n, "%.*s***", (int)(eq + 1 - p), p);
-                p = amp ? amp : p + strlen(p);
-                continue;
-            }
-        }
-        out[n++] = *p++;
-    }
-    out[n < size ? n : size - 1] = '\0';
-}
-
 static int hexval(int ch)
 {
     if (isdigit(ch))
@@ -216,11 +170,14 @@ static int take_option(rm_err *err, sentinel_url *u, const char *item, const cha
     }
     if (n == 8 && memcmp(item, "topology", 8) == 0)
         return refuse(err, u, "topology does not apply to redis+sentinel:// (the sentinels name one master)");
-    if (n < 4 || memcmp(item, "ssl_", 4) != 0)
+    /* redis-py's db, username and password are the master's, as in a redis:// URL. */
+    bool data = (n == 2 && memcmp(item, "db", 2) == 0) || (n == 8 && memcmp(item, "username", 8) == 0) ||
+                (n == 8 && memcmp(item, "password", 8) == 0);
+    if (!data && (n < 4 || memcmp(item, "ssl_", 4) != 0))
         return refuse(err, u,
-                      "unknown query option (redis+sentinel:// takes sentinel_username and sentinel_password; "
-                      "rediss+sentinel:// the ssl_ options too)");
-    if (!u->tls)
+                      "unknown query option (redis+sentinel:// takes sentinel_username, sentinel_password, db, "
+                      "username, password; rediss+sentinel:// the ssl_ options too)");
+    if (!data && !u->tls)
         return refuse(err, u, "ssl_ options need a rediss+sentinel:// URL");
     if (!add(u, *first ? "?" : "&", 1) || !add(u, item, (size_t)(item_end - item)))
         return refuse(err, u, "too long");
@@ -252,25 +209,62 @@ static int take_apart(rm_err *err, sentinel_url *u, const char *url)
     return rc;
 }
 
-/* The URL as messages show it: redis+sentinel://user:***@s1:p1,.../SERVICE/db[?sentinel_username=u&...=***]. */
+/* Appends s to b (from *n on), percent-encoding all but unreserved characters, so the text parses back. */
+static void put_encoded(char *b, size_t size, size_t *n, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s && *n + 4 < size; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+            b[(*n)++] = (char)ch;
+        } else {
+            b[(*n)++] = '%';
+            b[(*n)++] = hex[ch >> 4];
+            b[(*n)++] = hex[ch & 15];
+        }
+    }
+    b[*n] = '\0';
+}
+
+/* The URL in canonical form, credentials and all, for rm_url_redact to mask: the display for messages. */
 static int make_display(rm_endpoint *ep)
 {
-    char buf[URL_MAX + 512];
-    int n = snprintf(buf, sizeof buf, "%s+sentinel://%s%s%s", ep->tls ? "rediss" : "redis", ep->user ? ep->user : "",
-                     ep->password ? ":***" : "", ep->user || ep->password ? "@" : "");
-    for (int k = 0; k < ep->n_seeds && n < (int)sizeof buf; k++) {
-        bool v6 = strchr(ep->seed_host[k], ':') != NULL;
-        n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%s%s%s:%d", k ? "," : "", v6 ? "[" : "", ep->seed_host[k],
-                      v6 ? "]" : "", ep->seed_port[k]);
+    char buf[3 * URL_MAX + 512];
+    size_t n = (size_t)snprintf(buf, sizeof buf, "%s+sentinel://", ep->tls ? "rediss" : "redis");
+    if (ep->user)
+        put_encoded(buf, sizeof buf, &n, ep->user);
+    if (ep->password) {
+        n += (size_t)snprintf(buf + n, sizeof buf - n, ":");
+        put_encoded(buf, sizeof buf, &n, ep->password);
     }
-    if (n < (int)sizeof buf)
-        n += snprintf(buf + n, sizeof buf - (size_t)n, "/%s/%d", ep->service, ep->db);
-    if (n < (int)sizeof buf && ep->sentinel_password)
-        snprintf(buf + n, sizeof buf - (size_t)n, "?%s%s%ssentinel_password=***",
-                 ep->sentinel_user ? "sentinel_username=" : "", ep->sentinel_user ? ep->sentinel_user : "",
-                 ep->sentinel_user ? "&" : "");
+    if (ep->user || ep->password)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "@");
+    for (int k = 0; k < ep->n_seeds && n < sizeof buf; k++) {
+        bool v6 = strchr(ep->seed_host[k], ':') != NULL;
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s%s%s:%d", k ? "," : "", v6 ? "[" : "", ep->seed_host[k],
+                              v6 ? "]" : "", ep->seed_port[k]);
+    }
+    if (n < sizeof buf) {
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "/");
+        put_encoded(buf, sizeof buf, &n, ep->service);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "/%d", ep->db);
+    }
+    if (n < sizeof buf && ep->sentinel_user) {
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "?sentinel_username=");
+        put_encoded(buf, sizeof buf, &n, ep->sentinel_user);
+    }
+    if (n < sizeof buf && ep->sentinel_password) {
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%ssentinel_password=", ep->sentinel_user ? "&" : "?");
+        put_encoded(buf, sizeof buf, &n, ep->sentinel_password);
+    }
     free(ep->display);
-    ep->display = strdup(buf);
+    size_t len = rm_url_redact(NULL, 0, buf);
+    ep->display = malloc(len + 1);
+    if (ep->display)
+        rm_url_redact(ep->display, len + 1, buf);
+    volatile char *p = buf; /* it held the passwords: leave no copy on the stack */
+    for (size_t i = 0; i < sizeof buf; i++)
+        p[i] = 0;
     return ep->display ? 0 : REDMUTEX_ENOMEM;
 }
 
@@ -280,7 +274,7 @@ int rm_sentinel_url_parse(rm_err *err, rm_endpoint *ep, const char *url)
     sentinel_url u;
     memset(&u, 0, sizeof u);
     u.tls = strncmp(url, "rediss+", 7) == 0;
-    mask(u.shown, sizeof u.shown, url);
+    rm_url_redact(u.shown, sizeof u.shown, url);
     int rc = take_apart(err, &u, url);
     if (rc != 0)
         return rc;

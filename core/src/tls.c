@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 /* The settings of one rediss:// server, shared by all its connections. */
 struct rm_tls {
@@ -106,7 +107,7 @@ bool rm_tls_options_given(const redmutex_client_options *o)
            (o->flags & (REDMUTEX_CLIENT_TLS_NO_VERIFY | REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK));
 }
 
-/* The first OpenSSL error's reason, for messages about files. */
+/* The last OpenSSL error's reason. */
 static const char *openssl_reason(void)
 {
     unsigned long e = ERR_peek_last_error();
@@ -114,15 +115,59 @@ static const char *openssl_reason(void)
     return r ? r : "unknown error";
 }
 
+/* Whether the open file f holds a PEM block anywhere in its first 64 KiB. */
+static bool has_pem(FILE *f)
+{
+    static const char begin[] = "-----BEGIN ";
+    enum { MARK = sizeof begin - 1 };
+    char buf[4096];
+    size_t kept = 0; /* the end of the last read: a marker may straddle two */
+    for (int i = 0; i < 16; i++) {
+        size_t n = fread(buf + kept, 1, sizeof buf - kept, f);
+        if (n == 0)
+            return false;
+        size_t len = kept + n;
+        if (memmem(buf, len, begin, MARK))
+            return true;
+        kept = len < MARK - 1 ? len : MARK - 1;
+        memmove(buf, buf + len - kept, kept);
+    }
+    return false;
+}
+
+/*
+ * Why OpenSSL could not load the file at path, for a message: what the
+ * system says when it cannot be read at all (OpenSSL 3 calls that "system
+ * lib"), that it is a directory, that it holds no PEM data at all (OpenSSL:
+ * "PEM lib", "no start line"), or else OpenSSL's reason about its content
+ * ("no certificate or crl found": PEM, but not of that kind).
+ */
+static const char *file_problem(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    struct stat st;
+    if (!f)
+        snprintf(buf, size, "%s", strerror(errno));
+    else if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(buf, size, "it is a directory, not a PEM file");
+    else if (!has_pem(f))
+        snprintf(buf, size, "it holds no PEM data (no '-----BEGIN' line)");
+    else
+        snprintf(buf, size, "%s", openssl_reason());
+    if (f)
+        fclose(f);
+    return buf;
+}
+
 static int load_files(rm_err *err, struct rm_tls *t, const rm_endpoint *ep, const char *ca, const char *cert,
                       const char *key)
 {
+    char why[200];
     ERR_clear_error();
-    if (ca ? SSL_CTX_load_verify_locations(t->ctx, ca, NULL) != 1
-           : SSL_CTX_set_default_verify_paths(t->ctx) != 1)
+    if (ca ? SSL_CTX_load_verify_locations(t->ctx, ca, NULL) != 1 : SSL_CTX_set_default_verify_paths(t->ctx) != 1)
         return rm_fail(err, REDMUTEX_EINVAL, "%s: cannot load the CA certificates %s%s%s: %s", ep->display,
                        ca ? "from ssl_ca_certs '" : "of the system", ca ? ca : "", ca ? "'" : "",
-                       openssl_reason());
+                       ca ? file_problem(ca, why, sizeof why) : openssl_reason());
     if (key && !cert)
         return rm_fail(err, REDMUTEX_EINVAL, "%s: ssl_keyfile needs ssl_certfile (the client certificate)",
                        ep->display);
@@ -130,11 +175,12 @@ static int load_files(rm_err *err, struct rm_tls *t, const rm_endpoint *ep, cons
         return 0;
     if (SSL_CTX_use_certificate_chain_file(t->ctx, cert) != 1)
         return rm_fail(err, REDMUTEX_EINVAL, "%s: cannot load the client certificate ssl_certfile '%s': %s",
-                       ep->display, cert, openssl_reason());
+                       ep->display, cert, file_problem(cert, why, sizeof why));
     if (SSL_CTX_use_PrivateKey_file(t->ctx, key ? key : cert, SSL_FILETYPE_PEM) != 1 &&
         ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH)
         return rm_fail(err, REDMUTEX_EINVAL, "%s: cannot load the private key %s '%s': %s", ep->display,
-                       key ? "ssl_keyfile" : "from ssl_certfile", key ? key : cert, openssl_reason());
+                       key ? "ssl_keyfile" : "from ssl_certfile", key ? key : cert,
+                       file_problem(key ? key : cert, why, sizeof why));
     if (SSL_CTX_check_private_key(t->ctx) != 1)
         return rm_fail(err, REDMUTEX_EINVAL, "%s: the private key '%s' does not belong to the certificate '%s'",
                        ep->display, key ? key : cert, cert);

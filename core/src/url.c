@@ -1,18 +1,25 @@
 /*
  * Server URLs:
- *   redis://[user[:password]@]host[:port][/db]
- *   rediss://[user[:password]@]host[:port][/db][?ssl_option=value&...]
- *   unix:///path/to/socket[?db=N]
+ *   redis://[user[:password]@]host[:port][/db][?option=value&...]
+ *   rediss://[user[:password]@]host[:port][/db][?option=value&...]   (TLS)
+ *   unix:///path/to/socket[?option=value&...]
+ * with redis-py's query options: db, username, password on every scheme,
+ * and the ssl_* options on rediss://.
  * Several hosts (redis://h1:p1,h2:p2/db) are seeds of one deployment, tried
  * in order; ?topology=auto|standalone|cluster says what that deployment is
  * (default auto: a node that reports cluster_enabled:1 makes it a cluster).
- * Messages about a URL show it with the password masked, never the password.
+ *
+ * A URL is shown in a message only through rm_url_redact(), which masks
+ * every secret it may hold (the password of the user part, the value of
+ * every query option that is not known to be harmless), whether or not
+ * the URL parses.
  */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "url.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +78,17 @@ static int parse_uint(const char *s, size_t n, long max, long *out)
     return 0;
 }
 
+/* Frees a string that held a secret, overwritten first. */
+static void wipe_free(char *s)
+{
+    if (!s)
+        return;
+    volatile char *p = s;
+    while (*p)
+        *p++ = 0;
+    free(s);
+}
+
 void rm_endpoint_clear(rm_endpoint *ep)
 {
     free(ep->host);
@@ -78,13 +96,7 @@ void rm_endpoint_clear(rm_endpoint *ep)
         free(ep->seed_host[k]);
     free(ep->path);
     free(ep->user);
-    if (ep->password) {
-        /* Do not leave the password lying around in freed memory. */
-        volatile char *p = ep->password;
-        while (*p)
-            *p++ = 0;
-        free(ep->password);
-    }
+    wipe_free(ep->password); /* do not leave it lying around in freed memory */
     free(ep->display);
     free(ep->tls_ca_file);
     free(ep->tls_cert_file);
@@ -101,64 +113,122 @@ void rm_endpoint_clear(rm_endpoint *ep)
     memset(ep, 0, sizeof *ep);
 }
 
-static int bad(rm_err *err, rm_endpoint *ep, const char *shown, const char *why)
+static int bad(rm_err *err, rm_endpoint *ep, const char *shown, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Refuses the URL: "malformed server URL '<shown>': <why>" (shown is redacted). */
+static int bad(rm_err *err, rm_endpoint *ep, const char *shown, const char *fmt, ...)
 {
+    char why[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
     rm_endpoint_clear(ep);
     return rm_fail(err, REDMUTEX_EINVAL, "malformed server URL '%s': %s", shown, why);
 }
 
-static int make_display(rm_endpoint *ep)
+/* A text being built in a fixed buffer (it never needs more than 3 x URL_MAX). */
+typedef struct text {
+    char *buf;
+    size_t size, len;
+} text;
+
+static void put(text *t, const char *s, size_t n)
 {
-    char buf[URL_MAX + 64];
-    if (ep->is_unix) {
-        snprintf(buf, sizeof buf, "unix://%s", ep->path);
-        if (ep->db)
-            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "?db=%d", ep->db);
-    } else {
-        int n = snprintf(buf, sizeof buf, "%s://%s%s%s", ep->tls ? "rediss" : "redis", ep->user ? ep->user : "",
-                         ep->password ? ":***" : "", ep->user || ep->password ? "@" : "");
-        for (int k = 0; k < ep->n_seeds && n < (int)sizeof buf; k++) {
-            bool v6 = strchr(ep->seed_host[k], ':') != NULL;
-            n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%s%s%s:%d", k ? "," : "", v6 ? "[" : "",
-                          ep->seed_host[k], v6 ? "]" : "", ep->seed_port[k]);
-        }
-        static const char *const topo[] = {"", "?topology=standalone", "?topology=cluster"};
-        if (n < (int)sizeof buf)
-            snprintf(buf + n, sizeof buf - (size_t)n, "/%d%s", ep->db, topo[ep->topology]);
-    }
-    ep->display = strdup(buf);
-    return ep->display ? 0 : REDMUTEX_ENOMEM;
+    for (size_t i = 0; i < n; i++, t->len++)
+        if (t->len + 1 < t->size)
+            t->buf[t->len] = s[i];
+    if (t->size)
+        t->buf[t->len < t->size ? t->len : t->size - 1] = '\0';
 }
 
-/*
- * The URL as it may be shown: when it has an '@', everything between the
- * scheme and the last '@' is masked, whether or not the scheme is well
- * formed ("redis:/user:secret@host" must not leak either).
- */
-static void masked_copy(char *out, size_t size, const char *url)
+static void put_str(text *t, const char *s) { put(t, s, strlen(s)); }
+
+/* Appends s percent-encoding all but unreserved characters (RFC 3986), so the text parses back. */
+static void put_encoded(text *t, const char *s)
 {
-    const char *at = strrchr(url, '@');
-    if (!at) {
-        /* No '@', but a ':' in the authority may still be a password typed
-           without one ("redis://:secret", "redis://secret:"): mask all of
-           the authority then, unless it is plainly host:port. */
-        const char *auth = strstr(url, "://");
-        auth = auth ? auth + 3 : url;
-        size_t alen = strcspn(auth, "/?#");
-        const char *colon = memchr(auth, ':', alen);
-        bool plain_port = colon && colon > auth && colon + 1 < auth + alen &&
-                          strspn(colon + 1, "0123456789") == (size_t)(auth + alen - colon - 1);
-        if (colon && !plain_port && auth[0] != '[')
-            snprintf(out, size, "%.*s***%s", (int)(auth - url), url, auth + alen);
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        char esc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+        if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~')
+            put(t, s, 1);
         else
-            snprintf(out, size, "%s", url);
+            put(t, esc, 3);
+    }
+}
+
+/* unix:///path?db=N&username=U&password=P, each only when given. */
+static void canonical_unix(text *t, const rm_endpoint *ep)
+{
+    char num[24];
+    const char *sep = "?";
+    put_str(t, "unix://");
+    put_str(t, ep->path);
+    if (ep->db) {
+        put_str(t, "?db=");
+        put_str(t, rm_i64_str(num, ep->db));
+        sep = "&";
+    }
+    if (ep->user) {
+        put_str(t, sep);
+        put_str(t, "username=");
+        put_encoded(t, ep->user);
+        sep = "&";
+    }
+    if (ep->password) {
+        put_str(t, sep);
+        put_str(t, "password=");
+        put_encoded(t, ep->password);
+    }
+}
+
+/* The URL in one canonical form, credentials and all, for rm_url_redact() to mask. */
+static void canonical_url(text *t, const rm_endpoint *ep)
+{
+    char num[24];
+    if (ep->is_unix) {
+        canonical_unix(t, ep);
         return;
     }
-    const char *scheme_end = strstr(url, "://");
-    size_t keep = scheme_end && scheme_end < at ? (size_t)(scheme_end + 3 - url) : strcspn(url, ":/");
-    if (url + keep > at)
-        keep = 0;
-    snprintf(out, size, "%.*s***%s", (int)keep, url, at);
+    put_str(t, ep->tls ? "rediss://" : "redis://");
+    if (ep->user)
+        put_encoded(t, ep->user);
+    if (ep->password) {
+        put_str(t, ":");
+        put_encoded(t, ep->password);
+    }
+    if (ep->user || ep->password)
+        put_str(t, "@");
+    for (int k = 0; k < ep->n_seeds; k++) {
+        bool v6 = strchr(ep->seed_host[k], ':') != NULL;
+        put_str(t, k ? "," : "");
+        put_str(t, v6 ? "[" : "");
+        put_str(t, ep->seed_host[k]);
+        put_str(t, v6 ? "]:" : ":");
+        put_str(t, rm_i64_str(num, ep->seed_port[k]));
+    }
+    put_str(t, "/");
+    put_str(t, rm_i64_str(num, ep->db));
+    static const char *const topo[] = {"", "?topology=standalone", "?topology=cluster", ""}; /* sentinel: its own */
+    put_str(t, topo[ep->topology]);
+}
+
+static int make_display(rm_endpoint *ep)
+{
+    char buf[3 * URL_MAX + 64];
+    text t = {buf, sizeof buf, 0};
+    canonical_url(&t, ep);
+    size_t len = rm_url_redact(NULL, 0, buf);
+    ep->display = malloc(len + 1);
+    if (ep->display)
+        rm_url_redact(ep->display, len + 1, buf);
+    /* It held the password: leave no copy on the stack. */
+    volatile char *p = buf;
+    for (size_t i = 0; i < sizeof buf; i++)
+        p[i] = 0;
+    return ep->display ? 0 : REDMUTEX_ENOMEM;
 }
 
 static int parse_bool(const char *v, int *out)
@@ -173,64 +243,138 @@ static int parse_bool(const char *v, int *out)
     return -1;
 }
 
-/* One name=value pair of a rediss:// query. */
-static int tls_option(rm_err *err, rm_endpoint *ep, const char *name, size_t name_len, char *value, const char *shown)
+/* What the query gave, to be checked against the rest of the URL. */
+typedef struct query_seen {
+    bool db, user, password, topology;
+} query_seen;
+
+#define IS(name, n, s) ((n) == sizeof(s) - 1 && memcmp((name), (s), (n)) == 0)
+
+/*
+ * An option's name as a message may show it: quoted when it looks like a
+ * name ([A-Za-z0-9_-], at most 40 bytes) and the redacted URL (shown) shows
+ * it too. A malformed URL may have anything there, a password too.
+ */
+static const char *name_for_message(char out[48], const char *name, size_t n, const char *shown)
 {
-#define IS(s) (name_len == sizeof(s) - 1 && memcmp(name, s, name_len) == 0)
-    char **slot = IS("ssl_ca_certs") ? &ep->tls_ca_file
-                  : IS("ssl_certfile") ? &ep->tls_cert_file
-                  : IS("ssl_keyfile") ? &ep->tls_key_file
-                  : IS("ssl_server_hostname") ? &ep->tls_server_name
-                                              : NULL;
+    bool plain = n > 0 && n <= 40 && memmem(shown, strlen(shown), name, n);
+    for (size_t i = 0; plain && i < n; i++)
+        plain = isalnum((unsigned char)name[i]) || name[i] == '_' || name[i] == '-';
+    if (plain)
+        snprintf(out, 48, "'%.*s'", (int)n, name);
+    else
+        snprintf(out, 48, "(name not shown)");
+    return out;
+}
+
+/* ssl_cert_reqs and ssl_check_hostname. 0, or -1 when the value is not one of theirs. */
+static int tls_flag(rm_endpoint *ep, const char *name, size_t n, const char *value)
+{
+    if (IS(name, n, "ssl_cert_reqs") && ep->tls_verify < 0) {
+        if (strcasecmp(value, "required") == 0)
+            return ep->tls_verify = 1, 0;
+        if (strcasecmp(value, "none") == 0)
+            return ep->tls_verify = 0, 0;
+        return -1;
+    }
+    return parse_bool(value, &ep->tls_check_hostname);
+}
+
+/* One ssl_* option of a rediss:// query (takes value). */
+static int tls_option(rm_err *err, rm_endpoint *ep, const char *name, size_t n, char *value, const char *shown)
+{
+    char **slot = IS(name, n, "ssl_ca_certs")          ? &ep->tls_ca_file
+                  : IS(name, n, "ssl_certfile")        ? &ep->tls_cert_file
+                  : IS(name, n, "ssl_keyfile")         ? &ep->tls_key_file
+                  : IS(name, n, "ssl_server_hostname") ? &ep->tls_server_name
+                                                       : NULL;
+    bool flag = IS(name, n, "ssl_cert_reqs") || IS(name, n, "ssl_check_hostname");
+    int given = slot ? *slot != NULL : IS(name, n, "ssl_cert_reqs") ? ep->tls_verify >= 0 : ep->tls_check_hostname >= 0;
+    if (!slot && !flag) {
+        char nm[48];
+        free(value);
+        return bad(err, ep, shown,
+                   "unknown query option %s (rediss:// takes db, username, password, topology, ssl_ca_certs, "
+                   "ssl_certfile, ssl_keyfile, ssl_cert_reqs, ssl_check_hostname, ssl_server_hostname)",
+                   name_for_message(nm, name, n, shown));
+    }
+    if (given || !value[0]) {
+        free(value);
+        return bad(err, ep, shown, "query option '%.*s' is %s", (int)n, name,
+                   given ? "given twice" : "empty");
+    }
     if (slot) {
-        if (*slot || !value[0]) {
-            free(value);
-            return bad(err, ep, shown, *slot ? "an ssl_ option is given twice" : "an ssl_ option has an empty value");
-        }
         *slot = value;
         return 0;
     }
-    int ok = -1;
-    if (IS("ssl_cert_reqs") && ep->tls_verify < 0) {
-        if (strcasecmp(value, "required") == 0)
-            ok = 0, ep->tls_verify = 1;
-        else if (strcasecmp(value, "none") == 0)
-            ok = 0, ep->tls_verify = 0;
-    } else if (IS("ssl_check_hostname") && ep->tls_check_hostname < 0) {
-        ok = parse_bool(value, &ep->tls_check_hostname);
-    } else {
-        free(value);
-        return bad(err, ep, shown,
-                   "unknown or repeated query option (rediss:// takes ssl_ca_certs, ssl_certfile, ssl_keyfile, "
-                   "ssl_cert_reqs, ssl_check_hostname, ssl_server_hostname)");
-    }
-#undef IS
+    int ok = tls_flag(ep, name, n, value);
     free(value);
     if (ok != 0)
-        return bad(err, ep, shown, "ssl_cert_reqs must be required or none; ssl_check_hostname true or false");
+        return bad(err, ep, shown, "%s", IS(name, n, "ssl_cert_reqs") ? "ssl_cert_reqs must be required or none"
+                                                                       : "ssl_check_hostname must be true or false");
     return 0;
 }
 
-/* topology=auto|standalone|cluster (any scheme). 1 when `name` is not that option. */
-static int topology_option(rm_err *err, rm_endpoint *ep, const char *name, size_t name_len, const char *value,
-                           const char *shown, bool *seen)
+/* One name=value pair of the query (takes value). */
+static int query_option(rm_err *err, rm_endpoint *ep, query_seen *seen, const char *name, size_t n, char *value,
+                        const char *shown)
 {
-    if (name_len != 8 || memcmp(name, "topology", 8) != 0)
-        return 1;
-    static const char *const names[] = {"auto", "standalone", "cluster"};
-    for (int k = 0; k < 3 && !*seen; k++)
-        if (strcmp(value, names[k]) == 0) {
-            ep->topology = k;
-            *seen = true;
-            return 0;
+    if (IS(name, n, "db")) {
+        long db;
+        int rc = seen->db || parse_uint(value, strlen(value), 1000000, &db);
+        free(value);
+        if (rc)
+            return bad(err, ep, shown, seen->db ? "query option 'db' is given twice"
+                                                : "query option 'db' must be a database number");
+        seen->db = true;
+        ep->db = (int)db;
+        return 0;
+    }
+    if (IS(name, n, "topology")) {
+        /* What the deployment is: found out (auto), or fixed by the user. */
+        static const char *const names[] = {"auto", "standalone", "cluster"};
+        int k = 0;
+        while (k < 3 && strcmp(value, names[k]) != 0)
+            k++;
+        free(value);
+        if (seen->topology || k == 3)
+            return bad(err, ep, shown, seen->topology ? "query option 'topology' is given twice"
+                                                      : "topology must be auto, standalone or cluster");
+        seen->topology = true;
+        ep->topology = k;
+        return 0;
+    }
+    if (IS(name, n, "username") || IS(name, n, "password")) {
+        bool user = name[0] == 'u';
+        char **slot = user ? &ep->user : &ep->password;
+        if (*slot || !value[0]) {
+            wipe_free(value);
+            return bad(err, ep, shown, "query option '%s' is %s", user ? "username" : "password",
+                       *slot ? "given twice" : "empty");
         }
-    return bad(err, ep, shown, *seen ? "topology is given twice" : "topology must be auto, standalone or cluster");
+        *slot = value;
+        *(user ? &seen->user : &seen->password) = true;
+        return 0;
+    }
+    char nm[48];
+    if (n > 4 && memcmp(name, "ssl_", 4) == 0 && !ep->tls) {
+        free(value);
+        return bad(err, ep, shown, "query option %s is for TLS: it needs a rediss:// URL",
+                   name_for_message(nm, name, n, shown));
+    }
+    if (ep->tls)
+        return tls_option(err, ep, name, n, value, shown);
+    free(value);
+    return bad(err, ep, shown, "unknown query option %s (%s takes db, username, password, topology)",
+               name_for_message(nm, name, n, shown), ep->is_unix ? "unix://" : "redis://");
 }
 
-/* The query: ssl_* options (rediss:// only) and topology, separated by '&'. */
-static int parse_query(rm_err *err, rm_endpoint *ep, const char *q, const char *end, const char *shown)
+#undef IS
+
+/* The query: name=value options separated by '&' (values percent-decoded). */
+static int parse_query(rm_err *err, rm_endpoint *ep, query_seen *seen, const char *q, const char *end,
+                       const char *shown)
 {
-    bool topology_seen = false;
     while (q < end) {
         const char *amp = memchr(q, '&', (size_t)(end - q));
         const char *item_end = amp ? amp : end;
@@ -240,19 +384,7 @@ static int parse_query(rm_err *err, rm_endpoint *ep, const char *q, const char *
         char *value = percent_decode(eq + 1, (size_t)(item_end - eq - 1));
         if (!value)
             return bad(err, ep, shown, "bad percent-escape in a query option");
-        int rc = topology_option(err, ep, q, (size_t)(eq - q), value, shown, &topology_seen);
-        if (rc != 1) {
-            free(value);
-            if (rc != 0)
-                return rc;
-            q = amp ? amp + 1 : end;
-            continue;
-        }
-        if (!ep->tls) {
-            free(value);
-            return bad(err, ep, shown, "query options (ssl_*) need a rediss:// URL (redis:// takes topology only)");
-        }
-        rc = tls_option(err, ep, q, (size_t)(eq - q), value, shown);
+        int rc = query_option(err, ep, seen, q, (size_t)(eq - q), value, shown);
         if (rc != 0)
             return rc;
         q = amp ? amp + 1 : end;
@@ -260,7 +392,7 @@ static int parse_query(rm_err *err, rm_endpoint *ep, const char *q, const char *
     return 0;
 }
 
-/* unix:///path[?db=N] */
+/* unix:///path[?option=value&...] */
 static int parse_unix(rm_err *err, rm_endpoint *ep, const char *url, const char *shown)
 {
     const char *p = url + 7;
@@ -272,12 +404,12 @@ static int parse_unix(rm_err *err, rm_endpoint *ep, const char *url, const char 
     ep->path = percent_decode(p, plen);
     if (!ep->path)
         return bad(err, ep, shown, "bad percent-escape in the path");
-    if (q) {
-        long db;
-        if (strncmp(q, "?db=", 4) != 0 || parse_uint(q + 4, strlen(q + 4), 1000000, &db))
-            return bad(err, ep, shown, "the only query parameter is db=N");
-        ep->db = (int)db;
-    }
+    query_seen seen = {0};
+    int rc = q ? parse_query(err, ep, &seen, q + 1, q + strlen(q), shown) : 0;
+    if (rc)
+        return rc;
+    if (ep->user && !ep->password)
+        return bad(err, ep, shown, "a user name needs a password (?username=U&password=P)");
     if (make_display(ep))
         return bad(err, ep, shown, "out of memory");
     return 0;
@@ -285,7 +417,8 @@ static int parse_unix(rm_err *err, rm_endpoint *ep, const char *url, const char 
 
 /* user:password@ in front of the host, if any: *p moves past it. The last
    '@' before the path separates it from the host. */
-static int parse_userinfo(rm_err *err, rm_endpoint *ep, const char **p, const char *authority_end, const char *shown)
+static int parse_userinfo(rm_err *err, rm_endpoint *ep, const query_seen *seen, const char **p,
+                          const char *authority_end, const char *shown)
 {
     const char *at = NULL;
     for (const char *s = *p; s < authority_end; s++)
@@ -296,21 +429,19 @@ static int parse_userinfo(rm_err *err, rm_endpoint *ep, const char **p, const ch
     const char *colon = memchr(*p, ':', (size_t)(at - *p));
     const char *user_end = colon ? colon : at;
     if (user_end > *p) {
+        if (seen->user)
+            return bad(err, ep, shown, "the user name is given twice (user@ and ?username=)");
         ep->user = percent_decode(*p, (size_t)(user_end - *p));
         if (!ep->user)
             return bad(err, ep, shown, "bad percent-escape in the user name");
     }
-    if (colon) {
+    if (colon && colon + 1 < at) {
+        if (seen->password)
+            return bad(err, ep, shown, "the password is given twice (:password@ and ?password=)");
         ep->password = percent_decode(colon + 1, (size_t)(at - colon - 1));
         if (!ep->password)
             return bad(err, ep, shown, "bad percent-escape in the password");
-        if (!ep->password[0]) {
-            free(ep->password);
-            ep->password = NULL;
-        }
     }
-    if (ep->user && !ep->password)
-        return bad(err, ep, shown, "a user name needs a password (redis://user:password@host)");
     *p = at + 1;
     return 0;
 }
@@ -412,6 +543,32 @@ int rm_endpoint_derive(rm_err *err, rm_endpoint *out, const rm_endpoint *ep, con
     return 0;
 }
 
+/* The authority and path of a redis:// or rediss:// URL, in front of its query (end). */
+static int parse_tcp(rm_err *err, rm_endpoint *ep, const query_seen *seen, const char *p, const char *end,
+                     const char *shown)
+{
+    const char *slash = memchr(p, '/', (size_t)(end - p));
+    const char *authority_end = slash ? slash : end;
+    int rc = parse_userinfo(err, ep, seen, &p, authority_end, shown);
+    if (rc == 0)
+        rc = parse_hosts(err, ep, p, authority_end, shown);
+    if (rc != 0)
+        return rc;
+    if (ep->user && !ep->password)
+        return bad(err, ep, shown, "a user name needs a password (redis://user:password@host)");
+    if (slash && slash + 1 < end) {
+        long db;
+        if (seen->db)
+            return bad(err, ep, shown, "the database is given twice (/N and ?db=N)");
+        if (parse_uint(slash + 1, (size_t)(end - slash - 1), 1000000, &db))
+            return bad(err, ep, shown, "the path must be a database number");
+        ep->db = (int)db;
+    }
+    if (!ep->host || make_display(ep))
+        return bad(err, ep, shown, "out of memory");
+    return 0;
+}
+
 int rm_endpoint_parse(rm_err *err, rm_endpoint *ep, const char *url)
 {
     memset(ep, 0, sizeof *ep);
@@ -419,7 +576,7 @@ int rm_endpoint_parse(rm_err *err, rm_endpoint *ep, const char *url)
         return rm_fail(err, REDMUTEX_EINVAL, "server URL is NULL");
     size_t url_len = strlen(url);
     char shown[256];
-    masked_copy(shown, sizeof shown, url);
+    rm_url_redact(shown, sizeof shown, url);
     if (url_len == 0)
         return bad(err, ep, shown, "empty");
     if (url_len > URL_MAX)
@@ -443,26 +600,12 @@ int rm_endpoint_parse(rm_err *err, rm_endpoint *ep, const char *url)
     if (memchr(p, '#', (size_t)(end - p)))
         return bad(err, ep, shown, "fragments are not supported");
     const char *query = memchr(p, '?', (size_t)(end - p));
+    query_seen seen = {0};
     if (query) {
-        int rc = parse_query(err, ep, query + 1, end, shown);
+        int rc = parse_query(err, ep, &seen, query + 1, end, shown);
         if (rc != 0)
             return rc;
         end = query;
     }
-    const char *slash = memchr(p, '/', (size_t)(end - p));
-    const char *authority_end = slash ? slash : end;
-    int rc = parse_userinfo(err, ep, &p, authority_end, shown);
-    if (rc == 0)
-        rc = parse_hosts(err, ep, p, authority_end, shown);
-    if (rc != 0)
-        return rc;
-    if (slash && slash + 1 < end) {
-        long db;
-        if (parse_uint(slash + 1, (size_t)(end - slash - 1), 1000000, &db))
-            return bad(err, ep, shown, "the path must be a database number");
-        ep->db = (int)db;
-    }
-    if (!ep->host || make_display(ep))
-        return bad(err, ep, shown, "out of memory");
-    return 0;
+    return parse_tcp(err, ep, &seen, p, end, shown);
 }

@@ -29,7 +29,7 @@ typedef struct rm_endpoint {
     char *user;     /* NULL when absent */
     char *password; /* NULL when absent */
     int db;
-    char *display; /* the URL with the password masked, for messages */
+    char *display; /* the URL in canonical form, redacted (rm_url_redact), for messages */
     /* rediss:// only: the URL's query options (NULL / -1 when absent, so
        client options can supply the default). */
     bool tls;
@@ -47,6 +47,15 @@ typedef struct rm_endpoint {
     char *sentinel_user;
     char *sentinel_password;
 } rm_endpoint;
+
+/**
+ * Writes url into out[size] (NUL-terminated, truncated to fit) with every
+ * secret masked as "***": the password of its user part, and the value of
+ * every query option that is not known to be harmless; whether or not url
+ * parses. Returns the length of the whole redacted text (as snprintf does).
+ * Every message that shows a URL shows it through this function.
+ */
+size_t rm_url_redact(char *out, size_t size, const char *url);
 
 /** Parses url into ep (zeroed first). REDMUTEX_EINVAL with a message on bad input. */
 int rm_endpoint_parse(rm_err *err, rm_endpoint *ep, const char *url);

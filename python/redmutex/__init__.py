@@ -15,7 +15,7 @@ lock in Redisson's RReadWriteLock format. ``redmutex.asyncio`` has the same
 locks for asyncio (``AsyncClient``). See docs/python.md.
 """
 
-from ._client import Client, FairLock, Lock, LockState, ReadLock, ReadWriteLock, RLock, WriteLock
+from ._client import Client, FairLock, Lock, LockInfo, LockState, ReadLock, ReadWriteLock, RLock, WriteLock
 from ._errors import (
     AuthError,
     ClosedError,
@@ -71,6 +71,7 @@ __all__ = [
     "InvalidArgument",
     "LimitError",
     "Lock",
+    "LockInfo",
     "LockLostError",
     "LockState",
     "LockTimeout",

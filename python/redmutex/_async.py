@@ -50,10 +50,12 @@ from typing import Any, Awaitable, Callable, Coroutine, Sequence, Tuple, TypeVar
 from ._client import (
     _WAIT_FOREVER,
     Client,
+    LockInfo,
     LockState,
     Name,
     _acquire_wait_ms,
     _add_note,
+    _inspect,
     _lock_options,
     _to_bytes,
     _to_ms,
@@ -635,6 +637,13 @@ class AsyncClient:
 # ---- locks ----------------------------------------------------------------------
 
 
+def _inspect_holding(ptr: Any, ref: Any) -> LockInfo:
+    """_inspect on a worker thread; ref, the C handle's reference, is held by
+    the call, so the handle outlives an await that was cancelled meanwhile."""
+    del ref  # only needed to stay alive until here
+    return _inspect(ptr)
+
+
 class AsyncLock:
     """A plain, non-reentrant distributed lock for asyncio (redis-py wire format).
 
@@ -878,6 +887,13 @@ class AsyncLock:
     async def force_release(self) -> bool:
         """Deletes the lock whoever holds it and wakes waiters; True if one was deleted."""
         return bool(await self._query(lib.RMPY_OP_FORCE_RELEASE))
+
+    async def inspect(self) -> LockInfo:
+        """What the servers hold under this lock's name, whatever its kind (see
+        redmutex.Lock.inspect()); one round trip, on the loop's default executor."""
+        self._raise_pending()
+        call = functools.partial(_inspect_holding, self._ptr, self._ref)
+        return await asyncio.get_running_loop().run_in_executor(None, call)
 
     # -- local state (no I/O) ------------------------------------------------------
 

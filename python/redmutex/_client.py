@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import dataclasses
 import enum
 import functools
 import inspect
@@ -51,6 +52,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 Name = Union[str, bytes]
 
 _TIME_MAX_MS: int = lib.REDMUTEX_TIME_MAX_MS
+# The core's smallest lease and watchdog lease (handle.c, client.c): checked
+# here too, so that the message says them in seconds, as they were given.
+_LEASE_MIN_MS = 10
+_WATCHDOG_LEASE_MIN_MS = 30
 _WAIT_FOREVER: int = lib.REDMUTEX_WAIT_FOREVER
 _ETIMEDOUT: int = lib.REDMUTEX_ETIMEDOUT
 _EINTR: int = lib.REDMUTEX_EINTR
@@ -68,6 +73,64 @@ class LockState(enum.IntEnum):
     RENEWAL_FAILING = lib.REDMUTEX_STATE_RENEWAL_FAILING
     #: Definitely not held any more: the lease ran out or renewal found it gone.
     LOST = lib.REDMUTEX_STATE_LOST
+
+
+_KIND_NAMES = {
+    lib.REDMUTEX_KIND_LOCK: "lock",
+    lib.REDMUTEX_KIND_RLOCK: "rlock",
+    lib.REDMUTEX_KIND_FAIR: "fair",
+    lib.REDMUTEX_KIND_READ: "read",
+    lib.REDMUTEX_KIND_WRITE: "write",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class LockInfo:
+    """What the servers hold under a lock's name, whatever its kind (Lock.inspect()).
+
+    With several servers (Redlock) ``held`` and ``ttl`` are what a majority
+    says, ``owner`` the one a majority agrees on, ``fence`` the highest.
+    """
+
+    #: Whether a majority of the servers hold the lock (by anyone, either side of a read-write lock).
+    held: bool
+    #: What is stored: "lock", "rlock", "fair" (a fair lock with waiters, or read through a
+    #: fair_lock() handle), "read" or "write" (a read-write lock's mode); None when nothing is.
+    kind: str | None
+    #: The holder: the first 8 characters of a plain lock's token (the whole one would let anyone
+    #: release it), a Redisson owner field, a read-write lock's writer or first reader; None if unknown.
+    owner: str | None
+    #: The owner's hold count (1 for a plain lock).
+    hold_count: int
+    #: Remaining time to live in seconds; None when not held, or held without a TTL.
+    ttl: float | None
+    #: The fencing counter (the last token issued); None when none was ever issued.
+    fence: int | None
+    #: Waiters in a fair lock's queue.
+    queue_length: int
+    #: Owners holding the read side of a read-write lock.
+    readers: int
+    #: How many servers answered.
+    servers_answered: int
+
+
+def _inspect(ptr: Any) -> LockInfo:
+    """redmutex_lock_inspect on a C lock handle (blocks one round trip; the GIL is released)."""
+    info = ffi.new("redmutex_lock_info *")
+    info.version = lib.REDMUTEX_LOCK_INFO_VERSION
+    check(lib.redmutex_lock_inspect(info, ptr))
+    owner = ffi.string(info.owner).decode("utf-8", "surrogateescape")
+    return LockInfo(
+        held=bool(info.held),
+        kind=_KIND_NAMES.get(info.kind),
+        owner=owner or None,
+        hold_count=int(info.hold_count),
+        ttl=None if info.ttl_ms < 0 else info.ttl_ms / 1000,
+        fence=None if info.fence < 0 else int(info.fence),
+        queue_length=int(info.queue_length),
+        readers=int(info.readers),
+        servers_answered=int(info.servers_answered),
+    )
 
 
 # ---- argument conversion ---------------------------------------------------
@@ -93,8 +156,13 @@ def _to_bytes(value: object, what: str, max_len: int) -> bytes:
     return data
 
 
-def _to_ms(value: object, what: str, *, allow_zero: bool = True) -> int:
-    """Seconds (int or float) to whole milliseconds, rounded up, validated."""
+def _to_ms(value: object, what: str, *, allow_zero: bool = True, minimum_ms: int = 0) -> int:
+    """Seconds (int or float) to whole milliseconds, rounded up, validated.
+
+    Messages speak in seconds, the unit the caller gave: a value below the
+    minimum (a positive one that rounds to no time at all included) is
+    refused as "must be at least N seconds", never as zero or negative.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgument(f"{what} must be a number of seconds, not {type(value).__name__}")
     seconds = float(value) if isinstance(value, float) else value
@@ -108,8 +176,9 @@ def _to_ms(value: object, what: str, *, allow_zero: bool = True) -> int:
             f"at most {_TIME_MAX_MS // 1000} seconds (one year) are allowed"
         )
     ms = math.ceil(round(seconds * 1000, 3))
-    if ms == 0 and not allow_zero:
-        raise InvalidArgument(f"{what} must be positive (got {value!r})")
+    floor = max(minimum_ms, 0 if allow_zero else 1)
+    if ms < floor:
+        raise InvalidArgument(f"{what} must be at least {floor / 1000:g} seconds (got {value!r})")
     return int(ms)
 
 
@@ -155,7 +224,7 @@ def _lock_options(lease: object, fencing: object, max_hold: object, max_extensio
     opts = ffi.new("redmutex_lock_options *")
     check(lib.redmutex_lock_options_init(opts, lib.REDMUTEX_LOCK_OPTIONS_VERSION))
     if lease is not None:
-        opts.lease_ms = _to_ms(lease, "lease", allow_zero=False)
+        opts.lease_ms = _to_ms(lease, "lease", minimum_ms=_LEASE_MIN_MS)
     if max_hold is not None:
         opts.max_hold_ms = _to_ms(max_hold, "max_hold", allow_zero=False)
     if max_extensions is not None:
@@ -368,17 +437,17 @@ class Client:
 
         opts = ffi.new("redmutex_client_options *")
         check(lib.redmutex_client_options_init(opts, lib.REDMUTEX_CLIENT_OPTIONS_VERSION))
-        opts.watchdog_lease_ms = _to_ms(watchdog_lease, "watchdog_lease", allow_zero=False)
-        for value, field, what in (
-            (connect_timeout, "connect_timeout_ms", "connect_timeout"),
-            (command_timeout, "command_timeout_ms", "command_timeout"),
-            (wait_backoff_cap, "wait_backoff_cap_ms", "wait_backoff_cap"),
-            (replica_timeout, "replica_timeout_ms", "replica_timeout"),
-            (retry_delay, "retry_delay_ms", "retry_delay"),
-            (shutdown_timeout, "shutdown_timeout_ms", "shutdown_timeout"),
+        opts.watchdog_lease_ms = _to_ms(watchdog_lease, "watchdog_lease", minimum_ms=_WATCHDOG_LEASE_MIN_MS)
+        for value, field, what, minimum_ms in (
+            (connect_timeout, "connect_timeout_ms", "connect_timeout", 1),
+            (command_timeout, "command_timeout_ms", "command_timeout", 1),
+            (wait_backoff_cap, "wait_backoff_cap_ms", "wait_backoff_cap", 1),
+            (replica_timeout, "replica_timeout_ms", "replica_timeout", 1),
+            (retry_delay, "retry_delay_ms", "retry_delay", 0),
+            (shutdown_timeout, "shutdown_timeout_ms", "shutdown_timeout", 0),
         ):
             if value is not None:
-                setattr(opts, field, _to_ms(value, what))
+                setattr(opts, field, _to_ms(value, what, minimum_ms=minimum_ms))
         if min_replicas is not None:
             opts.min_replicas = _to_count(min_replicas, "min_replicas")
         if retry_count is not None:
@@ -903,6 +972,14 @@ class Lock:
         out = ffi.new("int *")
         check(lib.redmutex_lock_force_release(out, self._ptr))
         return bool(out[0])
+
+    def inspect(self) -> LockInfo:
+        """What the servers hold under this lock's name, whatever kind of lock
+        it is (one round trip): held, kind, owner, hold count, TTL, fencing
+        counter, a fair lock's queue, a read-write lock's readers. Raises
+        WrongTypeError when the key holds something that is no lock."""
+        self._raise_pending()
+        return _inspect(self._ptr)
 
     # -- properties -----------------------------------------------------------
 

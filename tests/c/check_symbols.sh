@@ -3,7 +3,7 @@
 set -eu
 lib="$1"
 major="$2"
-bad=$(nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | grep -v '^redmutex_' | grep -v '^REDMUTEX_1$' || true)
+bad=$(nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | grep -v '^redmutex_' | grep -v '^REDMUTEX_1\(\.[0-9]*\)\?$' || true)
 if [ -n "$bad" ]; then
   echo "symbols exported without the redmutex_ prefix:"
   echo "$bad"

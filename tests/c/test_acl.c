@@ -18,18 +18,20 @@ static rs_server srv, more[2];
 static const char *const commands[] = {
     "+set",         "+get",       "+del",         "+pttl", "+pexpire", "+type",    "+exists",
     "+hexists",     "+hincrby",   "+hget",        "+incr", "+publish", "+evalsha", "+eval",
-    "+script|load", "+subscribe", "+unsubscribe", "+wait", "+info",    "+select",
+    "+script|load", "+subscribe", "+unsubscribe", "+wait", "+info",    "+select",  "+hgetall",
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 /*
  * Recommended, not required: without +script|load every script's first call
  * on a server costs a NOSCRIPT round trip (EVAL then loads it); without
  * +unsubscribe the subscriber re-makes its pub/sub connection, instead of
- * unsubscribing, when a channel has had no waiter for a while.
+ * unsubscribing, when a channel has had no waiter for a while; without
+ * +hgetall redmutex_lock_inspect (redmutex status) gives no owner for a
+ * reentrant lock.
  */
 static bool optional_command(const char *c)
 {
-    return strcmp(c, "+script|load") == 0 || strcmp(c, "+unsubscribe") == 0;
+    return strcmp(c, "+script|load") == 0 || strcmp(c, "+unsubscribe") == 0 || strcmp(c, "+hgetall") == 0;
 }
 static const char *const patterns =
     "~app:* ~redisson_lock_token:{app:* ~redisson_unlock_latch:{app:* ~redisson_lock__channel:{app:* "
@@ -178,6 +180,32 @@ static int feature_force_release(void)
     rc = deleted == 1 ? 0 : REDMUTEX_EPROTOCOL;
 out:
     redmutex_lock_free(l);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    return rc;
+}
+
+/* redmutex_lock_inspect (redmutex status): a plain lock in full, a reentrant one without its owner
+   unless +hgetall is granted (recommended). */
+static int feature_inspect(void)
+{
+    redmutex_client *c = user_client(&srv, 0, 0);
+    redmutex_lock *p = new_lock(c, "app:inspected", REDMUTEX_KIND_LOCK, REDMUTEX_LOCK_FENCING, 10000);
+    redmutex_lock *r = new_lock(c, "app:rinspected", REDMUTEX_KIND_RLOCK, 0, 10000);
+    redmutex_lock_info pi = REDMUTEX_LOCK_INFO_INIT, ri = REDMUTEX_LOCK_INFO_INIT;
+    int rc = 0;
+    TRY(redmutex_lock_acquire(p, NULL, 0));
+    TRY(redmutex_lock_acquire(r, NULL, 0));
+    TRY(redmutex_lock_inspect(&pi, p));
+    TRY(redmutex_lock_inspect(&ri, r));
+    bool plain_ok = pi.held && pi.kind == REDMUTEX_KIND_LOCK && strlen(pi.owner) == 8 && pi.fence >= 1;
+    bool re_ok = ri.held && ri.kind == REDMUTEX_KIND_RLOCK && ri.ttl_ms > 0;
+    rc = plain_ok && re_ok ? 0 : REDMUTEX_EPROTOCOL;
+    redmutex_lock_release(p, NULL);
+    redmutex_lock_release(r, NULL);
+out:
+    redmutex_lock_free(p);
+    redmutex_lock_free(r);
     redmutex_client_close(c);
     redmutex_client_free(c);
     return rc;
@@ -336,6 +364,7 @@ static const feature features[] = {
     {"Redlock", feature_redlock},
     {"database number", feature_database_number},
     {"script cache flushed", feature_script_cache_flushed},
+    {"inspect", feature_inspect},
 };
 #define N_FEATURES (sizeof features / sizeof features[0])
 

@@ -151,6 +151,147 @@ static void test_malformed_urls_rejected_without_password_leak(void)
         CHECKF(new_client(good[i]) == 0, "URL '%s' refused: %s", good[i], redmutex_last_error());
 }
 
+
+/* What redmutex_url_redact makes of a URL, well formed or not: every secret masked, the rest as typed. */
+static void test_url_redact_masks_every_secret_and_keeps_the_rest(void)
+{
+    static const char *const cases[][2] = {
+        {"redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"},
+        {"redis://alice:hunter22@h:1/2", "redis://***@h:1/2"}, /* the user name too: it may be a password */
+        {"redis://:hunter22@h", "redis://***@h"},
+        {"redis://hunter22@h", "redis://***@h"},          /* a password typed without its ':' */
+        {"redis://u:hun@ter22@h", "redis://***@h"},     /* '@' in the password, unencoded */
+        {"redis://u:hun/ter22@h/0", "redis://***@h/0"}, /* '/' in the password, unencoded */
+        {"redis://h?password=hunter22", "redis://h?password=***"},
+        {"redis://h/0?db=3&password=hunter22&username=bob", "redis://h/0?db=3&password=***&username=bob"},
+        {"rediss://h?ssl_ca_certs=/ca.pem&ssl_password=hunter22", "rediss://h?ssl_ca_certs=/ca.pem&ssl_password=***"},
+        {"redis+sentinel://s:26379/m?sentinel_password=hunter22", "redis+sentinel://s:26379/m?sentinel_password=***"},
+        {"redis://h?passwd=hunter22&token=t0ken&api_secret=s3", "redis://h?passwd=***&token=***&api_secret=***"},
+        {"redis://h?pasword=hunter22", "redis://h?pasword=***"}, /* misspelt: masked all the same */
+        {"redis://h?hunter22", "redis://h?***"},                 /* no name */
+        {"redis://h?password=hun&ter22", "redis://h?password=***&***"},
+        {"redis://h?password=hun?ter22", "redis://h?password=***"}, /* the parser reads it so */
+        {"redis://h?ssl_ca_certs=/x?password=hunter22", "redis://h?ssl_ca_certs=/x?password=***"},
+        {"redis://h/0?password=hun@ter22", "redis://***"}, /* the user part runs to the last '@', the value past it */
+        {"redis://:hunter22", "redis://***"},
+        {"redis://hunter22:", "redis://***"},
+        {"redis://h:6379", "redis://h:6379"},
+        {"redis://[::1]:6379", "redis://[::1]:6379"},
+        {"unix:///run/redis.sock?db=1&password=hunter22", "unix:///run/redis.sock?db=1&password=***"},
+        {"admin:hunter22@host", "***@host"},
+        {"", ""},
+    };
+    char out[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int n = redmutex_url_redact(out, sizeof out, cases[i][0]);
+        CHECKF(strcmp(out, cases[i][1]) == 0, "'%s' shown as '%s', expected '%s'", cases[i][0], out, cases[i][1]);
+        CHECKF(n == (int)strlen(cases[i][1]), "'%s': length %d", cases[i][0], n);
+    }
+    /* snprintf's contract: the whole length, a truncated NUL-terminated copy. */
+    CHECK(redmutex_url_redact(NULL, 0, "redis://u:hunter22@h") == (int)strlen("redis://***@h"));
+    char small[8];
+    CHECK(redmutex_url_redact(small, sizeof small, "redis://u:hunter22@h") == (int)strlen("redis://***@h"));
+    CHECK(strcmp(small, "redis:/") == 0);
+    CHECK_RC(redmutex_url_redact(out, sizeof out, NULL), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_url_redact(NULL, 4, "redis://h"), REDMUTEX_EINVAL);
+    static char huge[20000];
+    memset(huge, 'p', sizeof huge - 1);
+    memcpy(huge, "redis://u:", 10);
+    redmutex_url_redact(out, sizeof out, huge);
+    CHECKF(strchr(out, 'p') == NULL || strstr(out, "ppp") == NULL, "a huge URL shown: %.60s", out);
+}
+
+/* The messages of a client that cannot reach its server show the URL redacted, whichever form held the password. */
+static void test_query_password_is_used_and_never_shown(void)
+{
+    rs_server s;
+    rs_start(&s, "requirepass hunter22\n");
+    char url[256];
+    /* redis-py's form: accepted on redis://, and AUTH is sent with it. */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0?password=hunter22", s.port);
+    const char *u = url;
+    redmutex_client *c = NULL;
+    CHECK_OK(redmutex_client_new(&c, &u, 1, NULL));
+    redmutex_lock *l = NULL;
+    CHECK_OK(redmutex_lock_new(&l, c, "job", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    /* With ?username= too (ACL AUTH user password): the default user. */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?username=default&password=hunter22", s.port);
+    CHECK_OK(redmutex_client_new(&c, &u, 1, NULL));
+    CHECK_OK(redmutex_lock_new(&l, c, "job", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    /* A wrong one: refused, and the message shows neither. */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?password=not-hunter22", s.port);
+    CHECK_OK(redmutex_client_new(&c, &u, 1, NULL));
+    CHECK_OK(redmutex_lock_new(&l, c, "job", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_EAUTH);
+    CHECKF(!strstr(redmutex_last_error(), "hunter22") && strstr(redmutex_last_error(), "redis://***@"),
+           "message: %s", redmutex_last_error());
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    rs_stop(&s);
+    /* Unreachable, over TLS and plain text, and a Unix socket: connection errors. */
+    const char *forms[][2] = {{"redis", "?password=hunter22"},
+                              {"rediss", "/1?password=hunter22"},
+                              {"redis", "?username=bob&password=hunter22"}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        snprintf(url, sizeof url, "%s://127.0.0.1:%d%s", forms[i][0], rt_free_port(), forms[i][1]);
+        CHECK_OK(redmutex_client_new(&c, &u, 1, NULL));
+        CHECK_OK(redmutex_lock_new(&l, c, "job", REDMUTEX_KIND_LOCK, NULL));
+        CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_ECONN);
+        CHECKF(!strstr(redmutex_last_error(), "hunter22"), "%s: %s", url, redmutex_last_error());
+        redmutex_lock_free(l);
+        redmutex_client_free(c);
+    }
+    u = "unix:///nonexistent/redis.sock?password=hunter22";
+    CHECK_OK(redmutex_client_new(&c, &u, 1, NULL));
+    CHECK_OK(redmutex_lock_new(&l, c, "job", REDMUTEX_KIND_LOCK, NULL));
+    CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_ECONN);
+    CHECKF(!strstr(redmutex_last_error(), "hunter22"), "message: %s", redmutex_last_error());
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+}
+
+/* Query options are refused with the true reason, never one that blames TLS for something else. */
+static void test_query_option_refusals_say_what_is_wrong(void)
+{
+    static const char *const cases[][2] = {
+        {"redis://h?db=x", "'db' must be a database number"},
+        {"redis://h?db=1&db=2", "'db' is given twice"},
+        {"redis://h/1?db=2", "database is given twice"},
+        {"unix:///s?db=x", "'db' must be a database number"},
+        {"redis://h?ssl_ca_certs=/ca.pem", "needs a rediss:// URL"},
+        {"unix:///s?ssl_certfile=/c.pem", "needs a rediss:// URL"},
+        {"redis://h?timeout=1", "unknown query option 'timeout'"},
+        {"rediss://h?ssl_verify=none", "unknown query option 'ssl_verify'"},
+        {"redis://u:p@h?password=q", "password is given twice"},
+        {"redis://u:p@h?username=v", "user name is given twice"},
+        {"redis://h?password=a&password=b", "'password' is given twice"},
+        {"redis://h?password=", "'password' is empty"},
+        {"redis://h?username=bob", "a user name needs a password"},
+        {"unix:///s?username=bob", "a user name needs a password"},
+        {"rediss://h?ssl_cert_reqs=maybe", "ssl_cert_reqs must be required or none"},
+        {"rediss://h?ssl_check_hostname=perhaps", "ssl_check_hostname must be true or false"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_RC(new_client(cases[i][0]), REDMUTEX_EINVAL);
+        CHECKF(strstr(redmutex_last_error(), cases[i][1]), "'%s': %s", cases[i][0], redmutex_last_error());
+        if (!strstr(cases[i][0], "ssl_"))
+            CHECKF(!strstr(redmutex_last_error(), "rediss") && !strstr(redmutex_last_error(), "TLS"),
+                   "'%s' blamed on TLS: %s", cases[i][0], redmutex_last_error());
+    }
+    const char *good[] = {"redis://h?db=3", "rediss://h?db=3&ssl_cert_reqs=none", "unix:///s?db=2&password=p",
+                          "unix:///s?username=u&password=p", "redis://u@h?password=p", "redis://:p@h?username=u"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECKF(new_client(good[i]) == 0, "URL '%s' refused: %s", good[i], redmutex_last_error());
+}
+
 static void test_client_arguments(void)
 {
     redmutex_client *c = NULL;
@@ -300,6 +441,9 @@ int main(int argc, char **argv)
         {"version_and_strerror", test_version_and_strerror},
         {"free_null_is_noop", test_free_null_is_noop},
         {"malformed_urls_rejected_without_password_leak", test_malformed_urls_rejected_without_password_leak},
+        {"url_redact_masks_every_secret_and_keeps_the_rest", test_url_redact_masks_every_secret_and_keeps_the_rest},
+        {"query_password_is_used_and_never_shown", test_query_password_is_used_and_never_shown},
+        {"query_option_refusals_say_what_is_wrong", test_query_option_refusals_say_what_is_wrong},
         {"client_arguments", test_client_arguments},
         {"lock_arguments", test_lock_arguments},
         {"use_after_client_free_reports_closed", test_use_after_client_free_reports_closed},

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 static rs_server srv;
 
@@ -391,6 +392,88 @@ static void test_live_waiter_keeps_its_place_past_the_waiter_lease(void)
     int ids[2];
     CHECK(served(name, ids, NULL, 2) == 2 && ids[0] == 0 && ids[1] == 1);
     CHECK(all_gone(name));
+}
+
+/* Redisson's thread wait, how far apart queued timeouts are (kind_fair.c). */
+#define THREAD_WAIT_MS 300000
+
+/* The wall clock in ms, as the fair lock's timeouts (Redisson's) use it. */
+static long long wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static long long zscore(const char *name, const char *field)
+{
+    return rs_num(&srv, "ZSCORE redisson_lock_timeout:{%s} %s", name, field);
+}
+
+/*
+ * A waiter keeps its place however long it waits. Queued timeouts are one
+ * thread wait (5 minutes) apart, and every acquisition moves them all down
+ * by one. A waiter that has waited longer than a thread wait has pushed its
+ * timeout forward itself; when that put it only one thread wait ahead, the
+ * next acquisition in front of it left it at "now": the next script dropped
+ * it as gone, and it queued again at the tail. The timeout planted here is
+ * where a waiter stands after that long a wait (time passing brings every
+ * timeout closer to now); its next attempt must push it far enough ahead
+ * for every acquisition in front of it.
+ */
+static void test_waiter_keeps_its_place_however_long_it_waits(void)
+{
+    rs_start(&srv, NULL);
+    const char *name = "longq";
+    pid_t pid[3];
+    pid_t holder = queue_behind_holder(name, 0, 3, pid);
+    redisReply *r = rs_cmd(&srv, "LINDEX redisson_lock_queue:{%s} 1", name);
+    CHECK(r && r->type == REDIS_REPLY_STRING);
+    char second[256];
+    snprintf(second, sizeof second, "%s", r->str);
+    freeReplyObject(r);
+    long long planted = wall_ms() + 10000;
+    CHECK(rs_int(&srv, "ZADD redisson_lock_timeout:{%s} XX CH %lld %s", name, planted, second) == 1);
+    WAIT_FOR(zscore(name, second) > planted + 60000, 5000); /* its next attempt */
+    freeReplyObject(rs_cmd(&srv, "SET %s:go 1", name));
+    CHECK(proc_wait(holder, 10000) == 0);
+    for (int i = 0; i < 3; i++)
+        CHECKF(proc_wait(pid[i], 20000) == 0, "worker %d failed", i);
+    int ids[3];
+    CHECK(served(name, ids, NULL, 3) == 3);
+    CHECKF(ids[0] == 0 && ids[1] == 1 && ids[2] == 2, "served in the order %d %d %d", ids[0], ids[1], ids[2]);
+    CHECK(all_gone(name));
+}
+
+/*
+ * Waiters that die leave nothing behind for good: once the lock is gone,
+ * the queue, its timeouts and the waiter records carry a TTL that ends
+ * with the last queued timeout (plus one thread wait), not none at all.
+ */
+static void test_keys_of_dead_waiters_carry_a_ttl(void)
+{
+    rs_start(&srv, NULL);
+    const char *name = "deadq";
+    pid_t pid[2];
+    pid_t holder = queue_behind_holder(name, 0, 2, pid);
+    for (int i = 0; i < 2; i++) {
+        kill(pid[i], SIGKILL);
+        CHECK(proc_wait(pid[i], 5000) == -1);
+    }
+    freeReplyObject(rs_cmd(&srv, "SET %s:go 1", name));
+    CHECK(proc_wait(holder, 10000) == 0);
+    /* the lock went to the dead head with its waiter record's few seconds, then expired */
+    WAIT_FOR(!rs_exists(&srv, name), WAITER_LEASE_MS + 5000);
+    const char *prefix[] = {"redisson_lock_queue", "redisson_lock_timeout", "redmutex_lock_waiters"};
+    int left = 0;
+    for (int i = 0; i < 3; i++) {
+        char key[256];
+        snprintf(key, sizeof key, "%s:{%s}", prefix[i], name);
+        long long ttl = rs_int(&srv, "PTTL %s", key);
+        CHECKF(ttl == -2 || (ttl > 0 && ttl <= 3LL * THREAD_WAIT_MS), "%s has PTTL %lld", key, ttl);
+        left += ttl != -2;
+    }
+    CHECK(left > 0); /* the second waiter is still queued: what the TTLs are about */
 }
 
 static int counter_proc(void *p)
@@ -826,6 +909,8 @@ int main(int argc, char **argv)
          test_sigkill_of_a_queued_waiter_does_not_stall_the_queue},
         {"live_waiter_keeps_its_place_past_the_waiter_lease",
          test_live_waiter_keeps_its_place_past_the_waiter_lease},
+        {"waiter_keeps_its_place_however_long_it_waits", test_waiter_keeps_its_place_however_long_it_waits},
+        {"keys_of_dead_waiters_carry_a_ttl", test_keys_of_dead_waiters_carry_a_ttl},
         {"8_processes_200_increments_exact", test_8_processes_200_increments_exact},
         {"thread_waiters_queue_in_arrival_order_in_redisson_keys",
          test_thread_waiters_queue_in_arrival_order_in_redisson_keys},

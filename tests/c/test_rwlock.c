@@ -334,6 +334,180 @@ static void test_wrong_types_change_nothing(void)
     redmutex_client_free(c);
 }
 
+/* The hash, as the server has it now (for "nothing changed"). */
+static void snapshot(const char *name, char *out, size_t size)
+{
+    redisReply *r = rs_cmd(&srv, "HGETALL %s", name);
+    size_t n = (size_t)snprintf(out, size, "dbsize=%lld", rs_int(&srv, "DBSIZE"));
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements && n < size; i++)
+        n += (size_t)snprintf(out + n, size - n, " %s", r->element[i]->str);
+    if (r)
+        freeReplyObject(r);
+}
+
+/* A reentrant or fair lock on a read-write lock's name: a wrong type at once, in any mode, nothing changed. */
+static void test_reentrant_and_fair_handles_refuse_a_read_write_lock(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock *r = side(c, "rwk", REDMUTEX_KIND_READ, 0), *w = side(c, "rwk", REDMUTEX_KIND_WRITE, 0);
+    redmutex_kind kinds[] = {REDMUTEX_KIND_RLOCK, REDMUTEX_KIND_FAIR};
+    for (int mode = 0; mode < 2; mode++) {
+        if (mode == 0)
+            CHECK_OK(redmutex_lock_acquire(r, other(0), 0));
+        else
+            CHECK_OK(redmutex_lock_acquire(w, other(0), 0));
+        char before[1024], after[1024];
+        snapshot("rwk", before, sizeof before);
+        for (size_t k = 0; k < 2; k++) {
+            redmutex_lock *l = side(c, "rwk", kinds[k], 5000);
+            int64_t t0 = rt_now_ms();
+            CHECK_RC(redmutex_lock_acquire(l, NULL, 2000), REDMUTEX_EWRONGTYPE);
+            CHECKF(rt_now_ms() - t0 < 1500, "the acquire waited %lld ms", (long long)(rt_now_ms() - t0));
+            /* the reader's (or writer's owner's) own id: not a reentrant level of it */
+            CHECK_RC(redmutex_lock_acquire(l, other(0), 0), REDMUTEX_EWRONGTYPE);
+            CHECK_RC(redmutex_lock_release(l, other(0)), REDMUTEX_EWRONGTYPE);
+            int out = 0;
+            int64_t n = 0;
+            CHECK_RC(redmutex_lock_is_locked(&out, l), REDMUTEX_EWRONGTYPE);
+            CHECK_RC(redmutex_lock_hold_count(&n, l, other(0)), REDMUTEX_EWRONGTYPE);
+            CHECK_RC(redmutex_lock_force_release(&out, l), REDMUTEX_EWRONGTYPE);
+            snapshot("rwk", after, sizeof after);
+            CHECKF(strcmp(before, after) == 0, "%s changed the lock: %s -> %s",
+                   kinds[k] == REDMUTEX_KIND_FAIR ? "fair" : "rlock", before, after);
+            redmutex_lock_free(l);
+        }
+        CHECK_OK(redmutex_lock_release(mode == 0 ? r : w, other(0)));
+    }
+    redmutex_lock_free(r);
+    redmutex_lock_free(w);
+    redmutex_client_free(c);
+}
+
+static bool same_format(redmutex_kind a, redmutex_kind b)
+{
+    /* Redisson's RLock and RFairLock share the hash; both sides of a read-write lock share theirs */
+    bool ra = a == REDMUTEX_KIND_RLOCK || a == REDMUTEX_KIND_FAIR;
+    bool rb = b == REDMUTEX_KIND_RLOCK || b == REDMUTEX_KIND_FAIR;
+    bool wa = a == REDMUTEX_KIND_READ || a == REDMUTEX_KIND_WRITE;
+    bool wb = b == REDMUTEX_KIND_READ || b == REDMUTEX_KIND_WRITE;
+    return a == b || (ra && rb) || (wa && wb);
+}
+
+/* The serialized value of a key (DUMP) and the number of keys: "nothing changed" compares these. */
+static size_t dump(const char *name, char *out, size_t size)
+{
+    redisReply *r = rs_cmd(&srv, "DUMP %s", name);
+    CHECK(r && r->type == REDIS_REPLY_STRING && r->len + 8 <= size);
+    memcpy(out, r->str, r->len);
+    long long n = rs_int(&srv, "DBSIZE");
+    memcpy(out + r->len, &n, sizeof n);
+    size_t len = r->len + sizeof n;
+    freeReplyObject(r);
+    return len;
+}
+
+/* A lock of any kind on a name that holds a lock of another format: a wrong type at once, nothing changed. */
+static void test_every_kind_refuses_a_lock_of_another_format(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_kind kinds[] = {REDMUTEX_KIND_LOCK, REDMUTEX_KIND_RLOCK, REDMUTEX_KIND_FAIR, REDMUTEX_KIND_READ,
+                             REDMUTEX_KIND_WRITE};
+    for (size_t h = 0; h < 5; h++) {
+        redmutex_lock *holder = side(c, "kinds", kinds[h], 30000);
+        CHECK_OK(redmutex_lock_acquire(holder, kinds[h] == REDMUTEX_KIND_LOCK ? NULL : other(0), 0));
+        char before[4096], after[4096];
+        size_t nb = dump("kinds", before, sizeof before);
+        for (size_t k = 0; k < 5; k++) {
+            if (same_format(kinds[h], kinds[k]))
+                continue;
+            redmutex_lock *l = side(c, "kinds", kinds[k], 30000);
+            int64_t t0 = rt_now_ms();
+            int rc = redmutex_lock_acquire(l, NULL, 2000);
+            CHECKF(rc == REDMUTEX_EWRONGTYPE, "kind %d on a lock of kind %d: %d (%s)", (int)kinds[k], (int)kinds[h], rc,
+                   redmutex_last_error());
+            CHECKF(rt_now_ms() - t0 < 1500, "kind %d waited on a lock of kind %d", (int)kinds[k], (int)kinds[h]);
+            size_t na = dump("kinds", after, sizeof after);
+            CHECKF(na == nb && memcmp(before, after, na) == 0, "kind %d changed a lock of kind %d", (int)kinds[k],
+                   (int)kinds[h]);
+            redmutex_lock_free(l);
+        }
+        CHECK_OK(redmutex_lock_release(holder, kinds[h] == REDMUTEX_KIND_LOCK ? NULL : other(0)));
+        CHECK(!rs_exists(&srv, "kinds"));
+        redmutex_lock_free(holder);
+    }
+    redmutex_client_free(c);
+}
+
+/* A reader whose lease ran out while another reader keeps the lock alive does not own it any more. */
+static void test_owned_is_false_for_a_reader_whose_hold_ran_out(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    int64_t short_ms = rt_scaled_ms(1000);
+    redmutex_lock *brief = side(c, "own", REDMUTEX_KIND_READ, short_ms);
+    redmutex_lock *lasting = side(c, "own", REDMUTEX_KIND_READ, 30000);
+    int64_t end = rt_now_ms() + short_ms;
+    CHECK_OK(redmutex_lock_acquire(brief, other(0), 0));
+    CHECK_OK(redmutex_lock_acquire(lasting, other(1), 0));
+    int owned = 0;
+    CHECK_OK(redmutex_lock_is_owned(&owned, brief, other(0)));
+    CHECK(owned);
+    while (rt_now_ms() <= end)
+        rt_sleep_ms(end - rt_now_ms() + 1);
+    WAIT_FOR(rs_int(&srv, "PTTL {own}:%s:rwlock_timeout:1", other(0)) == -2, 1000);
+    CHECK_OK(redmutex_lock_is_owned(&owned, brief, other(0)));
+    CHECKF(!owned, "a reader whose hold ran out still owns the lock");
+    int64_t n = -1;
+    CHECK_OK(redmutex_lock_hold_count(&n, brief, other(0)));
+    CHECK(n == 0);
+    CHECK_OK(redmutex_lock_is_owned(&owned, lasting, other(1)));
+    CHECK(owned);
+    CHECK_RC(redmutex_lock_release(brief, other(0)), REDMUTEX_ELOST);
+    CHECK_OK(redmutex_lock_release(lasting, other(1)));
+    CHECK(!rs_exists(&srv, "own"));
+    redmutex_lock_free(brief);
+    redmutex_lock_free(lasting);
+    redmutex_client_free(c);
+}
+
+/* A reader's owner id must not be a field the format reserves: "mode", or a writer's "<owner>:write". */
+static void test_reader_owner_ids_that_are_reserved_fields_are_refused(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    redmutex_lock *r = side(c, "res", REDMUTEX_KIND_READ, 30000), *w = side(c, "res", REDMUTEX_KIND_WRITE, 30000);
+    const char *bad[] = {"mode", "someone:write"};
+    for (int i = 0; i < 2; i++) {
+        CHECK_RC(redmutex_lock_acquire(r, bad[i], 0), REDMUTEX_EINVAL);
+        CHECK(strstr(redmutex_last_error(), bad[i]) != NULL);
+        CHECK(rs_int(&srv, "DBSIZE") == 0);
+    }
+    /* the writer "someone" holds: a reader named like its field would count as its read hold */
+    CHECK_OK(redmutex_lock_acquire(w, "someone", 0));
+    char before[1024], after[1024];
+    snapshot("res", before, sizeof before);
+    for (int i = 0; i < 2; i++) {
+        int out = 0;
+        CHECK_RC(redmutex_lock_acquire(r, bad[i], 0), REDMUTEX_EINVAL);
+        CHECK_RC(redmutex_lock_release(r, bad[i]), REDMUTEX_EINVAL);
+        CHECK_RC(redmutex_lock_extend(r, bad[i], 1000, REDMUTEX_EXTEND_ADD), REDMUTEX_EINVAL);
+        CHECK_RC(redmutex_lock_is_owned(&out, r, bad[i]), REDMUTEX_EINVAL);
+    }
+    snapshot("res", after, sizeof after);
+    CHECKF(strcmp(before, after) == 0, "the lock changed: %s -> %s", before, after);
+    CHECK_OK(redmutex_lock_release(w, "someone"));
+    /* a writer named "mode" is stored as "mode:write": no clash */
+    CHECK_OK(redmutex_lock_acquire(w, "mode", 0));
+    mode_is("res", "write");
+    CHECK_OK(redmutex_lock_release(w, "mode"));
+    CHECK(!rs_exists(&srv, "res"));
+    redmutex_lock_free(r);
+    redmutex_lock_free(w);
+    redmutex_client_free(c);
+}
+
 static void test_extend_a_read_hold_extends_its_timeout_keys(void)
 {
     rs_start(&srv, NULL);
@@ -478,6 +652,12 @@ int main(int argc, char **argv)
         {"release_wakes_waiters", test_release_wakes_waiters},
         {"pollable_wait_for_the_write_side", test_pollable_wait_for_the_write_side},
         {"wrong_types_change_nothing", test_wrong_types_change_nothing},
+        {"reentrant_and_fair_handles_refuse_a_read_write_lock",
+         test_reentrant_and_fair_handles_refuse_a_read_write_lock},
+        {"every_kind_refuses_a_lock_of_another_format", test_every_kind_refuses_a_lock_of_another_format},
+        {"owned_is_false_for_a_reader_whose_hold_ran_out", test_owned_is_false_for_a_reader_whose_hold_ran_out},
+        {"reader_owner_ids_that_are_reserved_fields_are_refused",
+         test_reader_owner_ids_that_are_reserved_fields_are_refused},
         {"extend_a_read_hold_extends_its_timeout_keys", test_extend_a_read_hold_extends_its_timeout_keys},
         {"redlock_readers_share_writer_excludes", test_redlock_readers_share_writer_excludes},
     };

@@ -305,6 +305,36 @@ static void test_tls_files_and_options_checked_at_creation(void)
     SSL_CTX_free(ctx);
 }
 
+
+/* A file that cannot be loaded is blamed on what is wrong with it, in words the user can act on. */
+static void test_tls_file_problems_name_their_cause(void)
+{
+    char garbage[320];
+    snprintf(garbage, sizeof garbage, "%s/garbage.pem", certs.dir);
+    FILE *f = fopen(garbage, "w");
+    CHECK(f);
+    fputs("this is not a certificate\n", f);
+    fclose(f);
+    char queries[6][800];
+    snprintf(queries[0], sizeof queries[0], "ssl_ca_certs=/nonexistent/ca.pem");
+    snprintf(queries[1], sizeof queries[1], "ssl_certfile=/nonexistent/client.pem");
+    snprintf(queries[2], sizeof queries[2], "ssl_ca_certs=%s", certs.dir);
+    snprintf(queries[3], sizeof queries[3], "ssl_ca_certs=%s", garbage);
+    snprintf(queries[4], sizeof queries[4], "ssl_certfile=%s", garbage);
+    snprintf(queries[5], sizeof queries[5], "ssl_certfile=%s&ssl_keyfile=/nonexistent/client.key",
+             rt_cert(&certs, "client.pem"));
+    const char *words[] = {"No such file or directory", "No such file or directory", "is a directory",
+                           "no PEM data",               "no PEM data",               "No such file or directory"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        const char *u = tls_url(6379, "%s", queries[i]);
+        redmutex_client *c = NULL;
+        CHECK_RC(redmutex_client_new(&c, &u, 1, NULL), REDMUTEX_EINVAL);
+        CHECKF(strstr(redmutex_last_error(), words[i]) && !strstr(redmutex_last_error(), "system lib"), "%s: %s",
+               u, redmutex_last_error());
+    }
+    remove(garbage);
+}
+
 static void test_caller_tls_context_is_verified(void)
 {
     start_server("server.pem", "server.key", false);
@@ -395,6 +425,7 @@ int main(int argc, char **argv)
         {"mutual_tls_required_by_the_server", test_mutual_tls_required_by_the_server},
         {"unknown_ca_and_expired_certificate_refused", test_unknown_ca_and_expired_certificate_refused},
         {"plain_and_tls_mixed_up_ports", test_plain_and_tls_mixed_up_ports},
+        {"tls_file_problems_name_their_cause", test_tls_file_problems_name_their_cause},
         {"tls_files_and_options_checked_at_creation", test_tls_files_and_options_checked_at_creation},
         {"caller_tls_context_is_verified", test_caller_tls_context_is_verified},
         {"server_gone_mid_session_is_an_error_not_sigpipe",

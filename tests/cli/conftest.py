@@ -254,6 +254,17 @@ def kill_session(sid: int) -> None:
                 os.kill(int(entry), signal.SIGKILL)
 
 
+def default_signals(then: Callable[[], None] | None) -> None:
+    """In the child, before exec: the signals the tests send get their default
+    disposition, whatever the runner's (a CI runner or `scripts/test.sh &`
+    may ignore SIGINT, and redmutex rightly keeps an inherited SIG_IGN); then
+    the test's own preparation, which may ignore one again on purpose."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+    if then is not None:
+        then()
+
+
 class Cli:
     """Runs the binary against one server (REDMUTEX_URL), in a scratch directory.
 
@@ -302,7 +313,7 @@ class Cli:
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
-            preexec_fn=preexec_fn,
+            preexec_fn=lambda: default_signals(preexec_fn),
         )
         self.started.append(p)
         return p

@@ -92,7 +92,13 @@ def test_without_u_or_redmutex_url_the_default_server_is_used(cli: Cli) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [["run", "job", "--", "touch", "ran"], ["status", "job"], ["release", "--force", "job"]]
+    "command",
+    [
+        ["run", "-n", "job", "--", "touch", "ran"],
+        ["run", "--wait", "0.5", "job", "--", "touch", "ran"],  # tries again until the wait ends
+        ["status", "job"],
+        ["release", "--force", "job"],
+    ],
 )
 def test_an_unreachable_server_exits_69_naming_it_without_the_password(cli: Cli, command: list[str]) -> None:
     port = free_port()
@@ -138,3 +144,30 @@ def test_version_matches_the_header(cli: Cli) -> None:
     res = cli.run("--version")
     assert res.returncode == 0
     assert res.stdout.startswith(f"redmutex {version}")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--lease", "0.005"], "--lease must be at least 0.01 seconds"),
+        (["--lease", "0.0001"], "--lease must be at least 0.01 seconds"),  # positive, below a millisecond
+        (["--lease", "0"], "--lease must be at least 0.01 seconds"),
+        (["--lease", "-1"], "--lease needs a number of seconds"),
+        (["--wait", "-0.0001"], "--wait needs a number of seconds >= 0"),
+        (["--kill-after", "1e12"], "seconds >= 0 (at most 31622400)"),
+    ],
+)
+def test_time_options_are_refused_in_seconds_the_unit_they_are_given_in(
+    cli: Cli, args: list[str], words: str
+) -> None:
+    res = cli.run("run", *args, "job", "--", "touch", "ran")
+    assert res.returncode == 64, res.stderr
+    assert words in res.stderr
+    assert "_ms" not in res.stderr and " ms" not in res.stderr, res.stderr
+    assert not os.path.exists(os.path.join(cli.cwd, "ran"))
+
+
+def test_a_wait_below_a_millisecond_is_a_wait_not_an_error(cli: Cli) -> None:
+    res = cli.run("run", "--wait", "0.0001", "job", "--", "touch", "ran")
+    assert res.returncode == 0, res.stderr
+    assert os.path.exists(os.path.join(cli.cwd, "ran"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 from conftest import Cli, Redis, alive, wait_until
@@ -50,3 +51,41 @@ def test_a_lease_that_runs_out_kills_the_group_after_kill_after(cli: Cli, r: Red
     assert 1.9 <= elapsed < 8.0
     wait_until(lambda: not alive(bgpid), 5, "CMD's background child to be killed")
     assert r.cmd("EXISTS", "job") == 0
+
+
+def test_lost_with_stderr_a_broken_pipe_stops_cmd_and_exits_76(cli: Cli, r: Redis) -> None:
+    # `redmutex run ... 2>&1 >/dev/null | true`: nobody reads stderr any more
+    # when the lock is lost. CMD must still be stopped, and redmutex must not
+    # die of SIGPIPE writing why.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        p = subprocess.Popen(
+            # CMD's own stderr is the broken pipe too: it writes elsewhere.
+            [
+                cli.path,
+                "run",
+                "--lease",
+                "1",
+                "--kill-after",
+                "1",
+                "job",
+                "--",
+                "sh",
+                "-c",
+                "exec 2>/dev/null" + GRACEFUL,
+            ],
+            cwd=cli.cwd,
+            env=cli.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=write_end,
+            start_new_session=True,
+        )
+    finally:
+        os.close(write_end)
+    cli.started.append(p)  # type: ignore[arg-type]
+    wait_until(lambda: os.path.exists(os.path.join(cli.cwd, "started")), 10, "CMD to start")
+    assert p.wait(20) == 76
+    with open(os.path.join(cli.cwd, "got")) as f:
+        assert f.read() == "TERM\n", "CMD was not stopped when the lock ran out"

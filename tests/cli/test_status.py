@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import time
 
-from conftest import Cli, Redis, RedisServer, wait_for_subscribers, wait_until
+from conftest import Cli, Redis, RedisServer, free_port, wait_for_subscribers, wait_until
 
 
 def status_json(cli: Cli, name: str = "job") -> tuple[int, dict]:
@@ -127,3 +128,156 @@ def test_release_force_refuses_a_key_that_is_not_a_lock(cli: Cli, r: Redis) -> N
     r.cmd("RPUSH", "job", "x")
     assert cli.run("release", "--force", "job").returncode == 65
     assert r.cmd("LRANGE", "job", 0, -1) == ["x"]
+
+
+# ---- every kind, through the library's own connections (TLS, ACL users) ------
+
+
+def test_status_of_a_read_write_lock_shows_its_mode_writer_and_readers(cli: Cli, r: Redis) -> None:
+    # Redisson's RReadWriteLock: a hash with "mode"; a writer that also reads.
+    r.cmd("HSET", "job", "mode", "write", "c0ffee:7:write", 1, "c0ffee:7", 2)
+    r.cmd("PEXPIRE", "job", 30000)
+    code, doc = status_json(cli)
+    assert code == 0, doc
+    assert doc["kind"] == "rwlock" and doc["mode"] == "write"
+    assert doc["owner"] == "c0ffee:7:write" and doc["holds"] == 1 and doc["readers"] == 1
+    text = cli.run("status", "job").stdout
+    assert "rwlock" in text and "write" in text and "mode" not in text.split("owner")[1].split("\n")[0]
+    r.cmd("DEL", "job")
+    r.cmd("HSET", "job", "mode", "read", "aaaa:1", 1, "bbbb:2", 3)
+    r.cmd("PEXPIRE", "job", 30000)
+    code, doc = status_json(cli)
+    assert doc["kind"] == "rwlock" and doc["mode"] == "read" and doc["readers"] == 2
+    assert doc["owner"] == "aaaa:1", "the first reader, never the mode field"
+
+
+def test_status_of_a_fair_lock_shows_its_queue(cli: Cli, r: Redis) -> None:
+    r.cmd("HSET", "job", "c0ffee:7", 1)
+    r.cmd("PEXPIRE", "job", 30000)
+    r.cmd("RPUSH", "redisson_lock_queue:{job}", "c0ffee:8", "c0ffee:9")
+    code, doc = status_json(cli)
+    assert code == 0
+    assert doc["kind"] == "fair" and doc["queue"] == 2 and doc["owner"] == "c0ffee:7"
+    assert "2 waiting" in cli.run("status", "job").stdout
+
+
+def test_status_exits_74_when_its_output_cannot_be_written(cli: Cli, r: Redis) -> None:
+    r.cmd("SET", "job", "tok", "PX", 60000)
+    with open("/dev/full", "w") as full:
+        p = subprocess.run(
+            [cli.path, "status", "job"],
+            cwd=cli.cwd,
+            env=cli.env,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    assert p.returncode == 74, p.stderr
+    assert "cannot write" in p.stderr
+
+
+def test_status_lists_each_server_with_its_url_redacted(cli: Cli, r: Redis, server: RedisServer) -> None:
+    r.cmd("SET", "job", "tok-abcdefghijkl", "PX", 60000)
+    r.cmd("CONFIG", "SET", "requirepass", "hunter22")
+    try:
+        res = cli.run("status", "--json", "-u", f"redis://127.0.0.1:{server.port}?password=hunter22", "job")
+    finally:
+        r.cmd("AUTH", "hunter22")
+        r.cmd("CONFIG", "SET", "requirepass", "")
+    assert res.returncode == 0, res.stderr
+    assert "hunter22" not in res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["servers"][0]["reachable"] is True and doc["servers"][0]["owner"] == "tok-abcd"
+    assert doc["servers"][0]["url"] == f"redis://127.0.0.1:{server.port}?password=***"
+
+
+LOCKER = [
+    "ACL", "SETUSER", "locker", "on", ">locker-pw", "resetkeys", "resetchannels", "-@all",
+    "~app:*", "~redisson_lock_token:{app:*", "~redisson_unlock_latch:{app:*",
+    "~redisson_lock__channel:{app:*", "&redisson_lock__channel:{app:*",
+    "+set", "+get", "+del", "+pttl", "+pexpire", "+type", "+exists", "+hexists", "+hincrby", "+hget",
+    "+incr", "+publish", "+evalsha", "+eval", "+script|load", "+subscribe", "+unsubscribe", "+wait",
+    "+info", "+select",
+]  # fmt: skip
+
+
+def test_status_works_for_a_user_with_the_documented_least_privilege_acl(
+    cli: Cli, r: Redis, server: RedisServer
+) -> None:
+    r.cmd(*LOCKER)
+    try:
+        url = f"redis://locker:locker-pw@127.0.0.1:{server.port}"
+        env = dict(cli.env, REDMUTEX_URL=url)
+        holder = cli.start("run", "--fence-env", "F", "app:job", "--", "sleep", "60", env=env)
+        wait_until(lambda: r.cmd("EXISTS", "app:job"), 10, "the lock to be taken")
+        res = cli.run("status", "--json", "app:job", env=env)
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)
+        assert doc["held"] is True and doc["kind"] == "lock" and len(doc["owner"]) == 8
+        assert doc["fence"] is not None and doc["servers"][0]["reachable"] is True
+        holder.kill()
+    finally:
+        r.cmd("ACL", "DELUSER", "locker")
+
+
+MAKE_CERTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tls", "make_certs.sh")
+
+
+def test_status_reads_a_tls_server(cli: Cli, tmp_path: object) -> None:
+    certs = os.path.join(str(tmp_path), "certs")
+    os.mkdir(certs)
+    subprocess.run(["sh", MAKE_CERTS, certs], check=True, capture_output=True)
+    workdir = os.path.join(str(tmp_path), "redis-tls")
+    os.mkdir(workdir)
+    tls_port = free_port()
+    s = RedisServer(workdir)
+    s.start(
+        "--tls-port", str(tls_port),
+        "--tls-cert-file", os.path.join(certs, "server.pem"),
+        "--tls-key-file", os.path.join(certs, "server.key"),
+        "--tls-ca-cert-file", os.path.join(certs, "ca.pem"),
+        "--tls-auth-clients", "no",
+    )  # fmt: skip
+    try:
+        c = s.client()
+        c.cmd("SET", "job", "tls-token-12345678", "PX", 60000)
+        c.cmd("SET", "redisson_lock_token:{job}", 7)
+        url = f"rediss://127.0.0.1:{tls_port}?ssl_ca_certs={os.path.join(certs, 'ca.pem')}"
+        res = cli.run("status", "--json", "-u", url, "job")
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)
+        assert doc["held"] is True and doc["owner"] == "tls-toke" and doc["fence"] == 7
+        assert doc["servers"][0]["reachable"] is True
+        c.close()
+    finally:
+        s.stop()
+
+
+def test_release_force_of_a_read_write_lock_wakes_its_waiters_at_once(
+    cli: Cli, r: Redis, server: RedisServer
+) -> None:
+    r.cmd("HSET", "job", "mode", "write", "c0ffee:7:write", 1)
+    r.cmd("PEXPIRE", "job", 30000)
+    sub = subscribe(server, "redisson_rwlock:{job}")  # where Redisson's read-write waiters listen
+    res = cli.run("release", "--force", "job")
+    assert res.returncode == 0, res.stderr
+    assert r.cmd("EXISTS", "job") == 0
+    sub.settimeout(5)
+    assert b"message" in sub.recv(4096), "the waiters of a read-write lock were not told"
+    sub.close()
+
+
+def test_release_force_of_a_fair_lock_passes_it_to_the_head_of_the_queue(
+    cli: Cli, r: Redis, server: RedisServer
+) -> None:
+    r.cmd("HSET", "job", "c0ffee:7", 1)
+    r.cmd("PEXPIRE", "job", 30000)
+    r.cmd("RPUSH", "redisson_lock_queue:{job}", "c0ffee:8")
+    r.cmd("ZADD", "redisson_lock_timeout:{job}", int(time.time() * 1000) + 300000, "c0ffee:8")
+    sub = subscribe(server, "redisson_lock__channel:{job}:c0ffee:8")  # the head's own channel
+    res = cli.run("release", "--force", "job")
+    assert res.returncode == 0, res.stderr
+    assert r.cmd("EXISTS", "job") == 0
+    sub.settimeout(5)
+    assert b"message" in sub.recv(4096), "the head of the queue was not told"
+    sub.close()

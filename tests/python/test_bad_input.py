@@ -204,3 +204,54 @@ def test_the_command_counter_sees_real_commands(client, commands):
     # Positive control for the `commands` fixture used above.
     client.lock("counted").acquire(blocking=False)
     assert commands() >= 1
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "minimum"),
+    [
+        ("watchdog_lease", 0.01, "0.03"),
+        ("watchdog_lease", 1e-7, "0.03"),  # positive, below a millisecond
+        ("connect_timeout", 0, "0.001"),
+        ("command_timeout", 0, "0.001"),
+        ("wait_backoff_cap", 0, "0.001"),
+        ("replica_timeout", 0, "0.001"),
+    ],
+)
+def test_client_times_below_their_minimum_are_refused_in_seconds(redis_url, option, value, minimum):
+    with pytest.raises(redmutex.InvalidArgument) as info:
+        redmutex.Client(redis_url, **{option: value})
+    message = str(info.value)
+    assert f"{option} must be at least {minimum} seconds" in message, message
+    assert "_ms" not in message and " ms" not in message and "negative" not in message, message
+
+
+@pytest.mark.parametrize("value", [0.005, 1e-7, 0])
+def test_lock_times_below_their_minimum_are_refused_in_seconds(client, commands, value):
+    with pytest.raises(redmutex.InvalidArgument) as info:
+        client.lock("t", lease=value)
+    assert "lease must be at least 0.01 seconds" in str(info.value), info.value
+    for call in (lambda: client.lock("t", max_hold=1e-7), lambda: client.lock("t", lease=5).extend(1e-7)):
+        with pytest.raises(redmutex.InvalidArgument) as info:
+            call()
+        assert "at least 0.001 seconds" in str(info.value) and "positive" not in str(info.value), info.value
+    assert commands() == 0
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:{port}?password=hunter22",
+        "redis://127.0.0.1:{port}/0?username=bob&password=hunter22",
+        "rediss://127.0.0.1:{port}?password=hunter22&ssl_cert_reqs=none",
+        "redis://bob:hunter22@127.0.0.1:{port}",
+        "redis://127.0.0.1:{port}?pasword=hunter22",  # misspelt: refused, and still not shown
+    ],
+)
+def test_a_password_in_the_url_is_in_no_message(url):
+    from conftest import free_port
+
+    url = url.format(port=free_port())
+    with pytest.raises(redmutex.RedMutexError) as info, redmutex.Client(url, connect_timeout=0.5) as c:
+        c.lock("job").acquire(timeout=0)
+    assert "hunter22" not in str(info.value) and "hunter22" not in repr(info.value), info.value
+    assert "***" in str(info.value)

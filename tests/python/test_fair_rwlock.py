@@ -166,3 +166,53 @@ def test_rwlock_writer_is_reentrant_and_may_read(client: redmutex.Client, r: red
     assert not r.exists("doc")
     with pytest.raises(redmutex.InvalidArgument):
         client.rwlock("doc", lease=-1)
+
+
+def test_fair_lock_and_rlock_on_a_read_write_lock_raise_wrong_type(
+    client: redmutex.Client, r: redis.Redis
+) -> None:
+    rw = client.rwlock("rw:kind", lease=30.0)
+    for side in (rw.read, rw.write):
+        with side:
+            before = r.dump("rw:kind")
+            for make in (client.fair_lock, client.rlock):
+                lock = make("rw:kind", lease=5.0)
+                started = time.monotonic()
+                with pytest.raises(redmutex.WrongTypeError):
+                    lock.acquire(timeout=2.0)
+                assert time.monotonic() - started < 1.5, "it waited instead of failing"
+                with pytest.raises(redmutex.WrongTypeError):
+                    lock.locked()
+                assert r.dump("rw:kind") == before
+            assert r.keys("redisson_lock_queue:*") == []
+
+
+def test_owned_is_false_for_a_reader_whose_hold_ran_out(client: redmutex.Client, r: redis.Redis) -> None:
+    brief = client.rwlock("rw:owned", lease=0.3, owner="brief").read
+    lasting = client.rwlock("rw:owned", lease=30.0, owner="lasting").read
+    brief.acquire()
+    lasting.acquire()
+    assert brief.owned()
+    wait_until(lambda: not r.exists("{rw:owned}:brief:rwlock_timeout:1"), what="the brief lease to end")
+    assert r.hexists("rw:owned", "brief"), "the field stays while the other reader keeps the lock"
+    assert not brief.owned()
+    assert lasting.owned()
+    with pytest.raises(redmutex.LockLostError):
+        brief.release()
+    lasting.release()
+
+
+@pytest.mark.parametrize("owner", ["mode", "alice:write"])
+def test_reader_owner_ids_that_are_reserved_fields_are_refused(
+    client: redmutex.Client, r: redis.Redis, owner: str
+) -> None:
+    writer = client.rwlock("rw:reserved", owner="alice").write
+    reader = client.rwlock("rw:reserved", owner=owner).read
+    with pytest.raises(redmutex.InvalidArgument, match="cannot be used"):
+        reader.acquire(blocking=False)
+    assert r.dbsize() == 0
+    with writer:
+        before = r.hgetall("rw:reserved")
+        with pytest.raises(redmutex.InvalidArgument):
+            reader.acquire(blocking=False)
+        assert r.hgetall("rw:reserved") == before

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import report, scenarios
+from . import model, report, scenarios
 from .drivers import Toolchain
 from .faults import Partitions
 from .scenario import FULL, QUICK, Env, Row
@@ -42,6 +42,7 @@ ALL = [
     "S19",
     "S20",
     "S21",
+    "M1",  # the model-based property test of the TTL rule (chaoslib/model.py): full profile only
 ]
 QUICK_SET = ["S0", "S1", "S4", "S5", "S6", "S7", "S14", "S15", "S16", "S17", "S18"]
 
@@ -103,7 +104,7 @@ def find_python(explicit: str | None) -> Path:
 def run_scenarios(env: Env, ids: list[str]) -> list[Row]:
     rows: list[Row] = []
     for sid in ids:
-        fn = getattr(scenarios, sid.lower())
+        fn = getattr(scenarios, sid.lower(), None) or getattr(model, sid.lower())
         t0 = time.monotonic()
         print(f"chaos: {sid} ...", flush=True)
         for row in fn(env):
@@ -122,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="tests/chaos/run", description=__doc__)
     prof = ap.add_mutually_exclusive_group()
     prof.add_argument("--quick", action="store_true", help="the CI profile (default)")
-    prof.add_argument("--full", action="store_true", help="every scenario at 1.5 s leases")
+    prof.add_argument(
+        "--full", action="store_true", help="every scenario at 1.5 s leases, and the TTL model (M1)"
+    )
     ap.add_argument("--seed", type=int, help="replay the fault schedules of this seed")
     ap.add_argument("--only", help="comma-separated scenario ids, e.g. S7,S14")
     ap.add_argument("--workdir", type=Path, help="histories and logs (default build-chaos/runs/<seed>)")
