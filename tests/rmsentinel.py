@@ -126,7 +126,9 @@ class Sentinels:
     def url(self) -> str:
         return self.url_with()
 
-    def url_with(self, scheme: str = "redis+sentinel", userinfo: str = "", query: str = "", db: int = 0) -> str:
+    def url_with(
+        self, scheme: str = "redis+sentinel", userinfo: str = "", query: str = "", db: int = 0
+    ) -> str:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
         tail = f"/{db}" if db else ""
         return f"{scheme}://{userinfo}{hosts}/{self.service}{tail}" + (f"?{query}" if query else "")
@@ -228,14 +230,16 @@ class Sentinels:
             time.sleep(0.05)
 
     def agreed(self, master_port: int) -> bool:
-        """Every live sentinel names master_port, knows the others and the replicas, and can authorise a failover."""
+        """The master's replicas are in sync, and every live sentinel names it, knows the
+        other live sentinels and can authorise a failover (SENTINEL CKQUORUM)."""
         live = [s for s in self.sentinels if s.alive]
         replicas = sum(1 for n in self.nodes if n.alive) - 1
+        if self.replicas_in_sync(master_port) < replicas:
+            return False
         for s in live:
             try:
                 addr = s.command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
                 others = s.command("SENTINEL", "SENTINELS", self.service)
-                reps = s.command("SENTINEL", "REPLICAS", self.service)
                 quorum = s.command("SENTINEL", "CKQUORUM", self.service)
             except OSError:
                 return False
@@ -245,22 +249,15 @@ class Sentinels:
                 return False
             if not isinstance(quorum, str) or not quorum.startswith("OK"):
                 return False
-            if not isinstance(reps, list):
-                return False
-            up = 0
-            for r in reps:
-                fields = dict(zip(r[::2], r[1::2]))
-                if b"s_down" not in fields.get(b"flags", b"") and fields.get(b"master-link-status") == b"ok":
-                    up += 1
-            if up < replicas:
-                return False
         return True
 
     def wait_agreed(self, master_port: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while not self.agreed(master_port):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the sentinels did not agree on 127.0.0.1:{master_port} (see {self.workdir})")
+                raise RuntimeError(
+                    f"the sentinels did not agree on 127.0.0.1:{master_port} (see {self.workdir})"
+                )
             time.sleep(0.05)
 
     def wait_switch(self, old_port: int, timeout: float = 30.0) -> int:
@@ -290,9 +287,17 @@ class Sentinels:
         """SENTINEL FAILOVER; returns the new master's port once every sentinel names it (and, with settle,
         once the deployment is whole again: replicas in sync, sentinels agreed)."""
         old = self.master_port()
-        r = self.live_sentinel().command("SENTINEL", "FAILOVER", self.service)
-        if r != "OK":
-            raise RuntimeError(f"SENTINEL FAILOVER: {r}")
+        deadline = time.monotonic() + 30
+        while True:
+            r = self.live_sentinel().command("SENTINEL", "FAILOVER", self.service)
+            if r == "OK":
+                break
+            # A sentinel still finishing the last failover (reconfiguring replicas) says INPROG, one
+            # whose view of the replicas is not fresh yet (its next INFO round) NOGOODSLAVE.
+            busy = "INPROG" in str(r) or "NOGOODSLAVE" in str(r)
+            if not busy or time.monotonic() > deadline:
+                raise RuntimeError(f"SENTINEL FAILOVER: {r}")
+            time.sleep(0.05)
         new = self.wait_switch(old)
         if settle:
             self.settle(new)
@@ -308,7 +313,50 @@ class Sentinels:
         node.start()
 
     def settle(self, master_port: int, timeout: float = 30.0) -> None:
-        """Waits until every live data node but the master is its replica in sync and the sentinels agree."""
-        live = sum(1 for n in self.nodes if n.alive) - 1
-        self.wait_replicas_in_sync(master_port, live, timeout)
+        """Waits until every live data node but the master is its replica in sync and the sentinels agree.
+        A demoted master is made a replica by the sentinels only at their next INFO round (up to 10 s):
+        done here at once, as they would."""
+        for n in self.nodes:
+            if n.alive and n.port != master_port and self.role(n.port) == "master":
+                n.command("REPLICAOF", "127.0.0.1", master_port)
         self.wait_agreed(master_port, timeout)
+
+
+def serve() -> None:
+    """For tests in other languages: starts a deployment, prints "URL <url>" and
+    serves commands read from stdin, one per line, each answered with one line:
+    "master" (the master's port), "failover" (SENTINEL FAILOVER, settled: the
+    new master's port), "kill" (SIGKILL of the master: the new master's port
+    once the sentinels switched). At end of input it stops.
+
+    With --url-file PATH instead (for a language without two-way pipes): writes
+    "URL <url>" and "MASTER <port>" lines to PATH once up, and stops at SIGTERM."""
+    import signal
+    import sys
+
+    args = sys.argv[1:]
+    with Sentinels() as sd:
+        if args[:1] == ["--url-file"]:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            tmp = args[1] + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(f"URL {sd.url}\nMASTER {sd.master_port()}\n")
+            os.rename(tmp, args[1])
+            signal.sigwait({signal.SIGTERM})
+            return
+        print("URL", sd.url, flush=True)
+        for line in sys.stdin:
+            cmd = line.strip()
+            if cmd == "master":
+                print(sd.master_port(), flush=True)
+            elif cmd == "failover":
+                print(sd.failover(), flush=True)
+            elif cmd == "kill":
+                old = sd.kill_master()
+                print(sd.wait_switch(old.port), flush=True)
+            else:
+                print("ERR unknown command", flush=True)
+
+
+if __name__ == "__main__":
+    serve()

@@ -103,7 +103,10 @@ static void ask_again(rm_call *call, rm_slot *s, rm_server *avoid, const rm_req 
                  : rm_fail(&e, REDMUTEX_ECONN, "no time was left to ask the sentinels again");
     if (rc != 0 && rc != RM_SENTINEL_SAME) {
         char msg[sizeof s->msg];
-        snprintf(msg, sizeof msg, "%.100s; %.140s", why, e.msg);
+        if (avoid) /* the node's failure, then the sentinels' */
+            snprintf(msg, sizeof msg, "%.100s; %.140s", why, e.msg);
+        else /* the sentinels' own, again */
+            snprintf(msg, sizeof msg, "%s", e.msg);
         rm_slot_fail(s, rc, msg);
         s->broken = false; /* the sentinels' own answer: no use asking again at once */
         return;

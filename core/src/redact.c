@@ -60,13 +60,23 @@ static void mask_userinfo(const char *url, size_t n, bool *mask)
         return;
     }
     size_t alen = strcspn(url + start, "/?#");
-    const char *colon = memchr(url + start, ':', alen);
-    if (!colon || url[start] == '[')
-        return;
-    size_t digits = strspn(colon + 1, "0123456789");
-    bool plain_port = colon > url + start && digits > 0 && colon + 1 + digits == url + start + alen;
-    if (!plain_port)
-        mark(mask, start, start + alen);
+    /* Several hosts (a seed list, sentinels: h1:p1,h2:p2) are read one by one. */
+    for (size_t h = start; h <= start + alen;) {
+        size_t hlen = strcspn(url + h, ",/?#");
+        if (h + hlen > start + alen)
+            hlen = start + alen - h;
+        const char *colon = memchr(url + h, ':', hlen);
+        bool v6 = url[h] == '[';
+        if (colon && !v6) {
+            size_t digits = strspn(colon + 1, "0123456789");
+            bool plain_port = colon > url + h && digits > 0 && colon + 1 + digits == url + h + hlen;
+            if (!plain_port) {
+                mark(mask, start, start + alen); /* the whole authority: which part is a password is unclear */
+                return;
+            }
+        }
+        h += hlen + 1;
+    }
 }
 
 /*

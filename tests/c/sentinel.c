@@ -193,12 +193,23 @@ int sn_wait_switch(sn_deploy *d, int old_port, int64_t ms)
 int sn_failover(sn_deploy *d)
 {
     int old = sn_master_port(d);
-    redisReply *r = NULL;
-    for (int k = 0; k < SN_SENTINELS && !r; k++)
-        if (live(&d->sentinel[k]))
-            r = sn_sentinel_cmd(d, &d->sentinel[k], "SENTINEL FAILOVER %s", d->service);
-    CHECKF(r && r->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s", r ? r->str : "no sentinel answered");
-    freeReplyObject(r);
+    /* A sentinel still finishing the last failover (reconfiguring replicas) answers INPROG, one whose
+       view of the replicas is not fresh yet (its next INFO round) NOGOODSLAVE: asked again. */
+    int64_t deadline = rt_now_ms() + rt_scaled_ms(30000);
+    for (;;) {
+        redisReply *r = NULL;
+        for (int k = 0; k < SN_SENTINELS && !r; k++)
+            if (live(&d->sentinel[k]))
+                r = sn_sentinel_cmd(d, &d->sentinel[k], "SENTINEL FAILOVER %s", d->service);
+        bool ok = r && r->type == REDIS_REPLY_STATUS;
+        bool busy = r && r->type == REDIS_REPLY_ERROR && (strstr(r->str, "INPROG") || strstr(r->str, "NOGOODSLAVE"));
+        CHECKF(ok || (busy && rt_now_ms() < deadline), "SENTINEL FAILOVER: %s", r ? r->str : "no sentinel answered");
+        if (r)
+            freeReplyObject(r);
+        if (ok)
+            break;
+        rt_sleep_ms(50);
+    }
     d->last_failover_ms = rt_now_ms();
     return sn_wait_switch(d, old, 20000);
 }

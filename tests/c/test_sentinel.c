@@ -319,7 +319,8 @@ typedef struct pacer {
     _Atomic int64_t first_ok_after; /* first success at or after this time (ms), once set */
     _Atomic int64_t mark;
     int64_t longest_acquire_ms, longest_release_ms;
-    long ok, failed;
+    _Atomic long ok;
+    long failed;
 } pacer;
 
 static void *pace(void *p)
