@@ -308,8 +308,14 @@ class Sentinels:
         m.kill()
         return m
 
-    def restart_as_was(self, node: Proc) -> None:
-        """Restarts a killed node with its original configuration (a master's has no replicaof)."""
+    def restart_as_replica(self, node: Proc) -> None:
+        """Restarts a killed data node as a replica of the current master."""
+        node.write_conf(self._node_conf(self.master_port()))
+        node.start()
+
+    def restart_as_master(self, node: Proc) -> None:
+        """Restarts a killed data node as a master, empty (no persistence): a crashed master coming back."""
+        node.write_conf(self._node_conf(None))
         node.start()
 
     def settle(self, master_port: int, timeout: float = 30.0) -> None:

@@ -106,7 +106,7 @@ static void ask_again(rm_call *call, rm_slot *s, rm_server *avoid, const rm_req 
         if (avoid) /* the node's failure, then the sentinels' */
             snprintf(msg, sizeof msg, "%.100s; %.140s", why, e.msg);
         else /* the sentinels' own, again */
-            snprintf(msg, sizeof msg, "%s", e.msg);
+            snprintf(msg, sizeof msg, "%.250s", e.msg);
         rm_slot_fail(s, rc, msg);
         s->broken = false; /* the sentinels' own answer: no use asking again at once */
         return;
