@@ -369,7 +369,8 @@ static void sigkill_of_the_master(int64_t min_replicas)
     redmutex_lock_options_init(&lo, REDMUTEX_LOCK_OPTIONS_VERSION);
     lo.on_lost = on_lost;
     lo.on_lost_payload = &lc;
-    redmutex_client *a = client_with(sd.url, 3000, min_replicas, 0), *b = client_with(sd.url, 3000, 0, 0);
+    /* A lease that outlasts the switch (~2.3 s) even when the last renewal came just before the kill. */
+    redmutex_client *a = client_with(sd.url, 6000, min_replicas, 0), *b = client_with(sd.url, 6000, 0, 0);
     redmutex_client *p = client_with(sd.url, 3000, min_replicas, 500);
     redmutex_lock *held[N_HELD], *other[N_HELD], *pl;
     for (int k = 0; k < N_HELD; k++) {
