@@ -19,6 +19,9 @@ loss  Per failover, 50 locks are acquired (watchdog lease 10 s) and the master
       second client got a lock while its first holder had not been told it
       was LOST), with min_replicas 0 and the Sentinel default (1); per 1,000
       acquisitions.
+lag   The same with the replicas stopped (SIGSTOP) while 10 locks are taken
+      and resumed as the master is killed (a slow replication link), WAIT's
+      timeout 100 ms.
 cost  An uncontended acquire + release pair through the sentinels with
       min_replicas 0 and with the default (WAIT 1), alternated, in one run.
 
@@ -103,6 +106,26 @@ def switch_time(sd: Sentinels, old: int, t_kill: int, timeout: float = 30.0) -> 
     raise RuntimeError("the sentinels did not switch")
 
 
+def agreed_master(sd: Sentinels, timeout: float = 60.0) -> int:
+    """The master every sentinel names and that says ROLE master, the deployment whole: the one to kill.
+    (On a loaded machine the sentinels may fail over on their own, or abort one: this waits them out.)"""
+    deadline = time.monotonic() + timeout
+    while True:
+        ports = set()
+        for s in sd.sentinels:
+            try:
+                ports.add(int(s.command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", sd.service)[1]))
+            except (OSError, TypeError, IndexError):
+                ports.add(-1)
+        port = ports.pop() if len(ports) == 1 else -1
+        if port > 0 and sd.role(port) == "master":
+            sd.settle(port, timeout=max(1.0, deadline - time.monotonic()))
+            return port
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the sentinels do not agree on a master: {ports | {port}}")
+        time.sleep(0.05)
+
+
 def cool_down(last_failover_ns: int, sd: Sentinels) -> None:
     """A sentinel starts no new failover of a master within twice its failover-timeout."""
     ready = last_failover_ns + (2 * sd.failover_timeout_ms + 200) * 1_000_000
@@ -134,7 +157,7 @@ def gap_series(sd: Sentinels, n: int, build: Path, redisson: Path | None) -> dic
                     and time.monotonic() < deadline
                 ):
                     time.sleep(0.01)
-            old = sd.master_port()
+            old = agreed_master(sd)
             victim = sd.node(old)
             t_kill = time.monotonic_ns()
             victim.kill()
@@ -151,8 +174,8 @@ def gap_series(sd: Sentinels, n: int, build: Path, redisson: Path | None) -> dic
                     out[p.name]["gap_ms"].append(float("inf"))
                 else:
                     out[p.name]["gap_ms"].append((got - t_kill) / 1e6)
-            sd.restart_as_replica(victim)
-            sd.settle(new)
+            sd.restart_as_replica(victim, new)
+            sd.settle(new, timeout=60)
             print(
                 f"  failover {i + 1}/{n}: switch {out['switch_ms'][-1]:.0f} ms, "
                 + ", ".join(f"{p.name} {out[p.name]['gap_ms'][-1]:.0f} ms" for p in pacers),
@@ -169,23 +192,33 @@ def gap_series(sd: Sentinels, n: int, build: Path, redisson: Path | None) -> dic
     return out
 
 
-def loss_series(sd: Sentinels, n: int, min_replicas: int | None) -> dict[str, int]:
-    res = {"acquired": 0, "missing": 0, "lost_reported": 0, "double_holders": 0, "second_got": 0}
+def loss_series(sd: Sentinels, n: int, min_replicas: int | None, lag: bool = False) -> dict[str, int]:
+    """With lag, the replicas are stopped (SIGSTOP) while the locks are taken and resumed as the master
+    is killed: every write of that moment misses them, as over a slow link."""
+    res = {"tried": 0, "acquired": 0, "missing": 0, "lost_reported": 0, "double_holders": 0, "second_got": 0}
     last = 0
     for i in range(n):
         cool_down(last, sd)
-        a = redmutex.Client(sd.url, min_replicas=min_replicas, watchdog_lease=10.0)
+        a = redmutex.Client(sd.url, min_replicas=min_replicas, watchdog_lease=10.0, replica_timeout=0.1)
         b = redmutex.Client(sd.url, min_replicas=0, command_timeout=2.0)
-        names = [f"bench:loss:{i}:{k}" for k in range(LOCKS_PER_FAILOVER)]
+        names = [f"bench:loss:{i}:{k}" for k in range(LOCKS_PER_FAILOVER // (5 if lag else 1))]
+        old = agreed_master(sd)
+        replicas = [nd for nd in sd.nodes if nd.alive and nd.port != old]
+        if lag:
+            for r in replicas:
+                r.pause()
         held = []
         for name in names:
             lk = a.lock(name)
-            if lk.acquire(blocking=False):
-                held.append(lk)
+            with contextlib.suppress(redmutex.RedMutexError):
+                if lk.acquire(blocking=False):
+                    held.append(lk)
+        res["tried"] += len(names)
         res["acquired"] += len(held)
-        old = sd.master_port()
         victim = sd.node(old)
         victim.kill()  # right after the acquisitions
+        for r in replicas:
+            r.resume()
         last = time.monotonic_ns()
         _, new = switch_time(sd, old, last)
         for lk in held:
@@ -203,8 +236,8 @@ def loss_series(sd: Sentinels, n: int, min_replicas: int | None) -> dict[str, in
                 lk.release()
         a.close()
         b.close()
-        sd.restart_as_replica(victim)
-        sd.settle(new)
+        sd.restart_as_replica(victim, new)
+        sd.settle(new, timeout=60)
         print(f"  min_replicas={min_replicas}: failover {i + 1}/{n}: {res}", flush=True)
     return res
 
@@ -228,7 +261,7 @@ def cost_series(sd: Sentinels, build: Path, rounds: int = 3, seconds: float = 3.
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--failovers", type=int, default=20)
-    ap.add_argument("--only", default="gap,loss,cost")
+    ap.add_argument("--only", default="gap,loss,lag,cost")
     ap.add_argument("--build", default=str(ROOT / "build-test"))
     ap.add_argument("--redisson", default=None, help="a built bench/sentinel/java (mvn package)")
     a = ap.parse_args()
@@ -249,6 +282,12 @@ def main() -> int:
             res["loss"] = {
                 "0": loss_series(sd, a.failovers, 0),
                 "default (1)": loss_series(sd, a.failovers, None),
+            }
+        if "lag" in only:
+            print("loss, replicas stalled while the locks are taken", flush=True)
+            res["lag"] = {
+                "0": loss_series(sd, a.failovers, 0, lag=True),
+                "default (1)": loss_series(sd, a.failovers, None, lag=True),
             }
     (outdir / "results.json").write_text(json.dumps(res, indent=1))
     md = report(res)
@@ -283,17 +322,23 @@ def report(res: dict[str, Any]) -> str:
                 f" | {max(excess):.0f} ms | |"
             )
         lines.append("")
-    if "loss" in res:
+    for series, title in (
+        ("loss", "replicas in sync"),
+        ("lag", "replicas stalled while the locks are taken"),
+    ):
+        if series not in res:
+            continue
         lines += [
-            "| min_replicas | acquisitions | missing on the new master | LOST reported | double holders |"
-            " per 1,000: lost / double |",
-            "|---|---|---|---|---|---|",
+            f"| {title}: min_replicas | tried | acquired | missing on the new master | LOST reported"
+            " | double holders | per 1,000 acquired: lost / double |",
+            "|---|---|---|---|---|---|---|",
         ]
-        for k, v in res["loss"].items():
+        for k, v in res[series].items():
             per = 1000 / max(1, v["acquired"])
             lines.append(
-                f"| {k} | {v['acquired']} | {v['missing']} | {v['lost_reported']} | {v['double_holders']} "
-                f"| {v['missing'] * per:.1f} / {v['double_holders'] * per:.1f} |"
+                f"| {k} | {v.get('tried', v['acquired'])} | {v['acquired']} | {v['missing']}"
+                f" | {v['lost_reported']} | {v['double_holders']}"
+                f" | {v['missing'] * per:.1f} / {v['double_holders'] * per:.1f} |"
             )
         lines.append("")
     if "cost" in res:

@@ -232,32 +232,38 @@ class Sentinels:
     def agreed(self, master_port: int) -> bool:
         """The master's replicas are in sync, and every live sentinel names it, knows the
         other live sentinels and can authorise a failover (SENTINEL CKQUORUM)."""
+        return self.why_not_agreed(master_port) == ""
+
+    def why_not_agreed(self, master_port: int) -> str:
         live = [s for s in self.sentinels if s.alive]
         replicas = sum(1 for n in self.nodes if n.alive) - 1
-        if self.replicas_in_sync(master_port) < replicas:
-            return False
+        in_sync = self.replicas_in_sync(master_port)
+        if in_sync < replicas:
+            roles = {n.port: self.role(n.port) for n in self.nodes if n.alive}
+            return f"{in_sync} of {replicas} replicas in sync (roles {roles})"
         for s in live:
             try:
                 addr = s.command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
                 others = s.command("SENTINEL", "SENTINELS", self.service)
                 quorum = s.command("SENTINEL", "CKQUORUM", self.service)
-            except OSError:
-                return False
+            except OSError as e:
+                return f"sentinel {s.port}: {e}"
             if not isinstance(addr, list) or int(addr[1]) != master_port:
-                return False
+                return f"sentinel {s.port} names {addr!r}"
             if not isinstance(others, list) or len(others) < len(live) - 1:
-                return False
+                return (
+                    f"sentinel {s.port} knows {len(others) if isinstance(others, list) else others!r} others"
+                )
             if not isinstance(quorum, str) or not quorum.startswith("OK"):
-                return False
-        return True
+                return f"sentinel {s.port}: CKQUORUM {quorum!r}"
+        return ""
 
     def wait_agreed(self, master_port: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while not self.agreed(master_port):
             if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"the sentinels did not agree on 127.0.0.1:{master_port} (see {self.workdir})"
-                )
+                why = self.why_not_agreed(master_port)
+                raise RuntimeError(f"the sentinels did not agree on 127.0.0.1:{master_port}: {why}")
             time.sleep(0.05)
 
     def wait_switch(self, old_port: int, timeout: float = 30.0) -> int:
@@ -308,9 +314,10 @@ class Sentinels:
         m.kill()
         return m
 
-    def restart_as_replica(self, node: Proc) -> None:
-        """Restarts a killed data node as a replica of the current master."""
-        node.write_conf(self._node_conf(self.master_port()))
+    def restart_as_replica(self, node: Proc, master_port: int | None = None) -> None:
+        """Restarts a killed data node as a replica of master_port (default: the master as the first
+        live sentinel names it - right after a switch, pass the new master: that one may not know yet)."""
+        node.write_conf(self._node_conf(master_port or self.master_port()))
         node.start()
 
     def restart_as_master(self, node: Proc) -> None:

@@ -1235,7 +1235,7 @@ def s22(env: Env) -> list[Row]:
                         victim = sd.kill_master()
                         run.fault("master_killed", f"node:{old}")
                         new = sd.wait_switch(old)
-                        sd.restart_as_replica(victim)
+                        sd.restart_as_replica(victim, new)
                     else:
                         run.fault("sentinel_failover", f"node:{old}")
                         new = sd.failover(settle=False)
