@@ -330,9 +330,19 @@ class Sentinels:
         A demoted master is made a replica by the sentinels only at their next INFO round (up to 10 s):
         done here at once, as they would."""
         for n in self.nodes:
-            if n.alive and n.port != master_port and self.role(n.port) == "master":
+            if n.alive and n.port != master_port and self.master_of(n.port) != master_port:
                 n.command("REPLICAOF", "127.0.0.1", master_port)
         self.wait_agreed(master_port, timeout)
+
+    def master_of(self, port: int) -> int:
+        """The port a replica replicates from (ROLE), 0 for a master, -1 when it does not answer."""
+        try:
+            r = self.node(port).command("ROLE")
+        except OSError:
+            return -1
+        if isinstance(r, list) and r[0] == b"slave":
+            return int(r[2])
+        return 0
 
 
 def serve() -> None:

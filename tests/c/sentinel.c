@@ -115,19 +115,42 @@ static bool sentinel_agrees(sn_deploy *d, rs_server *s, int master_port, int liv
     return ok;
 }
 
-static bool agreed(sn_deploy *d, int master_port)
+/* Why the deployment is not whole around master_port (why[0] == '\0': it is). */
+static bool agreed(sn_deploy *d, int master_port, char why[200])
 {
     int live_nodes = 0, live_sentinels = 0;
     for (int k = 0; k < SN_NODES; k++)
         live_nodes += live(&d->node[k]);
     for (int k = 0; k < SN_SENTINELS; k++)
         live_sentinels += live(&d->sentinel[k]);
-    if (sn_replicas_in_sync(d, master_port) < live_nodes - 1)
+    int in_sync = sn_replicas_in_sync(d, master_port);
+    if (in_sync < live_nodes - 1) {
+        int n = snprintf(why, 200, "%d of %d replicas of %d in sync; roles:", in_sync, live_nodes - 1, master_port);
+        for (int k = 0; k < SN_NODES && n < 200; k++)
+            if (live(&d->node[k]))
+                n += snprintf(why + n, 200 - (size_t)n, " %d %s", d->node[k].port, sn_role(&d->node[k]));
         return false;
+    }
     for (int k = 0; k < SN_SENTINELS; k++)
-        if (live(&d->sentinel[k]) && !sentinel_agrees(d, &d->sentinel[k], master_port, live_sentinels))
+        if (live(&d->sentinel[k]) && !sentinel_agrees(d, &d->sentinel[k], master_port, live_sentinels)) {
+            snprintf(why, 200, "sentinel %d names %d, or knows too few sentinels, or has no quorum",
+                     d->sentinel[k].port, named_by(d, &d->sentinel[k]));
             return false;
+        }
+    why[0] = '\0';
     return true;
+}
+
+/* Waits until the deployment is whole around master_port; fails the test with the reason. */
+static void wait_agreed(sn_deploy *d, int master_port, int64_t ms)
+{
+    char why[200];
+    int64_t deadline = rt_now_ms() + rt_scaled_ms(ms);
+    while (!agreed(d, master_port, why)) {
+        CHECKF(rt_now_ms() < deadline, "the deployment is not whole around port %d after %lld ms: %s", master_port,
+               (long long)ms, why);
+        rt_sleep_ms(20);
+    }
 }
 
 void sn_start(sn_deploy *d, const char *sentinel_password)
@@ -165,7 +188,7 @@ void sn_start(sn_deploy *d, const char *sentinel_password)
     off += snprintf(d->url + off, sizeof d->url - (size_t)off, "/%s", d->service);
     if (sentinel_password)
         snprintf(d->url + off, sizeof d->url - (size_t)off, "?sentinel_password=%s", sentinel_password);
-    WAIT_FOR(agreed(d, d->node[0].port), 30000);
+    wait_agreed(d, d->node[0].port, 30000);
 }
 
 int sn_wait_switch(sn_deploy *d, int old_port, int64_t ms)
@@ -227,20 +250,33 @@ rs_server *sn_kill_master(sn_deploy *d)
     return m;
 }
 
+/* The port a replica replicates from (ROLE), 0 for a master or a node that does not answer. */
+static int master_of(rs_server *s)
+{
+    redisReply *r = rs_cmd(s, "ROLE");
+    int port = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && strcmp(r->element[0]->str, "slave") == 0
+                   ? (int)r->element[2]->integer
+                   : 0;
+    if (r)
+        freeReplyObject(r);
+    return port;
+}
+
 void sn_settle(sn_deploy *d)
 {
     int master = sn_master_port(d);
     for (int k = 0; k < SN_NODES; k++) {
         rs_server *s = &d->node[k];
-        if (!live(s) || s->port == master || strcmp(sn_role(s), "master") != 0)
+        if (!live(s) || s->port == master || master_of(s) == master)
             continue;
-        /* A demoted master is made a replica by the sentinels only at their
-           next INFO round (up to 10 s): done here at once, as they would. */
+        /* A demoted master (or a replica of a promotion the sentinels gave
+           up and redid) is pointed at the master by the sentinels only at
+           their next INFO round (up to 10 s): done here at once, as they would. */
         redisReply *r = rs_cmd(s, "REPLICAOF 127.0.0.1 %d", master);
         if (r)
             freeReplyObject(r);
     }
-    WAIT_FOR(agreed(d, master), 30000);
+    wait_agreed(d, master, 30000);
 }
 
 void sn_restart_as_replica(sn_deploy *d, rs_server *node)

@@ -68,6 +68,7 @@ static void sentinel_urls_parse_or_are_refused_clearly(void)
         "redis+sentinel://s1,s2,s3/my-master.1?sentinel_password=x&sentinel_username=y",
         "rediss+sentinel://u:pw@s1:26379/svc?ssl_cert_reqs=none&sentinel_password=x",
         "redis+sentinel://:pw@s1/svc/0",
+        "redis+sentinel://s1/svc?password=pw&username=u&db=2", /* redis-py's options: the master's */
     };
     for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
         redmutex_client *c = NULL;
@@ -85,6 +86,7 @@ static void sentinel_urls_parse_or_are_refused_clearly(void)
                {"redis+sentinel://u:secret@s1/svc?sentinel_username=bob", "sentinel_password"},
                {"redis+sentinel://u:secret@s1/svc?ssl_ca_certs=/x&sentinel_password=secret2", "rediss+sentinel://"},
                {"redis+sentinel://u:secret@s1/svc?sentinel_pasword=secret2", "unknown"},
+               {"redis+sentinel://u:secret@s1/svc/1?db=2", "twice"},
                {"redis+sentinel://u:secret@s1/sv%00c", "service"},
                {"unix+sentinel:///tmp/x.sock/svc", "expected"}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
