@@ -1,9 +1,10 @@
 /*
  * The watcher: one thread per client with Sentinel deployments. It keeps a
- * subscription to +switch-master on every sentinel of every such deployment
- * (each sentinel announces the switch when it learns of it: the leader at
- * once, the others within their hello period, so listening to all of them
- * hears the first), checks each subscription with a PING every second (a
+ * subscription to +switch-master and +promoted-slave on every sentinel of
+ * every such deployment (the leader announces the promotion as soon as the
+ * replica says it is a master - when the sentinels start naming it - and the
+ * switch once the replicas follow; the others announce the switch within
+ * their hello period: listening to all of them hears the first), checks each subscription with a PING every second (a
  * sentinel that stopped answering is left for the next try), and probes
  * each master's ROLE: every second, every 250 ms while it has fewer
  * replicas than the WAIT of the requests wants, and at once after a switch.
@@ -123,17 +124,18 @@ static rm_conn *subscribe(redmutex_client *c, watch_conn *wc)
         return NULL;
     rm_buf out = {0};
     size_t n = add_auth(&out, srv);
-    const char *addr[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", service(c, wc->dep)}, *sub[2] = {"SUBSCRIBE", "+switch-master"};
+    const char *addr[3] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", service(c, wc->dep)},
+               *sub[3] = {"SUBSCRIBE", "+switch-master", "+promoted-slave"};
     rm_format_command(&out, 3, addr, NULL);
-    rm_format_command(&out, 2, sub, NULL);
-    n += 2;
-    rm_reply *r[3] = {NULL, NULL, NULL};
+    rm_format_command(&out, 3, sub, NULL);
+    n += 3; /* the address, and one confirmation per channel */
+    rm_reply *r[4] = {NULL, NULL, NULL, NULL};
     char why[160];
     int rc = rm_sentinel_roundtrip(conn, &out, n, r, rm_deadline_after_ms(RM_WATCH_STEP_MS), why, sizeof why);
-    bool ok = rc == 0 && r[n - 1]->type == RM_REPLY_ARRAY && (n == 2 || r[0]->type != RM_REPLY_ERROR);
+    bool ok = rc == 0 && r[n - 1]->type == RM_REPLY_ARRAY && (n == 3 || r[0]->type != RM_REPLY_ERROR);
     char host[256];
     int port;
-    if (ok && read_addr(r[n - 2], host, &port)) {
+    if (ok && read_addr(r[n - 3], host, &port)) {
         rm_client_lock(c);
         rm_server *m = rm_sentinel_master_locked(c, wc->dep);
         bool differs = m && (m->ep.port != port || strcmp(m->ep.host, host) != 0);
@@ -141,7 +143,7 @@ static rm_conn *subscribe(redmutex_client *c, watch_conn *wc)
         if (differs)
             rm_sentinel_switch(c, wc->dep, host, port);
     }
-    for (size_t k = 0; k < 3; k++)
+    for (size_t k = 0; k < 4; k++)
         rm_reply_free(r[k]);
     rm_buf_free(&out);
     if (!ok) {
@@ -151,7 +153,25 @@ static rm_conn *subscribe(redmutex_client *c, watch_conn *wc)
     return conn;
 }
 
-/* "+switch-master" says "<service> <old ip> <old port> <new ip> <new port>": deployment wc->dep follows. */
+/*
+ * The new master a sentinel announces, into host/port; false when the
+ * message is about another service. "+switch-master" says "<service> <old
+ * ip> <old port> <new ip> <new port>", "+promoted-slave" "slave <ip>:<port>
+ * <ip> <port> @ <service> <master ip> <master port>".
+ */
+static bool announced(const rm_reply *r, const char *svc, char host[256], int *port)
+{
+    char name[256], a[256], b[256];
+    int old_port;
+    const char *text = r->element[2]->str;
+    if (strcmp(r->element[1]->str, "+promoted-slave") == 0)
+        return sscanf(text, "%255s %255s %255s %d @ %255s", a, b, host, port, name) == 5 && strcmp(a, "slave") == 0 &&
+               strcmp(name, svc) == 0 && *port > 0 && *port < 65536;
+    return sscanf(text, "%255s %255s %d %255s %d", name, a, &old_port, host, port) == 5 && strcmp(name, svc) == 0 &&
+           *port > 0 && *port < 65536;
+}
+
+/* A sentinel announced a new master of deployment wc->dep: it follows. */
 static void on_message(redmutex_client *c, rm_watch *w, watch_conn *wc, const rm_reply *r)
 {
     if (r->type != RM_REPLY_ARRAY || r->elements < 2 || r->element[0]->type != RM_REPLY_STRING)
@@ -160,12 +180,12 @@ static void on_message(redmutex_client *c, rm_watch *w, watch_conn *wc, const rm
         wc->awaiting = false;
         return;
     }
-    if (r->elements != 3 || strcmp(r->element[0]->str, "message") != 0 || r->element[2]->type != RM_REPLY_STRING)
+    if (r->elements != 3 || strcmp(r->element[0]->str, "message") != 0 || r->element[1]->type != RM_REPLY_STRING ||
+        r->element[2]->type != RM_REPLY_STRING)
         return;
-    char name[256], old_host[256], host[256];
-    int old_port, port;
-    if (sscanf(r->element[2]->str, "%255s %255s %d %255s %d", name, old_host, &old_port, host, &port) != 5 ||
-        strcmp(name, service(c, wc->dep)) != 0 || port <= 0 || port > 65535)
+    char host[256];
+    int port;
+    if (!announced(r, service(c, wc->dep), host, &port))
         return;
     rm_sentinel_switch(c, wc->dep, host, port);
     rm_client_lock(c);

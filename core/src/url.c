@@ -104,12 +104,7 @@ void rm_endpoint_clear(rm_endpoint *ep)
     free(ep->tls_server_name);
     free(ep->service);
     free(ep->sentinel_user);
-    if (ep->sentinel_password) {
-        volatile char *p = ep->sentinel_password;
-        while (*p)
-            *p++ = 0;
-        free(ep->sentinel_password);
-    }
+    wipe_free(ep->sentinel_password);
     memset(ep, 0, sizeof *ep);
 }
 
