@@ -211,8 +211,33 @@ def named_master(sd: Sentinels, timeout: float = 60.0) -> int:
     raise RuntimeError("the sentinels do not agree on a master")
 
 
-def loss_series(sd: Sentinels, n: int, min_replicas: int | None) -> dict[str, Any]:
-    res: dict[str, Any] = {
+def loss_series(n: int, min_replicas: int | None) -> dict[str, Any]:
+    """n failovers on a deployment of its own; one the sentinels do not settle within a minute (they can
+    get stuck on a loaded machine: a promotion aborted, no good replica left) is not counted, and the
+    deployment is made again."""
+    sd = Sentinels().start()
+    rebuilt = 0
+    try:
+        res = loss_rounds(sd, n, min_replicas)
+    finally:
+        sd.stop()
+    while res["done"] < n:
+        rebuilt += 1
+        sd = Sentinels().start()
+        try:
+            more = loss_rounds(sd, n - res["done"], min_replicas, res)
+        finally:
+            sd.stop()
+        res = more
+    res["rebuilt"] = rebuilt
+    return res
+
+
+def loss_rounds(
+    sd: Sentinels, n: int, min_replicas: int | None, res: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    res = res or {
+        "done": 0,
         "tried": 0,
         "acquired": 0,
         "missing": 0,
@@ -222,11 +247,25 @@ def loss_series(sd: Sentinels, n: int, min_replicas: int | None) -> dict[str, An
         "lost_news_ms": [],
     }
     last = 0
-    for i in range(n):
-        cool_down(last, sd)
-        a = redmutex.Client(sd.url, min_replicas=min_replicas, watchdog_lease=10.0)
-        b = redmutex.Client(sd.url, min_replicas=0, command_timeout=2.0)
-        names = [f"bench:loss:{i}:{k}" for k in range(LOCKS_PER_FAILOVER)]
+    for _ in range(n):
+        try:
+            last = loss_round(sd, res, last, min_replicas)
+        except RuntimeError as e:
+            print(f"  the sentinels did not settle ({e}): a new deployment", flush=True)
+            return res
+        res["done"] += 1
+        print(f"  min_replicas={min_replicas}: failover {res['done']}: {res}", flush=True)
+    return res
+
+
+def loss_round(sd: Sentinels, res: dict[str, Any], last: int, min_replicas: int | None) -> int:
+    """One failover of the loss series, added to res only once it completed; returns when it began (ns)."""
+    cool_down(last, sd)
+    r = {"tried": 0, "acquired": 0, "missing": 0, "lost_reported": 0, "double_holders": 0, "second_got": 0}
+    a = redmutex.Client(sd.url, min_replicas=min_replicas, watchdog_lease=10.0)
+    b = redmutex.Client(sd.url, min_replicas=0, command_timeout=2.0)
+    try:
+        names = [f"bench:loss:{res['done']}:{k}" for k in range(LOCKS_PER_FAILOVER)]
         old = agreed_master(sd)
         held = []
         for name in names:
@@ -234,8 +273,7 @@ def loss_series(sd: Sentinels, n: int, min_replicas: int | None) -> dict[str, An
             with contextlib.suppress(redmutex.RedMutexError):
                 if lk.acquire(blocking=False):
                     held.append(lk)
-        res["tried"] += len(names)
-        res["acquired"] += len(held)
+        r["tried"], r["acquired"] = len(names), len(held)
         victim = sd.node(old)
         victim.kill()  # right after the acquisitions
         last = time.monotonic_ns()
@@ -243,28 +281,31 @@ def loss_series(sd: Sentinels, n: int, min_replicas: int | None) -> dict[str, An
         for lk in held:  # a second client, at once: does it get a lock its holder still believes held?
             other = b.lock(lk.name)
             if other.acquire(blocking=False):
-                res["second_got"] += 1
-                res["double_holders"] += not lk.lost
+                r["second_got"] += 1
+                r["double_holders"] += not lk.lost
                 other.release()
         final = named_master(sd)
         missing = [lk for lk in held if command(final, "EXISTS", lk.name) == 0]
-        res["missing"] += len(missing)
+        r["missing"] = len(missing)
         # Every lock the master lacks must be reported LOST: how long after the switch.
         deadline = time.monotonic() + 15
         while any(not lk.lost for lk in missing) and time.monotonic() < deadline:
             time.sleep(0.01)
-        if missing:
-            res["lost_news_ms"].append((time.monotonic_ns() - t_switch) / 1e6)
-        res["lost_reported"] += sum(1 for lk in held if lk.lost)
+        news = (time.monotonic_ns() - t_switch) / 1e6 if missing else None
+        r["lost_reported"] = sum(1 for lk in held if lk.lost)
         for lk in held:
             with contextlib.suppress(redmutex.RedMutexError):
                 lk.release()
-        a.close()
-        b.close()
         sd.restart_as_replica(victim, final)
         agreed_master(sd)
-        print(f"  min_replicas={min_replicas}: failover {i + 1}/{n}: {res}", flush=True)
-    return res
+    finally:
+        a.close()
+        b.close()
+    for k, v in r.items():
+        res[k] += v
+    if news is not None:
+        res["lost_news_ms"].append(news)
+    return last
 
 
 def cost_series(sd: Sentinels, build: Path, rounds: int = 3, seconds: float = 3.0) -> dict[str, Any]:
@@ -307,7 +348,7 @@ def main() -> int:
             print("loss: locks acquired right before a SIGKILL", flush=True)
             res["loss"] = {}
             for label, mr in (("0", 0), ("default (1)", None)):
-                res["loss"][label] = loss_series(sd, a.failovers, mr)
+                res["loss"][label] = loss_series(a.failovers, mr)
     (outdir / "results.json").write_text(json.dumps(res, indent=1))
     md = report(res)
     (outdir / "results.md").write_text(md)
