@@ -222,11 +222,42 @@ static VALUE rmb_ruby_yield(VALUE unused)
     (void)unused;
     return rb_yield_values(0);
 }
+
+/* Log messages: Redmutex.deliver_log(level, message) (redmutex.rb: the
+   Redmutex.logger, else Kernel#warn); never during garbage collection. */
+static VALUE rmb_ruby_log1(VALUE args)
+{
+    return rb_funcallv(rmb_module, rb_intern("deliver_log"), 2, (const VALUE *)args);
+}
+
+static void rmb_ruby_deliver_logs(void)
+{
+    int level, state;
+    char message[RMB_LOG_MESSAGE_MAX];
+    while (!rb_during_gc() && rmb_log_next(&level, message, sizeof message)) {
+        VALUE args[2] = {INT2NUM(level), rb_utf8_str_new_cstr(message)};
+        rb_protect(rmb_ruby_log1, (VALUE)args, &state);
+        if (state)
+            rb_set_errinfo(Qnil); /* a failing logger must not fail the call */
+    }
+}
+
+/* The statistics as a Hash of "path" => number (see bindings/common/observe.c). */
+static VALUE rmb_ruby_stats(rmb_stats *s)
+{
+    VALUE h = rb_hash_new();
+    for (size_t i = 0; i < s->n; i++)
+        rb_hash_aset(h, rb_utf8_str_new_cstr(s->items[i].key), DBL2NUM(s->items[i].value));
+    rmb_stats_free(s);
+    return h;
+}
 %}
 
 %{
 #define RMB_THROW rmb_raise()
+#define RMB_DELIVER_LOGS() rmb_ruby_deliver_logs()
 %}
+%typemap(out) rmb_stats { $result = rmb_stats_get_failed(&$1) ? Qnil : rmb_ruby_stats(&$1); }
 
 %typemap(in) rmb_value { rmb_from_ruby(&$1, $input); }
 %typemap(default) rmb_value { rmb_classify_none(&$1); }
@@ -404,8 +435,31 @@ static const rmb_policy rmb_perl_policy = {rmb_signal_run, rmb_perl_pending, rmb
 %}
 
 %{
+/* Log messages go to Perl's warn (and so to $SIG{__WARN__}). */
+static void rmb_perl_deliver_logs(pTHX)
+{
+    int level;
+    char message[RMB_LOG_MESSAGE_MAX];
+    while (rmb_log_next(&level, message, sizeof message))
+        Perl_warn(aTHX_ "redmutex: %s: %s\n", rmb_log_level_name(level), message);
+}
+
 #define RMB_THROW rmb_perl_error(aTHX); SWIG_fail
+#define RMB_DELIVER_LOGS() rmb_perl_deliver_logs(aTHX)
 %}
+/* A hash reference of "path" => number (see bindings/common/observe.c). */
+%typemap(out) rmb_stats {
+    if (rmb_stats_get_failed(&$1)) {
+        $result = &PL_sv_undef;
+    } else {
+        HV *hv = newHV();
+        for (size_t i = 0; i < $1.n; i++)
+            (void)hv_store(hv, $1.items[i].key, (I32)strlen($1.items[i].key), newSVnv($1.items[i].value), 0);
+        rmb_stats_free(&$1);
+        $result = sv_2mortal(newRV_noinc((SV *)hv));
+    }
+    argvi++;
+}
 
 %typemap(in) rmb_value { rmb_from_perl(aTHX_ &$1, $input); }
 %typemap(default) rmb_value { rmb_classify_none(&$1); }
@@ -659,8 +713,49 @@ static int rmb_tcl_watch_events(Tcl_Interp *interp, rmb_client *c)
 %}
 
 %{
+/* Log messages: the proc ::redmutex::log {level message} if there is one
+   (errors in it are ignored, never raised as background errors), else a
+   line on stderr. The call's own result is kept. */
+static void rmb_tcl_deliver_logs(Tcl_Interp *interp)
+{
+    int level;
+    char message[RMB_LOG_MESSAGE_MAX];
+    Tcl_InterpState saved = Tcl_SaveInterpState(interp, TCL_OK);
+    while (rmb_log_next(&level, message, sizeof message)) {
+        if (Tcl_FindCommand(interp, "::redmutex::log", NULL, TCL_GLOBAL_ONLY)) {
+            Tcl_Obj *cmd[3] = {Tcl_NewStringObj("::redmutex::log", -1), Tcl_NewStringObj(rmb_log_level_name(level), -1),
+                               Tcl_NewStringObj(message, -1)};
+            for (int i = 0; i < 3; i++)
+                Tcl_IncrRefCount(cmd[i]);
+            (void)Tcl_EvalObjv(interp, 3, cmd, TCL_EVAL_GLOBAL);
+            for (int i = 0; i < 3; i++)
+                Tcl_DecrRefCount(cmd[i]);
+        } else {
+            Tcl_Channel err = Tcl_GetStdChannel(TCL_STDERR);
+            if (err) {
+                char line[RMB_LOG_MESSAGE_MAX + 32];
+                snprintf(line, sizeof line, "redmutex: %s: %s\n", rmb_log_level_name(level), message);
+                Tcl_WriteChars(err, line, -1);
+                Tcl_Flush(err);
+            }
+        }
+    }
+    Tcl_RestoreInterpState(interp, saved);
+}
+
 #define RMB_THROW rmb_tcl_error(interp); SWIG_fail
+#define RMB_DELIVER_LOGS() rmb_tcl_deliver_logs(interp)
 %}
+/* A dict of path -> number (see bindings/common/observe.c). */
+%typemap(out) rmb_stats {
+    if (!rmb_stats_get_failed(&$1)) {
+        Tcl_Obj *d = Tcl_NewDictObj();
+        for (size_t i = 0; i < $1.n; i++)
+            Tcl_DictObjPut(interp, d, Tcl_NewStringObj($1.items[i].key, -1), Tcl_NewDoubleObj($1.items[i].value));
+        rmb_stats_free(&$1);
+        Tcl_SetObjResult(interp, d);
+    }
+}
 
 %typemap(in) rmb_value { rmb_from_tcl(&$1, $input); }
 %typemap(default) rmb_value { rmb_classify_none(&$1); }
@@ -896,8 +991,46 @@ static int rmb_lua_gc(lua_State *L)
 %}
 
 %{
+/* Log messages: redmutex.on_log(level, message) if the module has such a
+   function (its errors are ignored), else a line on stderr. */
+static void rmb_lua_deliver_logs(lua_State *L)
+{
+    int level;
+    char message[RMB_LOG_MESSAGE_MAX];
+    int top = lua_gettop(L);
+    while (rmb_log_next(&level, message, sizeof message)) {
+        lua_getglobal(L, "package");
+        bool handled = false;
+        if (lua_istable(L, -1) && lua_getfield(L, -1, "loaded") == LUA_TTABLE &&
+            lua_getfield(L, -1, "redmutex") == LUA_TTABLE && lua_getfield(L, -1, "on_log") == LUA_TFUNCTION) {
+            lua_pushstring(L, rmb_log_level_name(level));
+            lua_pushstring(L, message);
+            handled = true;
+            (void)lua_pcall(L, 2, 0, 0);
+        }
+        lua_settop(L, top);
+        if (!handled)
+            fprintf(stderr, "redmutex: %s: %s\n", rmb_log_level_name(level), message);
+    }
+}
+
 #define RMB_THROW rmb_lua_push_error(L); SWIG_fail
+#define RMB_DELIVER_LOGS() rmb_lua_deliver_logs(L)
 %}
+/* A table of path -> number (see bindings/common/observe.c). */
+%typemap(out) rmb_stats {
+    if (rmb_stats_get_failed(&$1)) {
+        lua_pushnil(L);
+    } else {
+        lua_createtable(L, 0, (int)$1.n);
+        for (size_t i = 0; i < $1.n; i++) {
+            lua_pushnumber(L, $1.items[i].value);
+            lua_setfield(L, -2, $1.items[i].key);
+        }
+        rmb_stats_free(&$1);
+    }
+    SWIG_arg++;
+}
 
 %typemap(in) rmb_value { rmb_from_lua(L, &$1, $input); }
 %typemap(default) rmb_value { rmb_classify_none(&$1); }
@@ -1002,6 +1135,8 @@ static int rmb_lua_gc(lua_State *L)
     RMB_ENTER;
     rmb_error_clear();
     $action
+    if (rmb_log_pending()) /* the library's log messages, on this language's thread */
+        RMB_DELIVER_LOGS();
     errno = rmb_saved_errno;
     if (rmb_error_pending()->code) {
         RMB_THROW;
@@ -1136,6 +1271,17 @@ typedef struct rmb_guard {} rmb_guard;
         rmb_event ev;
         rmb_next_event($self, &ev);
         return ev;
+    }
+
+    /* What the client has counted (no I/O): a map of "path" => number, e.g.
+       "acquire_wait_seconds.lock.acquired.count", "hold_seconds.rlock.sum",
+       "locks_held", "renewals.lost", "servers[URL].errors.timeout"; see
+       docs/observability.md. */
+    rmb_stats stats() {
+        rmb_stats s;
+        if (rmb_stats_get($self, &s) != 0)
+            s.items = NULL;
+        return s;
     }
 
     /* News dropped because nobody read the queue (it holds 1024). */

@@ -12,6 +12,9 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,12 +39,20 @@ typedef struct status_report {
 } status_report;
 
 /* Parses [-u URL]... [--json] [--force] NAME. */
-static int parse_common(cli_servers *servers, const char **name, bool *json, bool *force, int argc,
-                        char **argv)
+/* status --watch: refresh every interval_ms until a signal; NULL for release. */
+typedef struct watch_opts {
+    bool on;
+    int64_t interval_ms;
+} watch_opts;
+
+static int parse_common(cli_servers *servers, const char **name, bool *json, bool *force, watch_opts *watch,
+                        int argc, char **argv)
 {
     static const struct option opts[] = {{"url", required_argument, NULL, 'u'},
                                          {"json", no_argument, NULL, 'j'},
                                          {"force", no_argument, NULL, 'f'},
+                                         {"watch", no_argument, NULL, 'w'},
+                                         {"interval", required_argument, NULL, 'i'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     opterr = 0;
@@ -58,7 +69,15 @@ static int parse_common(cli_servers *servers, const char **name, bool *json, boo
             *json = true;
         } else if (c == 'f' && force) {
             *force = true;
-        } else if (c == 'j' || c == 'f') { /* --json of release, --force of status */
+        } else if (c == 'w' && watch) {
+            watch->on = true;
+        } else if (c == 'i' && watch) {
+            char *end;
+            double sec = strtod(optarg, &end);
+            if (end == optarg || *end || !(sec >= 0.1 && sec <= 3600))
+                rc = cli_usage_error("%s: --interval takes seconds from 0.1 to 3600, not '%s'", argv[0], optarg);
+            watch->interval_ms = (int64_t)(sec * 1000 + 0.5);
+        } else if (c == 'j' || c == 'f' || c == 'w' || c == 'i') { /* options of the other command */
             rc = cli_usage_error("%s: unknown option '%s'", argv[0], argv[optind - 1]);
         } else {
             rc = cli_bad_option(c, argv, optind);
@@ -71,6 +90,8 @@ static int parse_common(cli_servers *servers, const char **name, bool *json, boo
     if (argc - optind > 1)
         return cli_usage_error("%s: unexpected '%s' after the lock name", argv[0], argv[optind + 1]);
     *name = argv[optind];
+    if (watch && watch->interval_ms && !watch->on)
+        return cli_usage_error("%s: --interval goes with --watch", argv[0]);
     return cli_servers_finish(servers);
 }
 
@@ -306,17 +327,93 @@ static int flush_output(void)
     return CLI_EXIT_IOERR;
 }
 
+/* ---- status --watch ------------------------------------------------------ */
+
+static volatile sig_atomic_t watch_stop;
+
+static void on_watch_signal(int sig)
+{
+    (void)sig;
+    watch_stop = 1;
+}
+
+/* Sleeps ms unless a signal asks to stop first (nanosleep returns early on it). */
+static void watch_sleep(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (!watch_stop && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* One refresh: in place on a terminal, else a block (a JSON line with --json) after the last. */
+static void watch_print(const status_report *s, bool json, bool tty, int64_t interval_ms)
+{
+    if (json) {
+        print_json(s);
+        return;
+    }
+    if (tty) {
+        time_t now = time(NULL);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%H:%M:%S", localtime(&now));
+        printf("\033[H\033[2J"); /* home and clear: the screen shows this refresh only */
+        printf("every %.1f s, Ctrl-C to stop    %s\n\n", (double)interval_ms / 1000, stamp);
+    }
+    print_text(s);
+    if (!tty)
+        printf("\n");
+}
+
+/*
+ * status --watch: reads and prints the lock every interval until SIGINT or
+ * SIGTERM (exit 0). A server that does not answer is reported in place of
+ * the lock for that refresh (a JSON line with "error"), and the watch goes on.
+ */
+static int watch(status_report *s, redmutex_client *client, const cli_servers *servers, bool json,
+                 int64_t interval_ms)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_watch_signal; /* no SA_RESTART: the sleep ends at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    bool tty = isatty(STDOUT_FILENO);
+    while (!watch_stop) {
+        int rc = gather(s, client, servers);
+        if (rc == 0)
+            watch_print(s, json, tty, interval_ms);
+        else if (json) {
+            printf("{\"name\":");
+            cli_json_string(stdout, s->name);
+            printf(",\"error\":");
+            cli_json_string(stdout, redmutex_last_error());
+            printf("}\n");
+        }
+        free(s->servers);
+        s->servers = NULL;
+        if ((rc = flush_output()) != 0)
+            return rc;
+        watch_sleep(interval_ms);
+    }
+    return 0;
+}
+
 int cli_status(int argc, char **argv)
 {
     cli_servers servers = {0};
     status_report s;
     memset(&s, 0, sizeof s);
     bool json = false;
+    watch_opts w = {false, 0};
     redmutex_client *client = NULL;
-    int rc = parse_common(&servers, &s.name, &json, NULL, argc, argv);
+    int rc = parse_common(&servers, &s.name, &json, NULL, &w, argc, argv);
     if (rc == 0)
         rc = cli_client_new(&client, &servers, NULL);
-    if (rc == 0)
+    if (rc == 0 && w.on) {
+        rc = watch(&s, client, &servers, json, w.interval_ms ? w.interval_ms : 1000);
+        rc = rc ? rc : -1; /* a watch that was asked to stop exits 0 */
+    } else if (rc == 0)
         rc = gather(&s, client, &servers);
     if (rc == 0) {
         if (json)
@@ -369,7 +466,7 @@ int cli_release(int argc, char **argv)
     bool force = false;
     redmutex_client *client = NULL;
     int deleted = 0;
-    int rc = parse_common(&servers, &name, NULL, &force, argc, argv);
+    int rc = parse_common(&servers, &name, NULL, &force, NULL, argc, argv);
     if (rc == 0 && !force)
         rc = cli_usage_error("release deletes the lock whoever holds it: say so with --force");
     if (rc == 0)

@@ -30,12 +30,6 @@ echo "== C tests"
 build build-test RelWithDebInfo
 (cd build-test && ctest --output-on-failure)
 
-# Valkey 9.1 (scripts/valkey.sh fetches its server when it can): the Sentinel tests again, on Valkey's sentinels.
-if [ -x scripts/valkey.sh ] && valkey=$(scripts/valkey.sh); then
-  echo "== Sentinel tests against Valkey ($valkey)"
-  (cd build-test && REDMUTEX_TEST_SERVER=$valkey ctest -R test_sentinel --output-on-failure)
-fi
-
 echo "== C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 build build-asan Debug -DREDMUTEX_SANITIZE=address -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -57,7 +51,7 @@ if [ -d tests/python ]; then
   rm -rf build-venv
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
-  build-venv/bin/python -m pip install -q . pytest redis ruff hypothesis
+  build-venv/bin/python -m pip install -q . pytest redis ruff hypothesis prometheus_client opentelemetry-sdk
   build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench tests/rmcluster.py tests/rmsentinel.py
   build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench tests/rmcluster.py tests/rmsentinel.py
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)

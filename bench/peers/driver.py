@@ -221,6 +221,7 @@ LIBS = {
         {"pairs", "redlock", "contend", "wake", "hold"},
     ),
     "redmutex:rlock": ("c", "redmutex C, reentrant lock", "redmutex", {"pairs", "contend", "wake"}),
+    "redmutex:fair": ("c", "redmutex C, fair lock", "redmutex", {"scale"}),
     "py:redmutex:lock": (
         "py",
         "redmutex Python, `with client.lock(name):`",
@@ -434,8 +435,10 @@ def contention_metrics(
     }
 
 
-def run_contend(peers: Peers, server: RedisServer, rounds: int, seconds: float, workers: int = 8) -> dict:
-    libs = [k for k, v in LIBS.items() if "contend" in v[3]]
+def run_contend(
+    peers: Peers, server: RedisServer, rounds: int, seconds: float, workers: int = 8, libs: list | None = None
+) -> dict:
+    libs = libs if libs is not None else [k for k, v in LIBS.items() if "contend" in v[3]]
     per_round: dict[str, list[dict]] = {k: [] for k in libs}
     pinger = peers.copies["c"][workers]
     print(
@@ -484,6 +487,18 @@ def run_contend(peers: Peers, server: RedisServer, rounds: int, seconds: float, 
         agg["rounds"] = ms
         out[k] = agg
     return out
+
+
+# The busy share against the number of processes: the fair lock beside the
+# plain lock and the peers whose defaults keep the lock busiest.
+SCALE_LIBS = ["redmutex:fair", "redmutex:lock", "java:redisson", "go:redsync"]
+SCALE_WORKERS = [2, 4, 8]
+
+
+def run_scale(peers: Peers, server: RedisServer, rounds: int, seconds: float) -> dict:
+    """Contention as in run_contend, with 2, 4 and 8 processes."""
+    libs = [k for k in SCALE_LIBS if k in LIBS]
+    return {str(w): run_contend(peers, server, rounds, seconds, workers=w, libs=libs) for w in SCALE_WORKERS}
 
 
 def run_wake(peers: Peers, server: RedisServer, samples: int) -> dict:
@@ -599,7 +614,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True, help="build directory made by bench/peers/run")
     ap.add_argument("--quick", action="store_true", help="short blocks and few rounds (a smoke test)")
-    ap.add_argument("--only", default="pairs,contend,wake,hold", help="series to run (comma-separated)")
+    ap.add_argument("--only", default="pairs,contend,scale,wake,hold", help="series to run (comma-separated)")
     ap.add_argument("--out", help="results JSON (default BUILD/results.json)")
     ap.add_argument("--libs", help="only libraries whose key contains one of these words (comma-separated)")
     args = ap.parse_args()
@@ -615,7 +630,7 @@ def main() -> int:
     results = {"machine": machine(), "versions": versions, "quick": q}
     with tempfile.TemporaryDirectory(prefix="redmutex-peers-") as workdir:
         servers = [RedisServer(workdir) for _ in range(5)]
-        contend_copies = 8 if "contend" in only else 2
+        contend_copies = 8 if "contend" in only or "scale" in only else 2
         copies = {
             "c": contend_copies + 1,
             "py": max(contend_copies, 2),
@@ -629,6 +644,8 @@ def main() -> int:
                 results["pairs"] = run_pairs(peers, servers, 3 if q else 12, 0.1 if q else 0.25)
             if "contend" in only:
                 results["contend"] = run_contend(peers, servers[0], 1 if q else 3, 0.5 if q else 2.0)
+            if "scale" in only:
+                results["scale"] = run_scale(peers, servers[0], 1 if q else 2, 0.5 if q else 2.0)
             if "wake" in only:
                 results["wake"] = run_wake(peers, servers[0], 2 if q else 12)
             if "hold" in only:

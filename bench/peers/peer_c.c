@@ -8,6 +8,7 @@
  * Libraries ("LIB" below):
  *
  *   redmutex:lock, redmutex:rlock   the C core, plain / reentrant lock, defaults
+ *   redmutex:fair                   the C core, fair lock (contention only)
  *                                   (watchdog lease), one client per URL list
  *   floor:2rt                       raw SET NAME TOKEN NX PX 30000, then DEL NAME
  *   floor:lock, floor:rlock         exactly what redmutex sends for that kind: the
@@ -306,7 +307,9 @@ static peer *peer_get(const char *lib, const char *name, const char **urls, size
     snprintf(p->name, sizeof p->name, "%s", name);
     if (!strncmp(lib, "redmutex:", 9)) {
         p->client = client_for(urls, n, ukey);
-        redmutex_kind kind = !strcmp(lib + 9, "rlock") ? REDMUTEX_KIND_RLOCK : REDMUTEX_KIND_LOCK;
+        redmutex_kind kind = !strcmp(lib + 9, "rlock")  ? REDMUTEX_KIND_RLOCK
+                             : !strcmp(lib + 9, "fair") ? REDMUTEX_KIND_FAIR
+                                                        : REDMUTEX_KIND_LOCK;
         if (redmutex_lock_new(&p->lock, p->client, name, kind, NULL) != 0)
             die("redmutex_lock_new", redmutex_last_error());
     } else if (!strncmp(lib, "floor:", 6)) {

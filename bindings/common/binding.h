@@ -227,6 +227,36 @@ typedef struct rmb_event {
 /** Pops the client's oldest lost-lock event; ev->has is false when there is none. */
 int rmb_next_event(rmb_client *c, rmb_event *ev);
 
+/* ---- statistics and log messages (observe.c) ---- */
+
+/** One number of client.stats(), named by its path ("acquire_wait_seconds.lock.acquired.count"). */
+typedef struct rmb_stat {
+    char key[256];
+    double value;
+} rmb_stat;
+
+typedef struct rmb_stats {
+    rmb_stat *items;
+    size_t n, cap;
+} rmb_stats;
+
+/** The client's statistics as flat pairs (see observe.c). 0, or -1 with the error recorded. */
+int rmb_stats_get(rmb_client *c, rmb_stats *out);
+void rmb_stats_free(rmb_stats *s);
+/** Whether rmb_stats_get failed for s (its error is pending: the call raises). */
+static inline bool rmb_stats_get_failed(const rmb_stats *s) { return s->items == NULL; }
+
+/** Longest log message handed to a language. */
+#define RMB_LOG_MESSAGE_MAX 1200
+/** The client option `log` of every binding client: queues the message for the language's thread. */
+void rmb_log_queue(int level, const char *message, const char *lock_name, const char *server, void *payload);
+/** Whether messages wait to be handed over (cheap: read after every call). */
+bool rmb_log_pending(void);
+/** Pops the oldest message into message[size]; false when none is queued. */
+bool rmb_log_next(int *level, char *message, size_t size);
+/** "WARNING" or "INFO". */
+const char *rmb_log_level_name(int level);
+
 /** Calls that ask the servers (one round trip each). */
 typedef enum rmb_query {
     RMB_QUERY_LOCKED,        /* out: 1 or 0 */

@@ -68,6 +68,7 @@ rmb_client *rmb_client_new(const rmb_list *urls, const rmb_kwargs *kwargs)
     rmb_settings s;
     if (rmb_settings_parse(&s, RMB_SCOPE_CLIENT, kwargs) != 0)
         return NULL;
+    s.client.log = rmb_log_queue; /* handed to the language after its next call (observe.c) */
     rmb_client *c = calloc(1, sizeof *c);
     if (!c)
         return rmb_fail(REDMUTEX_ENOMEM, "out of memory"), NULL;

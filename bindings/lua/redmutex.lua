@@ -16,7 +16,7 @@ local native = require("redmutex_native")
 
 local M = {
   Client = native.Client,
-  VERSION = "1.0.0",
+  VERSION = "1.1.0",
 }
 
 -- on_lost handlers: lock -> function (an ephemeron: the handler may refer to

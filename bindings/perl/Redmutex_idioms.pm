@@ -14,7 +14,7 @@
 
 package Redmutex;
 
-our $VERSION = '1.0.0';
+our $VERSION = '1.1.0';
 our @EXPORT_OK = qw(with_lock);
 
 # with_lock { BLOCK } $lock, timeout => $seconds;
@@ -68,6 +68,9 @@ sub on_lost {
     my $destroy = \&Redmutex::Lock::DESTROY;
     no warnings 'redefine';
     *Redmutex::Lock::DESTROY = sub {
+        # A lock freed while an error unwinds (a temporary, as in
+        # $client->lock($name)->acquire) must not clear the caller's $@.
+        local ($@, $!, $?);
         if (ref $_[0] && Scalar::Util::reftype($_[0]) eq 'HASH' && tied %{ $_[0] }) {
             my $id = eval { $_[0]->id };    # none once destroyed by hand already
             delete $on_lost{$id} if defined $id;

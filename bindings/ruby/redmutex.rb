@@ -12,7 +12,24 @@
 require "redmutex_native"
 
 module Redmutex
-  VERSION = "1.0.0"
+  VERSION = "1.1.0"
+
+  class << self
+    # Where the library's log messages go (renewal failing, lock lost, a
+    # server unreachable, and their recoveries): a Logger, or anything with
+    # #warn and #info. nil (the default): Kernel#warn. Messages are handed
+    # over on the calling thread at the end of a call into redmutex.
+    attr_accessor :logger
+
+    # Called by the extension with each message (level 30 WARNING, 20 INFO).
+    def deliver_log(level, message)
+      if logger
+        level >= 30 ? logger.warn(message) : logger.info(message)
+      else
+        warn("redmutex: #{level >= 30 ? 'WARNING' : 'INFO'}: #{message}")
+      end
+    end
+  end
 
   # Locks with an on_lost block, by id; weak, so watching keeps no lock alive.
   WATCHED = ObjectSpace::WeakMap.new

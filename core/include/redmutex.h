@@ -53,11 +53,11 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define REDMUTEX_VERSION_MAJOR 1
-#define REDMUTEX_VERSION_MINOR 0
+#define REDMUTEX_VERSION_MINOR 1
 #define REDMUTEX_VERSION_PATCH 0
-#define REDMUTEX_VERSION_STRING "1.0.0"
+#define REDMUTEX_VERSION_STRING "1.1.0"
 /** A single number that increases with every release: 10000*major + 100*minor + patch. */
-#define REDMUTEX_VERSION_NUMBER 10000
+#define REDMUTEX_VERSION_NUMBER 10100
 
 /**
  * The version of the library actually loaded, as "MAJOR.MINOR.PATCH"
@@ -196,16 +196,61 @@ enum {
      * the server (the URL option ssl_check_hostname=false). Any certificate
      * the trusted CAs issued, for any host, is then accepted.
      */
-    REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK = 1u << 2
+    REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK = 1u << 2,
+    /**
+     * Do not count statistics (redmutex_client_stats() then reports zeros
+     * and `counting` = 0). Counting costs a few relaxed atomic additions and
+     * clock reads per operation (docs/benchmarks.md has the measured
+     * figure); this flag exists to measure that cost and for programs that
+     * want none of it. Log messages are unaffected. Since 1.1.
+     */
+    REDMUTEX_CLIENT_NO_STATS = 1u << 3
 };
 
 /**
- * The current version of redmutex_client_options. Version 1 (without the
- * tls_* fields) is still accepted: a program built against it passes its
- * smaller struct with version = 1, the library reads only the fields
- * version 1 has and uses the defaults for the rest.
+ * Levels of log messages, numbered as Python's logging levels. Since 1.1.
  */
-#define REDMUTEX_CLIENT_OPTIONS_VERSION 2
+typedef enum redmutex_log_level {
+    /** A condition ended that was reported before: renewal recovered, a server is reachable again. */
+    REDMUTEX_LOG_INFO = 20,
+    /** Something a user should look at: renewal failing, a lock lost, a server unreachable. */
+    REDMUTEX_LOG_WARNING = 30
+} redmutex_log_level;
+
+/**
+ * Receives the library's log messages (client option `log`). Since 1.1.
+ *
+ * Messages are written only when something changes, never on the fast path
+ * of an acquisition or release:
+ *  - WARNING when a hold's renewal starts failing, when a hold is lost, and
+ *    when a server that answered (or was never reached) fails to answer:
+ *    unreachable, timed out, refused the credentials, sent a malformed
+ *    reply (once per change, not per request);
+ *  - INFO when the renewal recovers and when the server answers again.
+ * `level` is a redmutex_log_level; `message` is one line without a newline,
+ * naming the lock and server; `lock_name` is the lock concerned or NULL;
+ * `server` is the server's address as in messages (password masked) or
+ * NULL. All three strings are valid only during the call.
+ *
+ * It runs on the thread that noticed: the caller's thread inside a redmutex
+ * call (a server failing) or the client's watchdog thread (renewals and
+ * losses), never with a library lock held. It must not close or free the
+ * client, should return quickly and not block (renewals wait for it), and
+ * may call other redmutex functions. A binding whose language may not run
+ * on a foreign thread queues the message and hands it over on its own
+ * thread.
+ */
+typedef void (*redmutex_log_fn)(int level, const char *message, const char *lock_name, const char *server,
+                                void *payload);
+
+/**
+ * The current version of redmutex_client_options. Versions 1 (without the
+ * tls_* fields) and 2 (without the log fields) are still accepted: a program
+ * built against them passes its smaller struct with its version, the
+ * library reads only the fields that version has and uses the defaults for
+ * the rest.
+ */
+#define REDMUTEX_CLIENT_OPTIONS_VERSION 3
 
 /**
  * Client options. Fill with redmutex_client_options_init() or
@@ -313,15 +358,22 @@ typedef struct redmutex_client_options {
      * (ssl_server_hostname). Default NULL: the host of each URL.
      */
     const char *tls_server_name;
+
+    /* ---- version 3 (since 1.1): log messages ---- */
+    /** See redmutex_log_fn. Default NULL: nothing is logged. */
+    redmutex_log_fn log;
+    /** Passed to `log`. */
+    void *log_payload;
 } redmutex_client_options;
 
 #define REDMUTEX_CLIENT_OPTIONS_INIT \
-    {REDMUTEX_CLIENT_OPTIONS_VERSION, 0, 2000, 1000, 30000, 1000, 200, 0, -1, 1000, 2000, 0, 0, 0, 0, 0, 0, 0}
+    {REDMUTEX_CLIENT_OPTIONS_VERSION, 0, 2000, 1000, 30000, 1000, 200, 0, -1, 1000, 2000, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /**
  * Fills `opts` with the defaults for `version` (pass
  * REDMUTEX_CLIENT_OPTIONS_VERSION). For an older version (>= 1) only the
- * bytes of that version's struct are written (version 1 has no tls_* fields).
+ * bytes of that version's struct are written (version 1 has no tls_* fields,
+ * version 2 no log fields).
  * Errors: REDMUTEX_EINVAL if opts is NULL or the version is 0 or newer than
  * this library's. Does not block; thread-safe.
  */
@@ -736,6 +788,15 @@ REDMUTEX_API uint64_t redmutex_lock_id(const redmutex_lock *lock);
  * On any error nothing is held. (One exception: when an interrupt stops a
  * wait just as a releasing thread handed this waiter the lock and it cannot
  * be given back, the call reports success and the lock is held.)
+ * A server that answered this client before and then answers nothing, on
+ * any connection, for command_timeout_ms while a request waits for it (a
+ * long script, a fork, swapping) counts as stalling until it answers again:
+ * it is not asked (no vote, as if down) and no attempt waits for it. A wait
+ * goes on through such a stall with its usual pauses, ending with
+ * REDMUTEX_ETIMEDOUT if no majority can be had in time; with wait_ms = 0 a
+ * majority that stalls is REDMUTEX_ECONN (within one attempt's budget, at
+ * once once the stall is known). A server that never answered is
+ * unreachable: REDMUTEX_ECONN, wait or not.
  * Blocking: at most wait_ms + T, where T = max(connect_timeout_ms,
  * command_timeout_ms) is one attempt's budget (a cleanup of a failed attempt
  * is sent within it, not waited for beyond it), plus replica_timeout_ms when
@@ -756,6 +817,12 @@ REDMUTEX_API int redmutex_lock_acquire(redmutex_lock *lock, const char *owner, i
  * Releasing is idempotent across retries: if the reply to a release was lost
  * (REDMUTEX_ECONN) and the caller retries, the retry reports the first
  * attempt's result instead of a false REDMUTEX_ENOTOWNER.
+ * With N servers the release succeeds once the hold is released on a
+ * majority, or, while its validity lasts, once it is released somewhere and
+ * absent from a majority (released there, never granted, or not held; a
+ * majority saying it was not held is REDMUTEX_ELOST). A server that stalls
+ * gets the release behind its earlier requests for the lock, and is not
+ * waited for.
  *
  * Errors: REDMUTEX_ENOTOWNER (this owner does not hold it; nothing changed),
  * REDMUTEX_ELOST (it was held but lost before the release: the work done
@@ -1127,6 +1194,169 @@ REDMUTEX_API int redmutex_client_wait_fd(redmutex_client *client);
  * works after close.
  */
 REDMUTEX_API int redmutex_client_next_ready(redmutex_client *client, uint64_t *wait_id);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics (since 1.1)                                                    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Every client counts what it does: how long acquisitions waited and how
+ * they ended, how long locks were held, renewals and losses, and each
+ * server's round trips and failures. The numbers are the metrics of
+ * docs/observability.md (Prometheus names: redmutex_acquire_wait_seconds,
+ * redmutex_hold_seconds, redmutex_locks_held, redmutex_waiters,
+ * redmutex_renewals_total, redmutex_locks_lost_total,
+ * redmutex_server_round_trip_seconds, redmutex_server_errors_total), which
+ * the Python package and the bindings read from here.
+ *
+ * Counting is relaxed atomic additions where the numbers are known; it
+ * allocates nothing. A snapshot reads each number once: taken while other
+ * threads work, two numbers may be a moment apart (a histogram's count is
+ * always the sum of its buckets). Counters only grow for the client's life;
+ * in a child after fork() they start again from zero. Times are
+ * CLOCK_MONOTONIC nanoseconds. REDMUTEX_CLIENT_NO_STATS turns counting off.
+ */
+
+/** Buckets of every histogram; the last one is +Inf. */
+#define REDMUTEX_STATS_BUCKETS 21
+/** Room for the lock kinds, indexed by redmutex_kind (kinds added later fill the spare rows). */
+#define REDMUTEX_STATS_KINDS 8
+/** How an acquisition ended: redmutex_acquire_outcome. */
+#define REDMUTEX_STATS_OUTCOMES 4
+/** How a renewal ended: redmutex_renewal_outcome. */
+#define REDMUTEX_STATS_RENEWAL_OUTCOMES 3
+/** Room for the classes of server errors, redmutex_server_error (classes added later fill the rest). */
+#define REDMUTEX_STATS_ERROR_CLASSES 8
+/** The current version of redmutex_stats and redmutex_server_stats. */
+#define REDMUTEX_STATS_VERSION 1
+
+/** How an acquisition ended (label `outcome` of redmutex_acquire_wait_seconds). */
+typedef enum redmutex_acquire_outcome {
+    /** "acquired": the lock was had. */
+    REDMUTEX_ACQUIRE_ACQUIRED = 0,
+    /** "timeout": held by another owner until the wait ran out (also a try with no wait). */
+    REDMUTEX_ACQUIRE_TIMEOUT = 1,
+    /** "interrupted": redmutex_client_interrupt(), the interrupt callback, or a close ended the wait. */
+    REDMUTEX_ACQUIRE_INTERRUPTED = 2,
+    /** "error": any other failure (servers unreachable, wrong type, a lost earlier hold...). */
+    REDMUTEX_ACQUIRE_ERROR = 3
+} redmutex_acquire_outcome;
+
+/** How one renewal of one hold by the watchdog ended (label `outcome` of redmutex_renewals_total). */
+typedef enum redmutex_renewal_outcome {
+    /** "renewed": a majority extended the lease. */
+    REDMUTEX_RENEWAL_RENEWED = 0,
+    /** "failed": no majority answered; the hold may still be valid (RENEWAL_FAILING). */
+    REDMUTEX_RENEWAL_FAILED = 1,
+    /** "lost": the servers answered that the lock is gone, or its validity ran out. */
+    REDMUTEX_RENEWAL_LOST = 2
+} redmutex_renewal_outcome;
+
+/** Classes of a server's failures (label `error` of redmutex_server_errors_total). */
+typedef enum redmutex_server_error {
+    /** "timeout": the server did not answer within the request's deadline. */
+    REDMUTEX_SERVER_ERROR_TIMEOUT = 0,
+    /** "connection": could not connect (refused, TLS failed...) or the connection broke. */
+    REDMUTEX_SERVER_ERROR_CONNECTION = 1,
+    /** "protocol": a malformed reply, or more replies than asked for. */
+    REDMUTEX_SERVER_ERROR_PROTOCOL = 2,
+    /** "auth": the credentials or ACL permissions were refused. */
+    REDMUTEX_SERVER_ERROR_AUTH = 3,
+    /** "reply": an error reply (LOADING, READONLY, OOM, BUSY, WRONGTYPE...). */
+    REDMUTEX_SERVER_ERROR_REPLY = 4,
+    /** "duplicate": the URL leads to a server another URL of the client reaches. */
+    REDMUTEX_SERVER_ERROR_DUPLICATE = 5
+} redmutex_server_error;
+
+/** A histogram of durations with the fixed buckets of redmutex_stats.bucket_bounds_ns. */
+typedef struct redmutex_histogram {
+    /** Observations: the sum of buckets[]. */
+    uint64_t count;
+    /** Their total, in nanoseconds. */
+    uint64_t sum_ns;
+    /**
+     * Observations per bucket, not cumulative: buckets[i] counts those above
+     * bucket_bounds_ns[i-1] and at most bucket_bounds_ns[i] (a Prometheus
+     * `le` bucket is the sum of buckets[0..i]).
+     */
+    uint64_t buckets[REDMUTEX_STATS_BUCKETS];
+} redmutex_histogram;
+
+/** A snapshot of a client's statistics. Since 1.1. */
+typedef struct redmutex_stats {
+    /** In: REDMUTEX_STATS_VERSION (or an older version); only that version's fields are written. */
+    uint32_t version;
+    /** 1 while the client counts; 0 with REDMUTEX_CLIENT_NO_STATS (everything else is then 0). */
+    uint32_t counting;
+    /**
+     * The upper bound of each histogram bucket, in nanoseconds: 100 µs,
+     * 250 µs, 500 µs, 1, 2.5, 5, 10, 25, 50, 100, 250, 500 ms, 1, 2.5, 5,
+     * 10, 30, 60, 300, 3600 s, and UINT64_MAX for +Inf.
+     */
+    uint64_t bucket_bounds_ns[REDMUTEX_STATS_BUCKETS];
+    /**
+     * redmutex_lock_acquire() calls, and pollable waits, by kind and outcome:
+     * from the call (redmutex_wait_new()) to its end (the acquiring
+     * redmutex_wait_try(), or redmutex_wait_free() without the lock: timeout
+     * when its last try found the lock held, error when it failed). Calls
+     * refused before anything was sent (bad arguments, closed client) are
+     * not counted. An uncontended acquisition is one round trip.
+     */
+    redmutex_histogram acquire_wait[REDMUTEX_STATS_KINDS][REDMUTEX_STATS_OUTCOMES];
+    /**
+     * Holds by kind, from the acquisition (when its request was sent) to the
+     * release that ended it (one sample per outermost hold of a reentrant
+     * lock), or to the moment it was known lost.
+     */
+    redmutex_histogram hold[REDMUTEX_STATS_KINDS];
+    /** Holds of this process not known lost or released (a gauge). */
+    int64_t locks_held;
+    /** Acquisitions waiting now: blocked calls past their first attempt, pollable waits that tried (a gauge). */
+    int64_t waiters;
+    /** Renewals of holds by the watchdog, by redmutex_renewal_outcome. */
+    uint64_t renewals[REDMUTEX_STATS_RENEWAL_OUTCOMES];
+    /** Holds that turned REDMUTEX_STATE_LOST. */
+    uint64_t locks_lost;
+    /** How many servers redmutex_client_server_stats() reports (indexes 0 to server_count - 1). */
+    uint64_t server_count;
+} redmutex_stats;
+
+/** A snapshot of one server's statistics. Since 1.1. */
+typedef struct redmutex_server_stats {
+    /** In: REDMUTEX_STATS_VERSION (or an older version). */
+    uint32_t version;
+    /** 1 when the server's last request was answered, 0 when it failed or none was made. */
+    uint32_t reachable;
+    /**
+     * The server's address as messages show it (the URL, password masked),
+     * owned by the client: valid until redmutex_client_free().
+     */
+    const char *address;
+    /** Requests answered, from when each was sent to its last reply (connecting not included). */
+    redmutex_histogram round_trip;
+    /** Requests that failed at this server, by redmutex_server_error. */
+    uint64_t errors[REDMUTEX_STATS_ERROR_CLASSES];
+} redmutex_server_stats;
+
+/**
+ * Writes a snapshot of the client's statistics into *out, whose `version`
+ * the caller sets (REDMUTEX_STATS_VERSION); only that version's fields are
+ * written. Since 1.1.
+ * Errors: REDMUTEX_EINVAL (NULL, version 0 or newer than this library's).
+ * Never blocks, allocates nothing, works after close (the counts of a
+ * closed client stay as they were). Thread-safe: any thread, at any time.
+ */
+REDMUTEX_API int redmutex_client_stats(redmutex_client *client, redmutex_stats *out);
+
+/**
+ * Writes a snapshot of server number `index` (0 to server_count - 1 of
+ * redmutex_client_stats()) into *out, whose `version` the caller sets. A
+ * server keeps its index for the client's life; servers are numbered in the
+ * order of the client's URLs. Since 1.1.
+ * Errors: REDMUTEX_EINVAL (NULL, bad version, index out of range).
+ * Never blocks, allocates nothing, works after close. Thread-safe.
+ */
+REDMUTEX_API int redmutex_client_server_stats(redmutex_client *client, size_t index, redmutex_server_stats *out);
 
 #ifdef __cplusplus
 }

@@ -254,6 +254,7 @@ static void start_waiting(acquisition *q)
         rm_waiter_offer(c, q->w, &q->claim);
     q->backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
     q->attempts = q->queue || q->polite ? 0 : 1;
+    rm_stats_waiting(&c->stats, 1); /* until the call ends */
     if (q->polite)
         q->info.ttl_ms = RM_POLITE_PAUSE_MS; /* the first pause */
 }
@@ -360,8 +361,10 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     int rc = acquire_begin(&err, &q, l, owner, wait_ms);
     if (rc)
         return rm_publish(&err, rc);
-    if (!q.queue && !q.polite && first_attempt(&q, &rc))
+    if (!q.queue && !q.polite && first_attempt(&q, &rc)) {
+        rm_stats_acquire(&q.c->stats, l->kind, rc, q.start);
         return rm_publish(&err, rc);
+    }
     start_waiting(&q);
     /* Try again right after subscribing, unless there is no wait at all or
        this thread queues behind others (it waits for its turn first). */
@@ -373,5 +376,7 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     rm_client_lock(c);
     l->contended = q.attempts > 1 || q.queue || q.polite;
     rm_client_unlock(c);
+    rm_stats_waiting(&c->stats, -1);
+    rm_stats_acquire(&c->stats, l->kind, rc, q.start);
     return rm_publish(&err, rc);
 }

@@ -122,11 +122,18 @@ void rm_acquire_count(rm_acq_replies *a, rm_call *call)
     rm_tally_call(&a->v.t, call, &spec);
 }
 
+/* Decided when the votes settle it, or when the votes cast reach a
+   majority and the servers still to answer all stall: a tie among the
+   others (one yes, one no) waits for no server that answers nothing, as
+   it would not for one that is down. */
 static bool acquire_decided(rm_call *call, void *ud)
 {
     rm_acq_replies *a = ud;
     rm_acquire_count(a, call);
-    return rm_quorum_decided(a->v.t.yes, a->v.t.no + a->v.t.failed, call->n, call->c->quorum);
+    const rm_tally *t = &a->v.t;
+    if (rm_quorum_decided(t->yes, t->no + t->failed, call->n, call->c->quorum))
+        return true;
+    return t->yes + t->no >= call->c->quorum && rm_call_stalled(call) == rm_call_running(call);
 }
 
 /* The inspection after a first failed SET NX: the holder's TTL (*ud, the
@@ -292,14 +299,26 @@ static bool undo_targets(const rm_call *call, const rm_votes *v, bool dirty[REDM
     return any;
 }
 
+/* An undo is waited for until every server still to answer stalls
+   (rm_server_stalls): behind the attempt it undoes, such a server answers
+   no sooner than its stall ends. There the undo is sent, not waited for,
+   and is noted as unsettled (unsettled.h) by the caller. A server that is
+   merely slower is waited for: an answered undo needs no copy later. */
+static bool undo_decided(rm_call *call, void *ud)
+{
+    (void)ud;
+    return rm_call_stalled(call) == rm_call_running(call);
+}
+
 /* Sends an undo to the servers in dirty[], behind the attempt on each, and
-   waits for it no longer than the attempt's deadline. */
+   waits for it no longer than the attempt's deadline (and not for servers
+   that stall). */
 static void undo_send(rm_call *call, const rm_req *req, const bool *dirty, int64_t deadline)
 {
     call->only = dirty;
     call->strict_deadline = true;
     call->must_send = true;
-    rm_call_run(call, req, deadline, NULL, NULL);
+    rm_call_run(call, req, deadline, undo_decided, NULL);
     call->only = NULL;
 }
 
@@ -459,6 +478,7 @@ static int attempt_send(rm_err *err, redmutex_lock *l, const char *value, bool r
         rm_unsettled_cmds_free(&ar->unsettled);
         return REDMUTEX_ENOMEM;
     }
+    call->order_owner = value; /* its undo, too, changes this owner's hold */
     *deadline = rm_command_deadline(c, a->wait_replicas);
     int rc = rm_call_run(call, &ar->req, *deadline, c->n > 1 ? acquire_decided : NULL, a);
     if (rc == 0)
@@ -474,15 +494,18 @@ static int attempt_send(rm_err *err, redmutex_lock *l, const char *value, bool r
 /* The votes of an attempt, and the verdict on them (Redlock's fencing
    ratchet first: a nested level keeps its outer token, nothing to raise). */
 static rm_acquire_verdict attempt_decide(redmutex_lock *l, rm_call *call, rm_votes *v, bool nested, int64_t started,
-                                         int64_t deadline)
+                                         int64_t deadline, bool waiting)
 {
     redmutex_client *c = l->c;
     if ((l->opts.flags & REDMUTEX_LOCK_FENCING) && c->n > 1 && !nested && v->t.yes >= c->quorum &&
         !fenced_quorum(l, call, v, deadline))
         v->t.yes = 0; /* the token could not be made safe: the attempt fails and is undone */
     /* Servers that cannot answer at all: transport failures and error
-       replies, not those the early decision merely did not wait for. */
-    size_t broken = rm_call_failed(call) + v->t.errors;
+       replies, not those the early decision merely did not wait for. A
+       server that stalls will answer when its stall ends: a wait goes on
+       for it (with its pauses) rather than end at once with an error,
+       which a caller would only retry at once. */
+    size_t broken = rm_call_failed(call) + v->t.errors - (waiting ? rm_call_skipped(call) : 0);
     int64_t left = rm_validity_left_ns(rm_lock_lease_ms(l), rm_now_ns() - started);
     return rm_acquire_decide(v, c->n, c->quorum, left, nested, broken);
 }
@@ -521,7 +544,7 @@ static int attempt_run(rm_err *err, redmutex_lock *l, const char *owner, const c
     int64_t started = call.started_ns; /* the ratchet's round trip below does not restart it */
     rm_votes *v = &a.v;
     rm_acquire_count(&a, &call);
-    rm_acquire_verdict verdict = attempt_decide(l, &call, v, loc.nested, started, deadline);
+    rm_acquire_verdict verdict = attempt_decide(l, &call, v, loc.nested, started, deadline, info->waiting);
     if (verdict == RM_VERDICT_NESTED_LOST && loc.shared_id) {
         /* The other handle's hold is gone: this handle acquires afresh. */
         shared_lost(l, value, loc.shared_id);

@@ -38,6 +38,7 @@ static const size_t client_options_sizes[] = {
     0,
     RM_OPTIONS_END(redmutex_client_options, interrupt_payload), /* 1 */
     RM_OPTIONS_END(redmutex_client_options, tls_server_name),   /* 2: TLS */
+    RM_OPTIONS_END(redmutex_client_options, log_payload),       /* 3: log messages */
 };
 _Static_assert(sizeof client_options_sizes / sizeof client_options_sizes[0] == REDMUTEX_CLIENT_OPTIONS_VERSION + 1,
                "one size per client options version");
@@ -63,7 +64,7 @@ static int check_ms(rm_err *err, const char *field, int64_t v, int64_t min)
 static int check_options(rm_err *err, const redmutex_client_options *o)
 {
     const uint32_t known = REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE | REDMUTEX_CLIENT_TLS_NO_VERIFY |
-                           REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK;
+                           REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK | REDMUTEX_CLIENT_NO_STATS;
     if (o->flags & ~known)
         return rm_fail(err, REDMUTEX_EINVAL, "client options: unknown flags 0x%x", o->flags);
     int rc;
@@ -138,6 +139,7 @@ static void atfork_child(void)
         rm_interrupt_after_fork(c);
         rm_events_after_fork(c);
         rm_pollwaits_after_fork(c);
+        rm_stats_after_fork(&c->stats);
         c->pid = getpid();
         pthread_mutex_unlock(&c->mu);
     }
@@ -187,6 +189,7 @@ static void client_destroy(redmutex_client *c)
     rm_events_destroy(c);
     rm_pollwaits_destroy(c);
     rm_interrupt_destroy(c);
+    rm_stats_destroy(&c->stats);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->renew_done);
     free(c);
@@ -235,6 +238,18 @@ static int ping_all(rm_err *err, redmutex_client *c)
     return rc;
 }
 
+/* Puts a new client on the fork registry (fork() then takes its mutex first). */
+static void registry_add(redmutex_client *c)
+{
+    pthread_once(&atfork_once, install_atfork);
+    pthread_mutex_lock(&registry_mu);
+    c->next_all = registry;
+    if (registry)
+        registry->prev_all = c;
+    registry = c;
+    pthread_mutex_unlock(&registry_mu);
+}
+
 /* redmutex_client_new, with the call's error. */
 static int client_new(rm_err *err, redmutex_client **out, const char *const *urls, size_t n_urls,
                       const redmutex_client_options *opts)
@@ -274,6 +289,7 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
     c->quorum = rm_quorum_of(n_urls);
     c->on_server_restart = rm_holds_server_restarted;
     c->on_deploy_moved = deploy_moved;
+    rm_stats_init(&c->stats, &o);
     if ((rc = make_uuid(err, c->id)) != 0) {
         client_destroy(c);
         return rc;
@@ -289,8 +305,8 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
                          c->servers[i].ep.display);
         if (rc == 0)
             rc = rm_tls_server_init(err, &c->servers[i], &o);
-        if (rc == 0)
-            rc = rm_deploy_init(err, c, i);
+        if (rc == 0 && (rc = rm_deploy_init(err, c, i)) == 0) /* counted by address (stats.c) */
+            c->servers[i].stats = rm_stats_server_for(&c->stats, c->servers[i].ep.display);
         if (rc != 0) {
             if (n_urls > 1)
                 rm_fail(err, rc, "server %zu: %s", i + 1, err->msg);
@@ -306,13 +322,7 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
         client_destroy(c);
         return rc;
     }
-    pthread_once(&atfork_once, install_atfork);
-    pthread_mutex_lock(&registry_mu);
-    c->next_all = registry;
-    if (registry)
-        registry->prev_all = c;
-    registry = c;
-    pthread_mutex_unlock(&registry_mu);
+    registry_add(c);
     *out = c;
     return 0;
 }
@@ -362,3 +372,19 @@ int redmutex_client_thread_owner(char *out, size_t size, const redmutex_client *
     return rm_publish(err, 0);
 }
 
+
+int redmutex_client_stats(redmutex_client *c, redmutex_stats *out)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    if (!c)
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_stats: client is NULL"));
+    return rm_publish(err, rm_stats_read(err, &c->stats, out));
+}
+
+int redmutex_client_server_stats(redmutex_client *c, size_t index, redmutex_server_stats *out)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    if (!c)
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_server_stats: client is NULL"));
+    return rm_publish(err, rm_stats_read_server(err, &c->stats, index, out));
+}

@@ -6,6 +6,7 @@
 #define REDMUTEX_CLIENT_H
 
 #include "conn.h"
+#include "stats.h"
 
 /* ---- client ---------------------------------------------------------- */
 
@@ -60,6 +61,7 @@ struct redmutex_client {
        the subscriber and the watchdog follow it. Installed by the client. */
     void (*on_deploy_moved)(struct redmutex_client *c, size_t i);
     struct rm_watch *watch; /* the thread that watches the sentinels, or NULL */
+    rm_stats stats;                      /* stats.c: counts and the log callback (atomics, no mutex) */
 };
 
 /** Locks client->mu. */

@@ -177,6 +177,7 @@ int rm_conn_drain(rm_conn *c)
             break;
         rm_reply_free(r);
         c->owed--;
+        rm_conn_answered(c);
     }
     /* Anything beyond what was owed would be taken as the next request's reply. */
     return c->owed == 0 && rm_reader_pending(c->reader) > 0 ? -1 : 0;
@@ -192,6 +193,8 @@ bool rm_conn_queue_later(rm_conn *c, int argc, const char *const *argv)
 
 int rm_conn_flush_later(rm_err *err, rm_conn *c)
 {
+    if (c->owed == 0 && c->later.len > 0)
+        rm_conn_progress(c); /* nothing owed before: the wait for an answer starts now */
     while (c->later.len > 0) {
         ssize_t n = rm_conn_send(err, c, c->later.data, c->later.len);
         if (n < 0)
@@ -212,6 +215,15 @@ uint64_t rm_order_key(const char *name)
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)
         h = (h ^ *p) * UINT64_C(1099511628211);
     return h ? h : 1; /* 0 means "no order" */
+}
+
+uint64_t rm_owner_key(const char *name, const char *value)
+{
+    uint64_t h = rm_order_key(name);
+    h = (h ^ 0xff) * UINT64_C(1099511628211); /* a byte no name holds: "name" + "value" is no name */
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+        h = (h ^ *p) * UINT64_C(1099511628211);
+    return h ? h : 1;
 }
 
 bool rm_conn_owes_for(const rm_conn *c, uint64_t key)

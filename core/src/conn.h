@@ -34,6 +34,12 @@ typedef struct rm_conn {
     uint64_t *order_keys;
     size_t n_order_keys, cap_order_keys;
     bool lent;        /* an owing connection taken out by a call */
+    /* The last time this connection showed its server at work: a request
+       sent when no reply was owed, or a reply read. One that owes replies
+       and has shown nothing for a command timeout is on a server that
+       stalls (rm_server_stalls). Written by the thread that has the
+       connection, read by others under the client mutex. */
+    _Atomic int64_t progress_ns;
     /* Transport state kept by conn.c and tls.c only. */
     void *tls;           /* OpenSSL SSL*, NULL for a plain connection */
     bool tls_handshaking; /* connect() is done, the TLS handshake is not */
@@ -72,6 +78,11 @@ typedef struct rm_server {
        no votes: a holder of its previous life may still hold elsewhere. */
     _Atomic int64_t restart_seen_ns;
     _Atomic bool duplicate; /* read by callers without the client mutex */
+    /* The last reply read from the server on any connection, and the last
+       time one of its connections was seen stalling (fanout.c): from then
+       until its next reply the server counts as stalling. */
+    _Atomic int64_t answered_ns;
+    _Atomic int64_t stall_seen_ns;
     struct rm_tls *tls; /* rediss:// servers: the TLS settings (tls.c), else NULL */
     /* Deployments (deploy.c): c->servers[i] is deployment i, reached at its
        seeds; a cluster's nodes are more rm_servers of the same deployment
@@ -86,7 +97,16 @@ typedef struct rm_server {
        `replicas`: the online replicas its last ROLE listed, -1 unknown. */
     bool check_role;
     _Atomic int replicas;
+    struct rm_stats_server *stats; /* stats.c: this server's counts, by its address (NULL: not counted) */
 } rm_server;
+
+/** Records a reply read from c: its server answers (conn->progress_ns, srv->answered_ns). */
+static inline void rm_conn_answered(rm_conn *c)
+{
+    int64_t now = rm_now_ns();
+    atomic_store_explicit(&c->progress_ns, now, memory_order_relaxed);
+    atomic_store_explicit(&c->srv->answered_ns, now, memory_order_relaxed);
+}
 
 /** Reads, without blocking, what a connection owes and drops it. -1 if the connection is broken. */
 int rm_conn_drain(rm_conn *c);
@@ -96,6 +116,12 @@ bool rm_conn_owes_for(const rm_conn *c, uint64_t key);
 int rm_conn_add_order_key(rm_conn *c, uint64_t key);
 /** The hash that orders requests of one lock name on a server (never 0). */
 uint64_t rm_order_key(const char *name);
+/**
+ * The hash of one owner's requests for one lock name (never 0, and apart
+ * from every rm_order_key): a connection owing for it carries requests of
+ * that owner that change its hold (see rm_pool_defer).
+ */
+uint64_t rm_owner_key(const char *name, const char *value);
 /** Starts a non-blocking connection. 0 or an error code (message set). */
 int rm_conn_open(rm_err *err, rm_conn **out, struct rm_server *srv);
 /** rm_conn_open to seed number `seed` of a multi-host URL (0: the first). */
@@ -152,5 +178,7 @@ bool rm_conn_queue_later(rm_conn *c, int argc, const char *const *argv);
 /** Sends what it can of c's queued `later` bytes without blocking; once all
     are out, their replies are owed. 0, or an error code (message set). */
 int rm_conn_flush_later(rm_err *err, rm_conn *c);
+/** Records that a wait for c's answer starts now (conn->progress_ns). */
+static inline void rm_conn_progress(rm_conn *c) { atomic_store_explicit(&c->progress_ns, rm_now_ns(), memory_order_relaxed); }
 
 #endif

@@ -120,6 +120,7 @@ static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int po
     n->tls = entry->tls; /* the deployment's settings, freed with it */
     n->check_role = d->sentinel != NULL; /* a master named by sentinels is confirmed by its ROLE */
     atomic_store(&n->replicas, -1);
+    n->stats = rm_stats_server_for(&c->stats, n->ep.display); /* kept by address: a node that returns counts on */
     *index = d->n_nodes;
     d->nodes[d->n_nodes++] = n;
     return n;

@@ -124,6 +124,17 @@ void rm_failover_reroute(rm_call *call, rm_slot *s, const rm_req *req, int64_t c
     char why[sizeof s->msg];
     memcpy(why, s->msg, sizeof why);
     rm_server *avoid = s->node;
+    if (s->stalled) {
+        /* A master that stalls is not asked (fanout.c): the sentinels are, once; if they still name
+           it, the slot keeps its reason and nothing waits for it (a stall costs no time). */
+        rm_err e;
+        rm_err_reset(&e);
+        if (rm_sentinel_resolve(&e, call->c, s->dep, avoid, s->deadline_ns) == 0) {
+            s->stalled = false;
+            start_again(call, s, req, connect_deadline, true);
+        }
+        return;
+    }
     ask_again(call, s, avoid, req, connect_deadline, why);
 }
 

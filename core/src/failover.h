@@ -23,7 +23,8 @@ bool rm_failover_route(rm_call *call, rm_slot *s);
  * the sentinels are asked again, passing over that node, and the slot
  * starts again now on the master they name, or after a short pause while
  * they still name that node, within its deadline. Nothing ran, so nothing
- * is sent twice.
+ * is sent twice. A master that stalls (not asked: fanout.c) gets one
+ * question to the sentinels, no pause: a stall costs no time.
  */
 void rm_failover_reroute(rm_call *call, rm_slot *s, const rm_req *req, int64_t connect_deadline);
 /**

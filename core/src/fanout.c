@@ -37,8 +37,12 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* Beyond this many owed replies a connection is not worth keeping. */
-#define RM_OWED_MAX 256
+/* Beyond this many owed replies a connection is not kept. Closing one ends
+   the per-server order of the requests it carried, and on a server that
+   stalls its replacement waits in a handshake that is not answered either:
+   a stall of seconds owes thousands. (A request that does not fit in the
+   socket's buffers is not sent whole, and closes it anyway.) */
+#define RM_OWED_MAX 65536
 
 int rm_call_begin_targets(rm_err *err, rm_call *call, redmutex_client *c, size_t n)
 {
@@ -96,6 +100,8 @@ static int mark_owing(rm_call *call, rm_conn *conn)
 {
     if (call->order_key && rm_pool_mark_owing(call->c, conn, call->order_key) != 0)
         return -1;
+    if (call->owner_key && rm_pool_mark_owing(call->c, conn, call->owner_key) != 0)
+        return -1;
     for (size_t k = 0; k < call->n_order_keys; k++)
         if (rm_pool_mark_owing(call->c, conn, call->order_keys[k]) != 0)
             return -1;
@@ -117,11 +123,40 @@ static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
         s->err = REDMUTEX_ECONN;
         snprintf(s->msg, sizeof s->msg, "%s %s", conn->srv->ep.display, why);
         s->status = RM_SLOT_DONE;
+        /* Back to the pool's owing list now, not at the call's end: the
+           call may go on waiting for other servers for a while, and the
+           next request for these names, from any thread, is to follow this
+           connection (its replies are read then), not to wait for the call. */
+        s->owing = true;
+        s->conn = NULL;
+        rm_pool_give(call->c, conn, true, call->order_key);
     } else {
         const char *step = conn ? rm_conn_pending_step(conn) : NULL;
         rm_slot_break(s, REDMUTEX_ECONN, "%s %s%s%s%s", conn ? conn->srv->ep.display : "server", why,
                    step ? " (" : "", step ? step : "", step ? ")" : "");
     }
+}
+
+/* When slot s's server counts as stalling if it shows no progress meanwhile; 0 if unknown. */
+static int64_t stall_time(const rm_call *call, const rm_slot *s)
+{
+    int64_t since = s->conn ? atomic_load_explicit(&s->conn->progress_ns, memory_order_relaxed) : s->busy_since;
+    return since > 0 && since < INT64_MAX ? since + call->c->opts.command_timeout_ms * RM_NS_PER_MS : 0;
+}
+
+/* s's server stalls (rm_server_stalls): the request is not sent there. */
+static void slot_skip_stalled(rm_call *call, rm_slot *s, int64_t now)
+{
+    const rm_server *srv = s->node;
+    int64_t since = atomic_load_explicit(&srv->answered_ns, memory_order_relaxed);
+    if (s->conn) {
+        rm_pool_give(call->c, s->conn, true, 0); /* it stays listed as owing what it owed */
+        s->conn = NULL;
+    }
+    rm_slot_fail(s, REDMUTEX_ECONN, "");
+    s->stalled = true;
+    snprintf(s->msg, sizeof s->msg, "%s has answered nothing for %lld ms (it stalls): not asked", srv->ep.display,
+             (long long)((now - since) / RM_NS_PER_MS));
 }
 
 /* The server this run's request goes to: the caller's node, the node a
@@ -152,22 +187,34 @@ static bool slot_target(rm_call *call, rm_slot *s, const rm_req *req)
 bool rm_slot_start(rm_call *call, rm_slot *s, const rm_req *req, int64_t connect_deadline)
 {
     redmutex_client *c = call->c;
-    if (!s->conn) {
-        if (!slot_target(call, s, req))
-            return true;
-        rm_err e;
-        rm_err_reset(&e);
-        int rc = rm_pool_take(&e, c, s->node, call->order_key, &s->conn);
-        if (rc == RM_CONN_BUSY)
-            return false;
-        if (rc != 0) {
-            rm_slot_break(s, rc, "%s", e.msg);
-            return true;
-        }
+    if (!slot_target(call, s, req))
+        return true;
+    int64_t now = rm_now_ns();
+    /* A stall that ended shows in the replies owed; with none awaited any
+       more, this request goes, to see whether it has. */
+    if (!call->must_send && !s->conn && rm_server_stalls(c, s->node, 0, now) && rm_pool_settle(c, s->node) &&
+        rm_server_stalls(c, s->node, 0, now)) {
+        slot_skip_stalled(call, s, now);
+        return true;
+    }
+    /* The connection of the call's last request there, unless another one
+       must be followed now (see rm_pool_retake). */
+    rm_err e;
+    rm_err_reset(&e);
+    int rc = rm_pool_retake(&e, c, s->node, call->order_key, &s->conn, &s->busy_since);
+    if (rc == RM_CONN_BUSY)
+        return false;
+    if (rc != 0) {
+        rm_slot_break(s, rc, "%s", e.msg);
+        return true;
+    }
+    int64_t since = atomic_load_explicit(&s->conn->progress_ns, memory_order_relaxed);
+    if (!call->must_send && s->conn->owed > 0 && rm_server_stalls(c, s->node, since, now)) {
+        slot_skip_stalled(call, s, now);
+        return true;
     }
     if (s->conn->fresh && connect_deadline > s->deadline_ns && !call->strict_deadline)
         s->deadline_ns = connect_deadline;
-    int rc = 0;
     if (s->conn->fresh)
         rm_slot_handshake(s);
     else
@@ -205,7 +252,7 @@ static void slot_defer(rm_call *call, rm_slot *s, const rm_req *req, int64_t con
         for (size_t k = 0; rc == 0 && k < req->ncmds; k++) /* EVAL: the script cache may be gone by then */
             rc = rm_cmd_format_target(&b, rm_req_cmd(req, k), true, rm_deploy_publish_verb(call->c, s->dep), "0");
         if (rc == 0)
-            rc = rm_pool_defer(call->c, s->node, call->order_key, b.data, b.len, req->ncmds);
+            rc = rm_pool_defer(call->c, s->node, call->order_key, call->owner_key, b.data, b.len, req->ncmds);
         rm_buf_free(&b);
         if (rc == 0) {
             rm_slot_fail(s, REDMUTEX_ECONN, "queued behind an earlier request for this lock that is still unanswered");
@@ -234,9 +281,13 @@ static void slot_reset(rm_slot *s, int64_t deadline_ns)
     s->broken = false;
     s->sent = false;
     s->not_waited = false;
+    s->owing = false;
+    s->stalled = false;
     s->excluded = false;
     s->handshaking = false;
+    s->timed_out = false;
     s->deadline_ns = deadline_ns;
+    s->busy_since = 0;
 }
 
 /* Per-slot wait state for the poll loop: a slot waiting for its connection
@@ -292,10 +343,11 @@ static void reroute_failed(rm_call *call, const rm_req *req, int64_t connect_dea
     redmutex_client *c = call->c;
     for (size_t i = 0; i < call->n; i++) {
         rm_slot *s = &call->slots[i];
-        if (s->status != RM_SLOT_DONE || !s->broken || s->sent || s->err != REDMUTEX_ECONN || s->excluded ||
-            s->fixed_node || rm_now_ns() >= s->deadline_ns)
+        bool sentinel = rm_deploy_is_sentinel(c, s->dep);
+        if (s->status != RM_SLOT_DONE || !(s->broken || (s->stalled && sentinel)) || s->sent ||
+            s->err != REDMUTEX_ECONN || s->excluded || s->fixed_node || rm_now_ns() >= s->deadline_ns)
             continue;
-        if (rm_deploy_is_sentinel(c, s->dep)) { /* the sentinels may name another master (failover.c) */
+        if (sentinel) { /* the sentinels may name another master (failover.c) */
             rm_failover_reroute(call, s, slot_req(s, req), connect_deadline);
             continue;
         }
@@ -360,16 +412,35 @@ static void poll_prepare(rm_call *call, const rm_req *req, int64_t connect_deadl
             poll_pending(call, s, r, now, connect_deadline, pending, ps);
         if (s->status != RM_SLOT_RUNNING)
             continue;
+        if (pending[i] && !s->retry_at && s->node && rm_server_stalls(call->c, s->node, s->busy_since, now)) {
+            /* The connection it must follow is lent, and its server stalls. */
+            pending[i] = false;
+            if (call->must_send)
+                slot_defer(call, s, r, connect_deadline);
+            else
+                slot_skip_stalled(call, s, now);
+            continue;
+        }
         if (now >= s->deadline_ns) {
+            s->timed_out = true;
             if (pending[i]) {
                 pending[i] = false;
                 slot_defer(call, s, r, connect_deadline);
-            } else
-                slot_abandon(call, s, "did not answer in time");
+            } else {
+                /* Unanswered for a command timeout: the server stalls, if
+                   it answered nothing else meanwhile either. */
+                bool stalled = rm_server_stalls(call->c, s->node, atomic_load(&s->conn->progress_ns), now);
+                slot_abandon(call, s, stalled ? "did not answer in time (it stalls)" : "did not answer in time");
+                s->stalled = stalled;
+            }
             continue;
         }
         if (s->deadline_ns < ps->next_deadline)
             ps->next_deadline = s->deadline_ns;
+        /* The moment its server would count as stalling may decide the call. */
+        int64_t stalls_at = stall_time(call, s);
+        if (stalls_at > now && stalls_at < ps->next_deadline)
+            ps->next_deadline = stalls_at;
         if (pending[i])
             continue;
         ps->pfds[ps->np].fd = s->conn->fd;
@@ -443,12 +514,32 @@ static void run_loop(rm_call *call, const rm_req *req, int64_t connect_deadline,
     }
 }
 
+/* Statistics and log messages (stats.c): each server's round trip, or the
+   class of its failure (counted for the node the request went to); servers
+   left out or not waited for tell nothing. */
+static void count_servers(const rm_call *call)
+{
+    if (!rm_stats_watching(&call->c->stats))
+        return;
+    for (size_t i = 0; i < call->n; i++) {
+        const rm_slot *s = &call->slots[i];
+        const char *refused = NULL; /* an error reply: answered all the same */
+        for (size_t k = 0; k < s->n_replies && !s->err && !refused; k++)
+            if (s->replies[k] && s->replies[k]->type == RM_REPLY_ERROR)
+                refused = s->replies[k]->str;
+        const rm_server *srv = s->node ? s->node : &call->c->servers[s->dep];
+        if (s->status == RM_SLOT_DONE && !s->excluded && !s->not_waited)
+            rm_stats_server_done(srv->stats, s->err, s->timed_out, s->done_ns - s->req_ns, s->err ? s->msg : refused);
+    }
+}
+
 int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decided_fn decided, void *ud)
 {
     redmutex_client *c = call->c;
     rm_call_clear(call);
     call->started_ns = rm_now_ns();
     call->order_key = req->order_name ? rm_order_key(req->order_name) : 0;
+    call->owner_key = req->order_name && call->order_owner ? rm_owner_key(req->order_name, call->order_owner) : 0;
     int64_t connect_deadline = call->started_ns + c->opts.connect_timeout_ms * RM_NS_PER_MS;
     bool small_pending[REDMUTEX_SERVERS_MAX] = {false}; /* waiting for a lent connection, or to retry */
     bool *pending = call->n <= REDMUTEX_SERVERS_MAX ? small_pending : calloc(call->n, sizeof *pending);
@@ -477,6 +568,7 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
     }
     run_loop(call, req, connect_deadline, pending, decided, ud, &ps);
     end_unwaited(call, pending);
+    count_servers(call);
     call->pending = NULL;
     if (pending != small_pending)
         free(pending);
@@ -487,21 +579,16 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
     return 0;
 }
 
-size_t rm_call_failed(const rm_call *call)
+size_t rm_call_stalled(const rm_call *call)
 {
+    int64_t now = rm_now_ns();
     size_t n = 0;
     for (size_t i = 0; i < call->n; i++) {
         const rm_slot *s = &call->slots[i];
-        n += s->err != 0 && !s->excluded && !s->not_waited;
+        if (s->status != RM_SLOT_RUNNING || !s->node)
+            continue;
+        int64_t since = s->conn ? atomic_load_explicit(&s->conn->progress_ns, memory_order_relaxed) : s->busy_since;
+        n += rm_server_stalls(call->c, s->node, since, now);
     }
-    return n;
-}
-
-size_t rm_call_answered(const rm_call *call)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < call->n; i++)
-        if (call->slots[i].status == RM_SLOT_DONE && call->slots[i].err == 0)
-            n++;
     return n;
 }

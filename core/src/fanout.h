@@ -58,8 +58,11 @@ typedef struct rm_slot {
     bool handshaking;     /* a fresh connection's handshake is out; the request follows its replies */
     bool sent;            /* bytes of the request went out: it may have run */
     bool not_waited;      /* the outcome was decided before this server answered */
+    bool owing;           /* left unanswered: its connection went back to the pool owing the reply */
+    bool stalled;         /* not sent, or unanswered in time: the server stalls (rm_server_stalls) */
     bool excluded;        /* not part of this run (rm_call.only) */
     int64_t deadline_ns;  /* this slot's deadline (longer while connecting) */
+    int64_t busy_since;   /* waiting for a lent connection: that one's last progress */
     rm_reply **replies;   /* one per command: small_replies, or allocated for a long request */
     rm_reply *small_replies[RM_REQ_MAX_CMDS];
     size_t n_replies;     /* room in replies */
@@ -78,6 +81,11 @@ typedef struct rm_slot {
     int reroutes;         /* seeds or nodes tried after a connection failed before sending */
     int64_t retry_at;     /* waiting to retry (TRYAGAIN, CLUSTERDOWN...) until then */
     int64_t wait_n;       /* the replica count its request's WAIT asked for (rm_sentinel_wait_count) */
+    /* Statistics (stats.c): when the request went out (after a new
+       connection's handshake) and when its last reply came, or that the
+       deadline ended it. */
+    int64_t req_ns, done_ns;
+    bool timed_out;
 } rm_slot;
 
 typedef struct rm_call rm_call;
@@ -104,6 +112,12 @@ struct rm_call {
        locks runs after the renewal on that server, never before it. */
     const uint64_t *order_keys;
     size_t n_order_keys;
+    /* Set by the caller: the owner (token or field) whose hold the call's
+       requests change, if any. Of several connections that owe for the
+       name, a request that cannot wait for them is queued behind those
+       carrying this owner's earlier requests (rm_pool_defer). */
+    const char *order_owner;
+    uint64_t owner_key;   /* the last run's rm_owner_key(order_name, order_owner), 0 if none */
     bool *pending;        /* rm_call_run's: slots waiting to start (a busy connection, a retry's pause) */
     /* Last: a call clears only the fields above and the slots it uses. */
     rm_slot inline_slots[RM_INLINE_SLOTS];
@@ -127,10 +141,12 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
 /** Frees the replies of the last run (done before each run and at end). */
 void rm_call_clear(rm_call *call);
 void rm_call_end(rm_call *call);
-/** How many slots finished without a transport error. */
-size_t rm_call_answered(const rm_call *call);
-/** Slots that failed for real (not excluded, not merely left unwaited-for). */
-size_t rm_call_failed(const rm_call *call);
+/**
+ * How many slots are still running on a server that stalls
+ * (rm_server_stalls). Such a server answers no sooner than its stall ends;
+ * a call whose other answers already settle a majority need not wait for it.
+ */
+size_t rm_call_stalled(const rm_call *call);
 /* ---- one slot's I/O (slot.c), for fanout.c ------------------------------ */
 
 /** Frees s's replies. */

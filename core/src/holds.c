@@ -14,9 +14,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+void rm_hold_count_end(redmutex_client *c, rm_hold *h, bool lost)
+{
+    /* A hold inherited through fork() is the parent's to count. */
+    if (h->counted && h->pid == rm_pid()) {
+        h->counted = false;
+        rm_stats_hold_end(&c->stats, h->lock->kind, h->acquired_ns, lost);
+    }
+}
+
 void rm_hold_destroy(redmutex_client *c, rm_hold *h)
 {
     redmutex_lock *l = h->lock;
+    rm_hold_count_end(c, h, false);
     for (rm_hold **p = &l->holds; *p; p = &(*p)->next_in_lock)
         if (*p == h) {
             *p = h->next_in_lock;
@@ -221,6 +231,10 @@ int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char 
         rm_watchdog_renew_by(c, h, rm_renew_due_ns(started_ns, v->granted_ttl));
     if (rc != 0 && created)
         rm_hold_destroy(c, h); /* the caller undoes the acquisition on the servers */
+    if (rc == 0 && created) {
+        h->counted = true;
+        rm_stats_hold_begin(&c->stats);
+    }
     return rc;
 }
 

@@ -47,6 +47,7 @@ typedef struct rm_hold {
     int64_t due_ns;
     bool renewing;        /* a renewal for this hold is in flight */
     bool renew_stopped;   /* a cap was reached: no more renewals, expiry notice only */
+    bool counted;         /* in the client's statistics as held (stats.c) until it ends or is lost */
     struct rm_hold *next_in_lock;
     struct rm_hold *next_in_client, *prev_in_client;
 } rm_hold;
@@ -63,6 +64,8 @@ void rm_holds_server_restarted(redmutex_client *c, size_t i);
  * not at its next renewal. Caller holds c->mu.
  */
 void rm_holds_renew_now(redmutex_client *c, size_t i);
+/** Statistics: h's hold ends (released, forgotten, or lost): counted once, by this process. */
+void rm_hold_count_end(redmutex_client *c, rm_hold *h, bool lost);
 /** Unlinks and frees h; caller holds c->mu and h is not scheduled. */
 void rm_hold_destroy(redmutex_client *c, rm_hold *h);
 

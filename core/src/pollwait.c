@@ -76,6 +76,12 @@ struct redmutex_wait {
     bool fair;
     bool in_fair_queue;
     char nonce[17];
+    /* Statistics (stats.c): a wait is one acquisition from its creation to
+       the try that acquires or to its free; a waiter while tries find the
+       lock held. */
+    int64_t start_ns;
+    int last_rc; /* of the last try; 0 before the first */
+    bool waiting;
 };
 
 static _Atomic uint64_t last_wait_id;
@@ -278,6 +284,7 @@ int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owne
     w->l = lock;
     w->id = atomic_fetch_add(&last_wait_id, 1) + 1;
     w->explicit_owner = owner != NULL;
+    w->start_ns = rm_now_ns();
     w->backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
     w->due_ns = INT64_MAX;
     rm_lock_channel(lock, w->value, w->channel);
@@ -368,19 +375,34 @@ static int busy(rm_err *err, const redmutex_wait *w, const char *why)
                    why);
 }
 
-int redmutex_wait_try(redmutex_wait *w)
+/* Statistics: how a wait ended (rc: its last try's result, 0 acquired). */
+static void count_end(redmutex_wait *w, int rc)
 {
-    rm_err e_, *err = rm_err_reset(&e_);
-    if (!w)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: wait is NULL"));
+    if (w->waiting)
+        rm_stats_waiting(&w->c->stats, -1);
+    w->waiting = false;
+    rm_stats_acquire(&w->c->stats, w->l->kind, rc, w->start_ns);
+}
+
+static int counted_try(redmutex_wait *w, int rc)
+{
+    w->last_rc = rc;
+    if (rc == 0)
+        count_end(w, 0);
+    else if (rc == REDMUTEX_ETIMEDOUT && !w->waiting) {
+        w->waiting = true;
+        rm_stats_waiting(&w->c->stats, 1);
+    }
+    return rc;
+}
+
+/* One step of redmutex_wait_try for a wait that has not acquired yet. */
+static int wait_try(rm_err *err, redmutex_wait *w)
+{
     redmutex_client *c = w->c;
-    if (w->done)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL,
-                                       "redmutex_wait_try: this wait acquired lock '%s' already; free it",
-                                       w->l->name));
     int rc = rm_client_usable(err, c);
     if (rc)
-        return rm_publish(err, rc);
+        return rc;
     rm_client_lock(c);
     unqueue(c->pw, w);
     w->due_ns = INT64_MAX;
@@ -388,10 +410,10 @@ int redmutex_wait_try(redmutex_wait *w)
     /* Notifications from here on make the wait ready again: none is lost. */
     int news = w->waiter ? rm_waiter_take(c, w->waiter) : 0;
     if (news < 0)
-        return rm_publish(err, busy(err, w, "is held by another owner")); /* a releasing thread acquires for us: its result makes the wait ready */
+        return busy(err, w, "is held by another owner"); /* a releasing thread acquires for us: its result makes the wait ready */
     if (news == RM_WAIT_GRANTED) {
         w->done = true;
-        return rm_publish(err, 0);
+        return 0;
     }
     if (news == RM_WAIT_UNKNOWN)
         rm_lock_release_value(w->l, w->value); /* the acquisition made for us may have happened */
@@ -416,20 +438,32 @@ int redmutex_wait_try(redmutex_wait *w)
                                 &why, &w->in_fair_queue);
         if (rc == 0) {
             w->done = true;
-            return rm_publish(err, 0);
+            return 0;
         }
         if (rc < 0)
-            return rm_publish(err, rc);
+            return rc;
     }
     if (!w->waiter && (rc = join(err, w)) != 0)
-        return rm_publish(err, rc);
+        return rc;
     int64_t pause_ms = next_pause_ms(w, ttl_ms, split, !first && news == 0);
     rm_client_lock(c);
     set_due(c->pw, w, rm_now_ns() + pause_ms * RM_NS_PER_MS);
     rm_client_unlock(c);
     if (w->waiter)
         rm_waiter_sleep(c, w->waiter);
-    return rm_publish(err, busy(err, w, why));
+    return busy(err, w, why);
+}
+
+int redmutex_wait_try(redmutex_wait *w)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    if (!w)
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: wait is NULL"));
+    if (w->done)
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL,
+                                       "redmutex_wait_try: this wait acquired lock '%s' already; free it",
+                                       w->l->name));
+    return rm_publish(err, counted_try(w, wait_try(err, w)));
 }
 
 void redmutex_wait_free(redmutex_wait *w)
@@ -463,6 +497,8 @@ void redmutex_wait_free(redmutex_wait *w)
        channel: a release message it did not use, and the turn of its owner's
        next wait, go on from there. */
     rm_wait_leave(w->l, w->value, w->fair && w->in_fair_queue && !w->done, w->waiter);
+    if (!w->done && w->last_rc)
+        count_end(w, w->last_rc); /* given up: timeout when the lock was held, else its error */
     release_refs(w);
 }
 

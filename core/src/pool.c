@@ -77,33 +77,74 @@ static void owing_settle(redmutex_client *c, rm_server *srv)
     }
 }
 
-int rm_pool_take(rm_err *err, redmutex_client *c, rm_server *srv, uint64_t order_key, rm_conn **out)
+/* The owing connection a request for order_key must follow, lent to it
+   (0); RM_CONN_BUSY when it cannot be had now (*busy_since: its last
+   progress); -1 when none owes for it. Caller holds c->mu. */
+static int take_owing(redmutex_client *c, rm_server *srv, uint64_t order_key, rm_conn **out, int64_t *busy_since)
+{
+    if (srv->n_owing == 0 || !order_key)
+        return -1;
+    owing_settle(c, srv);
+    /* Two connections may owe for one name (two threads' requests that
+       were both left unanswered); a new request cannot follow both, so
+       it waits until one is paid up. */
+    rm_conn *owing = NULL;
+    size_t owing_n = 0;
+    int64_t since = INT64_MAX;
+    for (size_t k = 0; k < srv->n_owing; k++)
+        if (rm_conn_owes_for(srv->owing[k], order_key)) {
+            owing = srv->owing[k];
+            owing_n++;
+            int64_t p = atomic_load_explicit(&owing->progress_ns, memory_order_relaxed);
+            since = p < since ? p : since;
+        }
+    if (owing_n > 1 || (owing && owing->lent)) {
+        if (busy_since)
+            *busy_since = since;
+        return RM_CONN_BUSY;
+    }
+    if (!owing)
+        return -1;
+    owing->lent = true;
+    *out = owing;
+    return 0;
+}
+
+/*
+ * On a server that stalls, with no idle connection, a request (a release,
+ * an undo: nothing else is sent there) rides an owing connection that no
+ * call has (it owes replies for other names: they are skipped) rather than
+ * open a new one, whose handshake would not be answered either: it is
+ * queued there, in order, instead of waiting a connect timeout and never
+ * going out. The one that answered last is taken. 0, or -1 when there is
+ * none. Caller holds c->mu.
+ */
+static int ride_owing(redmutex_client *c, rm_server *srv, rm_conn **out)
+{
+    rm_conn *best = NULL;
+    owing_settle(c, srv);
+    for (size_t k = 0; k < srv->n_owing; k++) {
+        rm_conn *conn = srv->owing[k];
+        if (!conn->lent && conn->pid == rm_pid() &&
+            (!best || atomic_load_explicit(&conn->progress_ns, memory_order_relaxed) >
+                          atomic_load_explicit(&best->progress_ns, memory_order_relaxed)))
+            best = conn;
+    }
+    if (!best)
+        return -1;
+    best->lent = true;
+    *out = best;
+    return 0;
+}
+
+int rm_pool_take(rm_err *err, redmutex_client *c, rm_server *srv, uint64_t order_key, rm_conn **out,
+                 int64_t *busy_since)
 {
     rm_client_lock(c);
-    if (srv->n_owing > 0) {
-        owing_settle(c, srv);
-        /* Two connections may owe for one name (two threads' requests that
-           were both left unanswered); a new request cannot follow both, so
-           it waits until one is paid up. */
-        rm_conn *owing = NULL;
-        size_t owing_n = 0;
-        for (size_t k = 0; order_key && k < srv->n_owing; k++)
-            if (rm_conn_owes_for(srv->owing[k], order_key)) {
-                owing = srv->owing[k];
-                owing_n++;
-            }
-        if (owing_n > 1 || (owing && owing->lent)) {
-            rm_client_unlock(c);
-            return RM_CONN_BUSY;
-        }
-        if (owing) {
-            owing->lent = true;
-            rm_client_unlock(c);
-            *out = owing;
-            return 0;
-        }
-    }
+    int rc = take_owing(c, srv, order_key, out, busy_since);
     rm_client_unlock(c);
+    if (rc != -1)
+        return rc;
     for (;;) {
         rm_conn *conn = NULL;
         rm_client_lock(c);
@@ -120,8 +161,78 @@ int rm_pool_take(rm_err *err, redmutex_client *c, rm_server *srv, uint64_t order
         }
         rm_conn_close(conn);
     }
+    rm_client_lock(c);
+    /* A request for this name may have been left unanswered meanwhile. */
+    rc = take_owing(c, srv, order_key, out, busy_since);
+    if (rc == -1 && !c->closed && rm_server_stalls(c, srv, 0, rm_now_ns()))
+        rc = ride_owing(c, srv, out);
+    rm_client_unlock(c);
+    if (rc != -1)
+        return rc;
     return rm_conn_open(err, out, srv);
 }
+
+int rm_pool_retake(rm_err *err, redmutex_client *c, rm_server *srv, uint64_t order_key, rm_conn **conn,
+                   int64_t *busy_since)
+{
+    rm_conn *mine = *conn;
+    if (!mine)
+        return rm_pool_take(err, c, srv, order_key, conn, busy_since);
+    /* A connection that still owes for the name carries this call's own
+       unanswered request: the next one follows it there. One that was paid
+       up (rm_pool_paid) orders nothing, and another call may have left a
+       request for the name unanswered on another connection since: the
+       next one follows that. */
+    bool follow = mine->srv != srv; /* a cluster's slot moved to another node */
+    rm_client_lock(c);
+    for (size_t k = 0; order_key && !(mine->lent && rm_conn_owes_for(mine, order_key)) && k < srv->n_owing; k++)
+        if (srv->owing[k] != mine && rm_conn_owes_for(srv->owing[k], order_key))
+            follow = true;
+    rm_client_unlock(c);
+    if (!follow)
+        return 0;
+    *conn = NULL;
+    rm_pool_give(c, mine, true, order_key);
+    return rm_pool_take(err, c, srv, order_key, conn, busy_since);
+}
+
+void rm_pool_paid(redmutex_client *c, rm_conn *conn)
+{
+    rm_client_lock(c);
+    if (conn->lent && conn->owed == 0 && conn->later_count == 0 && !conn->flush_later) {
+        owing_remove(conn->srv, conn);
+        conn->lent = false;
+        conn->n_order_keys = 0;
+    }
+    rm_client_unlock(c);
+}
+
+size_t rm_pool_take_later(redmutex_client *c, rm_conn *conn, rm_buf *out)
+{
+    size_t n = 0;
+    rm_client_lock(c);
+    if (conn->later_count) {
+        if (rm_buf_append(out, conn->later.data, conn->later.len) != 0) {
+            n = (size_t)-1;
+        } else {
+            n = conn->later_count;
+            conn->later.len = 0;
+            conn->later_count = 0;
+            conn->flush_later = false;
+        }
+    }
+    rm_client_unlock(c);
+    return n;
+}
+
+bool rm_pool_queue_later(redmutex_client *c, rm_conn *conn, int argc, const char *const *argv)
+{
+    rm_client_lock(c);
+    bool ok = rm_conn_queue_later(conn, argc, argv);
+    rm_client_unlock(c);
+    return ok;
+}
+
 
 static bool pool_push(rm_server *srv, rm_conn *conn)
 {
@@ -172,13 +283,22 @@ int rm_pool_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key)
     return rc;
 }
 
-int rm_pool_defer(redmutex_client *c, rm_server *srv, uint64_t order_key, const void *bytes, size_t len, size_t count)
+int rm_pool_defer(redmutex_client *c, rm_server *srv, uint64_t order_key, uint64_t owner_key, const void *bytes,
+                  size_t len, size_t count)
 {
     int rc = 1;
     rm_client_lock(c);
+    size_t owing = 0, own = 0;
+    for (size_t k = 0; k < srv->n_owing; k++)
+        if (rm_conn_owes_for(srv->owing[k], order_key) && srv->owing[k]->pid == rm_pid()) {
+            owing++;
+            own += owner_key && rm_conn_owes_for(srv->owing[k], owner_key);
+        }
     for (size_t k = 0; k < srv->n_owing; k++) {
         rm_conn *conn = srv->owing[k];
         if (!rm_conn_owes_for(conn, order_key) || conn->pid != rm_pid())
+            continue;
+        if (owing > 1 && own > 0 && !rm_conn_owes_for(conn, owner_key))
             continue;
         if (rm_buf_append(&conn->later, bytes, len) != 0) {
             rc = REDMUTEX_ENOMEM;
@@ -218,6 +338,28 @@ void rm_pool_give(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t orde
     rm_client_unlock(c);
     if (!kept)
         rm_conn_close(conn);
+}
+
+bool rm_pool_settle(redmutex_client *c, rm_server *srv)
+{
+    bool awaits = false;
+    rm_client_lock(c);
+    owing_settle(c, srv);
+    for (size_t k = 0; k < srv->n_owing && !awaits; k++)
+        awaits = srv->owing[k]->lent || srv->owing[k]->owed > 0;
+    rm_client_unlock(c);
+    return awaits;
+}
+
+bool rm_server_stalls(redmutex_client *c, rm_server *srv, int64_t since, int64_t now)
+{
+    int64_t limit = c->opts.command_timeout_ms * RM_NS_PER_MS;
+    int64_t answered = atomic_load_explicit(&srv->answered_ns, memory_order_relaxed);
+    if (answered > 0 && since > 0 && since < INT64_MAX && now - since >= limit && now - answered >= limit) {
+        atomic_store_explicit(&srv->stall_seen_ns, now, memory_order_relaxed);
+        return true;
+    }
+    return atomic_load_explicit(&srv->stall_seen_ns, memory_order_relaxed) > answered;
 }
 
 int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const char *run_id)

@@ -89,12 +89,38 @@ static void release_tally_call(rm_tally *tt, release_tally *t, const rm_call *ca
     rm_tally_call(tt, call, &spec);
 }
 
-/* A release's outcome is decided once a majority said "released" or "not owner". */
+/* Servers a release was not sent to: they never granted the hold. */
+static size_t never_granted(const rm_call *call)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < call->n; i++)
+        n += call->slots[i].excluded;
+    return n;
+}
+
+/* Whether these answers leave the hold gone from a majority: released
+   somewhere, and released or absent (never granted there, or not held
+   there) on a majority, while no majority says it was not held (that is a
+   loss, reported as such). rm_tally t counts the servers never asked among
+   its "no" when `outcome`. */
+static bool gone_from_majority(const rm_tally *t, const rm_call *call, bool outcome)
+{
+    size_t n = call->n, q = call->c->quorum;
+    size_t no = t->no + (outcome ? 0 : never_granted(call));
+    return t->yes > 0 && t->yes + no >= q && no <= n - q && !rm_error_decides(t->error.code);
+}
+
+/* A release's outcome is decided once a majority said "released" or "not
+   owner", or once the hold is gone from a majority and the servers still
+   to answer all stall (rm_call_stalled): their answer is waited for no
+   longer, as for a server that is down. */
 static bool release_decided(rm_call *call, void *ud)
 {
     rm_tally t;
     release_tally_call(&t, NULL, call, ud, false);
-    return rm_tally_decided(&t, call->n, call->c->quorum);
+    if (rm_tally_decided(&t, call->n, call->c->quorum))
+        return true;
+    return gone_from_majority(&t, call, false) && rm_call_stalled(call) == rm_call_running(call);
 }
 
 void rm_release_value(redmutex_lock *l, const char *value)
@@ -110,6 +136,7 @@ void rm_release_value(redmutex_lock *l, const char *value)
     if (rm_call_begin(NULL, &call, l->c) != 0)
         return;
     call.must_send = true;
+    call.order_owner = value;
     rm_call_run(&call, &req, rm_command_deadline(l->c, false), NULL, NULL);
     rm_release_forget_latch(&call, latch_key);
     rm_call_end(&call);
@@ -223,6 +250,7 @@ static int release_send(release *p, rm_call *call)
     int rc = rm_call_begin(p->err, call, c);
     if (rc)
         return rc;
+    call->order_owner = p->value;
     int64_t dl = rm_command_deadline(c, false);
     /* A caller's deadline (shutdown) is a hard one, even for a new connection. */
     call->strict_deadline = p->deadline_ns != INT64_MAX;
@@ -262,7 +290,11 @@ static int release_settle(release *p, rm_call *call, const release_tally *t, int
     rm_client_lock(c);
     rm_hold *h = p->hold_id ? rm_hold_find_by_id(l, p->hold_id) : NULL;
     rm_err *err = p->err;
-    if (rc == 0 && t->t.yes >= q) {
+    /* Released on a majority; or gone from a majority (above) while its
+       validity ran: the lock is free for others, a server still owing an
+       answer gets the release in order behind its earlier requests (or the
+       key expires with the lease), and the hold was valid to the end. */
+    if (rc == 0 && (t->t.yes >= q || (!p->was_lost && gone_from_majority(&t->t, call, true)))) {
         l->released_ns = rm_now_ns();
         if (h) {
             h->release_id[0] = '\0';
@@ -346,7 +378,7 @@ int rm_release_owner(rm_err *err, redmutex_lock *l, const char *owner_key, bool 
     /* Servers the early decision did not wait for count as deleting: their
        message is likely on its way. */
     for (size_t i = 0; call.slots && i < call.n; i++)
-        if (call.slots[i].err && call.slots[i].conn && !call.slots[i].broken)
+        if (call.slots[i].owing)
             t.deleted_at[i] = true;
     if (p.local_waiters)
         rm_waiter_released(p.c, p.channel, p.armed, t.deleted_at, p.heir == NULL);

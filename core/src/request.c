@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "kind.h"
 #include "lockops.h"
+#include "pool.h"
 #include "resp.h"
 #include "unsettled.h"
 
@@ -71,7 +72,7 @@ void rm_release_forget_latch(rm_call *call, const char *latch_key)
        owed, the DEL runs after it. */
     for (size_t i = 0; call->slots && i < call->n; i++)
         if (call->slots[i].conn)
-            rm_conn_queue_later(call->slots[i].conn, 2, argv);
+            rm_pool_queue_later(call->c, call->slots[i].conn, 2, argv);
 }
 
 int64_t rm_latch_ms(const redmutex_client *c) { return c->opts.command_timeout_ms * 10; }

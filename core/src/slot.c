@@ -74,6 +74,7 @@ void rm_slot_handshake(rm_slot *s)
     s->got = 0;
     s->total = s->handshake_n;
     s->handshaking = true;
+    rm_conn_progress(conn); /* a fresh connection owes nothing yet */
 }
 
 /* Room for one reply per command of req. 0 or REDMUTEX_ENOMEM. */
@@ -102,14 +103,13 @@ int rm_slot_request(rm_slot *s, const rm_req *req, bool eval)
     s->handshake_n = 0;
     s->skip = conn->owed;
     conn->owed = 0;
-    if (conn->later_count) {
-        if (rm_buf_append(&conn->out, conn->later.data, conn->later.len))
-            return REDMUTEX_ENOMEM;
-        s->skip += conn->later_count;
-        conn->later.len = 0;
-        conn->later_count = 0;
-        conn->flush_later = false;
-    }
+    /* Commands queued behind this connection go first (their replies are skipped). */
+    size_t later = rm_pool_take_later(conn->srv->client, conn, &conn->out);
+    if (later == (size_t)-1)
+        return REDMUTEX_ENOMEM;
+    s->skip += later;
+    if (s->skip == 0)
+        rm_conn_progress(conn); /* nothing was owed: the wait for this answer starts now */
     /* The deployment's own publish command, and ASKING in front of each
        command after an ASK (it holds for one command). */
     redmutex_client *c = conn->srv->client;
@@ -126,6 +126,7 @@ int rm_slot_request(rm_slot *s, const rm_req *req, bool eval)
     s->got = 0;
     s->total = s->skip + req->ncmds * (s->asking ? 2 : 1);
     s->used_eval = eval;
+    s->req_ns = rm_now_ns();
     return 0;
 }
 
@@ -159,6 +160,10 @@ static void slot_complete(rm_call *call, rm_slot *s, const rm_req *req)
         return;
     }
     s->status = RM_SLOT_DONE;
+    s->done_ns = rm_now_ns();
+    /* Every reply it owed is read: it no longer holds up the requests of
+       other calls for the same lock (rm_pool_paid). */
+    rm_pool_paid(call->c, s->conn);
 }
 
 /* The connection goes back to its pool and the slot starts again towards
@@ -313,6 +318,7 @@ void rm_slot_read(rm_call *call, rm_slot *s, const rm_req *req)
         if (got == 0)
             return;
         size_t idx = s->got++;
+        rm_conn_answered(conn);
         if (idx >= s->total) {
             rm_reply_free(r);
             rm_slot_break(s, REDMUTEX_EPROTOCOL, "%s sent a reply nobody asked for", who);

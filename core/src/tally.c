@@ -88,3 +88,38 @@ int rm_tally_fail(rm_err *err, const rm_tally *t, const rm_call *call, const cha
         return rm_err_copy(err, &t->error);
     return rm_call_fail(err, call, what, name);
 }
+
+size_t rm_call_skipped(const rm_call *call)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < call->n; i++)
+        n += call->slots[i].stalled;
+    return n;
+}
+
+size_t rm_call_running(const rm_call *call)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < call->n; i++)
+        n += call->slots[i].status == RM_SLOT_RUNNING;
+    return n;
+}
+
+size_t rm_call_failed(const rm_call *call)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < call->n; i++) {
+        const rm_slot *s = &call->slots[i];
+        n += s->err != 0 && !s->excluded && !s->not_waited;
+    }
+    return n;
+}
+
+size_t rm_call_answered(const rm_call *call)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < call->n; i++)
+        if (call->slots[i].status == RM_SLOT_DONE && call->slots[i].err == 0)
+            n++;
+    return n;
+}

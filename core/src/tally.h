@@ -42,6 +42,14 @@ typedef struct rm_tally_spec {
  */
 void rm_tally_call(rm_tally *t, const rm_call *call, const rm_tally_spec *spec);
 
+/** How many slots were not sent, or not answered in time, because their server stalls (also counted by rm_call_failed). */
+size_t rm_call_skipped(const rm_call *call);
+/** How many slots are still running. */
+size_t rm_call_running(const rm_call *call);
+/** How many slots finished without a transport error. */
+size_t rm_call_answered(const rm_call *call);
+/** Slots that failed for real (not excluded, not merely left unwaited-for). */
+size_t rm_call_failed(const rm_call *call);
 /** Fails with the most telling per-server transport error of the call (no majority answered). */
 int rm_call_fail(rm_err *err, const rm_call *call, const char *what, const char *name);
 

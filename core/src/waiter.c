@@ -40,17 +40,25 @@
 /* A client with more servers than this leaves the reading to the subscriber thread. */
 #define LEAD_MAX_SERVERS 16
 
-/* Whether ch is confirmed somewhere and on every server whose connection is up. Caller holds c->mu. */
+/*
+ * Whether ch is confirmed on a majority of the servers, or somewhere and on
+ * every server whose connection is up. A majority is enough: a holder's
+ * release is published by the servers that held the lock, a majority, and
+ * two majorities share a server. So a server that is up but stalls (a long
+ * script) does not hold up every new wait for the whole subscription
+ * deadline. Caller holds c->mu.
+ */
 static bool subscribed_enough(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch)
 {
-    bool any = false;
+    size_t confirmed = 0;
+    bool all_up = true;
     for (size_t i = 0; i < c->n; i++) {
         if (ch->confirmed[i])
-            any = true;
+            confirmed++;
         else if (rm_channel_up(c, sub, ch, i))
-            return false;
+            all_up = false;
     }
-    return any;
+    return confirmed >= c->quorum || (all_up && confirmed > 0);
 }
 
 /*

@@ -131,16 +131,22 @@ void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st)
     if (h->state == st)
         return;
     h->state = st;
+    if (st == REDMUTEX_STATE_LOST)
+        rm_hold_count_end(c, h, true);
     if (h->orphan)
         return; /* its handle was freed: nobody to tell */
     rm_events_push(c, h->lock->id, st, h->owner);
-    if (!h->lock->opts.on_lost)
+    /* The callbacks run with c->mu released: on the watchdog thread. */
+    bool log = c->stats.log != NULL;
+    if (!h->lock->opts.on_lost && !log)
         return;
     rm_event *e = calloc(1, sizeof *e);
     if (!e)
         return;
     e->lock = h->lock;
     e->state = st;
+    e->call = h->lock->opts.on_lost != NULL;
+    e->log = log;
     snprintf(e->owner, sizeof e->owner, "%s", h->owner);
     rm_event **tail = &c->events;
     while (*tail)
@@ -164,10 +170,13 @@ static void run_callbacks_locked(redmutex_client *c)
         c->callback_lock = l;
         c->callback_thread = pthread_self();
         l->refs++; /* the callback may free the handle: it stays valid until the callback returns */
-        redmutex_lost_fn fn = l->opts.on_lost;
+        redmutex_lost_fn fn = e->call ? l->opts.on_lost : NULL;
         void *payload = l->opts.on_lost_payload;
         rm_client_unlock(c);
-        fn(l, e->owner[0] ? e->owner : NULL, e->state, payload);
+        if (e->log)
+            rm_log_hold_state(&c->stats, e->state, l->name, e->owner);
+        if (fn)
+            fn(l, e->owner[0] ? e->owner : NULL, e->state, payload);
         rm_client_lock(c);
         c->callback_lock = NULL;
         rm_lock_unref_locked(c, l);
@@ -296,12 +305,16 @@ static void renew_settle(redmutex_client *c, rm_hold *h, size_t yes, size_t no, 
     h->renewing = false;
     if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
         return; /* a hold being released or freed gets no news (and no callback) */
-    if (yes >= c->quorum) {
+    int outcome = yes >= c->quorum ? REDMUTEX_RENEWAL_RENEWED
+                  : no > c->n - c->quorum || now >= h->validity_end_ns ? REDMUTEX_RENEWAL_LOST
+                                                                       : REDMUTEX_RENEWAL_FAILED;
+    rm_stats_renewal(&c->stats, outcome);
+    if (outcome == REDMUTEX_RENEWAL_RENEWED) {
         h->validity_end_ns = rm_validity_end_ns(started, lease);
         h->extensions++;
         rm_hold_set_state(c, h, REDMUTEX_STATE_HELD);
         h->due_ns = started + renew_interval_ns(lease);
-    } else if (no > c->n - c->quorum || now >= h->validity_end_ns) {
+    } else if (outcome == REDMUTEX_RENEWAL_LOST) {
         rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
         return;
     } else {

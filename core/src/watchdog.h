@@ -26,6 +26,8 @@ typedef struct rm_event {
     struct rm_event *next;
     redmutex_lock *lock;
     redmutex_state state;
+    bool call; /* for the lock's on_lost callback */
+    bool log;  /* for the client's log callback (stats.c) */
     char owner[RM_VALUE_MAX + 1];
 } rm_event;
 

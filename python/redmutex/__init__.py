@@ -41,7 +41,7 @@ from ._errors import (
 from ._redmutex_cffi import ffi as _ffi
 from ._redmutex_cffi import lib as _lib
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 
 #: Longest lock name, in bytes (UTF-8 for str names).
 NAME_MAX: int = _lib.REDMUTEX_NAME_MAX

@@ -44,6 +44,7 @@ import functools
 import inspect
 import itertools
 import os
+import time
 import weakref
 from typing import Any, Awaitable, Callable, Coroutine, Sequence, Tuple, TypeVar, Union, cast
 
@@ -57,6 +58,7 @@ from ._client import (
     _add_note,
     _inspect,
     _lock_options,
+    _observe_acquire,
     _to_bytes,
     _to_ms,
     _wait_ms,
@@ -239,6 +241,10 @@ class AsyncClient:
     def server_count(self) -> int:
         """How many servers (N) the client uses; N > 1 means Redlock."""
         return self._client.server_count
+
+    def stats(self) -> dict[str, Any]:
+        """What the client has counted: as redmutex.Client.stats() (no I/O, never blocks)."""
+        return self._client.stats()
 
     @property
     def pool_threads(self) -> int:
@@ -761,6 +767,19 @@ class AsyncLock:
 
     async def _acquire_ms(self, owner: bytes | None, wait_ms: int) -> bool:
         owner = self._resolve(owner)
+        observers = self.client._client._observers
+        if not observers:  # the usual case: the C core counts by itself
+            return await self._acquire_c(owner, wait_ms)
+        start = time.monotonic()
+        try:
+            acquired = await self._acquire_c(owner, wait_ms)
+        except BaseException as exc:
+            _observe_acquire(observers, self, owner, exc, False, start)
+            raise
+        _observe_acquire(observers, self, owner, None, acquired, start)
+        return acquired
+
+    async def _acquire_c(self, owner: bytes | None, wait_ms: int) -> bool:
         key = self._key(owner)
         if wait_ms == 0:
             return await self.client._acquire_now(self, owner, key)
@@ -798,6 +817,10 @@ class AsyncLock:
         try:
             owner = self._resolve(owner)
             job = await self.client._call(lib.RMPY_OP_RELEASE, self, owner, self._key(owner))
+            observers = self.client._client._observers
+            if observers and job.rc in (0, lib.REDMUTEX_ELOST):
+                for observer in observers:
+                    observer.released(self, owner, self._kind)
             _raise_job_error(job)
         except BaseException as err:
             if pending is not None and isinstance(err, LockLostError):

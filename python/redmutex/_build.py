@@ -74,6 +74,21 @@ int rmpy_job_abandon(rmpy_pool *p, rmpy_job *j);
 void rmpy_pool_stop(rmpy_pool *p);
 """
 
+# The queue between the core's log callback and the `redmutex` logger (python/redmutex/_log.c).
+LOG_SOURCE = os.path.join(HERE, "_log.c")
+LOG_CDEF = """
+typedef struct rmpy_log_record {
+    int level;
+    char message[...];
+    char lock[...];
+    char server[...];
+} rmpy_log_record;
+void rmpy_log(int level, const char *message, const char *lock_name, const char *server, void *payload);
+int rmpy_log_fd(void);
+int rmpy_log_next(rmpy_log_record *out);
+uint64_t rmpy_log_dropped(void);
+"""
+
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](redmutex/[^>"]+)[>"]', re.M)
 _DEFINE_RE = re.compile(r"^\s*#\s*define\s+(REDMUTEX_[A-Z0-9_]+)(\([^)]*\))?[ \t]*(.*)$")
 
@@ -146,6 +161,12 @@ def generate_cdef(header: str = HEADER) -> tuple[str, dict[str, str]]:
     body = re.sub(r'extern\s+"C"\s*\{', "", body)
     # pycparser does not know integer suffixes in shifts such as 1u << 0.
     body = re.sub(r"\b(\d+)[uU][lL]{0,2}\b", r"\1", body)
+    # Array sizes named by a macro (REDMUTEX_STATS_BUCKETS): cffi needs the number itself.
+    body = re.sub(
+        r"\[(REDMUTEX_[A-Z0-9_]+)\]",
+        lambda m: f"[{macros[m.group(1)]}]" if macros.get(m.group(1), "").isdigit() else m.group(0),
+        body,
+    )
     body = re.sub(r"\n\s*\n+", "\n", body).strip() + "\n"
 
     defines = []
@@ -201,15 +222,15 @@ def make_ffibuilder():  # type: ignore[no-untyped-def]
 
     cdef, _ = generate_cdef()
     ffibuilder = FFI()
-    ffibuilder.cdef(cdef + SIGNALS_CDEF + AIO_CDEF)
+    ffibuilder.cdef(cdef + SIGNALS_CDEF + AIO_CDEF + LOG_CDEF)
     include_dirs, extra_cflags, library_dirs, libraries = _pkg_config_dependencies()
     sources = sorted(glob.glob(os.path.join(SOURCE_DIR, "*.c")))
     if not sources:
         raise RuntimeError(f"no C sources found in {SOURCE_DIR}")
     ffibuilder.set_source(
         "redmutex._redmutex_cffi",
-        '#include "redmutex.h"\n#include "_aio.h"\n',
-        sources=[_rel(s) for s in [*sources, SIGNALS_SOURCE, AIO_SOURCE]],
+        '#include "redmutex.h"\n#include "_aio.h"\n#include "_log.h"\n',
+        sources=[_rel(s) for s in [*sources, SIGNALS_SOURCE, AIO_SOURCE, LOG_SOURCE]],
         include_dirs=[_rel(INCLUDE_DIR), _rel(HERE), *include_dirs],
         library_dirs=library_dirs,
         libraries=[*libraries, "pthread"],

@@ -34,7 +34,7 @@ import time
 import weakref
 from typing import Any, Callable, Sequence, TypeVar, Union, cast
 
-from . import _events, _signals
+from . import _events, _logging, _signals, _stats
 from ._errors import (
     ClosedError,
     InvalidArgument,
@@ -59,6 +59,7 @@ _WATCHDOG_LEASE_MIN_MS = 30
 _WAIT_FOREVER: int = lib.REDMUTEX_WAIT_FOREVER
 _ETIMEDOUT: int = lib.REDMUTEX_ETIMEDOUT
 _EINTR: int = lib.REDMUTEX_EINTR
+_ELOST: int = lib.REDMUTEX_ELOST
 
 
 class LockState(enum.IntEnum):
@@ -371,6 +372,8 @@ class Client:
       and stopping the background threads (2.0).
     * ``leave_locks_on_close`` - close() leaves held locks to expire instead
       of releasing them.
+    * ``count_stats`` - count what stats() reports (default True; False
+      saves a few atomic additions per operation, stats() then reports zeros).
 
     TLS (``rediss://`` URLs) takes redis-py's options, as keyword arguments
     or as the URL's query options (the URL's win):
@@ -422,6 +425,7 @@ class Client:
         ssl_cert_reqs: str | ssl.VerifyMode | None = None,
         ssl_check_hostname: bool | None = None,
         ssl_server_hostname: str | None = None,
+        count_stats: bool = True,
     ) -> None:
         if isinstance(url_or_list, (str, bytes)):
             urls = [url_or_list]
@@ -454,6 +458,11 @@ class Client:
             opts.retry_count = _to_count(retry_count, "retry_count")
         if leave_locks_on_close:
             opts.flags |= lib.REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE
+        if not count_stats:
+            opts.flags |= lib.REDMUTEX_CLIENT_NO_STATS
+        # Log messages go through a queue to the `redmutex` logger (_logging.py).
+        opts.log = _logging.log_callback()
+        _logging.ensure_thread()
         # The C strings must live until redmutex_client_new returns (it does not keep them).
         tls_strings = _tls_options(
             opts,
@@ -482,6 +491,10 @@ class Client:
         # before the process ends.
         self._finalizer = weakref.finalize(self, _CClient.free, self._c)
         self._finalizer.atexit = False
+        # Per-name observers (redmutex.prometheus / redmutex.otel with name_label=):
+        # an immutable tuple, so the fast path reads it without a lock.
+        self._observers: tuple[_stats.NameObservations, ...] = ()
+        self._observers_mu = threading.Lock()
         _live_clients.add(self)
 
     # -- properties ---------------------------------------------------------
@@ -507,6 +520,38 @@ class Client:
         # raises ClosedError for every call on a closed client, as it always did.
         if self._closed:
             raise ClosedError("the client was closed", ClosedError.code)
+
+    def stats(self) -> dict[str, Any]:
+        """What the client has counted since it was made (no I/O, any thread, also after close).
+
+        The metrics of docs/observability.md, from the C core's snapshot::
+
+            {
+              "counting": True,             # False with count_stats=False
+              "bucket_bounds": [0.0001, ..., 3600.0, inf],   # seconds, every histogram's
+              "acquire_wait_seconds": {kind: {outcome: histogram}},
+              "hold_seconds": {kind: histogram},
+              "locks_held": 0, "waiters": 0,                 # gauges
+              "renewals": {"renewed": 0, "failed": 0, "lost": 0},
+              "locks_lost": 0,
+              "servers": {address: {"reachable": True, "round_trip_seconds": histogram,
+                                    "errors": {"timeout": 0, "connection": 0, ...}}},
+            }
+
+        kind is lock, rlock, fair, read or write; outcome acquired, timeout,
+        interrupted or error; a histogram is ``{"count", "sum" (seconds),
+        "buckets" (cumulative counts, one per bound)}``. Server addresses are
+        the URLs with the password masked.
+        """
+        return _stats.snapshot(self._ptr)
+
+    def _add_observer(self, observer: _stats.NameObservations) -> None:
+        with self._observers_mu:
+            self._observers = (*self._observers, observer)
+
+    def _remove_observer(self, observer: _stats.NameObservations) -> None:
+        with self._observers_mu:
+            self._observers = tuple(o for o in self._observers if o is not observer)
 
     def thread_owner(self) -> str:
         """The calling thread's default owner id of reentrant locks,
@@ -698,6 +743,21 @@ class Client:
 # ---- Lock -----------------------------------------------------------------
 
 
+def _observe_acquire(
+    observers: tuple[_stats.NameObservations, ...],
+    lock: Any,
+    owner: object,
+    exc: BaseException | None,
+    acquired: bool,
+    start: float,
+) -> None:
+    """Tells per-name observers how an acquire of `lock` for `owner` that began at `start` ended."""
+    seconds = time.monotonic() - start
+    outcome = _stats.outcome_of(exc, acquired)
+    for observer in observers:
+        observer.acquired(lock, owner, lock._kind, outcome, seconds)
+
+
 class Lock:
     """A plain, non-reentrant distributed lock (redis-py Lock wire format).
 
@@ -797,7 +857,27 @@ class Lock:
         if exc is not None:
             raise exc
 
+    def _observer_owner(self) -> object:
+        """Whose hold a per-name observer times: the explicit owner, else the
+        lock object (plain) or the calling thread (reentrant kinds)."""
+        if self._owner != ffi.NULL:
+            return self._owner
+        return None if self._kind == lib.REDMUTEX_KIND_LOCK else threading.get_ident()
+
     def _acquire_ms(self, wait_ms: int) -> bool:
+        observers = self.client._observers
+        if not observers:  # the usual case: the C core counts by itself
+            return self._acquire_c(wait_ms)
+        start = time.monotonic()
+        try:
+            acquired = self._acquire_c(wait_ms)
+        except BaseException as exc:
+            _observe_acquire(observers, self, self._observer_owner(), exc, False, start)
+            raise
+        _observe_acquire(observers, self, self._observer_owner(), None, acquired, start)
+        return acquired
+
+    def _acquire_c(self, wait_ms: int) -> bool:
         """Acquires within wait_ms (or forever); True, False on timeout, or raises.
 
         A signal ends the C wait (REDMUTEX_EINTR, nothing held); the pending
@@ -903,7 +983,11 @@ class Lock:
         pending = self._take_pending()
         key = self._level_key()
         try:
-            check(lib.redmutex_lock_release(self._ptr, self._owner))
+            rc = lib.redmutex_lock_release(self._ptr, self._owner)
+            if self.client._observers and rc in (0, _ELOST):
+                for observer in self.client._observers:
+                    observer.released(self, self._observer_owner(), self._kind)
+            check(rc)
         except LockLostError as lost:
             self._levels.pop(key, None)
             if pending is not None:

@@ -164,7 +164,7 @@ static void spawn(rs_server *s)
         if (waitpid(pid, &status, WNOHANG) == pid)
             rt_fail(__FILE__, __LINE__, "%s exited at start (see %s/redis.log)", rt_server_binary(), s->dir);
         if (rt_now_ms() > deadline)
-            rt_fail(__FILE__, __LINE__, "redis-server did not start within 10 s");
+            rt_fail(__FILE__, __LINE__, "%s did not start within 10 s", rt_server_binary());
         rt_sleep_ms(5);
     }
 }

@@ -89,7 +89,8 @@ typedef struct rs_server {
     bool sentinel; /* rs_start_sentinel: runs with --sentinel */
 } rs_server;
 
-/* The server binary the tests run: $REDMUTEX_TEST_SERVER, default redis-server. */
+/* The server binary the tests run: $REDMUTEX_TEST_SERVER (a valkey-server, say: scripts/valkey.sh
+   fetches one), default redis-server. */
 const char *rt_server_binary(void);
 /* Keeps s running between the tests of this binary (a cluster made once); it still dies with the process. */
 void rs_keep(rs_server *s);

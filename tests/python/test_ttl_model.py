@@ -28,6 +28,7 @@ it can be pointed at other deployments.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from typing import Any, ClassVar, Iterator
 
 import pytest
 import redis
+import redis.cluster
 import redmutex
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -75,10 +77,16 @@ class Hold:
 
 class TTLMachine(RuleBasedStateMachine):
     urls: ClassVar[list[str]] = []
+    cluster: ClassVar[bool] = False  # the servers are one Redis Cluster (read with a cluster client)
+    raw_url: ClassVar[str] = ""  # where the checks read the keys (a cluster: one of its nodes)
 
     def __init__(self) -> None:
         super().__init__()
-        self.raw = redis.Redis.from_url(self.urls[0], socket_timeout=10)
+        self.raw: Any = (
+            redis.cluster.RedisCluster.from_url(self.raw_url, socket_timeout=10)
+            if self.cluster
+            else redis.Redis.from_url(self.urls[0], socket_timeout=10)
+        )
         self.name = f"model:{uuid.uuid4().hex[:12]}"
         self.family = "lock"
         self.clients: list[redmutex.Client] = []
@@ -106,7 +114,8 @@ class TTLMachine(RuleBasedStateMachine):
             if c is not None:
                 c.close()
         keys = [self.name, *self.raw.scan_iter(match=f"*{{{self.name}}}*")]
-        self.raw.delete(*keys)
+        for key in keys:  # one by one: a cluster client refuses a multi-key DEL across nodes
+            self.raw.delete(key)
         self.raw.close()
 
     def _side(self, side: str) -> str:
@@ -315,8 +324,9 @@ class TTLMachine(RuleBasedStateMachine):
         return ("; ".join(parts) or "none") + "\n  " + "\n  ".join(self.log[-40:])
 
 
-def _settings() -> settings:
-    examples = int(os.environ.get("REDMUTEX_MODEL_EXAMPLES", "20"))
+def _settings(examples: int | None = None) -> settings:
+    if examples is None:
+        examples = int(os.environ.get("REDMUTEX_MODEL_EXAMPLES", "20"))
     seed = os.environ.get("REDMUTEX_MODEL_SEED")
     return settings(
         max_examples=examples,
@@ -343,11 +353,34 @@ def model_urls(redis_url: str) -> Iterator[list[str]]:
 
 def test_no_hold_is_cut_short_and_none_is_shared(model_urls: list[str]) -> None:
     TTLMachine.urls = model_urls
+    TTLMachine.cluster = False
+    TTLMachine.raw_url = model_urls[0]
+    _run_model()
 
+
+@pytest.fixture(scope="module")
+def cluster_urls() -> Iterator[tuple[str, str]]:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from rmcluster import Cluster
+
+    with Cluster(masters=3, replicas=1) as cl:
+        yield cl.url, f"redis://127.0.0.1:{cl.any_port()}/0"
+
+
+def test_no_hold_is_cut_short_on_a_cluster(cluster_urls: tuple[str, str]) -> None:
+    # The same model where every key of a lock lives in its name's slot on one of three
+    # masters: the scripts' TTL rule holds when they run there (and renewals go per slot).
+    TTLMachine.urls = [cluster_urls[0]]
+    TTLMachine.cluster = True
+    TTLMachine.raw_url = cluster_urls[1]
+    _run_model(examples=int(os.environ.get("REDMUTEX_MODEL_CLUSTER_EXAMPLES", "8")))
+
+
+def _run_model(examples: int | None = None) -> None:
     def machine() -> TTLMachine:
         return TTLMachine()
 
     seed = os.environ.get("REDMUTEX_MODEL_SEED")
     if seed is not None:  # a random run that the seed reproduces (the chaos profile)
         machine = hypothesis.seed(int(seed))(machine)
-    run_state_machine_as_test(machine, settings=_settings())
+    run_state_machine_as_test(machine, settings=_settings(examples))
