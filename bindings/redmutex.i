@@ -44,6 +44,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The Semaphore class: an rmb_lock whose holds are permits (common/binding.h). */
+#define rmb_sem rmb_lock
+
 /* Results that may be absent (ttl, fence): nil / undef / "" / nil. */
 typedef struct rmb_opt_num { bool has; double v; } rmb_opt_num;
 typedef struct rmb_opt_int { bool has; long long v; } rmb_opt_int;
@@ -525,9 +528,10 @@ XS(rmb_perl_scope_enter)
     rmb_kwargs kw = {0};
     int saved_errno = errno;
     rmb_error_clear();
-    if (items < 1 || !SWIG_IsOK(SWIG_ConvertPtr(ST(0), (void **)&l, SWIGTYPE_p_rmb_lock, 0)) || !l)
-        rmb_fail(REDMUTEX_EINVAL, "with_lock: the second argument is not a Redmutex::Lock");
-    else if (rmb_self(l, RMB_TYPE_LOCK) == 0)
+    bool sem = items >= 1 && SWIG_IsOK(SWIG_ConvertPtr(ST(0), (void **)&l, SWIGTYPE_p_rmb_sem, 0)) && l;
+    if (!sem && (items < 1 || !SWIG_IsOK(SWIG_ConvertPtr(ST(0), (void **)&l, SWIGTYPE_p_rmb_lock, 0)) || !l))
+        rmb_fail(REDMUTEX_EINVAL, "with_lock: the second argument is not a Redmutex::Lock or Redmutex::Semaphore");
+    else if (rmb_self(l, sem ? RMB_TYPE_SEMAPHORE : RMB_TYPE_LOCK) == 0)
         rmb_kwargs_from_perl(aTHX_ &kw, &ST(1), items - 1);
     rmb_guard *g = rmb_error_pending()->code ? NULL : rmb_guard_new(l, &kw);
     errno = saved_errno;
@@ -829,15 +833,18 @@ static int rmb_tcl_with_lock(ClientData unused, Tcl_Interp *interp, int objc, Tc
 {
     rmb_lock *l = NULL;
     rmb_kwargs kw = {0};
+    bool sem = false;
     (void)unused;
     int saved_errno = errno;
     rmb_error_clear();
     rmb_tcl_interp = interp;
     if (objc < 3 || objc % 2 == 0) {
         rmb_fail(REDMUTEX_EINVAL, "wrong # args: should be \"redmutex::with_lock lock ?-timeout seconds? script\"");
-    } else if (!SWIG_IsOK(SWIG_ConvertPtr(objv[1], (void **)&l, SWIGTYPE_p_rmb_lock, 0)) || !l) {
-        rmb_fail(REDMUTEX_EINVAL, "redmutex::with_lock: \"%s\" is not a redmutex lock", Tcl_GetString(objv[1]));
-    } else if (rmb_self(l, RMB_TYPE_LOCK) == 0) {
+    } else if (!(sem = SWIG_IsOK(SWIG_ConvertPtr(objv[1], (void **)&l, SWIGTYPE_p_rmb_sem, 0)) && l) &&
+               (!SWIG_IsOK(SWIG_ConvertPtr(objv[1], (void **)&l, SWIGTYPE_p_rmb_lock, 0)) || !l)) {
+        rmb_fail(REDMUTEX_EINVAL, "redmutex::with_lock: \"%s\" is not a redmutex lock or semaphore",
+                 Tcl_GetString(objv[1]));
+    } else if (rmb_self(l, sem ? RMB_TYPE_SEMAPHORE : RMB_TYPE_LOCK) == 0) {
         for (int i = 2; i + 1 < objc - 1 && kw.n < RMB_KWARGS_MAX; i += 2, kw.n++) {
             rmb_from_tcl(&kw.keys[kw.n], objv[i]);
             rmb_from_tcl(&kw.values[kw.n], objv[i + 1]);
@@ -1100,7 +1107,7 @@ static void rmb_lua_deliver_logs(lua_State *L)
 %init %{
     rmb_set_policy(&rmb_lua_policy);
     {
-        static const char *const classes[] = {"Client", "Lock", "Guard"};
+        static const char *const classes[] = {"Client", "Lock", "Guard", "Semaphore"};
         for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
             SWIG_Lua_get_class_metatable(L, classes[i]);
             if (lua_istable(L, -1)) {
@@ -1150,6 +1157,9 @@ static void rmb_lua_deliver_logs(lua_State *L)
 %rename(Client) rmb_client;
 %rename(Lock) rmb_lock;
 %rename(Guard) rmb_guard;
+%rename(Semaphore) rmb_sem;
+%newobject rmb_client::semaphore;
+%newobject rmb_sem::guard;
 %newobject rmb_client::lock;
 %newobject rmb_client::rlock;
 %newobject rmb_client::fair_lock;
@@ -1176,12 +1186,18 @@ static void rmb_lua_deliver_logs(lua_State *L)
         RMB_THROW;
     }
 }
+%typemap(check) struct rmb_sem *self {
+    if (rmb_self($1, RMB_TYPE_SEMAPHORE) != 0) {
+        RMB_THROW;
+    }
+}
 
 #if defined(SWIGRUBY)
 /* An object allocated without its constructor (Lock.allocate, or the copy
    that dup makes before initialize_copy refuses it) has no C object: the
    self check says so, rather than SWIG's message, which inspects it. */
-%typemap(in) struct rmb_client *self (void *argp = 0, int res = 0), struct rmb_lock *self (void *argp = 0, int res = 0) {
+%typemap(in) struct rmb_client *self (void *argp = 0, int res = 0), struct rmb_lock *self (void *argp = 0, int res = 0),
+             struct rmb_sem *self (void *argp = 0, int res = 0) {
     res = SWIG_ConvertPtr($input, &argp, $descriptor, 0);
     if (!SWIG_IsOK(res) && res != SWIG_ObjectPreviouslyDeletedError) {
         SWIG_exception_fail(SWIG_ArgError(res), Ruby_Format_TypeError("", "$type", "$symname", 1, $input));
@@ -1192,6 +1208,7 @@ static void rmb_lua_deliver_logs(lua_State *L)
 
 typedef struct rmb_client {} rmb_client;
 typedef struct rmb_lock {} rmb_lock;
+typedef struct rmb_sem {} rmb_sem;
 #if !defined(SWIGRUBY)
 typedef struct rmb_guard {} rmb_guard;
 #endif
@@ -1239,6 +1256,13 @@ typedef struct rmb_guard {} rmb_guard;
     rmb_lock *write_lock(rmb_value name, ...) {
         RMB_KWARGS(name, kwargs);
         return rmb_lock_new($self, &name, REDMUTEX_KIND_WRITE, kwargs);
+    }
+
+    /* A semaphore with `permits` permits (Redisson RPermitExpirableSemaphore
+       wire format): at most that many holders at once, across processes. */
+    rmb_sem *semaphore(rmb_value name, rmb_value permits, ...) {
+        RMB_KWARGS(permits, kwargs);
+        return rmb_semaphore_new($self, &name, &permits, kwargs);
     }
 
     /* Releases held locks (unless leave_locks_on_close) and stops background work. */
@@ -1475,6 +1499,119 @@ typedef struct rmb_guard {} rmb_guard;
 #if defined(SWIGLUA)
     /* lock:with(fn, {timeout = s}): fn's results; the lock is released
        whether fn returns or raises; fn's error always wins. */
+    rmb_results with(lua_State *L, rmb_lua_fn fn, ...) {
+        RMB_KWARGS(fn, kwargs);
+        int base = lua_gettop(L);
+        rmb_guard *g = rmb_guard_new($self, kwargs);
+        if (!g)
+            return 0;
+        lua_pushvalue(L, fn);
+        if (lua_pcall(L, 0, LUA_MULTRET, 0) != LUA_OK) {
+            rmb_guard_free(g);
+            lua_error(L); /* fn's error, as it was */
+        }
+        rmb_guard_end(g);
+        rmb_guard_free(g);
+        return lua_gettop(L) - base;
+    }
+#endif
+}
+
+%extend rmb_sem {
+    rmb_sem() {
+        rmb_fail(REDMUTEX_EINVAL, "a Semaphore is made by a client: client.semaphore(name, permits)");
+        return NULL;
+    }
+
+    ~rmb_sem() {
+        if (rmb_live_is($self, RMB_TYPE_SEMAPHORE))
+            rmb_lock_unref($self);
+    }
+
+    /* Takes `permits` permits (default 1) as one hold within `timeout`
+       seconds (nil/-1: forever, 0: try once): its permit id, or nil when
+       the wait ran out. */
+    const char *acquire(rmb_value timeout, rmb_value permits) {
+        static _Thread_local char permit[REDMUTEX_PERMIT_ID_SIZE];
+        int64_t ms, n = 1;
+        if (timeout.kind == RMB_MISSING)
+            ms = REDMUTEX_WAIT_FOREVER;
+        else if (rmb_seconds(&ms, &timeout, "timeout", true, true) != 0)
+            return NULL;
+        if (permits.kind != RMB_MISSING && permits.kind != RMB_NIL) {
+            if (!permits.numeric || !permits.integral || permits.kind == RMB_BOOL || permits.i < 1) {
+                rmb_fail(REDMUTEX_EINVAL, "permits must be a whole number >= 1, not %s", permits.type);
+                return NULL;
+            }
+            n = permits.i;
+        }
+        int rc = rmb_acquire_permit($self, ms, n, permit);
+        if (rc == REDMUTEX_ETIMEDOUT)
+            rmb_error_clear();
+        return rc == 0 ? permit : NULL;
+    }
+
+    /* Gives back a permit: NotOwnedError if it is not held, LockLostError if it was lost meanwhile. */
+    void release(const char *permit_id) {
+        if (!permit_id)
+            rmb_fail(REDMUTEX_EINVAL, "release needs the permit id that acquire returned");
+        else
+            rmb_release_permit($self, permit_id);
+    }
+
+    /* Permits an acquisition could take now, as the servers see it. */
+    rmb_int available() {
+        int64_t out = 0;
+        rmb_query_lock($self, RMB_QUERY_AVAILABLE, 0, &out);
+        return (rmb_int)out;
+    }
+
+    /* The capacity the semaphore was made with. */
+    rmb_int permits() {
+        return (rmb_int)redmutex_semaphore_permits($self->sem);
+    }
+
+    const char *name() {
+        return redmutex_semaphore_name($self->sem);
+    }
+
+    /* The handle's process-unique id: lost-permit news names the semaphore by it (the owner is the permit id). */
+    rmb_int id() {
+        return (rmb_int)redmutex_semaphore_id($self->sem);
+    }
+
+#if defined(SWIGRUBY)
+    /* sem.synchronize(timeout: s) { ... }: the block runs holding one permit,
+       given back however it ends; the block's value. LockTimeout when the
+       wait runs out; LockLostError after a block that finished while the
+       permit was lost. The block's own exception always wins. */
+    VALUE synchronize(...) {
+        RMB_KWARGS(self, kwargs);
+        rb_need_block();
+        rmb_guard *g = rmb_guard_new($self, kwargs);
+        if (!g)
+            return Qnil;
+        int state = 0;
+        VALUE result = rb_protect(rmb_ruby_yield, Qnil, &state);
+        rmb_guard_end(g);
+        rmb_guard_free(g);
+        if (state) {
+            rmb_error_clear();
+            rb_jump_tag(state);
+        }
+        return result;
+    }
+#else
+    /* One permit held until guard.release() or the guard is destroyed. */
+    rmb_guard *guard(...) {
+        RMB_KWARGS(self, kwargs);
+        return rmb_guard_new($self, kwargs);
+    }
+#endif
+
+#if defined(SWIGLUA)
+    /* sem:with(fn, {timeout = s}): fn's results, run holding one permit,
+       given back whether fn returns or raises; fn's error always wins. */
     rmb_results with(lua_State *L, rmb_lua_fn fn, ...) {
         RMB_KWARGS(fn, kwargs);
         int base = lua_gettop(L);

@@ -1,5 +1,6 @@
 /*
- * redmutex run: hold a lock while a command runs.
+ * redmutex run: hold a lock (or, with --permits N, one permit of an
+ * N-permit semaphore: GNU sem for a fleet) while a command runs.
  *
  * The main thread acquires the lock, starts CMD and then sleeps in poll() on
  * one wake-up pipe. Three things write to it: signal handlers (a signal to
@@ -35,6 +36,8 @@ typedef struct run_opts {
     int64_t kill_after_ms; /* SIGTERM -> SIGKILL grace after a lost lock */
     const char *fence_env;
     redmutex_kind kind;
+    bool kind_given;
+    int64_t permits; /* --permits N: a semaphore's permit instead of a lock; 0 = a lock */
     const char *name;
     char **cmd;
 } run_opts;
@@ -42,7 +45,10 @@ typedef struct run_opts {
 typedef struct run_ctx {
     run_opts o;
     redmutex_client *client;
-    redmutex_lock *lock;
+    redmutex_lock *lock;    /* the lock, or (--permits) NULL and: */
+    redmutex_semaphore *sem;
+    char permit[REDMUTEX_PERMIT_ID_SIZE]; /* the permit held ("" while none) */
+    const char *what;       /* "lock" or "semaphore", for messages */
     cli_child child;
     atomic_int news; /* the last state on_lost reported, or -1 */
     int reported;    /* the last state reported on stderr */
@@ -63,7 +69,7 @@ static int64_t now_ms(void)
 
 /* ---- arguments ---------------------------------------------------------- */
 
-enum { OPT_LEASE = 256, OPT_WAIT, OPT_KILL_AFTER, OPT_FENCE_ENV, OPT_KIND };
+enum { OPT_LEASE = 256, OPT_WAIT, OPT_KILL_AFTER, OPT_FENCE_ENV, OPT_KIND, OPT_PERMITS };
 
 static const struct option run_options[] = {{"url", required_argument, NULL, 'u'},
                                             {"lease", required_argument, NULL, OPT_LEASE},
@@ -73,6 +79,7 @@ static const struct option run_options[] = {{"url", required_argument, NULL, 'u'
                                             {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
                                             {"fence-env", required_argument, NULL, OPT_FENCE_ENV},
                                             {"kind", required_argument, NULL, OPT_KIND},
+                                            {"permits", required_argument, NULL, OPT_PERMITS},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
 
@@ -117,7 +124,18 @@ static int run_option(run_opts *o, int c, const char *arg)
         if (strcmp(arg, "lock") && strcmp(arg, "rlock"))
             return cli_usage_error("--kind is 'lock' or 'rlock', not '%s'", arg);
         o->kind = strcmp(arg, "lock") ? REDMUTEX_KIND_RLOCK : REDMUTEX_KIND_LOCK;
+        o->kind_given = true;
         return 0;
+    case OPT_PERMITS: {
+        char *end;
+        errno = 0;
+        long long n = strtoll(arg, &end, 10);
+        if (errno || end == arg || *end || n < 1 || n > REDMUTEX_SEMAPHORE_PERMITS_MAX)
+            return cli_usage_error("--permits needs a whole number from 1 to %lld, not '%s'",
+                                   (long long)REDMUTEX_SEMAPHORE_PERMITS_MAX, arg);
+        o->permits = n;
+        return 0;
+    }
     default:
         return CLI_EXIT_SOFTWARE; /* an option in run_options without a case here */
     }
@@ -150,6 +168,8 @@ static int parse_run(run_opts *o, int argc, char **argv)
     }
     if (o->wait_given && o->nonblock)
         return cli_usage_error("--wait and -n/--nonblock exclude each other");
+    if (o->kind_given && o->permits)
+        return cli_usage_error("--kind and --permits exclude each other (--permits holds a semaphore's permit)");
     if (o->nonblock)
         o->wait_ms = 0;
     if (optind == dashdash)
@@ -178,6 +198,59 @@ static void on_lost(redmutex_lock *lock, const char *owner, redmutex_state state
     cli_wake();
 }
 
+static void on_permit_lost(redmutex_semaphore *sem, const char *permit, redmutex_state state, void *payload)
+{
+    (void)sem;
+    (void)permit;
+    run_ctx *r = payload;
+    atomic_store(&r->news, (int)state);
+    cli_wake();
+}
+
+/* ---- the hold: a lock, or one permit of a semaphore ------------------------------ */
+
+static int hold_acquire(run_ctx *r, int64_t wait_ms)
+{
+    if (r->sem)
+        return redmutex_semaphore_acquire(r->permit, sizeof r->permit, r->sem, 1, wait_ms);
+    return redmutex_lock_acquire(r->lock, NULL, wait_ms);
+}
+
+static int hold_release(run_ctx *r)
+{
+    if (!r->sem)
+        return redmutex_lock_release(r->lock, NULL);
+    int rc = r->permit[0] ? redmutex_semaphore_release(r->sem, r->permit) : REDMUTEX_ENOTOWNER;
+    if (rc != REDMUTEX_ECONN)
+        r->permit[0] = '\0';
+    return rc;
+}
+
+static int hold_fence(run_ctx *r, int64_t *fence)
+{
+    return r->sem ? redmutex_semaphore_fence(fence, r->sem, r->permit) : redmutex_lock_fence(fence, r->lock, NULL);
+}
+
+static redmutex_state hold_state(run_ctx *r)
+{
+    redmutex_state st = REDMUTEX_STATE_LOST;
+    if (r->sem)
+        redmutex_semaphore_state(&st, r->sem, r->permit);
+    else
+        redmutex_lock_state(&st, r->lock, NULL);
+    return st;
+}
+
+static int64_t hold_validity(run_ctx *r)
+{
+    int64_t left = 0;
+    if (r->sem)
+        redmutex_semaphore_validity(&left, r->sem, r->permit);
+    else
+        redmutex_lock_validity(&left, r->lock, NULL);
+    return left;
+}
+
 /* Asked by a waiting acquire between attempts: a signal ends the wait. */
 static int interrupted(void *payload)
 {
@@ -193,6 +266,17 @@ static int open_lock(run_ctx *r)
     int rc = cli_client_new(&r->client, &r->o.servers, &copts);
     if (rc)
         return rc;
+    r->what = r->o.permits ? "semaphore" : "lock";
+    if (r->o.permits) {
+        redmutex_semaphore_options sopts;
+        redmutex_semaphore_options_init(&sopts, REDMUTEX_SEMAPHORE_OPTIONS_VERSION);
+        sopts.lease_ms = r->o.lease_ms;
+        sopts.flags = r->o.fence_env ? REDMUTEX_SEMAPHORE_FENCING : 0;
+        sopts.on_lost = on_permit_lost;
+        sopts.on_lost_payload = r;
+        rc = redmutex_semaphore_new(&r->sem, r->client, r->o.name, r->o.permits, &sopts);
+        return rc ? cli_library_error("bad semaphore name", rc) : 0;
+    }
     redmutex_lock_options lopts;
     redmutex_lock_options_init(&lopts, REDMUTEX_LOCK_OPTIONS_VERSION);
     lopts.lease_ms = r->o.lease_ms;
@@ -252,11 +336,11 @@ static int acquire(run_ctx *r, bool *held)
     bool told = false;
     for (;;) {
         int64_t left = forever ? REDMUTEX_WAIT_FOREVER : end - now_ms();
-        int rc = redmutex_lock_acquire(r->lock, NULL, forever || left > 0 ? left : 0);
+        int rc = hold_acquire(r, forever || left > 0 ? left : 0);
         *held = rc == 0;
         if (rc == 0) {
             if (told)
-                cli_error("lock '%s' acquired: the servers answer again", r->o.name);
+                cli_error("%s '%s' acquired: the servers answer again", r->what, r->o.name);
             return 0;
         }
         if (rc == REDMUTEX_EINTR || cli_signal_first())
@@ -269,7 +353,7 @@ static int acquire(run_ctx *r, bool *held)
         }
         left = forever ? RETRY_PAUSE_MAX_MS : end - now_ms();
         if (!passing(rc) || r->o.wait_ms == 0 || left <= 0)
-            return cli_library_error("cannot acquire the lock", rc);
+            return cli_library_error(r->sem ? "cannot acquire a permit" : "cannot acquire the lock", rc);
         if (!told)
             cli_error("%s; trying again until the wait ends", redmutex_last_error());
         told = true;
@@ -291,7 +375,7 @@ static int cmd_environment(char ***out, run_ctx *r)
     if (!r->o.fence_env)
         return 0;
     int64_t fence;
-    int rc = redmutex_lock_fence(&fence, r->lock, NULL);
+    int rc = hold_fence(r, &fence);
     if (rc)
         return cli_library_error("cannot read the fencing token", rc);
     size_t n = 0, len = strlen(r->o.fence_env);
@@ -335,14 +419,15 @@ static void lose(run_ctx *r, const char *when)
     arm_kill(r);
     char grace[32];
     snprintf(grace, sizeof grace, "%.3g s", (double)r->o.kill_after_ms / 1000);
+    const char *held = r->sem ? "the permit of semaphore" : "lock";
     if (r->o.lease_ms)
-        cli_error("lock '%s' expired: its lease of %.3g s ran out %s; sent SIGTERM to the command's process "
+        cli_error("%s '%s' expired: its lease of %.3g s ran out %s; sent SIGTERM to the command's process "
                   "group, SIGKILL after %s",
-                  r->o.name, (double)r->o.lease_ms / 1000, when, grace);
+                  held, r->o.name, (double)r->o.lease_ms / 1000, when, grace);
     else
-        cli_error("lock '%s' was lost %s (renewal found it deleted or taken, or could not reach the servers in "
+        cli_error("%s '%s' was lost %s (renewal found it deleted or taken, or could not reach the servers in "
                   "time); sent SIGTERM to the command's process group, SIGKILL after %s",
-                  r->o.name, when, grace);
+                  held, r->o.name, when, grace);
 }
 
 static void follow_lock_news(run_ctx *r)
@@ -354,12 +439,10 @@ static void follow_lock_news(run_ctx *r)
     if (st == REDMUTEX_STATE_LOST) {
         lose(r, "while the command ran");
     } else if (st == REDMUTEX_STATE_RENEWAL_FAILING) {
-        int64_t left = 0;
-        redmutex_lock_validity(&left, r->lock, NULL);
-        cli_error("renewing lock '%s' fails; it stays valid for %lld ms more unless renewal recovers",
-                  r->o.name, (long long)left);
+        cli_error("renewing %s '%s' fails; it stays valid for %lld ms more unless renewal recovers", r->what,
+                  r->o.name, (long long)hold_validity(r));
     } else if (st == REDMUTEX_STATE_HELD) {
-        cli_error("renewing lock '%s' works again", r->o.name);
+        cli_error("renewing %s '%s' works again", r->what, r->o.name);
     }
 }
 
@@ -370,8 +453,7 @@ static void follow_lock_news(run_ctx *r)
  */
 static void resume(run_ctx *r)
 {
-    redmutex_state st = REDMUTEX_STATE_LOST;
-    redmutex_lock_state(&st, r->lock, NULL);
+    redmutex_state st = hold_state(r);
     if (st == REDMUTEX_STATE_LOST && !r->lost)
         lose(r, "while the command was suspended");
     cli_child_resume(&r->child);
@@ -459,15 +541,15 @@ static int end_like_cmd(run_ctx *r)
 static int finish(run_ctx *r)
 {
     cli_child_release_terminal(&r->child);
-    int rc = redmutex_lock_release(r->lock, NULL); /* after a loss: forgets it, deletes nothing */
+    int rc = hold_release(r); /* after a loss: forgets it, deletes nothing */
     if (r->lost)
         return CLI_EXIT_LOST;
     if (rc == REDMUTEX_ELOST) {
-        cli_error("lock '%s' was lost before the command ended: %s", r->o.name, redmutex_last_error());
+        cli_error("%s '%s' was lost before the command ended: %s", r->what, r->o.name, redmutex_last_error());
         return CLI_EXIT_LOST;
     }
     if (rc)
-        cli_error("could not release lock '%s' (%s); it ends with its lease", r->o.name,
+        cli_error("could not release %s '%s' (%s); it ends with its lease", r->what, r->o.name,
                   redmutex_last_error());
     return end_like_cmd(r);
 }
@@ -479,7 +561,7 @@ static int hold_and_run(run_ctx *r)
     if (!held)
         return rc;
     if (cli_signal_first()) {
-        redmutex_lock_release(r->lock, NULL);
+        hold_release(r);
         return stopped_before_cmd(r);
     }
     char **env;
@@ -488,7 +570,7 @@ static int hold_and_run(run_ctx *r)
         rc = cli_child_spawn(&r->child, r->o.cmd, env ? env : environ);
     free(env);
     if (rc) {
-        redmutex_lock_release(r->lock, NULL);
+        hold_release(r);
         return rc;
     }
     supervise(r);
@@ -517,6 +599,7 @@ int cli_run(int argc, char **argv)
         redmutex_client_close(r.client);
     redmutex_client_free(r.client);
     redmutex_lock_free(r.lock);
+    redmutex_semaphore_free(r.sem);
     cli_servers_clear(&r.o.servers);
     if (r.die_by)
         cli_signals_die_by(r.die_by, r.die_with_group);

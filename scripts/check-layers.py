@@ -26,13 +26,14 @@ LAYERS = [
     ["pool.c", "deploy.c", "sentinel.c", "sentinel_watch.c"],
     ["fanout.c", "slot.c", "redirect.c", "failover.c"],
     ["quorum.c", "tally.c"],
-    ["kind.c", "kind_plain.c", "kind_rlock.c", "kind_fair.c", "kind_rw.c"],
+    ["kind.c", "kind_plain.c", "kind_rlock.c", "kind_fair.c", "kind_rw.c", "kind_sem.c"],
     ["handle.c", "owner.c", "holds.c", "watchdog.c", "renew.c", "events.c", "unsettled.c"],
     ["subscriber.c", "shard.c"],
     ["interrupt.c", "waiter.c"],
     ["request.c", "attempt.c", "acquire.c", "release.c", "extend.c", "query.c"],
-    ["pollwait.c"],
+    ["pollwait.c", "waitfd.c"],
     ["lifetime.c", "client.c"],
+    ["semaphore.c", "latch.c", "multilock.c", "multiattempt.c"],
 ]
 # Dropping the last reference destroys the object, whoever drops it.
 UP_CALLS_ALLOWED = {"rm_client_unref", "rm_lock_unref_locked", "rm_orphans_drop_locked"}

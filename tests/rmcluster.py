@@ -9,127 +9,64 @@ port) in temporary directories, joined with ``redis-cli --cluster create``,
 and waited for until every node reports cluster_state:ok, every replica is
 in sync and all agree on the owner of slot 0. They are killed on exit.
 
-The server binary is $REDMUTEX_TEST_SERVER (default redis-server); the
-cluster tool is $REDMUTEX_TEST_CLI, else the "-cli" next to that server
-(valkey-server -> valkey-cli), else redis-cli. Needs only the standard
-library: Redis is spoken to with the small RESP client below.
+Nodes are tests/rmserver.py's Servers, so its rules hold here too: the
+binary ($REDMUTEX_TEST_SERVER), the configuration, and a failure (never a
+skip) when there is no server. The cluster tool is $REDMUTEX_TEST_CLI, else
+the "-cli" next to that server (valkey-server -> valkey-cli), else redis-cli.
+Needs only the standard library.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
-from typing import Any
+from typing import Any, Sequence
 
+# (_encode and _read too: helpers written against this module's earlier RESP client import them.)
+from rmserver import Server, _encode, _read, cli_binary, command, free_port, server_binary
 
-def server_binary() -> str:
-    return os.environ.get("REDMUTEX_TEST_SERVER") or shutil.which("redis-server") or "/usr/bin/redis-server"
-
-
-def cli_binary() -> str:
-    cli = os.environ.get("REDMUTEX_TEST_CLI")
-    if cli:
-        return cli
-    srv = os.environ.get("REDMUTEX_TEST_SERVER", "")
-    if "-server" in srv:
-        guess = srv.replace("-server", "-cli")
-        if os.access(guess, os.X_OK):
-            return guess
-    return shutil.which("redis-cli") or "/usr/bin/redis-cli"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _encode(args: tuple[Any, ...]) -> bytes:
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        b = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-    return b"".join(out)
-
-
-def _read(f: Any) -> Any:
-    line = f.readline()
-    if not line:
-        raise ConnectionError("closed")
-    kind, rest = line[:1], line[1:-2]
-    if kind == b"+":
-        return rest.decode()
-    if kind == b"-":
-        return RuntimeError(rest.decode())
-    if kind == b":":
-        return int(rest)
-    if kind == b"$":
-        n = int(rest)
-        if n < 0:
-            return None
-        data = f.read(n + 2)[:-2]
-        return data
-    if kind == b"*":
-        n = int(rest)
-        return None if n < 0 else [_read(f) for _ in range(n)]
-    raise ConnectionError(f"bad reply {line!r}")
-
-
-def command(port: int, *args: Any, timeout: float = 5.0) -> Any:
-    """One command on a fresh connection to 127.0.0.1:port; errors come back as RuntimeError values."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(_encode(args))
-        return _read(s.makefile("rb"))
+__all__ = ["Cluster", "Node", "_encode", "_read", "cli_binary", "command", "free_port", "server_binary"]
 
 
 class Node:
-    def __init__(self, workdir: str) -> None:
+    """One cluster node: a Server (tests/rmserver.py) with cluster mode on."""
+
+    def __init__(self, workdir: str, args: Sequence[str] = ()) -> None:
         self.dir = tempfile.mkdtemp(prefix="node-", dir=workdir)
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+        # The bus port is chosen too: port + 10000 may be out of range or taken.
+        conf = (
+            "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout 1000\n"
+            f"cluster-port {free_port()}\n"
+        )
+        self.server = Server(self.dir, conf=conf, args=args, port=free_port())
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return self.server.proc
 
     def start(self) -> None:
-        conf = os.path.join(self.dir, "node.conf")
-        with open(conf, "w") as f:
-            f.write(
-                f'port {self.port}\nbind 127.0.0.1\nsave ""\nappendonly no\ndir {self.dir}\n'
-                f"logfile {self.dir}/node.log\nprotected-mode no\ncluster-enabled yes\n"
-                f"cluster-config-file nodes.conf\ncluster-node-timeout 1000\ncluster-port {free_port()}\n"
-            )
-        self.proc = subprocess.Popen(
-            [server_binary(), conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if command(self.port, "PING") == "PONG":
-                    return
-            except OSError:
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{server_binary()} exited at start (see {self.dir}/node.log)")
-            time.sleep(0.02)
-        raise RuntimeError("cluster node did not start")
+        self.server.start()
 
     def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        self.server.kill()
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.server.alive
 
 
 class Cluster:
-    def __init__(self, masters: int = 3, replicas: int = 1) -> None:
+    def __init__(self, masters: int = 3, replicas: int = 1, args: Sequence[str] = ()) -> None:
         self.masters, self.replicas = masters, replicas
         self.workdir = tempfile.mkdtemp(prefix="redmutex-cluster-")
-        self.nodes = [Node(self.workdir) for _ in range(masters * (1 + replicas))]
+        self.nodes = [Node(self.workdir, args) for _ in range(masters * (1 + replicas))]
 
     @property
     def url(self) -> str:

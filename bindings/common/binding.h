@@ -135,7 +135,8 @@ int rmb_seconds(int64_t *out, const rmb_value *v, const char *what, bool allow_z
 typedef enum rmb_scope {
     RMB_SCOPE_CLIENT, /* Client.new(urls, ...) */
     RMB_SCOPE_LOCK,   /* client.lock(name, ...), client.rlock(name, ...) */
-    RMB_SCOPE_WAIT    /* lock.synchronize / guard / with: timeout */
+    RMB_SCOPE_WAIT,   /* lock.synchronize / guard / with: timeout */
+    RMB_SCOPE_SEMAPHORE /* client.semaphore(name, permits, ...) */
 } rmb_scope;
 
 /** Everything keyword arguments can set, for any scope. */
@@ -145,6 +146,7 @@ typedef struct rmb_settings {
     int64_t timeout_ms; /* wait of the scoped forms */
     bool has_timeout;
     const char *owner; /* points into the language's string; NULL: default owner */
+    uint32_t semaphore_flags; /* REDMUTEX_SEMAPHORE_RESIZE */
 } rmb_settings;
 
 /** Fills defaults, then applies kwargs for the scope. Returns 0 or records EINVAL. */
@@ -158,7 +160,8 @@ int rmb_settings_parse(rmb_settings *out, rmb_scope scope, const rmb_kwargs *kwa
 typedef enum rmb_type {
     RMB_TYPE_CLIENT = 0x52634c69, /* arbitrary, unlike small integers and pointers */
     RMB_TYPE_LOCK,
-    RMB_TYPE_GUARD
+    RMB_TYPE_GUARD,
+    RMB_TYPE_SEMAPHORE /* an rmb_lock whose holds are a semaphore's permits */
 } rmb_type;
 
 /**
@@ -177,10 +180,15 @@ typedef struct rmb_client {
     struct rmb_client *prev_live, *next_live; /* every live client, for the exit path (live.c) */
 } rmb_client;
 
-/** A lock handle, shared by the language's Lock object and its guards. */
+/**
+ * A lock handle, shared by the language's Lock object and its guards; or a
+ * semaphore's (the language's Semaphore object), whose holds are permits:
+ * then ptr is NULL, sem the handle, and each hold a permit id.
+ */
 typedef struct rmb_lock {
     rmb_type type;
     redmutex_lock *ptr;
+    redmutex_semaphore *sem;
     rmb_client *client;
     atomic_int refs;
     char *owner;        /* explicit owner (copied) or NULL */
@@ -193,6 +201,7 @@ typedef struct rmb_guard {
     rmb_type type;
     rmb_lock *lock;
     atomic_bool held;
+    char permit[REDMUTEX_PERMIT_ID_SIZE]; /* a semaphore's: the permit it holds */
 } rmb_guard;
 
 rmb_client *rmb_client_new(const rmb_list *urls, const rmb_kwargs *kwargs);
@@ -203,6 +212,8 @@ int rmb_check_open(rmb_client *c);
 
 rmb_lock *rmb_lock_new(rmb_client *c, const rmb_value *name, redmutex_kind kind, const rmb_kwargs *kwargs);
 void rmb_lock_unref(rmb_lock *l);
+/** A semaphore with `permits` permits (an integer value); its object is an rmb_lock with sem set. */
+rmb_lock *rmb_semaphore_new(rmb_client *c, const rmb_value *name, const rmb_value *permits, const rmb_kwargs *kwargs);
 
 /**
  * Acquires within wait_ms (REDMUTEX_WAIT_FOREVER: as long as it takes)
@@ -215,6 +226,14 @@ int rmb_acquire(rmb_lock *l, int64_t wait_ms);
 
 /** Releases one hold of the lock's owner (through the blocking policy). */
 int rmb_release(rmb_lock *l);
+
+/**
+ * A semaphore's acquisition of `permits` permits (rmb_acquire's waits and
+ * signal policy): its permit id into permit[REDMUTEX_PERMIT_ID_SIZE].
+ */
+int rmb_acquire_permit(rmb_lock *l, int64_t wait_ms, int64_t permits, char *permit);
+/** Releases a semaphore's permit (any permit id, also one acquired elsewhere). */
+int rmb_release_permit(rmb_lock *l, const char *permit);
 
 /** One lost-lock event (see redmutex_client_next_event). */
 typedef struct rmb_event {
@@ -265,7 +284,8 @@ typedef enum rmb_query {
     RMB_QUERY_HOLD_COUNT,    /* out: hold count */
     RMB_QUERY_FORCE_RELEASE, /* out: 1 if a lock was deleted */
     RMB_QUERY_EXTEND,        /* arg: ms to add */
-    RMB_QUERY_EXTEND_REPLACE /* arg: new TTL in ms */
+    RMB_QUERY_EXTEND_REPLACE, /* arg: new TTL in ms */
+    RMB_QUERY_AVAILABLE       /* a semaphore's: out: permits free */
 } rmb_query;
 
 /** Runs a query through the blocking policy. Returns 0 or records the error. */
@@ -328,6 +348,8 @@ typedef struct rmb_call {
     int what;    /* rmb_query for queries */
     int64_t arg; /* wait or extension in ms */
     int64_t out;
+    int64_t permits;                      /* a semaphore's acquisition: how many */
+    char permit[REDMUTEX_PERMIT_ID_SIZE]; /* ... and its permit id (out; in for a release) */
     int rc;
     bool ran;
     bool signalled; /* a signal the language handles arrived during the call */

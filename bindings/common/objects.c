@@ -16,6 +16,7 @@
 #include "binding.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -169,12 +170,51 @@ rmb_lock *rmb_lock_new(rmb_client *c, const rmb_value *name, redmutex_kind kind,
     return l;
 }
 
+rmb_lock *rmb_semaphore_new(rmb_client *c, const rmb_value *name, const rmb_value *permits, const rmb_kwargs *kwargs)
+{
+    const char *text;
+    rmb_settings s;
+    if (rmb_check_open(c) != 0 || rmb_text(&text, name, "semaphore name", REDMUTEX_NAME_MAX) != 0 ||
+        rmb_settings_parse(&s, RMB_SCOPE_SEMAPHORE, kwargs) != 0)
+        return NULL;
+    if (!permits->numeric || !permits->integral || permits->kind == RMB_BOOL)
+        return rmb_fail(REDMUTEX_EINVAL, "permits must be a whole number from 1 to %lld, not %s",
+                        (long long)REDMUTEX_SEMAPHORE_PERMITS_MAX, permits->type ? permits->type : "nothing"),
+               NULL;
+    if (permits->i < 1 || permits->i > REDMUTEX_SEMAPHORE_PERMITS_MAX)
+        return rmb_fail(REDMUTEX_EINVAL, "permits must be from 1 to %lld, not %lld",
+                        (long long)REDMUTEX_SEMAPHORE_PERMITS_MAX, (long long)permits->i),
+               NULL;
+    redmutex_semaphore_options o;
+    redmutex_semaphore_options_init(&o, REDMUTEX_SEMAPHORE_OPTIONS_VERSION);
+    o.lease_ms = s.lock.lease_ms;
+    o.max_hold_ms = s.lock.max_hold_ms;
+    o.max_extensions = s.lock.max_extensions;
+    o.flags = s.semaphore_flags | ((s.lock.flags & REDMUTEX_LOCK_FENCING) ? REDMUTEX_SEMAPHORE_FENCING : 0);
+    rmb_lock *l = calloc(1, sizeof *l);
+    if (!l)
+        return rmb_fail(REDMUTEX_ENOMEM, "out of memory"), NULL;
+    if (rmb_check(redmutex_semaphore_new(&l->sem, c->ptr, text, permits->i, &o)) != 0 ||
+        rmb_live_add(l, RMB_TYPE_SEMAPHORE) != 0) {
+        redmutex_semaphore_free(l->sem);
+        free(l);
+        return NULL;
+    }
+    atomic_init(&l->refs, 1);
+    atomic_fetch_add(&c->refs, 1);
+    l->client = c;
+    l->timeout_ms = s.timeout_ms;
+    l->fencing = (o.flags & REDMUTEX_SEMAPHORE_FENCING) != 0;
+    return l;
+}
+
 void rmb_lock_unref(rmb_lock *l)
 {
     if (l && atomic_fetch_sub(&l->refs, 1) == 1) {
         int saved_errno = errno;
         rmb_live_remove(l);
         redmutex_lock_free(l->ptr); /* never blocks; a hold left behind is the client's to release */
+        redmutex_semaphore_free(l->sem);
         rmb_client_unref(l->client);
         free(l->owner);
         free(l);
@@ -191,17 +231,24 @@ static int64_t now_ms(void)
 
 static int call_acquire(rmb_call *call)
 {
-    return redmutex_lock_acquire(call->lock->ptr, call->lock->owner, call->arg);
+    rmb_lock *l = call->lock;
+    if (l->sem)
+        return redmutex_semaphore_acquire(call->permit, sizeof call->permit, l->sem, call->permits, call->arg);
+    return redmutex_lock_acquire(l->ptr, l->owner, call->arg);
 }
 
 static int call_release(rmb_call *call)
 {
-    return redmutex_lock_release(call->lock->ptr, call->lock->owner);
+    rmb_lock *l = call->lock;
+    if (l->sem)
+        return redmutex_semaphore_release(l->sem, call->permit);
+    return redmutex_lock_release(l->ptr, l->owner);
 }
 
 static int interrupted(rmb_lock *l)
 {
-    return rmb_fail(REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", redmutex_lock_name(l->ptr));
+    return rmb_fail(REDMUTEX_EINTR, "waiting for %s '%s' was interrupted", l->sem ? "semaphore" : "lock",
+                    l->sem ? redmutex_semaphore_name(l->sem) : redmutex_lock_name(l->ptr));
 }
 
 /*
@@ -216,6 +263,7 @@ static int after_signal(rmb_lock *l, const rmb_call *call)
 {
     if (call->rc == 0) {
         rmb_call back = {.fn = call_release, .lock = l};
+        memcpy(back.permit, call->permit, sizeof back.permit);
         run(&back, l->client, false);
     } else if (call->rc != REDMUTEX_EINTR && call->rc != REDMUTEX_ETIMEDOUT) {
         return rmb_check(call->rc);
@@ -232,12 +280,19 @@ static int after_signal(rmb_lock *l, const rmb_call *call)
 
 int rmb_acquire(rmb_lock *l, int64_t wait_ms)
 {
+    return rmb_acquire_permit(l, wait_ms, 1, NULL);
+}
+
+int rmb_acquire_permit(rmb_lock *l, int64_t wait_ms, int64_t permits, char *permit)
+{
     int64_t deadline = wait_ms < 0 ? -1 : now_ms() + wait_ms;
     /* First, where the policy asks for it, one try outside the costly interruptible region. */
     bool once = policy->try_before_waiting;
     for (;;) {
-        rmb_call call = {.fn = call_acquire, .lock = l, .arg = once ? 0 : wait_ms};
+        rmb_call call = {.fn = call_acquire, .lock = l, .arg = once ? 0 : wait_ms, .permits = permits};
         run(&call, l->client, !once);
+        if (call.ran && call.rc == 0 && permit)
+            memcpy(permit, call.permit, sizeof call.permit);
         if (!call.ran)
             return interrupted(l);
         if (call.signalled || call.stop || policy->pending()) {
@@ -272,6 +327,16 @@ int rmb_release(rmb_lock *l)
     return rmb_check(call.rc);
 }
 
+int rmb_release_permit(rmb_lock *l, const char *permit)
+{
+    rmb_call call = {.fn = call_release, .lock = l};
+    snprintf(call.permit, sizeof call.permit, "%s", permit);
+    if (strlen(permit) >= sizeof call.permit)
+        return rmb_fail(REDMUTEX_EINVAL, "'%.60s' is no permit id", permit);
+    run(&call, l->client, false);
+    return rmb_check(call.rc);
+}
+
 /* ---- guard -------------------------------------------------------------- */
 
 rmb_guard *rmb_guard_new(rmb_lock *l, const rmb_kwargs *kwargs)
@@ -280,17 +345,22 @@ rmb_guard *rmb_guard_new(rmb_lock *l, const rmb_kwargs *kwargs)
     if (rmb_settings_parse(&s, RMB_SCOPE_WAIT, kwargs) != 0)
         return NULL;
     /* Nothing allocated before the wait: a language may unwind out of it. */
-    if (rmb_acquire(l, s.has_timeout ? s.timeout_ms : l->timeout_ms) != 0)
+    char permit[REDMUTEX_PERMIT_ID_SIZE] = "";
+    if (rmb_acquire_permit(l, s.has_timeout ? s.timeout_ms : l->timeout_ms, 1, permit) != 0)
         return NULL;
     rmb_guard *g = calloc(1, sizeof *g);
     if (!g || rmb_live_add(g, RMB_TYPE_GUARD) != 0) {
         free(g);
-        rmb_release(l);
+        if (l->sem)
+            rmb_release_permit(l, permit);
+        else
+            rmb_release(l);
         rmb_fail(REDMUTEX_ENOMEM, "out of memory");
         return NULL;
     }
     atomic_fetch_add(&l->refs, 1);
     g->lock = l;
+    memcpy(g->permit, permit, sizeof permit);
     atomic_init(&g->held, true);
     return g;
 }
@@ -299,7 +369,7 @@ int rmb_guard_end(rmb_guard *g)
 {
     if (!atomic_exchange(&g->held, false))
         return 0;
-    return rmb_release(g->lock);
+    return g->lock->sem ? rmb_release_permit(g->lock, g->permit) : rmb_release(g->lock);
 }
 
 void rmb_guard_free(rmb_guard *g)
@@ -340,6 +410,8 @@ static int call_query(rmb_call *call)
         return redmutex_lock_extend(l, owner, call->arg, REDMUTEX_EXTEND_ADD);
     case RMB_QUERY_EXTEND_REPLACE:
         return redmutex_lock_extend(l, owner, call->arg, REDMUTEX_EXTEND_REPLACE);
+    case RMB_QUERY_AVAILABLE:
+        return redmutex_semaphore_available(&call->out, NULL, call->lock->sem);
     default:
         return REDMUTEX_EINVAL;
     }

@@ -140,6 +140,17 @@ static const opt lock_opts[] = {
     {NULL, 0, 0, 0},
 };
 
+/* A semaphore's (client.semaphore(name, permits, ...)): a lock's but owner, and resize. */
+static const opt semaphore_opts[] = {
+    {"lease", OPT_SECONDS_POSITIVE, LOCK(lease_ms), 0},
+    {"timeout", OPT_WAIT, offsetof(rmb_settings, timeout_ms), 0},
+    {"fencing", OPT_FLAG, LOCK(flags), REDMUTEX_LOCK_FENCING},
+    {"resize", OPT_FLAG, offsetof(rmb_settings, semaphore_flags), REDMUTEX_SEMAPHORE_RESIZE},
+    {"max_hold", OPT_SECONDS_POSITIVE, LOCK(max_hold_ms), 0},
+    {"max_extensions", OPT_COUNT, LOCK(max_extensions), 0},
+    {NULL, 0, 0, 0},
+};
+
 static const opt wait_opts[] = {
     {"timeout", OPT_WAIT, offsetof(rmb_settings, timeout_ms), 0},
     {NULL, 0, 0, 0},
@@ -147,12 +158,18 @@ static const opt wait_opts[] = {
 
 static const opt *table_for(rmb_scope scope)
 {
-    return scope == RMB_SCOPE_CLIENT ? client_opts : scope == RMB_SCOPE_LOCK ? lock_opts : wait_opts;
+    return scope == RMB_SCOPE_CLIENT      ? client_opts
+           : scope == RMB_SCOPE_LOCK      ? lock_opts
+           : scope == RMB_SCOPE_SEMAPHORE ? semaphore_opts
+                                          : wait_opts;
 }
 
 static const char *scope_name(rmb_scope scope)
 {
-    return scope == RMB_SCOPE_CLIENT ? "a client" : scope == RMB_SCOPE_LOCK ? "a lock" : "a scoped lock";
+    return scope == RMB_SCOPE_CLIENT      ? "a client"
+           : scope == RMB_SCOPE_LOCK      ? "a lock"
+           : scope == RMB_SCOPE_SEMAPHORE ? "a semaphore"
+                                          : "a scoped lock";
 }
 
 static int unknown_option(rmb_scope scope, const char *key, size_t len)

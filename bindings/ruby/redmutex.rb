@@ -118,4 +118,33 @@ module Redmutex
       "#<Redmutex::Lock (not made by a client)>" # allocated without one: see redmutex.i
     end
   end
+
+  # At most +permits+ holders at once (client.semaphore(name, permits)):
+  # sem.synchronize { } holds one permit for the block; acquire returns a
+  # permit id (nil when the wait ran out) that release gives back.
+  class Semaphore
+    include Uncopyable
+
+    # Tries once; the permit id, or nil.
+    def try_acquire(permits = 1)
+      acquire(0, permits)
+    end
+
+    # The block is called as block.(semaphore, state, permit_id) when a held
+    # permit turns :renewal_failing or :lost (or :held again), by
+    # Client#dispatch_events, as Lock#on_lost.
+    def on_lost(&block)
+      @lost_handler = block
+      WATCHED[id] = self
+      self
+    end
+
+    attr_reader :lost_handler
+
+    def inspect
+      "#<Redmutex::Semaphore #{name.inspect} permits=#{permits}>"
+    rescue Redmutex::Error
+      "#<Redmutex::Semaphore (not made by a client)>"
+    end
+  end
 end

@@ -499,6 +499,7 @@ REDMUTEX_API int redmutex_url_redact(char *out, size_t size, const char *url);
  * Blocking: up to shutdown_timeout_ms (plus scheduling), even with servers
  * unreachable. Thread-safety: may race with calls on the client and its
  * handles from other threads; they complete, or fail with REDMUTEX_ECLOSED.
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_client_close(redmutex_client *client);
 
@@ -535,6 +536,7 @@ REDMUTEX_API void redmutex_client_free(redmutex_client *client);
  * a no-op, and so is a closed client. The client must not have been freed
  * (a handle keeps its memory alive, not the caller's right to use it).
  * The interrupt callback of the options keeps working beside it.
+ * Since 1.1.
  */
 REDMUTEX_API void redmutex_client_interrupt(redmutex_client *client);
 
@@ -733,6 +735,7 @@ REDMUTEX_API redmutex_kind redmutex_lock_kind(const redmutex_lock *lock);
  * even after the handle is freed (0 for NULL). Events of
  * redmutex_client_next_event() name the handle by it. Never blocks;
  * thread-safe.
+ * Since 1.1.
  */
 REDMUTEX_API uint64_t redmutex_lock_id(const redmutex_lock *lock);
 
@@ -1029,6 +1032,7 @@ REDMUTEX_API int redmutex_lock_fence(int64_t *out, redmutex_lock *lock, const ch
  * eventfd of the child's own) and is closed by the last free.
  * Returns the fd (>= 0), or REDMUTEX_EINVAL (NULL) or REDMUTEX_ENOMEM (no
  * descriptor available). Never blocks; thread-safe; works after close.
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_client_event_fd(redmutex_client *client);
 
@@ -1049,11 +1053,15 @@ REDMUTEX_API int redmutex_client_event_fd(redmutex_client *client);
  * Errors: REDMUTEX_EINVAL (NULL client, lock_id or state; owner NULL with
  * owner_size > 0; owner_size too small for this event's owner, in which case
  * the event stays queued). Never blocks; thread-safe; works after close.
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_client_next_event(redmutex_client *client, uint64_t *lock_id, redmutex_state *state,
                                             char *owner, size_t owner_size);
 
-/** How many events were dropped because the queue was full (0 for NULL). Never blocks; thread-safe. */
+/**
+ * How many events were dropped because the queue was full (0 for NULL).
+ * Never blocks; thread-safe. Since 1.1.
+ */
 REDMUTEX_API uint64_t redmutex_client_events_dropped(const redmutex_client *client);
 
 /* ------------------------------------------------------------------------ */
@@ -1109,12 +1117,14 @@ typedef struct redmutex_wait redmutex_wait;
  * (also when no descriptor is left for the client's wait fd), REDMUTEX_ESYSTEM
  * (no random bytes for a plain lock's token).
  * Blocking: never (the client mutex only). Thread-safe.
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owner);
 
 /**
  * The wait's id: a number > 0, unique in the process and never reused; what
  * redmutex_client_next_ready() reports. 0 for NULL. Never blocks; thread-safe.
+ * Since 1.1.
  */
 REDMUTEX_API uint64_t redmutex_wait_id(const redmutex_wait *wait);
 
@@ -1147,6 +1157,7 @@ REDMUTEX_API uint64_t redmutex_wait_id(const redmutex_wait *wait);
  * command_timeout_ms), plus replica_timeout_ms with min_replicas).
  * Thread-safety: any thread, but not concurrently with another call on the
  * same wait (tries of one wait are made one after another).
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_wait_try(redmutex_wait *wait);
 
@@ -1168,6 +1179,7 @@ REDMUTEX_API int redmutex_wait_try(redmutex_wait *wait);
  * last try did not return 0.
  * Thread-safety: any thread, in any order with the lock handle and the
  * client; not concurrently with another call on the same wait, nor after.
+ * Since 1.1.
  */
 REDMUTEX_API void redmutex_wait_free(redmutex_wait *wait);
 
@@ -1182,6 +1194,7 @@ REDMUTEX_API void redmutex_wait_free(redmutex_wait *wait);
  * goes (the last of redmutex_client_free() and the handles' frees).
  * Returns the fd (>= 0), REDMUTEX_EINVAL (NULL) or REDMUTEX_ENOMEM (no
  * descriptor available). Never blocks; thread-safe; works after close.
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_client_wait_fd(redmutex_client *client);
 
@@ -1192,6 +1205,7 @@ REDMUTEX_API int redmutex_client_wait_fd(redmutex_client *client);
  * time it becomes ready; one that was freed meanwhile is not reported.
  * Errors: REDMUTEX_EINVAL (NULL argument). Never blocks; thread-safe;
  * works after close.
+ * Since 1.1.
  */
 REDMUTEX_API int redmutex_client_next_ready(redmutex_client *client, uint64_t *wait_id);
 
@@ -1357,6 +1371,410 @@ REDMUTEX_API int redmutex_client_stats(redmutex_client *client, redmutex_stats *
  * Never blocks, allocates nothing, works after close. Thread-safe.
  */
 REDMUTEX_API int redmutex_client_server_stats(redmutex_client *client, size_t index, redmutex_server_stats *out);
+
+/* ------------------------------------------------------------------------ */
+/* Semaphores: at most N holders at once (since 1.1)                         */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A counting semaphore in Redisson's RPermitExpirableSemaphore format
+ * (docs/wire-format.md): a Java service using Redisson's
+ * RPermitExpirableSemaphore and a redmutex client on the same name take
+ * permits from one capacity. Each acquisition gets a permit id with a lease,
+ * so a holder that dies gives its permits back when the lease ends; while
+ * held, the watchdog renews the lease (a permit acquired with lease_ms = 0),
+ * batched with the client's locks. Waiting is by notification on the
+ * semaphore's channel (redisson_sc:{NAME}), as for locks.
+ *
+ * A semaphore handle is separate from a lock handle: its holds are permits,
+ * named by permit ids that each acquisition returns, not owners; any thread
+ * may release a permit acquired by another (like a POSIX semaphore). The
+ * lost-permit events of redmutex_client_next_event() name the handle by
+ * redmutex_semaphore_id() and the permit by its id (the `owner`).
+ *
+ * Redlock (a client with N servers): a semaphore of capacity K holds a
+ * permit when Q = floor(K * N / (K + 1)) + 1 servers grant it, and releases
+ * it everywhere. Each server grants at most K permits, so at most K * N / Q
+ * < K + 1 permits can be held at once: never more than K. For K = 1 that is
+ * Redlock's majority; for larger K it grows towards N, so such a semaphore
+ * tolerates fewer unreachable servers (with N = 5: K = 1 tolerates 2,
+ * K = 2 or 3 tolerate 1, K >= 4 none). See docs/safety.md.
+ */
+
+/** A named semaphore on a client's servers. Since 1.1. */
+typedef struct redmutex_semaphore redmutex_semaphore;
+
+/** Most permits a semaphore may have. Since 1.1. */
+#define REDMUTEX_SEMAPHORE_PERMITS_MAX ((int64_t)1000000000)
+/** Most permits one acquisition may take. Since 1.1. */
+#define REDMUTEX_ACQUIRE_PERMITS_MAX 1024
+/**
+ * Room for a permit id and its NUL: 32 hex digits (Redisson's permit id),
+ * followed by "*<k>" for an acquisition of k > 1 permits. Since 1.1.
+ */
+#define REDMUTEX_PERMIT_ID_SIZE 48
+
+/**
+ * Called when a held permit changes to REDMUTEX_STATE_RENEWAL_FAILING or
+ * REDMUTEX_STATE_LOST (and back to HELD when renewal recovers), as
+ * redmutex_lost_fn is for locks, on the watchdog thread and under the same
+ * rules. `permit_id` is valid only during the call. Since 1.1.
+ */
+typedef void (*redmutex_permit_lost_fn)(redmutex_semaphore *sem, const char *permit_id, redmutex_state state,
+                                        void *payload);
+
+/** Bits for redmutex_semaphore_options.flags. Since 1.1. */
+enum {
+    /** Each acquisition increments the fencing counter redisson_lock_token:{NAME} and gets its value. */
+    REDMUTEX_SEMAPHORE_FENCING = 1u << 0,
+    /**
+     * The semaphore's capacity on the servers is set to this handle's
+     * `permits` when they differ (Redisson's setPermits: the permits held
+     * stay held; fewer available until enough are released). Without it a
+     * different capacity is an error (REDMUTEX_EINVAL) and nothing changes.
+     */
+    REDMUTEX_SEMAPHORE_RESIZE = 1u << 1
+};
+
+#define REDMUTEX_SEMAPHORE_OPTIONS_VERSION 1
+
+/** Semaphore options. Fill with redmutex_semaphore_options_init() or REDMUTEX_SEMAPHORE_OPTIONS_INIT. Since 1.1. */
+typedef struct redmutex_semaphore_options {
+    /** REDMUTEX_SEMAPHORE_OPTIONS_VERSION. */
+    uint32_t version;
+    /** REDMUTEX_SEMAPHORE_* bits. Default 0. */
+    uint32_t flags;
+    /**
+     * Lease of each permit in milliseconds. 0 (the default): the client's
+     * watchdog_lease_ms, renewed by the watchdog while held. A lease given
+     * here is not renewed (extend it with redmutex_semaphore_extend()).
+     */
+    int64_t lease_ms;
+    /** Watchdog: stop renewing a permit held this long (0 = no cap). */
+    int64_t max_hold_ms;
+    /** Most extensions (explicit or by the watchdog) per acquisition (0 = no cap). */
+    int64_t max_extensions;
+    /** See redmutex_permit_lost_fn. Default NULL. */
+    redmutex_permit_lost_fn on_lost;
+    /** Passed to on_lost. */
+    void *on_lost_payload;
+} redmutex_semaphore_options;
+
+#define REDMUTEX_SEMAPHORE_OPTIONS_INIT {REDMUTEX_SEMAPHORE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0}
+
+/**
+ * Fills `opts` with the defaults for `version` (REDMUTEX_SEMAPHORE_OPTIONS_VERSION).
+ * Errors: REDMUTEX_EINVAL (NULL, version 0 or newer than this library's).
+ * Does not block; thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_options_init(redmutex_semaphore_options *opts, unsigned int version);
+
+/**
+ * Makes a handle for the semaphore `name` with `permits` permits
+ * (1..REDMUTEX_SEMAPHORE_PERMITS_MAX). Sends nothing: the first acquisition
+ * creates the semaphore with that capacity when it does not exist
+ * (Redisson's trySetPermits), and fails with REDMUTEX_EINVAL, changing
+ * nothing, when it exists with another capacity (unless
+ * REDMUTEX_SEMAPHORE_RESIZE). `name` is used verbatim as the counter's key,
+ * 1..REDMUTEX_NAME_MAX bytes.
+ * Ownership: *out receives a new handle that keeps the client's memory
+ * alive; free it with redmutex_semaphore_free(). name and opts are copied.
+ * Errors: REDMUTEX_EINVAL (NULL, bad name, permits out of range, bad
+ * options), REDMUTEX_ECLOSED, REDMUTEX_ENOMEM. Does not block. Thread-safe.
+ * Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_new(redmutex_semaphore **out, redmutex_client *client, const char *name,
+                                        int64_t permits, const redmutex_semaphore_options *opts);
+
+/**
+ * Frees the handle. Permits it still holds are not released now: their
+ * renewal stops and they come back at the end of their lease (or when the
+ * client is closed before that, which releases them), as for a lock handle
+ * freed while holding. No on_lost callback starts after this returns.
+ * NULL is a no-op. Blocking and thread-safety as redmutex_lock_free().
+ * Since 1.1.
+ */
+REDMUTEX_API void redmutex_semaphore_free(redmutex_semaphore *sem);
+
+/** The semaphore's name (owned by the handle; "" for NULL). Thread-safe. Since 1.1. */
+REDMUTEX_API const char *redmutex_semaphore_name(const redmutex_semaphore *sem);
+
+/**
+ * The handle's id (> 0, unique in the process, 0 for NULL): the lock_id of
+ * its permits' events (redmutex_client_next_event). Thread-safe. Since 1.1.
+ */
+REDMUTEX_API uint64_t redmutex_semaphore_id(const redmutex_semaphore *sem);
+
+/** The capacity the handle was made with (0 for NULL). Thread-safe. Since 1.1. */
+REDMUTEX_API int64_t redmutex_semaphore_permits(const redmutex_semaphore *sem);
+
+/**
+ * Acquires `permits` permits (1..REDMUTEX_ACQUIRE_PERMITS_MAX, and at most
+ * the capacity) as one hold, and writes its permit id into out[size]
+ * (REDMUTEX_PERMIT_ID_SIZE bytes suffice). wait_ms as for
+ * redmutex_lock_acquire(): 0 tries once, REDMUTEX_WAIT_FOREVER waits as
+ * long as it takes. While waiting, the client listens on the semaphore's
+ * channel and tries again when permits are released, when the first lease
+ * of a holder ends, and at the latest after the capped backoff. Threads of
+ * one client waiting for the same semaphore are served in order, and a
+ * release may hand its permits to the oldest in its round trip.
+ * Errors: REDMUTEX_ETIMEDOUT (not enough permits free when the wait ran
+ * out), REDMUTEX_EINVAL (bad argument, or the semaphore exists with another
+ * capacity: nothing was changed), REDMUTEX_EWRONGTYPE, and the others of
+ * redmutex_lock_acquire(). On any error nothing is held and out is left
+ * untouched. Blocking: as redmutex_lock_acquire(). Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_acquire(char *out, size_t size, redmutex_semaphore *sem, int64_t permits,
+                                            int64_t wait_ms);
+
+/**
+ * Releases the permits of `permit_id` (the id an acquisition returned; any
+ * thread may release it) and publishes the count available. Renewal of it
+ * stops before the call returns. Idempotent across retries, as
+ * redmutex_lock_release().
+ * Errors: REDMUTEX_ENOTOWNER (no such permit is held: nothing changed),
+ * REDMUTEX_ELOST (it was held through this handle but its lease ended or it
+ * was taken away before the release; whatever was left of it is given
+ * back), REDMUTEX_EINVAL (malformed id), connection and server errors as for
+ * redmutex_lock_release() (REDMUTEX_ECONN: outcome unknown, retry). A
+ * permit id of another client or of Redisson may be released too (nothing
+ * is known of it locally). Blocking: as redmutex_lock_release().
+ * Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_release(redmutex_semaphore *sem, const char *permit_id);
+
+/**
+ * Extends the lease of a held permit by `ms` (or sets it to `ms`), only if
+ * it is still held: it never re-creates a permit. Errors and blocking as
+ * redmutex_lock_extend(). Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_extend(redmutex_semaphore *sem, const char *permit_id, int64_t ms,
+                                           redmutex_extend_mode mode);
+
+/**
+ * How many permits an acquisition could take now, as the servers see it
+ * (the available count plus permits whose lease ended and which the next
+ * acquisition reclaims); the handle's capacity when the semaphore does not
+ * exist on the servers yet. With N servers: the value a quorum reaches
+ * (the Q-th largest). *capacity (may be NULL) gets the capacity on the
+ * servers (0 when absent). Reads only.
+ * Errors: REDMUTEX_EWRONGTYPE, connection and server errors.
+ * Blocking: one command timeout. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_available(int64_t *out, int64_t *capacity, redmutex_semaphore *sem);
+
+/**
+ * The local state of a permit acquired through this handle
+ * (REDMUTEX_STATE_UNLOCKED when it is not held through it). Never blocks.
+ * Errors: REDMUTEX_EINVAL. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_state(redmutex_state *out, redmutex_semaphore *sem, const char *permit_id);
+
+/** The remaining validity of a permit held through this handle, in ms (0 if not held). Never blocks. Since 1.1. */
+REDMUTEX_API int redmutex_semaphore_validity(int64_t *out, redmutex_semaphore *sem, const char *permit_id);
+
+/**
+ * The fencing token of a permit held through this handle. Errors:
+ * REDMUTEX_ENOTOWNER (not held), REDMUTEX_EINVAL (no REDMUTEX_SEMAPHORE_FENCING).
+ * Never blocks. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_fence(int64_t *out, redmutex_semaphore *sem, const char *permit_id);
+
+/**
+ * A pollable acquisition of `permits` permits (see the pollable waits
+ * above): its permit id is chosen now and written into out[size];
+ * redmutex_wait_try() returns 0 once that permit is held (released with
+ * redmutex_semaphore_release() as usual), and redmutex_wait_free() ends the
+ * wait. Errors: as redmutex_semaphore_acquire()'s argument checks, and
+ * those of redmutex_wait_new(). Never blocks. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_semaphore_wait_new(redmutex_wait **out, char *permit_id, size_t size,
+                                             redmutex_semaphore *sem, int64_t permits);
+
+/* ------------------------------------------------------------------------ */
+/* Count-down latches (since 1.1)                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A count-down latch in Redisson's RCountDownLatch format: a count that
+ * workers count down and waiters wait to reach zero, shared with Java
+ * services using RCountDownLatch on the same name (a latch counted down
+ * from Java releases a redmutex waiter and the other way round). The count
+ * is the key NAME; zero is an absent key. Waiting is by notification on
+ * redisson_countdownlatch__channel__{NAME}.
+ *
+ * With N servers every call goes to all of them: a count is set when a
+ * majority set it, count() is the count a majority has reached, and a wait
+ * ends when a majority is at zero. A count_down() whose outcome is unknown
+ * (REDMUTEX_ECONN) may have counted on some servers: it is not retried for
+ * the caller, as a retry could count twice.
+ */
+
+/** A named count-down latch on a client's servers. Since 1.1. */
+typedef struct redmutex_latch redmutex_latch;
+
+/**
+ * Makes a handle for the latch `name` (1..REDMUTEX_NAME_MAX bytes, the key
+ * used verbatim). Sends nothing. Ownership: *out receives a new handle that
+ * keeps the client's memory alive; free it with redmutex_latch_free().
+ * Errors: REDMUTEX_EINVAL (NULL, bad name), REDMUTEX_ECLOSED, REDMUTEX_ENOMEM.
+ * Does not block. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_new(redmutex_latch **out, redmutex_client *client, const char *name);
+
+/**
+ * Frees the handle (the latch on the servers is untouched). NULL is a
+ * no-op. No call on the handle, and no pollable wait of it, may be in
+ * progress or follow. Never blocks. Since 1.1.
+ */
+REDMUTEX_API void redmutex_latch_free(redmutex_latch *latch);
+
+/** The latch's name (owned by the handle; "" for NULL). Thread-safe. Since 1.1. */
+REDMUTEX_API const char *redmutex_latch_name(const redmutex_latch *latch);
+
+/**
+ * Sets the count to `count` (>= 1) if the latch has none (Redisson's
+ * trySetCount): *out (may be NULL) is 1 when it was set, 0 when a count
+ * was there already (it is left as it is). Errors: REDMUTEX_EINVAL (count
+ * < 1), REDMUTEX_EWRONGTYPE (the key holds no count; nothing changed),
+ * connection and server errors. Blocking: one command timeout.
+ * Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_try_set_count(int *out, redmutex_latch *latch, int64_t count);
+
+/**
+ * Counts down by one; at zero the latch opens (its key goes) and every
+ * waiter is woken. Counting down an open latch does nothing. Errors:
+ * REDMUTEX_EWRONGTYPE, connection and server errors (REDMUTEX_ECONN: it may
+ * or may not have counted). Blocking: one command timeout. Thread-safe.
+ * Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_count_down(redmutex_latch *latch);
+
+/**
+ * The current count (0 when open or never set). Reads only. Errors as
+ * redmutex_latch_count_down(). Blocking: one command timeout. Thread-safe.
+ * Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_count(int64_t *out, redmutex_latch *latch);
+
+/**
+ * Waits until the count is zero: returns 0 at once when it is, else waits
+ * up to wait_ms (0: does not wait; REDMUTEX_WAIT_FOREVER). Errors:
+ * REDMUTEX_ETIMEDOUT (not zero when the wait ran out), REDMUTEX_EINTR
+ * (redmutex_client_interrupt() or the interrupt callback), REDMUTEX_ECLOSED,
+ * REDMUTEX_EINVAL (bad wait), REDMUTEX_EWRONGTYPE, connection and server
+ * errors. Blocking: at most wait_ms plus one command timeout. Thread-safe.
+ * Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_wait(redmutex_latch *latch, int64_t wait_ms);
+
+/**
+ * Deletes the latch's count (Redisson's delete()): *out (may be NULL) is 1
+ * when a count was deleted. Waiters keep waiting for a new count to reach
+ * zero. Blocking: one command timeout. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_delete(int *out, redmutex_latch *latch);
+
+/**
+ * A pollable wait for the latch to reach zero (see the pollable waits
+ * above): redmutex_wait_try() returns 0 once it is (one round trip per
+ * try), REDMUTEX_ETIMEDOUT while it is not; the wait is then reported by
+ * redmutex_client_next_ready() on the latch's messages and after the capped
+ * backoff. Free it with redmutex_wait_free() before the latch handle.
+ * Errors: REDMUTEX_EINVAL, REDMUTEX_ECLOSED, REDMUTEX_ENOMEM. Never blocks.
+ * Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_latch_wait_new(redmutex_wait **out, redmutex_latch *latch);
+
+/* ------------------------------------------------------------------------ */
+/* Multi-locks: all of several locks or none (since 1.1)                     */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * RedissonMultiLock's semantics over lock handles of one client, of any
+ * kinds: redmutex_multi_lock_acquire() holds every lock when it returns 0
+ * and none when it fails, and redmutex_multi_lock_release() releases them
+ * all. Each lock is an ordinary hold of its handle (renewed by the watchdog,
+ * its own lost-lock events, queries through the handle), so processes that
+ * take the same locks one by one, redmutex or Redisson, exclude a
+ * multi-lock and are excluded by it.
+ *
+ * Deadlock-free: an attempt takes the whole set, and one that does not get
+ * every lock gives back what it got before it waits; nobody waits while
+ * holding part of a set, so two multi-locks over overlapping sets in any
+ * orders never block each other for good. The wait listens on the channel
+ * of the lock that was busy and tries the set again on its release, its
+ * holder's lease end, or the capped backoff; after an attempt that got part
+ * of the set it pauses a random time up to retry_delay_ms first.
+ *
+ * Cost: with one server, one round trip per attempt and per release for up
+ * to 8 locks (7 with min_replicas), unless a lock is fair or held already
+ * by the owner; otherwise, and with Redlock, one attempt per lock, in a
+ * fixed order. A fair lock in a multi-lock is tried, never queued for.
+ */
+
+/** A set of locks acquired and released together. Since 1.1. */
+typedef struct redmutex_multi_lock redmutex_multi_lock;
+
+/** Most locks in one multi-lock. Since 1.1. */
+#define REDMUTEX_MULTI_LOCK_MAX 64
+
+/**
+ * Makes a multi-lock over locks[0..n) (1..REDMUTEX_MULTI_LOCK_MAX handles of
+ * one client, different names; not semaphores). Sends nothing. The
+ * multi-lock keeps a reference to each handle (they may be freed before
+ * it). Ownership: *out receives a new multi-lock, freed with
+ * redmutex_multi_lock_free(). Errors: REDMUTEX_EINVAL (NULL, n out of
+ * range, handles of different clients, a name twice), REDMUTEX_ENOMEM.
+ * Does not block. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_multi_lock_new(redmutex_multi_lock **out, redmutex_lock *const *locks, size_t n);
+
+/**
+ * Frees the multi-lock (holds it acquired stay held, released through
+ * their handles or redmutex_multi_lock_release() of another multi-lock over
+ * them). NULL is a no-op. No call on it may be in progress or follow.
+ * Never blocks. Since 1.1.
+ */
+REDMUTEX_API void redmutex_multi_lock_free(redmutex_multi_lock *multi);
+
+/** The number of locks in the multi-lock (0 for NULL). Thread-safe. Since 1.1. */
+REDMUTEX_API size_t redmutex_multi_lock_size(const redmutex_multi_lock *multi);
+
+/**
+ * Acquires every lock of the set for `owner` (NULL: each lock's default
+ * owner, see redmutex_lock_new()), or none. wait_ms as for
+ * redmutex_lock_acquire(). Errors: REDMUTEX_ETIMEDOUT (a lock was held by
+ * another owner when the wait ran out; the message names it) and the other
+ * errors of redmutex_lock_acquire(); on any error nothing of the set is
+ * held. Blocking: at most wait_ms plus one attempt's budget per lock (one
+ * for the set, with one server) and one release. Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_multi_lock_acquire(redmutex_multi_lock *multi, const char *owner, int64_t wait_ms);
+
+/**
+ * Releases every lock of the set that `owner` holds through the set's
+ * handles (one hold each: a reentrant lock acquired again outside the set
+ * keeps those levels). Errors: as redmutex_lock_release() for the first
+ * lock in name order that failed (the others are released all the same),
+ * REDMUTEX_ENOTOWNER when a lock of the set was not held (the others were
+ * released). Blocking: one command timeout per 8 locks (first until a
+ * renewal in flight ends, as for a lock). Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_multi_lock_release(redmutex_multi_lock *multi, const char *owner);
+
+/**
+ * A pollable acquisition of the set for `owner` (see the pollable waits
+ * above): redmutex_wait_try() makes one attempt at the whole set and
+ * returns 0 when every lock is held (released with
+ * redmutex_multi_lock_release()), REDMUTEX_ETIMEDOUT when a lock was busy
+ * (the wait is then ready on its release, its holder's lease end or the
+ * backoff). Free the wait before the multi-lock. Errors: REDMUTEX_EINVAL,
+ * REDMUTEX_ECLOSED, REDMUTEX_ENOMEM, REDMUTEX_ESYSTEM. Never blocks.
+ * Thread-safe. Since 1.1.
+ */
+REDMUTEX_API int redmutex_multi_lock_wait_new(redmutex_wait **out, redmutex_multi_lock *multi, const char *owner);
 
 #ifdef __cplusplus
 }

@@ -353,17 +353,15 @@ static int wait_loop(acquisition *q, bool try_now)
     }
 }
 
-int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
+int rm_lock_acquire(rm_err *err, redmutex_lock *l, const char *owner, int64_t wait_ms)
 {
-    rm_err err;
-    rm_err_reset(&err);
     acquisition q;
-    int rc = acquire_begin(&err, &q, l, owner, wait_ms);
+    int rc = acquire_begin(err, &q, l, owner, wait_ms);
     if (rc)
-        return rm_publish(&err, rc);
+        return rc;
     if (!q.queue && !q.polite && first_attempt(&q, &rc)) {
         rm_stats_acquire(&q.c->stats, l->kind, rc, q.start);
-        return rm_publish(&err, rc);
+        return rc;
     }
     start_waiting(&q);
     /* Try again right after subscribing, unless there is no wait at all or
@@ -378,5 +376,12 @@ int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
     rm_client_unlock(c);
     rm_stats_waiting(&c->stats, -1);
     rm_stats_acquire(&c->stats, l->kind, rc, q.start);
-    return rm_publish(&err, rc);
+    return rc;
+}
+
+int redmutex_lock_acquire(redmutex_lock *l, const char *owner, int64_t wait_ms)
+{
+    rm_err err;
+    rm_err_reset(&err);
+    return rm_publish(&err, rm_lock_acquire(&err, l, owner, wait_ms));
 }

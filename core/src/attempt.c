@@ -131,9 +131,9 @@ static bool acquire_decided(rm_call *call, void *ud)
     rm_acq_replies *a = ud;
     rm_acquire_count(a, call);
     const rm_tally *t = &a->v.t;
-    if (rm_quorum_decided(t->yes, t->no + t->failed, call->n, call->c->quorum))
+    if (rm_quorum_decided(t->yes, t->no + t->failed, call->n, a->l->quorum))
         return true;
-    return t->yes + t->no >= call->c->quorum && rm_call_stalled(call) == rm_call_running(call);
+    return t->yes + t->no >= a->l->quorum && rm_call_stalled(call) == rm_call_running(call);
 }
 
 /* The inspection after a first failed SET NX: the holder's TTL (*ud, the
@@ -204,7 +204,7 @@ static bool fenced_quorum(redmutex_lock *l, rm_call *call, const rm_votes *v, in
     rm_tally_init(&t);
     rm_tally_spec spec = {"raise the fencing token of", l->name, 0, false, ratchet_vote, granted};
     rm_tally_call(&t, call, &spec);
-    return t.yes >= l->c->quorum;
+    return t.yes >= l->quorum;
 }
 
 /* Whether a live hold h (this handle's or another's) keeps its level on
@@ -450,7 +450,7 @@ static int attempt_verdict(rm_err *err, redmutex_lock *l, const char *owner, rm_
     case RM_VERDICT_BUSY:
         info->ttl_ms = v->ttl;
         info->split = v->t.yes > 0;
-        if (v->young > 0 && v->t.yes + v->young >= l->c->quorum)
+        if (v->young > 0 && v->t.yes + v->young >= l->quorum)
             info->why = "is free, but servers that restarted less than a lease ago cannot grant it yet";
         return RM_ATTEMPT_BUSY;
     case RM_VERDICT_UNREACHABLE:
@@ -497,7 +497,7 @@ static rm_acquire_verdict attempt_decide(redmutex_lock *l, rm_call *call, rm_vot
                                          int64_t deadline, bool waiting)
 {
     redmutex_client *c = l->c;
-    if ((l->opts.flags & REDMUTEX_LOCK_FENCING) && c->n > 1 && !nested && v->t.yes >= c->quorum &&
+    if ((l->opts.flags & REDMUTEX_LOCK_FENCING) && c->n > 1 && !nested && v->t.yes >= l->quorum &&
         !fenced_quorum(l, call, v, deadline))
         v->t.yes = 0; /* the token could not be made safe: the attempt fails and is undone */
     /* Servers that cannot answer at all: transport failures and error
@@ -507,7 +507,7 @@ static rm_acquire_verdict attempt_decide(redmutex_lock *l, rm_call *call, rm_vot
        which a caller would only retry at once. */
     size_t broken = rm_call_failed(call) + v->t.errors - (waiting ? rm_call_skipped(call) : 0);
     int64_t left = rm_validity_left_ns(rm_lock_lease_ms(l), rm_now_ns() - started);
-    return rm_acquire_decide(v, c->n, c->quorum, left, nested, broken);
+    return rm_acquire_decide(v, c->n, l->quorum, left, nested, broken);
 }
 
 static int attempt_run(rm_err *err, redmutex_lock *l, const char *owner, const char *value, bool retry,

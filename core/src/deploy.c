@@ -176,7 +176,7 @@ rm_server *rm_deploy_route_locked(redmutex_client *c, size_t i, int slot)
 bool rm_deploy_sharded_locked(redmutex_client *c, size_t i)
 {
     rm_deploy *d = c->servers[i].dep;
-    return atomic_load(&d->topology) == RM_TOPOLOGY_CLUSTER && d->sharded;
+    return atomic_load(&d->topology) == RM_TOPOLOGY_CLUSTER && atomic_load(&d->sharded);
 }
 
 rm_server *rm_deploy_moved_locked(redmutex_client *c, size_t i, int slot, const char *host, int port)
@@ -228,7 +228,7 @@ int rm_deploy_learn(rm_err *err, redmutex_client *c, rm_conn *conn)
         if (!map_load(c, i, conn->topo_shards, conn->topo, conn->srv->ep.host))
             rc = rm_fail(err, REDMUTEX_EPROTOCOL, "%s is a cluster node, but its CLUSTER SLOTS reply could not be read",
                          conn->srv->ep.display);
-        d->sharded = conn->major >= 7;
+        atomic_store(&d->sharded, conn->major >= 7);
         if (rc == 0) {
             atomic_store(&d->topology, RM_TOPOLOGY_CLUSTER);
             atomic_store(&c->has_cluster, true);
@@ -281,7 +281,7 @@ int rm_deploy_refresh_stale(rm_err *err, redmutex_client *c, size_t i, int64_t m
 const char *rm_deploy_publish_verb(redmutex_client *c, size_t i)
 {
     rm_deploy *d = c->servers[i].dep;
-    return atomic_load(&d->topology) == RM_TOPOLOGY_CLUSTER && d->sharded ? "spublish" : "publish";
+    return atomic_load(&d->topology) == RM_TOPOLOGY_CLUSTER && atomic_load(&d->sharded) ? "spublish" : "publish";
 }
 
 void rm_deploy_counts(redmutex_client *c, size_t i, uint64_t *redirects, uint64_t *refreshes)

@@ -21,7 +21,7 @@
 typedef struct rm_deploy {
     int wanted;            /* enum rm_topology: what the URL asked for */
     _Atomic int topology;  /* what it is: RM_TOPOLOGY_AUTO until the first handshake tells */
-    bool sharded;          /* a cluster of 7.0+ nodes: SSUBSCRIBE and SPUBLISH (c->mu) */
+    _Atomic bool sharded;  /* a cluster of 7.0+ nodes: SSUBSCRIBE and SPUBLISH (written under c->mu) */
     /* A cluster's nodes and slot map (c->mu). Nodes are never freed before
        the client: connections and holds point at them. */
     rm_server **nodes;

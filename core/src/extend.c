@@ -119,7 +119,7 @@ static int extended(rm_err *err, redmutex_client *c, rm_hold *h, int64_t started
 static int extend_settle(rm_err *err, redmutex_lock *l, uint64_t hold_id, const char *value, rm_call *call, extend_tally *t)
 {
     redmutex_client *c = l->c;
-    size_t q = c->quorum;
+    size_t q = l->quorum;
     int rc = 0;
     rm_client_lock(c);
     rm_hold *h = hold_id ? rm_hold_find_by_id(l, hold_id) : NULL; /* ours: busy */
@@ -155,8 +155,7 @@ static void extend_unclaim(redmutex_lock *l, uint64_t hold_id)
     rm_client_unlock(l->c);
 }
 
-/* redmutex_lock_extend, with the call's error. */
-static int extend(rm_err *err, redmutex_lock *l, const char *owner, int64_t ms, redmutex_extend_mode mode)
+int rm_lock_extend(rm_err *err, redmutex_lock *l, const char *owner, int64_t ms, redmutex_extend_mode mode)
 {
     int rc = check_extend(err, l, ms, mode);
     redmutex_client *c = l ? l->c : NULL;
@@ -197,5 +196,5 @@ int redmutex_lock_extend(redmutex_lock *l, const char *owner, int64_t ms, redmut
 {
     rm_err err;
     rm_err_reset(&err);
-    return rm_publish(&err, extend(&err, l, owner, ms, mode));
+    return rm_publish(&err, rm_lock_extend(&err, l, owner, ms, mode));
 }

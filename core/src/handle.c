@@ -55,6 +55,40 @@ static _Atomic uint64_t last_lock_id;
 /* A new process-unique lock id (> 0). */
 static uint64_t next_lock_id(void) { return atomic_fetch_add(&last_lock_id, 1) + 1; }
 
+int rm_lock_make(rm_err *err, redmutex_lock **out, redmutex_client *c, const char *name, redmutex_kind kind,
+                 const redmutex_lock_options *o)
+{
+    size_t len = strnlen(name, REDMUTEX_NAME_MAX + 1);
+    if (len == 0)
+        return rm_fail(err, REDMUTEX_EINVAL, "lock name is empty");
+    if (len > REDMUTEX_NAME_MAX)
+        return rm_fail(err, REDMUTEX_EINVAL, "lock name is longer than %d bytes", REDMUTEX_NAME_MAX);
+    int rc = check_lock_options(err, o);
+    if (rc)
+        return rc;
+    redmutex_lock *l = calloc(1, sizeof *l + len + 1);
+    if (!l)
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
+    l->c = c;
+    l->id = next_lock_id();
+    l->refs = 1; /* the user's */
+    l->kind = kind;
+    l->opts = *o;
+    l->quorum = c->quorum;
+    l->name_len = len;
+    memcpy(l->name, name, len + 1);
+    rm_client_lock(c);
+    if (c->closed) {
+        rm_client_unlock(c);
+        free(l);
+        return rm_fail(err, REDMUTEX_ECLOSED, "the client was closed");
+    }
+    c->refs++;
+    rm_client_unlock(c);
+    *out = l;
+    return 0;
+}
+
 int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name, redmutex_kind kind,
                       const redmutex_lock_options *opts)
 {
@@ -71,29 +105,8 @@ int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name,
     redmutex_lock_options o;
     int rc = rm_options_load(err, &o, opts, &lock_options_layout, "redmutex_lock_new");
     if (rc == 0)
-        rc = check_lock_options(err, &o);
-    if (rc)
-        return rm_publish(err, rc);
-    redmutex_lock *l = calloc(1, sizeof *l + len + 1);
-    if (!l)
-        return rm_publish(err, rm_fail(err, REDMUTEX_ENOMEM, "out of memory"));
-    l->c = c;
-    l->id = next_lock_id();
-    l->refs = 1; /* the user's */
-    l->kind = kind;
-    l->opts = o;
-    l->name_len = len;
-    memcpy(l->name, name, len + 1);
-    rm_client_lock(c);
-    if (c->closed) {
-        rm_client_unlock(c);
-        free(l);
-        return rm_publish(err, rm_fail(err, REDMUTEX_ECLOSED, "the client was closed"));
-    }
-    c->refs++;
-    rm_client_unlock(c);
-    *out = l;
-    return rm_publish(err, 0);
+        rc = rm_lock_make(err, out, c, name, kind, &o);
+    return rm_publish(err, rc);
 }
 
 const char *redmutex_lock_name(const redmutex_lock *l) { return l ? l->name : ""; }

@@ -18,6 +18,11 @@ struct redmutex_lock {
     struct rm_hold *holds; /* this handle's holds; guarded by c->mu */
     int64_t released_ns;   /* when this handle last released the lock (c->mu) */
     bool contended;        /* its last acquisition had to wait (c->mu) */
+    /* Servers that must grant a hold (and vouch for it while it lives): the
+       client's majority, or more for a semaphore (semaphore.c). */
+    size_t quorum;
+    int64_t permits;       /* a semaphore's capacity (kind_sem.c), else 0 */
+    bool resize;           /* a semaphore whose acquisitions set its capacity to `permits` */
     size_t name_len;
     char name[];           /* the other keys of the lock are derived from it */
 };
@@ -30,6 +35,13 @@ struct redmutex_lock {
 
 /* ---- the handle (handle.c, owner.c) ------------------------------------- */
 
+/**
+ * Makes a handle of any kind, internal ones included (a semaphore's), with
+ * options already loaded: what redmutex_lock_new does after its checks of
+ * the kind and the options' version. 0 or an error code (message set).
+ */
+int rm_lock_make(rm_err *err, redmutex_lock **out, redmutex_client *c, const char *name, redmutex_kind kind,
+                 const redmutex_lock_options *o);
 /** The lease of a hold made through l: its own, or the client's watchdog lease. */
 int64_t rm_lock_lease_ms(const redmutex_lock *l);
 /** l is not NULL and its client usable: 0, or an error code (message set). */

@@ -265,7 +265,7 @@ void rm_holds_server_restarted(redmutex_client *c, size_t i)
         size_t alive = 0;
         for (size_t j = 0; j < c->n; j++)
             alive += h->generations[j] == c->servers[j].generation + 1;
-        if (alive < c->quorum)
+        if (alive < h->lock->quorum)
             rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
     }
 }

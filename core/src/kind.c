@@ -6,16 +6,21 @@
 #include "kind.h"
 #include "scripts.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern const rm_kind_ops rm_plain_ops; /* kind_plain.c */
 extern const rm_kind_ops rm_rlock_ops; /* kind_rlock.c */
 extern const rm_kind_ops rm_fair_ops;  /* kind_fair.c */
 extern const rm_kind_ops rm_rw_ops;    /* kind_rw.c: both sides of a read-write lock */
+extern const rm_kind_ops rm_sem_ops;   /* kind_sem.c: a semaphore's permits */
 
 const rm_kind_ops *rm_kind_ops_of(redmutex_kind kind)
 {
+    if (kind == RM_KIND_SEMAPHORE) /* internal: no value of the public enum */
+        return &rm_sem_ops;
     switch (kind) {
     case REDMUTEX_KIND_RLOCK:
         return &rm_rlock_ops;
@@ -36,6 +41,8 @@ bool rm_kind_valid(int kind)
 
 char rm_kind_renew_tag(redmutex_kind kind)
 {
+    if (kind == RM_KIND_SEMAPHORE)
+        return 'p';
     switch (kind) {
     case REDMUTEX_KIND_LOCK:
         return 's';
@@ -70,6 +77,20 @@ const char *rm_derived_key(const redmutex_lock *l, const char *prefix, const cha
         out[n++] = '}';
     memcpy(out + n, suffix, slen + 1);
     return out;
+}
+
+size_t rm_message_wakes(const char *channel, const char *msg)
+{
+    if (strncmp(channel, "redisson_sc:", 12) == 0) {
+        /* A semaphore's message is the count of permits free: that many
+           waiters may go on (Redisson's SemaphorePubSub releases as many). */
+        long long v = strtoll(msg, NULL, 10);
+        return v > 1 ? (size_t)v : 1;
+    }
+    if (strncmp(channel, RM_LATCH_CHANNEL_PREFIX, sizeof RM_LATCH_CHANNEL_PREFIX - 1) == 0)
+        return strcmp(msg, "0") == 0 ? SIZE_MAX : 0; /* zero reached: every waiter goes on */
+    /* Redisson's read-unlock message (a write lock ended): readers may all go on. */
+    return strcmp(msg, "1") == 0 ? SIZE_MAX : 1;
 }
 
 const char *rm_lock_channel_key(const redmutex_lock *l, char *out, size_t size)

@@ -9,6 +9,7 @@
  *   kind_fair.c   REDMUTEX_KIND_FAIR   Redisson RFairLock
  *   kind_rw.c     REDMUTEX_KIND_READ   Redisson RReadWriteLock, read side
  *                 REDMUTEX_KIND_WRITE  Redisson RReadWriteLock, write side
+ *   kind_sem.c    RM_KIND_SEMAPHORE    Redisson RPermitExpirableSemaphore
  *
  * (scripts.c keeps the scripts several kinds share: INSPECT, FORCE_RELEASE,
  * the watchdog's RENEW and the Redlock fencing ratchet.)
@@ -106,7 +107,8 @@ bool rm_kind_valid(int kind);
 
 /**
  * The watchdog's tag for a hold of this kind in the RENEW script: 's' token
- * of a plain lock, 'h' hash field, 'r' reader (hash field and its timeout keys).
+ * of a plain lock, 'h' hash field, 'r' reader (hash field and its timeout keys),
+ * 'p' a semaphore's permits.
  */
 char rm_kind_renew_tag(redmutex_kind kind);
 
@@ -125,6 +127,19 @@ void rm_kind_lock_channel(const redmutex_lock *l, const char *value, char out[RM
 /** rm_kind_ops.nest_undo of the kinds whose owner's count is a hash field and nothing else (reentrant, fair, write). */
 rm_cmd rm_kind_nest_undo(const redmutex_lock *l, const char *value, const char *latch_key, int64_t latch_ms,
                          rm_kargs *st);
+/*
+ * Redisson's count-down latch channel: "redisson_countdownlatch__channel__{NAME}"
+ * (braces always, unlike prefixName). Its messages: "0" zero reached, "1" a
+ * new count (latch.c).
+ */
+#define RM_LATCH_CHANNEL_PREFIX "redisson_countdownlatch__channel__"
+
+/**
+ * How many waiters on `channel` a message `msg` wakes, as the kinds'
+ * messages mean it: SIZE_MAX every one, else that many (the oldest first).
+ */
+size_t rm_message_wakes(const char *channel, const char *msg);
+
 /** redisson_lock__channel:{NAME}: the release channel of the plain and reentrant kinds. */
 const char *rm_lock_channel_key(const redmutex_lock *l, char *out, size_t size);
 /** redisson_lock_token:{NAME}: the fencing counter of every kind. */
@@ -178,22 +193,134 @@ extern const char rm_lua_rw_force[];
 extern const char rm_lua_rw_inspect[];
 
 /*
+ * A reader's holds are its timeout keys, {NAME}:<field>:rwlock_timeout:<i>
+ * for i = 1..its count (Redisson's format): live(pre, n) tells whether any
+ * of them is still there (`pre` the prefix up to ":rwlock_timeout"). A
+ * reader whose leases all ran out leaves its field behind while other
+ * readers keep the hash alive; that field holds nothing. Every script that
+ * would take the field for a hold (acquire's "mine", extend, the watchdog's
+ * renewal, release) asks this first, and takes a dead field out: counted,
+ * an extension of it would succeed without a timeout key (and the next
+ * release, finding no key, would delete the lock under its "holder").
+ */
+#define RM_LUA_READER_LIVE_DEF                                                                               \
+    "local function live(pre, n)\n"                                                                          \
+    "  for i = 1, n do\n"                                                                                    \
+    "    if redis.call('exists', pre .. ':' .. i) == 1 then return true end\n"                              \
+    "  end\n"                                                                                                \
+    "  return false\n"                                                                                       \
+    "end\n"
+
+/*
  * The RENEW script's branch for a reader (tag 'r'), spliced into it by
- * scripts.c after its at_least() (lua.h): `key` is the lock, `who` the
- * reader's field, `ok` set to 1 when renewed. It extends the lock and every
- * timeout key of this reader (one per hold) to at least the lease, never
- * creating a key and never lowering one: another hold of the same reader
- * may have a longer lease.
+ * scripts.c after its at_least() (lua.h), live() (above) and may() (lua.h):
+ * `key` is the lock, `who` the reader's field, `ok` set to 1 when renewed.
+ * It extends the lock and every timeout key of this reader (one per hold)
+ * to at least the lease, never creating a key and never lowering one:
+ * another hold of the same reader may have a longer lease. A reader whose
+ * timeout keys are all gone is not renewed (its hold ran out: lost); its
+ * field goes, and the lock with it when no other field is left (no hold is
+ * left to wake anyone for: waiters try again within the TTL they saw).
  */
 #define RM_LUA_RENEW_READER                                                                                  \
     "    if t == 'hash' and redis.call('hexists', key, who) == 1 then\n"                                     \
-    "      ok = 1\n"                                                                                         \
-    "      at_least(key, ARGV[1])\n"                                                                         \
     "      local pre = key\n"                                                                                \
     "      if not string.find(key, '{', 1, true) then pre = '{' .. key .. '}' end\n"                         \
+    "      pre = pre .. ':' .. who .. ':rwlock_timeout'\n"                                                   \
     "      local n = tonumber(redis.call('hget', key, who)) or 0\n"                                          \
-    "      for i = 1, n do\n"                                                                                \
-    "        at_least(pre .. ':' .. who .. ':rwlock_timeout:' .. i, ARGV[1])\n"                              \
+    "      if live(pre, n) then\n"                                                                           \
+    "        ok = 1\n"                                                                                       \
+    "        at_least(key, ARGV[1])\n"                                                                       \
+    "        for i = 1, n do at_least(pre .. ':' .. i, ARGV[1]) end\n"                                       \
+    "      elseif may('hdel', key, who) and may('del', key) then\n"                                          \
+    "        redis.call('hdel', key, who)\n"                                                                 \
+    "        if redis.call('hlen', key) <= 1 then redis.call('del', key) end\n"                              \
+    "      end\n"                                                                                            \
+    "    end\n"
+
+/* ---- semaphores (kind_sem.c) --------------------------------------------- */
+
+/*
+ * The semaphore is a kind of its own, behind the redmutex_semaphore handle
+ * (semaphore.c): a hold is one acquisition of permits, its owner and value
+ * the permit id. Not a redmutex_kind a user can pass to redmutex_lock_new.
+ */
+#define RM_KIND_SEMAPHORE ((redmutex_kind)100)
+/* A permit id: 16 random bytes in hex, as Redisson's generateId() writes it. */
+#define RM_PERMIT_HEX 32
+/* Most permits one acquisition takes (each is a zset member the script writes). */
+#define RM_PERMITS_PER_ACQUIRE_MAX REDMUTEX_ACQUIRE_PERMITS_MAX
+
+/** redisson_sc:{NAME}: the semaphore's channel. */
+const char *rm_sem_channel_key(const redmutex_lock *l, char *out, size_t size);
+/** {NAME}:timeout: the zset of permit ids and the ends of their leases. */
+const char *rm_sem_timeout_key(const redmutex_lock *l, char *out, size_t size);
+/** How many permits a hold's value stands for ("<id>" 1, "<id>*<k>" k). */
+int64_t rm_sem_permits_of(const char *value);
+/** Whether value is a permit id redmutex writes: 32 lowercase hex digits, then "*<k>" for k > 1 permits. */
+bool rm_sem_value_valid(const char *value);
+/** RM_SCRIPT_SEM_INFO's command: {exists, available now, capacity}. */
+rm_cmd rm_sem_info_command(const redmutex_lock *l, rm_kargs *st);
+
+extern const char rm_lua_sem_acquire[];
+extern const char rm_lua_sem_release[];
+extern const char rm_lua_sem_extend[];
+extern const char rm_lua_sem_inspect[];
+extern const char rm_lua_sem_info[];
+extern const char rm_lua_sem_force[];
+
+/*
+ * Lua helpers of the semaphore's scripts (and of the RENEW script's branch
+ * for permits): now_ms(), the server's clock (TIME) in ms, on which leases
+ * end; permit_ids(value), the zset members of a hold (kind_sem.c says how
+ * they derive from its value; the value is checked by rm_sem_value_valid
+ * before any script sees it). The hex is decoded 8 digits at a time: these
+ * run in every acquisition, release and renewal of a permit, and a gsub
+ * calling a function per byte cost as much as the rest of a release.
+ */
+#define RM_LUA_PERMIT_DEFS                                                                                   \
+    "local function now_ms()\n"                                                                              \
+    "  local t = redis.call('time')\n"                                                                       \
+    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                                   \
+    "end\n"                                                                                                  \
+    "local function b4(n)\n"                                                                                 \
+    "  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, "                    \
+    "math.floor(n / 256) % 256, n % 256)\n"                                                                  \
+    "end\n"                                                                                                  \
+    "local function permit_ids(v)\n"                                                                         \
+    "  local k = 1\n"                                                                                        \
+    "  if #v > 32 then k = tonumber(string.sub(v, 34)) end\n"                                               \
+    "  local head = b4(tonumber(string.sub(v, 1, 8), 16)) .. b4(tonumber(string.sub(v, 9, 16), 16)) .. "    \
+    "b4(tonumber(string.sub(v, 17, 24), 16))\n"                                                              \
+    "  local tail = tonumber(string.sub(v, 25, 32), 16)\n"                                                   \
+    "  local out = {}\n"                                                                                     \
+    "  for j = 0, k - 1 do out[j + 1] = head .. b4((tail + j) % 4294967296) end\n"                          \
+    "  return out\n"                                                                                         \
+    "end\n"
+
+/*
+ * The RENEW script's branch for a semaphore's hold (tag 'p'), spliced into
+ * it by scripts.c like the reader's: `key` is the counter, `who` the hold's
+ * value, `ok` set to 1 when every permit of it was still in its lease and
+ * is renewed to ARGV[1] ms from now, or kept where it ends later (an
+ * extension): never shortened, and never re-created (ZADD XX). `now` is
+ * the script's, read once.
+ */
+#define RM_LUA_RENEW_PERMIT                                                                                  \
+    "    local pre = key\n"                                                                                  \
+    "    if not string.find(key, '{', 1, true) then pre = '{' .. key .. '}' end\n"                           \
+    "    local tk = pre .. ':timeout'\n"                                                                     \
+    "    if redis.call('type', tk)['ok'] == 'zset' then\n"                                                   \
+    "      if not now then now = now_ms() end\n"                                                            \
+    "      local mine, ends = permit_ids(who), {}\n"                                                        \
+    "      ok = 1\n"                                                                                         \
+    "      for p = 1, #mine do\n"                                                                            \
+    "        ends[p] = tonumber(redis.call('zscore', tk, mine[p]) or '0')\n"                                 \
+    "        if ends[p] <= now then ok = 0 end\n"                                                            \
+    "      end\n"                                                                                            \
+    "      for p = 1, #mine do\n"                                                                            \
+    "        local e = math.max(ends[p], now + tonumber(ARGV[1]))\n"                                         \
+    "        if ok == 1 then redis.call('zadd', tk, 'XX', e, mine[p]) end\n"                                 \
     "      end\n"                                                                                            \
     "    end\n"
 

@@ -68,15 +68,20 @@
  * fencing 0/1, [5] nested 0/1; a nested acquisition adds KEYS[4] its undo
  * latch and ARGV[6] that latch's life (lua.h, RM_LUA_NEST_GUARD). Replies
  * {1, count, fence}, {0, pttl} or {2, pttl} (nested, field gone: nothing
- * written).
+ * written). A field without a live timeout key is no hold (kind.h,
+ * RM_LUA_READER_LIVE_DEF): a nested acquisition finds the hold gone, any
+ * other replaces the field by a hold of its own, one level.
  */
 const char rm_lua_read_acquire[] =
-    RW_CHECK_TYPE RM_LUA_MAY_DEF
-    "if not (may('hset', KEYS[1], 'mode', 'read') and may('set', KEYS[2] .. ':1', '1', 'px', '1')) then "
+    RW_CHECK_TYPE RM_LUA_MAY_DEF RM_LUA_READER_LIVE_DEF
+    "if not (may('hset', KEYS[1], 'mode', 'read') and may('hdel', KEYS[1], 'f') and "
+    "may('set', KEYS[2] .. ':1', '1', 'px', '1')) then "
     RM_LUA_NOPERM("write the lock and its timeout keys") " end\n"
     "local FENCING = ARGV[4] == '1'\n"
-    "local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
+    "local field = redis.call('hexists', KEYS[1], ARGV[2]) == 1\n"
+    "local mine = field and live(KEYS[2], tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0)\n"
     RW_FENCE("3") RM_LUA_NEST_GUARD("5", "KEYS[4]", "ARGV[6]")
+    "if field and not mine then redis.call('hdel', KEYS[1], ARGV[2]) end\n"
     "if mode == false then\n"
     "  redis.call('hset', KEYS[1], 'mode', 'read')\n"
     "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
@@ -105,11 +110,15 @@ const char rm_lua_read_acquire[] =
  * holds ended is not known here, so the key below takes over its TTL when
  * that is longer (RM_LUA_PASS_DOWN_DEF); and while a writer holds the lock
  * (the writer reads too), the lock keeps its TTL: the write hold has no
- * timeout key, and the longest reader's key says nothing of it.
+ * timeout key, and the longest reader's key says nothing of it. A reader
+ * field without a live timeout key holds nothing (kind.h,
+ * RM_LUA_READER_LIVE_DEF): this reader's is taken out and the release
+ * answers nil (its hold ran out), others' are taken out on the way.
  */
 const char rm_lua_read_release[] =
     "local l = redis.call('get', KEYS[5])\n"
     "if l ~= false then return tonumber(l) end\n" RW_CHECK_TYPE RM_LUA_MAY_DEF RM_LUA_PASS_DOWN_DEF
+    RM_LUA_READER_LIVE_DEF
     "if not may(ARGV[#ARGV], KEYS[2], ARGV[1]) then " RM_LUA_NOPERM("PUBLISH the release") " end\n"
     "if not may('set', KEYS[5], '1', 'px', ARGV[3]) then " RM_LUA_NOPERM("SET the unlock latch") " end\n"
     "if not (may('del', KEYS[3] .. ':1') and may('set', KEYS[3] .. ':1', '1', 'px', '1')) then "
@@ -118,35 +127,41 @@ const char rm_lua_read_release[] =
     "  redis.call(ARGV[#ARGV], KEYS[2], ARGV[1])\n"
     "  return nil\n"
     "end\n"
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end\n"
-    "local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
-    "if counter == 0 then redis.call('hdel', KEYS[1], ARGV[2]) end\n"
-    "if counter > 0 then pass_down(KEYS[3] .. ':' .. (counter + 1), KEYS[3] .. ':' .. counter)\n"
-    "else redis.call('del', KEYS[3] .. ':1') end\n"
-    "if redis.call('hlen', KEYS[1]) > 1 and mode == 'write' then\n"
-    "  redis.call('set', KEYS[5], 0, 'px', ARGV[3])\n"
-    "  return 0\n"
-    "end\n"
-    "if redis.call('hlen', KEYS[1]) > 1 then\n"
+    /* What is left after a reader's level went: 0 others hold (the lock
+       lives as long as their longest timeout key; readers without one are
+       taken out), 1 nobody (deleted, published). */
+    "local function rest()\n"
+    "  if redis.call('hlen', KEYS[1]) > 1 and mode == 'write' then return 0 end\n"
     "  local maxRemain = -3\n"
     "  for _, key in ipairs(redis.call('hkeys', KEYS[1])) do\n"
     "    local c = tonumber(redis.call('hget', KEYS[1], key))\n"
     "    if type(c) == 'number' then\n"
-    "      for i = c, 1, -1 do\n"
-    "        maxRemain = math.max(maxRemain, redis.call('pttl', KEYS[4] .. ':' .. key .. ':rwlock_timeout:' .. i))\n"
-    "      end\n"
+    "      local pre = KEYS[4] .. ':' .. key .. ':rwlock_timeout'\n"
+    "      if not live(pre, c) then redis.call('hdel', KEYS[1], key) end\n"
+    "      for i = c, 1, -1 do maxRemain = math.max(maxRemain, redis.call('pttl', pre .. ':' .. i)) end\n"
     "    end\n"
     "  end\n"
-    "  if maxRemain > 0 then\n"
+    "  if maxRemain > 0 and redis.call('hlen', KEYS[1]) > 1 then\n"
     "    redis.call('pexpire', KEYS[1], maxRemain)\n"
-    "    redis.call('set', KEYS[5], 0, 'px', ARGV[3])\n"
     "    return 0\n"
     "  end\n"
+    "  redis.call('del', KEYS[1])\n"
+    "  redis.call(ARGV[#ARGV], KEYS[2], ARGV[1])\n"
+    "  return 1\n"
     "end\n"
-    "redis.call('del', KEYS[1])\n"
-    "redis.call(ARGV[#ARGV], KEYS[2], ARGV[1])\n"
-    "redis.call('set', KEYS[5], 1, 'px', ARGV[3])\n"
-    "return 1\n";
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end\n"
+    "if not live(KEYS[3], tonumber(redis.call('hget', KEYS[1], ARGV[2])) or 0) then\n"
+    "  redis.call('hdel', KEYS[1], ARGV[2])\n"
+    "  rest()\n"
+    "  return nil\n"
+    "end\n"
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1)\n"
+    "if counter == 0 then redis.call('hdel', KEYS[1], ARGV[2]) end\n"
+    "if counter > 0 then pass_down(KEYS[3] .. ':' .. (counter + 1), KEYS[3] .. ':' .. counter)\n"
+    "else redis.call('del', KEYS[3] .. ':1') end\n"
+    "local r = rest()\n"
+    "redis.call('set', KEYS[5], r, 'px', ARGV[3])\n"
+    "return r\n";
 
 /*
  * Extend one reader's holds. KEYS: [1] NAME, [2] its timeout prefix. ARGV:
@@ -154,13 +169,20 @@ const char rm_lua_read_release[] =
  * TTL. Replies the new TTL, 0 when not held. Which of the reader's holds
  * this is, is not known here: its timeout keys and the lock get at least
  * the new TTL (lua.h, RM_LUA_AT_LEAST_DEF) - exactly it when this reader's
- * one hold is all the lock carries.
+ * one hold is all the lock carries. A reader without a live timeout key
+ * holds nothing (kind.h, RM_LUA_READER_LIVE_DEF): its field goes (the lock
+ * too, when no other field is left) and the reply is 0.
  */
 const char rm_lua_read_extend[] =
     "if redis.call('type', KEYS[1])['ok'] ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n"
     "  return 0\n"
-    "end\n" RM_LUA_AT_LEAST_DEF
+    "end\n" RM_LUA_AT_LEAST_DEF RM_LUA_READER_LIVE_DEF
     "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1])) or 0\n"
+    "if not live(KEYS[2], n) then\n"
+    "  redis.call('hdel', KEYS[1], ARGV[1])\n"
+    "  if redis.call('hlen', KEYS[1]) <= 1 then redis.call('del', KEYS[1]) end\n"
+    "  return 0\n"
+    "end\n"
     "local ttl = redis.call('pttl', KEYS[2] .. ':' .. n)\n"
     "if ttl < 0 then ttl = 0 end\n"
     "local new = tonumber(ARGV[2])\n"

@@ -107,10 +107,23 @@ static inline void rm_acq_replies_init(rm_acq_replies *a, redmutex_lock *l, rm_a
 /** Counts the votes of every server that answered the acquisition into a->v. */
 void rm_acquire_count(rm_acq_replies *a, rm_call *call);
 
+/** redmutex_lock_acquire with the call's error (acquire.c). */
+int rm_lock_acquire(rm_err *err, redmutex_lock *l, const char *owner, int64_t wait_ms);
+/** redmutex_lock_extend with the call's error (extend.c). */
+int rm_lock_extend(rm_err *err, redmutex_lock *l, const char *owner, int64_t ms, redmutex_extend_mode mode);
+
 /* ---- releases (release.c) ------------------------------------------------ */
 
 /** Releases owner_key's hold (the caller's deadline: INT64_MAX, or shutdown's). */
 int rm_release_owner(rm_err *err, redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns);
+/**
+ * Releases the holds of owner_keys[j] through ls[j] (k <= RM_REQ_MAX_CMDS
+ * locks of one client, different names) in one request: rcs[j] and errs[j]
+ * are each one's result, as rm_release_owner's. No hand-off to a waiter
+ * rides along; the waiters are woken by the releases' messages.
+ */
+void rm_release_batch(rm_err *errs, int *rcs, redmutex_lock *const *ls, char *const *owner_keys,
+                      const bool *explicit_owner, size_t k);
 /** Releases whatever `value` holds on the servers, with no local record (cleanup). */
 void rm_release_value(redmutex_lock *l, const char *value);
 

@@ -26,6 +26,7 @@
 #include "lifetime.h"
 #include "lockops.h"
 #include "pollwait.h"
+#include "waitfd.h"
 #include "waiter.h"
 
 #include <errno.h>
@@ -76,6 +77,10 @@ struct redmutex_wait {
     bool fair;
     bool in_fair_queue;
     char nonce[17];
+    /* A wait for something else than a lock (pollwait.h, rm_wait_new_custom):
+       l is NULL, and the tries are these. */
+    const rm_wait_ops *ops;
+    void *obj;
     /* Statistics (stats.c): a wait is one acquisition from its creation to
        the try that acquires or to its free; a waiter while tries find the
        lock held. */
@@ -86,63 +91,7 @@ struct redmutex_wait {
 
 static _Atomic uint64_t last_wait_id;
 
-static void fd_signal(int fd)
-{
-    uint64_t one = 1;
-    ssize_t r = write(fd, &one, sizeof one);
-    (void)r; /* a saturated counter is readable all the same */
-}
-
-static void fd_drain(int fd)
-{
-    uint64_t v;
-    ssize_t r = read(fd, &v, sizeof v);
-    (void)r;
-}
-
 /* ---- the client's ready list and timer (caller holds c->mu) ----------------- */
-
-static void init_cond(pthread_cond_t *cond)
-{
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(cond, &attr);
-    pthread_condattr_destroy(&attr);
-}
-
-/* An epoll instance watching efd and tfd for reading, or -1. */
-static int make_epoll(int efd, int tfd)
-{
-    int epfd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev = {.events = EPOLLIN};
-    ev.data.fd = efd;
-    if (epfd >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ev) == 0) {
-        ev.data.fd = tfd;
-        if (epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev) == 0)
-            return epfd;
-    }
-    if (epfd >= 0)
-        close(epfd);
-    return -1;
-}
-
-/* Makes the eventfd, the timerfd and the epoll instance over both. 0 or -1 (errno set). */
-static int make_fds(int *epfd, int *efd, int *tfd)
-{
-    *efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    *tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    *epfd = *efd >= 0 && *tfd >= 0 ? make_epoll(*efd, *tfd) : -1;
-    if (*epfd >= 0)
-        return 0;
-    int saved = errno;
-    if (*efd >= 0)
-        close(*efd);
-    if (*tfd >= 0)
-        close(*tfd);
-    errno = saved;
-    return -1;
-}
 
 static rm_pollwaits *ensure_pollwaits(rm_err *err, redmutex_client *c)
 {
@@ -153,13 +102,13 @@ static rm_pollwaits *ensure_pollwaits(rm_err *err, redmutex_client *c)
         rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
         return NULL;
     }
-    if (make_fds(&pw->epfd, &pw->efd, &pw->tfd) != 0) {
+    if (rm_waitfd_make(&pw->epfd, &pw->efd, &pw->tfd) != 0) {
         rm_fail(err, REDMUTEX_ENOMEM, "cannot create the client's wait fd: %s", strerror(errno));
         free(pw);
         return NULL;
     }
     pw->timer_ns = INT64_MAX;
-    init_cond(&pw->handoff_done);
+    rm_cond_init_monotonic(&pw->handoff_done);
     c->pw = pw;
     return pw;
 }
@@ -190,7 +139,7 @@ static void push_ready(rm_pollwaits *pw, redmutex_wait *w)
         pw->ready_head = w;
     pw->ready_tail = w;
     if (pw->ready_head == w)
-        fd_signal(pw->efd);
+        rm_waitfd_signal(pw->efd);
 }
 
 static void unqueue(rm_pollwaits *pw, redmutex_wait *w)
@@ -209,7 +158,7 @@ static void unqueue(rm_pollwaits *pw, redmutex_wait *w)
     w->queued = false;
     w->next_ready = NULL;
     if (!pw->ready_head)
-        fd_drain(pw->efd);
+        rm_waitfd_drain(pw->efd);
 }
 
 /* Makes every wait whose due time has come ready, and re-arms the timer. */
@@ -217,7 +166,7 @@ static void scan_due(rm_pollwaits *pw, int64_t now)
 {
     if (now < pw->timer_ns)
         return;
-    fd_drain(pw->tfd);
+    rm_waitfd_drain(pw->tfd);
     int64_t next = INT64_MAX;
     for (redmutex_wait *w = pw->all; w; w = w->next_all) {
         if (w->due_ns <= now)
@@ -260,24 +209,45 @@ static void release_refs(redmutex_wait *w)
         pw->all = w->next_all;
     if (w->next_all)
         w->next_all->prev_all = w->prev_all;
-    rm_lock_unref_locked(c, w->l); /* never the last client reference: the wait has its own */
+    if (w->l)
+        rm_lock_unref_locked(c, w->l); /* never the last client reference: the wait has its own */
     rm_client_unlock(c);
     rm_client_unref(c);
     free(w);
 }
 
-int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owner)
+/* Links a new wait into the client's (with a reference to the client and
+   its lock), or frees it: 0, REDMUTEX_ECLOSED or REDMUTEX_ENOMEM. */
+static int register_wait(rm_err *err, redmutex_wait *w)
 {
-    rm_err e_, *err = rm_err_reset(&e_);
-    if (!out || !lock)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_new: %s is NULL", !out ? "out" : "lock"));
+    redmutex_client *c = w->c;
+    rm_client_lock(c);
+    rm_pollwaits *pw = c->closed ? NULL : ensure_pollwaits(err, c);
+    if (!pw) {
+        rm_client_unlock(c);
+        free(w);
+        return c->closed ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed") : REDMUTEX_ENOMEM;
+    }
+    c->refs++;
+    if (w->l)
+        w->l->refs++;
+    w->next_all = pw->all;
+    if (pw->all)
+        pw->all->prev_all = w;
+    pw->all = w;
+    rm_client_unlock(c);
+    return 0;
+}
+
+int rm_wait_new(rm_err *err, redmutex_wait **out, redmutex_lock *lock, const char *owner)
+{
     redmutex_wait *w = calloc(1, sizeof *w);
     if (!w)
-        return rm_publish(err, rm_fail(err, REDMUTEX_ENOMEM, "out of memory"));
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     int rc = rm_acquire_prepare(err, lock, owner, w->owner_key, w->value);
     if (rc) {
         free(w);
-        return rm_publish(err, rc);
+        return rc;
     }
     redmutex_client *c = lock->c;
     w->c = c;
@@ -292,26 +262,37 @@ int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owne
     w->fair = ops && ops->server_queue;
     if (w->fair && (rc = rm_fair_new_nonce(err, w->nonce)) != 0) {
         free(w);
-        return rm_publish(err, rc);
+        return rc;
     }
 
-    rm_client_lock(c);
-    rm_pollwaits *pw = c->closed ? NULL : ensure_pollwaits(err, c);
-    if (!pw) {
-        rm_client_unlock(c);
-        free(w);
-        return rm_publish(err, c->closed ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed") : REDMUTEX_ENOMEM);
-    }
-    c->refs++;
-    lock->refs++;
-    w->next_all = pw->all;
-    if (pw->all)
-        pw->all->prev_all = w;
-    pw->all = w;
-    rm_client_unlock(c);
+    if ((rc = register_wait(err, w)) == 0)
+        *out = w;
+    return rc;
+}
 
-    *out = w;
-    return rm_publish(err, 0);
+int rm_wait_new_custom(rm_err *err, redmutex_wait **out, redmutex_client *c, const rm_wait_ops *ops, void *obj)
+{
+    redmutex_wait *w = calloc(1, sizeof *w);
+    if (!w)
+        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
+    w->c = c;
+    w->ops = ops;
+    w->obj = obj;
+    w->id = atomic_fetch_add(&last_wait_id, 1) + 1;
+    w->backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
+    w->due_ns = INT64_MAX;
+    int rc = register_wait(err, w);
+    if (rc == 0)
+        *out = w;
+    return rc;
+}
+
+int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owner)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    if (!out || !lock)
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_new: %s is NULL", !out ? "out" : "lock"));
+    return rm_publish(err, rm_wait_new(err, out, lock, owner));
 }
 
 /*
@@ -327,12 +308,12 @@ static int join(rm_err *err, redmutex_wait *w)
     bool subscribed;
     if (rm_waiter_join(c, w->channel, notify, w, &w->waiter, &subscribed) != 0)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
-    if (rm_handoff_by_script(w->l))
+    if (w->l && rm_handoff_by_script(w->l))
         rm_waiter_serial(c, w->waiter); /* a hand-off to it is for it alone (waiter.h) */
     /* As for a blocked acquire: with one server and no replica wait, a
        releasing thread of this client may acquire for this wait in its
        release's round trip (see release.c). */
-    if (c->n == 1 && c->opts.min_replicas == 0 && rm_kind_ops_of(w->l->kind)->local_waiters) {
+    if (w->l && c->n == 1 && c->opts.min_replicas == 0 && rm_kind_ops_of(w->l->kind)->local_waiters) {
         w->claim = (rm_claim){w->l, w->owner_key, w->value};
         rm_waiter_offer(c, w->waiter, &w->claim);
     }
@@ -367,6 +348,45 @@ static int64_t next_pause_ms(redmutex_wait *w, int64_t ttl_ms, bool split, bool 
     if (w->fair && pause_ms > RM_FAIR_REFRESH_MS)
         pause_ms = RM_FAIR_REFRESH_MS; /* each try refreshes the wait's place in the queue */
     return pause_ms;
+}
+
+/* A custom wait's try: the creator's try, then, while it is not done, the
+   wait listens on the channel the try named (it may change) until due. */
+static int custom_try(rm_err *err, redmutex_wait *w)
+{
+    redmutex_client *c = w->c;
+    int rc = w->done ? rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: this wait is done; free it")
+                     : rm_client_usable(err, c);
+    if (rc)
+        return rc;
+    rm_client_lock(c);
+    unqueue(c->pw, w);
+    w->due_ns = INT64_MAX;
+    rm_client_unlock(c);
+    int news = w->waiter ? rm_waiter_take(c, w->waiter) : 0; /* no claim offered: 0 or 1 */
+    bool first = !w->tried;
+    int64_t ttl_ms = -1;
+    char channel[RM_LONG_KEY_MAX] = "";
+    w->tried = true;
+    if ((rc = w->ops->try_once(err, w->obj, &ttl_ms, channel)) != REDMUTEX_ETIMEDOUT) {
+        w->done = rc == 0;
+        return rc;
+    }
+    if (w->waiter && strcmp(channel, w->channel) != 0) {
+        rm_waiter_end(c, w->waiter);
+        w->waiter = NULL;
+    }
+    snprintf(w->channel, sizeof w->channel, "%s", channel);
+    rm_err e;
+    if (!w->waiter && channel[0] && join(&e, w) != 0)
+        return rm_err_copy(err, &e);
+    int64_t pause_ms = next_pause_ms(w, ttl_ms, false, !first && news == 0);
+    rm_client_lock(c);
+    set_due(c->pw, w, rm_now_ns() + pause_ms * RM_NS_PER_MS);
+    rm_client_unlock(c);
+    if (w->waiter)
+        rm_waiter_sleep(c, w->waiter);
+    return REDMUTEX_ETIMEDOUT; /* with the try's message */
 }
 
 static int busy(rm_err *err, const redmutex_wait *w, const char *why)
@@ -459,6 +479,8 @@ int redmutex_wait_try(redmutex_wait *w)
     rm_err e_, *err = rm_err_reset(&e_);
     if (!w)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: wait is NULL"));
+    if (w->ops)
+        return rm_publish(err, custom_try(err, w));
     if (w->done)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL,
                                        "redmutex_wait_try: this wait acquired lock '%s' already; free it",
@@ -471,6 +493,16 @@ void redmutex_wait_free(redmutex_wait *w)
     if (!w)
         return;
     redmutex_client *c = w->c;
+    if (w->ops) {
+        rm_client_lock(c);
+        w->freeing = true;
+        rm_client_unlock(c);
+        if (w->waiter)
+            rm_waiter_end(c, w->waiter);
+        w->ops->end(w->obj);
+        release_refs(w);
+        return;
+    }
     rm_client_lock(c);
     w->freeing = true; /* notifications now only end the wait below */
     unqueue(c->pw, w);
@@ -545,20 +577,7 @@ void rm_pollwaits_after_fork(redmutex_client *c)
     /* The descriptors are shared with the parent (the epoll instance would
        even report the parent's readiness): the child gets fresh ones under
        the same numbers, so a loop that registered the wait fd keeps working. */
-    int epfd, efd, tfd;
-    if (make_fds(&epfd, &efd, &tfd) == 0) {
-        close(epfd);
-        dup3(efd, pw->efd, O_CLOEXEC);
-        dup3(tfd, pw->tfd, O_CLOEXEC);
-        close(efd);
-        close(tfd);
-        /* The new epoll instance watches the numbers the old one did. */
-        epfd = make_epoll(pw->efd, pw->tfd);
-        if (epfd >= 0) {
-            dup3(epfd, pw->epfd, O_CLOEXEC);
-            close(epfd);
-        }
-    }
+    rm_waitfd_renew(pw->epfd, pw->efd, pw->tfd);
     /* Nothing is ready or timed in the child. Its waits were cut from their
        channels with the subscriber; their next try starts afresh. */
     for (redmutex_wait *w = pw->all; w; w = w->next_all) {
@@ -568,7 +587,7 @@ void rm_pollwaits_after_fork(redmutex_client *c)
     }
     pw->ready_head = pw->ready_tail = NULL;
     pw->timer_ns = INT64_MAX;
-    init_cond(&pw->handoff_done);
+    rm_cond_init_monotonic(&pw->handoff_done);
 }
 
 void rm_pollwaits_destroy(redmutex_client *c)

@@ -17,6 +17,17 @@
 static inline size_t rm_quorum_of(size_t n) { return n / 2 + 1; }
 
 /**
+ * Servers that must grant a permit of a semaphore of capacity k on n
+ * servers: floor(k * n / (k + 1)) + 1. Each server grants at most k
+ * permits, so the permits held at once are at most k * n / q < k + 1: no
+ * more than k. With k = 1 it is the majority.
+ */
+static inline size_t rm_sem_quorum_of(size_t n, int64_t k)
+{
+    return (size_t)((int64_t)n * k / (k + 1)) + 1;
+}
+
+/**
  * Whether a question put to n servers is settled: `yes` servers gave the
  * answer that needs a majority q, or `no` servers ruled it out (more than
  * n - q can never leave a majority).

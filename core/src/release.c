@@ -21,6 +21,7 @@
 #include "watchdog.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* One release, from the claim of the local hold to the last latch. */
@@ -79,13 +80,15 @@ static rm_vote release_vote(void *ud, const rm_slot *s, size_t i, const rm_reply
     return RM_VOTE_ERROR;
 }
 
-/* Counts the answers to the release of lock `name` into t (NULL: only the tally tt). A
-   server the release was not sent to (it never held the lock) counts as "not owner" in the
-   outcome, but not towards deciding early: servers that may hold it are waited for. */
-static void release_tally_call(rm_tally *tt, release_tally *t, const rm_call *call, const char *name, bool outcome)
+/* Counts the answers to the release of lock `name` (the reply-th command of
+   the request) into t (NULL: only the tally tt). A server the release was
+   not sent to (it never held the lock) counts as "not owner" in the outcome,
+   but not towards deciding early: servers that may hold it are waited for. */
+static void release_tally_call(rm_tally *tt, release_tally *t, const rm_call *call, const char *name, bool outcome,
+                               size_t reply)
 {
     rm_tally_init(tt);
-    rm_tally_spec spec = {"release", name, 0, outcome, release_vote, t};
+    rm_tally_spec spec = {"release", name, reply, outcome, release_vote, t};
     rm_tally_call(tt, call, &spec);
 }
 
@@ -98,29 +101,30 @@ static size_t never_granted(const rm_call *call)
     return n;
 }
 
-/* Whether these answers leave the hold gone from a majority: released
+/* Whether these answers leave the hold gone from a quorum q: released
    somewhere, and released or absent (never granted there, or not held
-   there) on a majority, while no majority says it was not held (that is a
+   there) on q servers, while no quorum says it was not held (that is a
    loss, reported as such). rm_tally t counts the servers never asked among
    its "no" when `outcome`. */
-static bool gone_from_majority(const rm_tally *t, const rm_call *call, bool outcome)
+static bool gone_from_quorum(const rm_tally *t, const rm_call *call, size_t q, bool outcome)
 {
-    size_t n = call->n, q = call->c->quorum;
+    size_t n = call->n;
     size_t no = t->no + (outcome ? 0 : never_granted(call));
     return t->yes > 0 && t->yes + no >= q && no <= n - q && !rm_error_decides(t->error.code);
 }
 
-/* A release's outcome is decided once a majority said "released" or "not
-   owner", or once the hold is gone from a majority and the servers still
-   to answer all stall (rm_call_stalled): their answer is waited for no
-   longer, as for a server that is down. */
+/* A release's outcome is decided once a quorum said "released" or "not
+   owner", or once the hold is gone from a quorum and the servers still to
+   answer all stall (rm_call_stalled): their answer is waited for no
+   longer, as for a server that is down. ud: the lock. */
 static bool release_decided(rm_call *call, void *ud)
 {
+    const redmutex_lock *l = ud;
     rm_tally t;
-    release_tally_call(&t, NULL, call, ud, false);
-    if (rm_tally_decided(&t, call->n, call->c->quorum))
+    release_tally_call(&t, NULL, call, l->name, false, 0);
+    if (rm_tally_decided(&t, call->n, l->quorum))
         return true;
-    return gone_from_majority(&t, call, false) && rm_call_stalled(call) == rm_call_running(call);
+    return gone_from_quorum(&t, call, l->quorum, false) && rm_call_stalled(call) == rm_call_running(call);
 }
 
 void rm_release_value(redmutex_lock *l, const char *value)
@@ -230,9 +234,9 @@ static int release_claim(release *p)
     return 0;
 }
 
-/* Builds the request (with a sleeping waiter's acquisition behind it when it
-   can ride along) and runs it. 0 or REDMUTEX_ENOMEM. */
-static int release_send(release *p, rm_call *call)
+/* Builds the release's request, with a sleeping waiter's acquisition behind
+   it when it can ride along (heir_ok), and arms the skipping of its message. */
+static void release_build(release *p, bool heir_ok)
 {
     redmutex_client *c = p->c;
     rm_release_request(p->l, p->value, p->latch_key, p->lease, &p->req, &p->args);
@@ -241,12 +245,19 @@ static int release_send(release *p, rm_call *call)
     p->local_waiters = rm_kind_of(p->l)->local_waiters;
     if (p->local_waiters)
         rm_lock_channel(p->l, p->value, p->channel);
-    if (p->final && p->local_waiters && c->n == 1 && c->opts.min_replicas == 0 && p->deadline_ns == INT64_MAX &&
-        (p->heir = rm_waiter_claim(c, p->channel, p->l->kind, &p->claim)) != NULL)
+    if (heir_ok && p->final && p->local_waiters && c->n == 1 && c->opts.min_replicas == 0 &&
+        p->deadline_ns == INT64_MAX && (p->heir = rm_waiter_claim(c, p->channel, p->l->kind, &p->claim)) != NULL)
         p->req.cmds[p->req.ncmds++] = rm_acquire_command(p->claim.lock, p->claim.value, NULL, RM_ACQ_TRY, NULL,
                                                          &p->heir_cmd, &p->heir_form);
     if (p->local_waiters)
         rm_waiter_expect_release(c, p->channel, p->armed);
+}
+
+/* Builds the request and runs it. 0 or REDMUTEX_ENOMEM. */
+static int release_send(release *p, rm_call *call)
+{
+    redmutex_client *c = p->c;
+    release_build(p, true);
     int rc = rm_call_begin(p->err, call, c);
     if (rc)
         return rc;
@@ -260,7 +271,7 @@ static int release_send(release *p, rm_call *call)
        still get the release (their replies are skipped later). A hand-off
        needs its one server's reply. */
     rm_call_run(call, &p->req, dl < p->deadline_ns ? dl : p->deadline_ns, c->n > 1 ? release_decided : NULL,
-                (void *)p->l->name);
+                p->l);
     return 0;
 }
 
@@ -286,15 +297,15 @@ static int release_settle(release *p, rm_call *call, const release_tally *t, int
 {
     redmutex_client *c = p->c;
     redmutex_lock *l = p->l;
-    size_t q = c->quorum;
+    size_t q = l->quorum;
     rm_client_lock(c);
     rm_hold *h = p->hold_id ? rm_hold_find_by_id(l, p->hold_id) : NULL;
     rm_err *err = p->err;
-    /* Released on a majority; or gone from a majority (above) while its
+    /* Released on a quorum; or gone from a quorum (above) while its
        validity ran: the lock is free for others, a server still owing an
        answer gets the release in order behind its earlier requests (or the
        key expires with the lease), and the hold was valid to the end. */
-    if (rc == 0 && (t->t.yes >= q || (!p->was_lost && gone_from_majority(&t->t, call, true)))) {
+    if (rc == 0 && (t->t.yes >= q || (!p->was_lost && gone_from_quorum(&t->t, call, q, true)))) {
         l->released_ns = rm_now_ns();
         if (h) {
             h->release_id[0] = '\0';
@@ -346,49 +357,121 @@ static int release_lost_shared(release *p)
                    p->l->name);
 }
 
+/* Reads a release's answers (its command the reply-th of the call's
+   request) after the call: the hold's settlement, the hand-off, the waiters
+   and the latch. rc: rm_call_begin's. Returns the release's result. */
+static int release_finish(release *p, rm_call *call, int rc, size_t reply)
+{
+    release_tally t;
+    rm_tally_init(&t.t);
+    t.deleted = 0;
+    memset(t.deleted_at, 0, sizeof t.deleted_at);
+    if (rc == 0)
+        release_tally_call(&t.t, &t, call, p->l->name, true, reply);
+    rc = release_settle(p, call, &t, rc);
+    if (p->heir)
+        rm_waiter_claim_done(p->c, p->heir, call->slots ? handoff_result(call, &p->claim, p->heir_form) : 1);
+    /* Servers the early decision did not wait for count as deleting: their
+       message is likely on its way. */
+    for (size_t i = 0; call->slots && i < call->n; i++)
+        if (call->slots[i].owing)
+            t.deleted_at[i] = true;
+    if (p->local_waiters)
+        rm_waiter_released(p->c, p->channel, p->armed, t.deleted_at, p->heir == NULL);
+    /* Final: the request id is never used again. */
+    if ((rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER) && call->slots &&
+        !rm_release_note_unsettled(p->l, call, NULL, p->value, &p->req.cmds[0], p->latch_key))
+        rm_release_forget_latch(call, p->latch_key);
+    return rc;
+}
+
+/* A release's state before its claim (as rm_release_owner starts it). */
+static void release_init(release *p, rm_err *err, redmutex_lock *l, const char *owner_key, bool explicit_owner,
+                         int64_t deadline_ns)
+{
+    memset(p, 0, offsetof(release, req));
+    p->err = err;
+    p->l = l;
+    p->c = l->c;
+    p->owner_key = owner_key;
+    p->explicit_owner = explicit_owner;
+    p->deadline_ns = deadline_ns;
+    p->lease = rm_lock_lease_ms(l);
+    p->heir = NULL;
+    memset(p->armed, 0, sizeof p->armed);
+}
+
 int rm_release_owner(rm_err *err, redmutex_lock *l, const char *owner_key, bool explicit_owner, int64_t deadline_ns)
 {
     release p;
-    memset(&p, 0, offsetof(release, req));
-    p.err = err;
-    p.l = l;
-    p.c = l->c;
-    p.owner_key = owner_key;
-    p.explicit_owner = explicit_owner;
-    p.deadline_ns = deadline_ns;
-    p.lease = rm_lock_lease_ms(l);
-    p.heir = NULL;
-    memset(p.armed, 0, sizeof p.armed);
+    release_init(&p, err, l, owner_key, explicit_owner, deadline_ns);
     int rc = release_claim(&p);
     if (rc)
         return rc;
     if (p.shared_live)
         return release_lost_shared(&p);
     rm_call call;
-    release_tally t;
-    rm_tally_init(&t.t);
-    t.deleted = 0;
-    memset(t.deleted_at, 0, sizeof t.deleted_at);
+    call.slots = NULL;
     rc = release_send(&p, &call);
-    if (rc == 0)
-        release_tally_call(&t.t, &t, &call, l->name, true);
-    rc = release_settle(&p, &call, &t, rc);
-    if (p.heir)
-        rm_waiter_claim_done(p.c, p.heir, call.slots ? handoff_result(&call, &p.claim, p.heir_form) : 1);
-    /* Servers the early decision did not wait for count as deleting: their
-       message is likely on its way. */
-    for (size_t i = 0; call.slots && i < call.n; i++)
-        if (call.slots[i].owing)
-            t.deleted_at[i] = true;
-    if (p.local_waiters)
-        rm_waiter_released(p.c, p.channel, p.armed, t.deleted_at, p.heir == NULL);
-    /* Final: the request id is never used again. */
-    if ((rc == 0 || rc == REDMUTEX_ELOST || rc == REDMUTEX_ENOTOWNER) &&
-        !rm_release_note_unsettled(l, &call, NULL, p.value, &p.req.cmds[0], p.latch_key))
-        rm_release_forget_latch(&call, p.latch_key);
+    rc = release_finish(&p, &call, rc, 0);
     if (call.slots)
         rm_call_end(&call);
     return rc;
+}
+
+void rm_release_batch(rm_err *errs, int *rcs, redmutex_lock *const *ls, char *const *owner_keys,
+                      const bool *explicit_owner, size_t k)
+{
+    release *ps = calloc(k, sizeof *ps);
+    if (!ps || k > RM_REQ_MAX_CMDS) {
+        for (size_t j = 0; j < k; j++)
+            rcs[j] = rm_fail(&errs[j], REDMUTEX_ENOMEM, "out of memory");
+        free(ps);
+        return;
+    }
+    redmutex_client *c = ls[0]->c;
+    rm_req req = {0};
+    size_t index[RM_REQ_MAX_CMDS];
+    uint64_t keys[RM_REQ_MAX_CMDS];
+    bool only[REDMUTEX_SERVERS_MAX] = {false};
+    const char *first_value = NULL;
+    for (size_t j = 0; j < k; j++) {
+        release *p = &ps[j];
+        release_init(p, &errs[j], ls[j], owner_keys[j], explicit_owner[j], INT64_MAX);
+        if ((rcs[j] = release_claim(p)) != 0 || (p->shared_live && (rcs[j] = release_lost_shared(p)) != 0))
+            continue;
+        release_build(p, false); /* no hand-off: one request carries every release */
+        index[j] = req.ncmds;
+        keys[req.ncmds] = rm_order_key(ls[j]->name);
+        req.cmds[req.ncmds++] = p->req.cmds[0];
+        if (!req.order_name) {
+            req.order_name = ls[j]->name;
+            first_value = p->value;
+        }
+        for (size_t i = 0; i < c->n; i++)
+            only[i] = only[i] || p->only[i];
+        rcs[j] = 1; /* sent: finished below */
+    }
+    rm_call call;
+    memset(&call, 0, sizeof call);
+    int rc = req.ncmds ? rm_call_begin(NULL, &call, c) : 0;
+    if (req.ncmds && rc == 0) {
+        call.only = only;
+        call.must_send = true;
+        call.order_owner = first_value;
+        /* A connection left owing replies is ordered for every name. */
+        call.order_keys = keys;
+        call.n_order_keys = req.ncmds;
+        rm_call_run(&call, &req, rm_command_deadline(c, false), NULL, NULL);
+        call.order_keys = NULL;
+        call.n_order_keys = 0;
+    }
+    for (size_t j = 0; j < k; j++)
+        if (rcs[j] == 1)
+            rcs[j] = release_finish(&ps[j], &call, rc, index[j]);
+    if (call.slots)
+        rm_call_end(&call);
+    free(ps);
 }
 
 int rm_lock_release_key(rm_err *err, redmutex_lock *l, const char *owner_key, bool explicit_owner)

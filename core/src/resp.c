@@ -233,6 +233,9 @@ int rm_reply_error(rm_err *err, const rm_reply *r, const char *what, const char 
                strstr(e, "The user executing the script can't")) { /* an ACL refusal inside a script */
         code = REDMUTEX_EAUTH;
         hint = " (check the user, password and ACL permissions in the URL)";
+    } else if (strncmp(e, "EINVAL ", 7) == 0) {
+        /* A script refused its arguments before writing (a semaphore's capacity). */
+        code = REDMUTEX_EINVAL;
     } else if (strncmp(e, "READONLY", 8) == 0) {
         hint = " (this server is a read-only replica; use the master)";
     } else if (strncmp(e, "LOADING", 7) == 0) {

@@ -56,13 +56,17 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "return {1, redis.call('pttl', KEYS[1]), n}\n",
 
     /* RM_SCRIPT_RENEW: the watchdog's batch. KEYS names; ARGV[1] lease ms,
-       ARGV[1+i] = 's'..token (plain), 'h'..field (hash kinds) or 'r'..field
-       (a reader of a read-write lock, kind.h) for KEYS[i].
+       ARGV[1+i] = 's'..token (plain), 'h'..field (hash kinds), 'r'..field
+       (a reader of a read-write lock, kind.h) or 'p'..permit id (a
+       semaphore's hold, kind.h) for KEYS[i].
        Extends only locks still held by that owner; never creates a key, and
        never lowers a TTL: the key may carry other holds that last longer
-       (lua.h, RM_LUA_AT_LEAST_DEF). Returns one 1/0 per key. */
+       (lua.h, RM_LUA_AT_LEAST_DEF). A reader counts only while one of its
+       timeout keys lives (kind.h, RM_LUA_READER_LIVE_DEF). Returns one 1/0
+       per key. */
     [RM_SCRIPT_RENEW] =
-        RM_LUA_AT_LEAST_DEF
+        RM_LUA_AT_LEAST_DEF RM_LUA_READER_LIVE_DEF MAY_DEF RM_LUA_PERMIT_DEFS
+        "local now\n"
         "local res = {}\n"
         "for i = 1, #KEYS do\n"
         "  local a = ARGV[i + 1]\n"
@@ -72,6 +76,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "  local ok = 0\n"
         "  local tag = string.sub(a, 1, 1)\n"
         "  if tag == 'r' then\n" RM_LUA_RENEW_READER
+        "  elseif tag == 'p' then\n" RM_LUA_RENEW_PERMIT
         "  else\n"
         "    if tag == 'h' then\n"
         "      if t == 'hash' and redis.call('hexists', key, who) == 1 then ok = 1 end\n"
@@ -129,6 +134,15 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
     [RM_SCRIPT_WRITE_RELEASE] = rm_lua_write_release,
     [RM_SCRIPT_RW_FORCE] = rm_lua_rw_force,
     [RM_SCRIPT_RW_INSPECT] = rm_lua_rw_inspect,
+    [RM_SCRIPT_SEM_ACQUIRE] = rm_lua_sem_acquire,
+    [RM_SCRIPT_SEM_RELEASE] = rm_lua_sem_release,
+    [RM_SCRIPT_SEM_EXTEND] = rm_lua_sem_extend,
+    [RM_SCRIPT_SEM_INSPECT] = rm_lua_sem_inspect,
+    [RM_SCRIPT_SEM_INFO] = rm_lua_sem_info,
+    [RM_SCRIPT_SEM_FORCE] = rm_lua_sem_force,
+    [RM_SCRIPT_LATCH_TRY_SET] = rm_lua_latch_try_set,
+    [RM_SCRIPT_LATCH_COUNT_DOWN] = rm_lua_latch_count_down,
+    [RM_SCRIPT_LATCH_DELETE] = rm_lua_latch_delete,
 
     /* RM_SCRIPT_LOCK_INFO: what is stored under a name, whatever the kind;
        read only (redmutex_lock_inspect, query.c). KEYS name, fencing counter;

@@ -33,9 +33,23 @@ enum rm_script_id {
     RM_SCRIPT_WRITE_RELEASE,
     RM_SCRIPT_RW_FORCE,
     RM_SCRIPT_RW_INSPECT,
+    RM_SCRIPT_SEM_ACQUIRE,       /* semaphores (kind_sem.c) */
+    RM_SCRIPT_SEM_RELEASE,
+    RM_SCRIPT_SEM_EXTEND,
+    RM_SCRIPT_SEM_INSPECT,
+    RM_SCRIPT_SEM_INFO,
+    RM_SCRIPT_SEM_FORCE,
+    RM_SCRIPT_LATCH_TRY_SET,     /* count-down latches (latch.c) */
+    RM_SCRIPT_LATCH_COUNT_DOWN,
+    RM_SCRIPT_LATCH_DELETE,
     RM_SCRIPT_LOCK_INFO,         /* redmutex_lock_inspect: any kind (query.c reads its reply) */
     RM_SCRIPT_COUNT
 };
+
+/* The count-down latch's scripts (latch.c; the kinds' are declared in kind.h). */
+extern const char rm_lua_latch_try_set[];
+extern const char rm_lua_latch_count_down[];
+extern const char rm_lua_latch_delete[];
 
 const char *rm_script_text(int id);
 const char *rm_script_sha(int id);

@@ -19,6 +19,7 @@
 #include "conn.h"
 #include "deploy.h"
 #include "internal.h"
+#include "kind.h" /* what a message means: rm_message_wakes */
 #include "resp.h"
 #include "subscriber.h"
 
@@ -165,10 +166,12 @@ void rm_subscriber_push(rm_subscriber *sub, size_t i, rm_reply *r)
         return;
     if (strcmp(kind, "message") == 0) {
         const rm_reply *m = r->element[2];
+        /* What the message means is the kind's (a release, a count of
+           permits, a latch at zero, the end of a write lock). */
+        size_t wakes = m->type == RM_REPLY_STRING ? rm_message_wakes(ch->name, m->str) : 1;
         if (ch->skip[i] > 0) {
             ch->skip[i]--; /* this release already woke a waiter directly */
-        } else if (m->type == RM_REPLY_STRING && strcmp(m->str, "1") == 0) {
-            /* Redisson's read-unlock message (a write lock ended): readers may all go on. */
+        } else if (wakes == SIZE_MAX) {
             for (rm_waiter *w = ch->head; w; w = w->next)
                 wake_waiter(w);
         } else {
@@ -177,7 +180,12 @@ void rm_subscriber_push(rm_subscriber *sub, size_t i, rm_reply *r)
             if (ch->head && m->type == RM_REPLY_STRING && m->len < sizeof ch->head->message &&
                 strncmp(m->str, "g ", 2) == 0)
                 memcpy(ch->head->message, m->str, m->len + 1);
-            rm_channel_wake_one(ch);
+            size_t woken = 0; /* the oldest not woken yet, as rm_channel_wake_one */
+            for (rm_waiter *w = ch->head; w && woken < wakes; w = w->next)
+                if (!w->notified && w->handoff == 0) {
+                    wake_waiter(w);
+                    woken++;
+                }
         }
     } else if (strcmp(kind, "subscribe") == 0) {
         ch->confirmed[i] = true;

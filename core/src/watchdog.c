@@ -305,9 +305,10 @@ static void renew_settle(redmutex_client *c, rm_hold *h, size_t yes, size_t no, 
     h->renewing = false;
     if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
         return; /* a hold being released or freed gets no news (and no callback) */
-    int outcome = yes >= c->quorum ? REDMUTEX_RENEWAL_RENEWED
-                  : no > c->n - c->quorum || now >= h->validity_end_ns ? REDMUTEX_RENEWAL_LOST
-                                                                       : REDMUTEX_RENEWAL_FAILED;
+    size_t q = h->lock->quorum; /* a semaphore's may be more than the majority */
+    int outcome = yes >= q ? REDMUTEX_RENEWAL_RENEWED
+                  : no > c->n - q || now >= h->validity_end_ns ? REDMUTEX_RENEWAL_LOST
+                                                               : REDMUTEX_RENEWAL_FAILED;
     rm_stats_renewal(&c->stats, outcome);
     if (outcome == REDMUTEX_RENEWAL_RENEWED) {
         h->validity_end_ns = rm_validity_end_ns(started, lease);

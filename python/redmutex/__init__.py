@@ -40,6 +40,7 @@ from ._errors import (
 )
 from ._redmutex_cffi import ffi as _ffi
 from ._redmutex_cffi import lib as _lib
+from ._sem import CountDownLatch, MultiLock, Semaphore
 
 __version__ = "1.1.0"
 
@@ -64,6 +65,7 @@ __all__ = [
     "Client",
     "ClosedError",
     "ConnectionError",
+    "CountDownLatch",
     "DuplicateEndpointError",
     "FairLock",
     "ForkedError",
@@ -75,6 +77,7 @@ __all__ = [
     "LockLostError",
     "LockState",
     "LockTimeout",
+    "MultiLock",
     "NotOwnedError",
     "OutOfMemory",
     "ProtocolError",
@@ -83,6 +86,7 @@ __all__ = [
     "ReadWriteLock",
     "RedMutexError",
     "ReplicaError",
+    "Semaphore",
     "ServerError",
     "SystemFailure",
     "UnsupportedError",

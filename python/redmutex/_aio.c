@@ -44,7 +44,8 @@
 enum { JOB_NEW, JOB_QUEUED, JOB_RUNNING, JOB_DONE };
 
 struct rmpy_lockref {
-    redmutex_lock *lock;
+    int type;  /* RMPY_REF_* */
+    void *obj; /* the handle: a redmutex_lock, _semaphore, _multi_lock or _latch */
     _Atomic int refs;
 };
 
@@ -60,19 +61,40 @@ typedef struct rmpy_pool {
 
 /* ---- lock references -------------------------------------------------- */
 
-rmpy_lockref *rmpy_lockref_new(redmutex_lock *lock)
+rmpy_lockref *rmpy_ref_new(int type, void *obj)
 {
     rmpy_lockref *r = malloc(sizeof *r);
     if (!r)
         return NULL;
-    r->lock = lock;
+    r->type = type;
+    r->obj = obj;
     atomic_init(&r->refs, 1);
     return r;
 }
 
+rmpy_lockref *rmpy_lockref_new(redmutex_lock *lock)
+{
+    return rmpy_ref_new(RMPY_REF_LOCK, lock);
+}
+
 redmutex_lock *rmpy_lockref_lock(rmpy_lockref *r)
 {
-    return r->lock;
+    return r->type == RMPY_REF_LOCK ? r->obj : NULL;
+}
+
+/* Releases what `owner` holds through the ref's handle (a semaphore's: the permit `owner`). */
+static int ref_release(rmpy_lockref *r, const char *owner)
+{
+    switch (r ? r->type : -1) {
+    case RMPY_REF_LOCK:
+        return redmutex_lock_release(r->obj, owner);
+    case RMPY_REF_SEMAPHORE:
+        return redmutex_semaphore_release(r->obj, owner);
+    case RMPY_REF_MULTI:
+        return redmutex_multi_lock_release(r->obj, owner);
+    default:
+        return 0; /* a latch holds nothing */
+    }
 }
 
 static void lockref_ref(rmpy_lockref *r)
@@ -84,7 +106,14 @@ static void lockref_ref(rmpy_lockref *r)
 void rmpy_lockref_unref(rmpy_lockref *r)
 {
     if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
-        redmutex_lock_free(r->lock);
+        if (r->type == RMPY_REF_LOCK)
+            redmutex_lock_free(r->obj);
+        else if (r->type == RMPY_REF_SEMAPHORE)
+            redmutex_semaphore_free(r->obj);
+        else if (r->type == RMPY_REF_MULTI)
+            redmutex_multi_lock_free(r->obj);
+        else
+            redmutex_latch_free(r->obj);
         free(r);
     }
 }
@@ -126,9 +155,55 @@ static void note_error(rmpy_job *j, int rc)
         snprintf(j->msg, sizeof j->msg, "%s", redmutex_last_error());
 }
 
+/* An acquisition of the job's handle without waiting: a lock's for owner,
+   a semaphore's of j->ms permits (its id written into the job's owner), a
+   multi-lock's whole set. */
+static int acquire_now(rmpy_job *j, const char *owner)
+{
+    rmpy_lockref *r = j->lockref;
+    switch (r ? r->type : -1) {
+    case RMPY_REF_LOCK:
+        return redmutex_lock_acquire(r->obj, owner, 0);
+    case RMPY_REF_SEMAPHORE: {
+        int rc = redmutex_semaphore_acquire(j->owner, sizeof j->owner, r->obj, j->ms, 0);
+        j->has_owner = rc == 0;
+        return rc;
+    }
+    case RMPY_REF_MULTI:
+        return redmutex_multi_lock_acquire(r->obj, owner, 0);
+    default:
+        return REDMUTEX_EINVAL;
+    }
+}
+
+/* The semaphore's and latch's own calls. */
+static int run_other(rmpy_job *j)
+{
+    void *obj = j->lockref ? j->lockref->obj : NULL;
+    int flag = 0, rc = REDMUTEX_EINVAL;
+    switch (j->op) {
+    case RMPY_OP_SEM_AVAILABLE:
+        rc = redmutex_semaphore_available(&j->out, NULL, obj);
+        break;
+    case RMPY_OP_LATCH_TRY_SET:
+        rc = redmutex_latch_try_set_count(&flag, obj, j->ms);
+        j->out = flag;
+        break;
+    case RMPY_OP_LATCH_COUNT_DOWN:
+        rc = redmutex_latch_count_down(obj);
+        break;
+    case RMPY_OP_LATCH_COUNT:
+        rc = redmutex_latch_count(&j->out, obj);
+        break;
+    default:
+        break;
+    }
+    return rc;
+}
+
 static void run(rmpy_job *j)
 {
-    redmutex_lock *l = j->lockref ? j->lockref->lock : NULL;
+    redmutex_lock *l = j->lockref ? rmpy_lockref_lock(j->lockref) : NULL;
     const char *owner = j->has_owner ? j->owner : NULL;
     int flag = 0, rc = REDMUTEX_EINVAL;
     switch (j->op) {
@@ -136,13 +211,15 @@ static void run(rmpy_job *j)
         rc = redmutex_wait_try(j->wait);
         break;
     case RMPY_OP_ACQUIRE_NOW:
-        rc = redmutex_lock_acquire(l, owner, 0);
+        rc = acquire_now(j, owner);
         break;
     case RMPY_OP_RELEASE:
-        rc = redmutex_lock_release(l, owner);
+        rc = ref_release(j->lockref, owner);
         break;
     case RMPY_OP_EXTEND:
-        rc = redmutex_lock_extend(l, owner, j->ms, (redmutex_extend_mode)j->mode);
+        rc = j->lockref && j->lockref->type == RMPY_REF_SEMAPHORE
+                 ? redmutex_semaphore_extend(j->lockref->obj, owner, j->ms, (redmutex_extend_mode)j->mode)
+                 : redmutex_lock_extend(l, owner, j->ms, (redmutex_extend_mode)j->mode);
         break;
     case RMPY_OP_IS_LOCKED:
         rc = redmutex_lock_is_locked(&flag, l);
@@ -163,7 +240,7 @@ static void run(rmpy_job *j)
         j->out = flag;
         break;
     case RMPY_OP_WAIT_FREE:
-        rc = j->release_first ? redmutex_lock_release(l, owner) : 0;
+        rc = j->release_first ? ref_release(j->lockref, owner) : 0;
         note_error(j, rc);
         redmutex_wait_free(j->wait);
         return;
@@ -171,6 +248,7 @@ static void run(rmpy_job *j)
         rc = redmutex_client_close(j->client);
         break;
     default:
+        rc = run_other(j);
         break;
     }
     note_error(j, rc);
@@ -179,14 +257,13 @@ static void run(rmpy_job *j)
 /* An abandoned job's result goes to nobody: undo what it took. */
 static void follow_up(rmpy_job *j)
 {
-    redmutex_lock *l = j->lockref ? j->lockref->lock : NULL;
     const char *owner = j->has_owner ? j->owner : NULL;
     if (j->op == RMPY_OP_WAIT_TRY) {
         if (j->rc == 0)
-            redmutex_lock_release(l, owner);
+            ref_release(j->lockref, owner);
         redmutex_wait_free(j->wait);
     } else if (j->op == RMPY_OP_ACQUIRE_NOW && j->rc == 0) {
-        redmutex_lock_release(l, owner);
+        ref_release(j->lockref, owner);
     }
 }
 

@@ -22,8 +22,17 @@ enum {
     RMPY_OP_HOLD_COUNT,    /* redmutex_lock_hold_count -> out */
     RMPY_OP_FORCE_RELEASE, /* redmutex_lock_force_release -> out */
     RMPY_OP_WAIT_FREE,     /* [release (lock, owner) if release_first,] redmutex_wait_free(wait) */
-    RMPY_OP_CLOSE          /* redmutex_client_close(client) */
+    RMPY_OP_CLOSE,         /* redmutex_client_close(client) */
+    /* Semaphores, multi-locks and latches (the job's ref says which; a
+       release, extension or acquire-now of their ref acts on them). */
+    RMPY_OP_SEM_AVAILABLE, /* redmutex_semaphore_available -> out */
+    RMPY_OP_LATCH_TRY_SET, /* redmutex_latch_try_set_count(ms = count) -> out */
+    RMPY_OP_LATCH_COUNT_DOWN,
+    RMPY_OP_LATCH_COUNT    /* redmutex_latch_count -> out */
 };
+
+/* What an rmpy_lockref holds. */
+enum { RMPY_REF_LOCK, RMPY_REF_SEMAPHORE, RMPY_REF_MULTI, RMPY_REF_LATCH };
 
 typedef struct rmpy_lockref rmpy_lockref;
 typedef struct rmpy_pool rmpy_pool;
@@ -52,6 +61,8 @@ typedef struct rmpy_job {
 
 /* A reference-counted lock handle: takes over `lock`, freed with the last reference. NULL: no memory. */
 rmpy_lockref *rmpy_lockref_new(redmutex_lock *lock);
+/* The same for a semaphore, a multi-lock, a latch (RMPY_REF_*), whose handle is `obj`. */
+rmpy_lockref *rmpy_ref_new(int type, void *obj);
 redmutex_lock *rmpy_lockref_lock(rmpy_lockref *r);
 void rmpy_lockref_unref(rmpy_lockref *r);
 

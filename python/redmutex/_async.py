@@ -217,6 +217,7 @@ class AsyncClient:
         self._done_buf = ffi.new("rmpy_job *[]", _DONE_BATCH)
         self._id_buf = ffi.new("uint64_t *")
         self._state_buf = ffi.new("redmutex_state *")
+        self._owner_buf = ffi.new("char[]", lib.REDMUTEX_OWNER_MAX + 1)
         self._closed = False
         self._close_task: asyncio.Task[None] | None = None
         self._pool_gone = False
@@ -289,6 +290,28 @@ class AsyncClient:
         exclusive, both owned by the running task unless ``owner=`` is given.
         Arguments as for lock(); they apply to both sides."""
         return AsyncReadWriteLock(self, name, **kwargs)
+
+    def semaphore(self, name: Name, permits: int, **kwargs: Any) -> Any:
+        """A semaphore named ``name`` with ``permits`` permits (Redisson
+        RPermitExpirableSemaphore wire format): ``async with sem:``. Keyword
+        arguments as for redmutex.Client.semaphore(). Sends nothing."""
+        from ._async_sem import AsyncSemaphore
+
+        return AsyncSemaphore(self, name, permits, **kwargs)
+
+    def latch(self, name: Name) -> Any:
+        """A count-down latch named ``name`` (Redisson RCountDownLatch wire format)."""
+        from ._async_sem import AsyncCountDownLatch
+
+        return AsyncCountDownLatch(self, name)
+
+    def multi_lock(self, locks: Sequence[AsyncLock], **kwargs: Any) -> Any:
+        """All of ``locks`` (lock objects of this client) or none:
+        ``async with client.multi_lock([a, b]):``, owned by the calling task
+        unless ``owner=`` is given; ``timeout=`` for ``async with``."""
+        from ._async_sem import AsyncMultiLock
+
+        return AsyncMultiLock(self, locks, **kwargs)
 
     def synchronized(self, name: Name, *, reentrant: bool = False, **lock_kwargs: Any) -> Callable[[F], F]:
         """Decorator for coroutine functions: every call runs under the lock ``name``.
@@ -438,15 +461,20 @@ class AsyncClient:
                     fut.set_result(True)
 
     def _on_events(self) -> None:
-        idp, statep = self._id_buf, self._state_buf
-        while lib.redmutex_client_next_event(self._ptr, idp, statep, ffi.NULL, 0) == 1:
+        idp, statep, ownerp = self._id_buf, self._state_buf, self._owner_buf
+        while lib.redmutex_client_next_event(self._ptr, idp, statep, ownerp, len(ownerp)) == 1:
             ref = self._listeners.get(int(idp[0]))
             lock = ref() if ref is not None else None
             if lock is not None:
-                lock._deliver_lost(LockState(statep[0]))
+                # The owner whose hold changed (a semaphore's permit id).
+                lock._deliver_lost(
+                    LockState(statep[0]), ffi.string(ownerp).decode("utf-8", "surrogateescape")
+                )
 
-    def _listen(self, lock: AsyncLock) -> None:
-        lock_id = int(lib.redmutex_lock_id(lock._ptr))
+    def _listen(self, lock: Any, lock_id: int | None = None) -> None:
+        """Delivers the lost-hold news of a lock (or of the handle lock_id names) to it."""
+        if lock_id is None:
+            lock_id = int(lib.redmutex_lock_id(lock._ptr))
         self._listeners[lock_id] = weakref.ref(lock, lambda _r, key=lock_id: self._listeners.pop(key, None))
 
     # -- jobs -------------------------------------------------------------------
@@ -541,9 +569,8 @@ class AsyncClient:
         calls return at once."""
         if self._queue(job, None, key):
             return
-        owner_c = ffi.NULL if owner is None else owner
         if job.op == lib.RMPY_OP_RELEASE or job.release_first:
-            lib.redmutex_lock_release(lock._ptr, owner_c)
+            lock._release_inline(owner)
         if job.op == lib.RMPY_OP_WAIT_FREE:
             lib.redmutex_wait_free(job.wait)
 
@@ -598,16 +625,21 @@ class AsyncClient:
         return True
 
     async def _acquire_waiting(
-        self, lock: AsyncLock, owner: bytes | None, wait_ms: int, key: _OwnerKey
+        self, lock: Any, owner: bytes | None, wait_ms: int, key: _OwnerKey, make_wait: Any = None
     ) -> bool:
-        """Acquires within wait_ms (or forever) through a pollable wait of the core."""
+        """Acquires within wait_ms (or forever) through a pollable wait of the
+        core: a lock's, or the one make_wait() returns (a semaphore's, a
+        multi-lock's, a latch's; its try's success is the acquisition)."""
         loop = self._bind()
         deadline = None if wait_ms == _WAIT_FOREVER else loop.time() + wait_ms / 1000
         if not await self._after_cleanups(key, deadline):
             return False  # the owner's own clean-up outlasted the wait: not acquired in time
-        out = ffi.new("redmutex_wait **")
-        check(lib.redmutex_wait_new(out, lock._ptr, ffi.NULL if owner is None else owner))
-        wait = out[0]
+        if make_wait is not None:
+            wait = make_wait()
+        else:
+            out = ffi.new("redmutex_wait **")
+            check(lib.redmutex_wait_new(out, lock._ptr, ffi.NULL if owner is None else owner))
+            wait = out[0]
         wait_id = int(lib.redmutex_wait_id(wait))
         readiness = self._waits[wait_id] = _Readiness(wait, lock, owner, key)
         retry_count = self._client._retry_count
@@ -732,7 +764,12 @@ class AsyncLock:
         """What this owner's calls on this lock are tracked by (AsyncClient._settling)."""
         return (self._c_name, id(self) if owner is None else owner)
 
-    def _deliver_lost(self, state: LockState) -> None:
+    def _release_inline(self, owner: bytes | None) -> None:
+        """The release of a clean-up once the pool is gone (the client is closed: it returns at once)."""
+        lib.redmutex_lock_release(self._ptr, ffi.NULL if owner is None else owner)
+
+    def _deliver_lost(self, state: LockState, owner: str = "") -> None:
+        del owner  # a lock object has one owner's hold in view
         callback = self._on_lost
         if callback is None:
             return

@@ -34,6 +34,12 @@ int rmpy_wait_begin(redmutex_client *client);
 void rmpy_wait_end(int slot);
 void rmpy_acquire(redmutex_client *client, redmutex_lock *lock, const char *owner, int64_t wait_ms,
                   int interruptible, int *rc);
+void rmpy_semaphore_acquire(redmutex_client *client, char *out, size_t size, redmutex_semaphore *sem,
+                            int64_t permits, int64_t wait_ms, int interruptible, int *rc);
+void rmpy_multi_lock_acquire(redmutex_client *client, redmutex_multi_lock *multi, const char *owner,
+                             int64_t wait_ms, int interruptible, int *rc);
+void rmpy_latch_wait(redmutex_client *client, redmutex_latch *latch, int64_t wait_ms, int interruptible,
+                     int *rc);
 """
 
 # The package's worker pool for redmutex.asyncio (python/redmutex/_aio.c).
@@ -42,8 +48,9 @@ AIO_CDEF = """
 enum {
     RMPY_OP_WAIT_TRY = 1, RMPY_OP_ACQUIRE_NOW, RMPY_OP_RELEASE, RMPY_OP_EXTEND, RMPY_OP_IS_LOCKED,
     RMPY_OP_IS_OWNED, RMPY_OP_TTL, RMPY_OP_HOLD_COUNT, RMPY_OP_FORCE_RELEASE, RMPY_OP_WAIT_FREE,
-    RMPY_OP_CLOSE
+    RMPY_OP_CLOSE, RMPY_OP_SEM_AVAILABLE, RMPY_OP_LATCH_TRY_SET, RMPY_OP_LATCH_COUNT_DOWN, RMPY_OP_LATCH_COUNT
 };
+enum { RMPY_REF_LOCK, RMPY_REF_SEMAPHORE, RMPY_REF_MULTI, RMPY_REF_LATCH };
 typedef struct rmpy_lockref rmpy_lockref;
 typedef struct rmpy_pool rmpy_pool;
 typedef struct rmpy_job {
@@ -61,6 +68,7 @@ typedef struct rmpy_job {
     ...;
 } rmpy_job;
 rmpy_lockref *rmpy_lockref_new(redmutex_lock *lock);
+rmpy_lockref *rmpy_ref_new(int type, void *obj);
 redmutex_lock *rmpy_lockref_lock(rmpy_lockref *r);
 void rmpy_lockref_unref(rmpy_lockref *r);
 rmpy_job *rmpy_job_new(void);

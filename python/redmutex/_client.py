@@ -678,6 +678,54 @@ class Client:
             max_extensions=max_extensions,
         )
 
+    def semaphore(
+        self,
+        name: Name,
+        permits: int,
+        *,
+        lease: float | None = None,
+        timeout: float | None = None,
+        fencing: bool = False,
+        resize: bool = False,
+        on_lost: Callable[[Any, LockState, str], object] | None = None,
+        max_hold: float | None = None,
+        max_extensions: int | None = None,
+    ) -> Any:
+        """A semaphore named ``name`` with ``permits`` permits (Redisson
+        RPermitExpirableSemaphore wire format): ``with sem:`` holds one permit
+        for the block. See redmutex.Semaphore. Sends nothing."""
+        from ._sem import Semaphore
+
+        return Semaphore(
+            self,
+            name,
+            permits,
+            lease=lease,
+            timeout=timeout,
+            fencing=fencing,
+            resize=resize,
+            on_lost=on_lost,
+            max_hold=max_hold,
+            max_extensions=max_extensions,
+        )
+
+    def latch(self, name: Name) -> Any:
+        """A count-down latch named ``name`` (Redisson RCountDownLatch wire
+        format). See redmutex.CountDownLatch. Sends nothing."""
+        from ._sem import CountDownLatch
+
+        return CountDownLatch(self, name)
+
+    def multi_lock(
+        self, locks: Sequence[Lock], *, timeout: float | None = None, owner: Name | None = None
+    ) -> Any:
+        """All of ``locks`` (lock objects of this client, any kinds) or none,
+        with RedissonMultiLock's semantics: ``with client.multi_lock([a, b]):``.
+        See redmutex.MultiLock. Sends nothing."""
+        from ._sem import MultiLock
+
+        return MultiLock(self, locks, timeout=timeout, owner=owner)
+
     def synchronized(self, name: Name, *, reentrant: bool = False, **lock_kwargs: Any) -> Callable[[F], F]:
         """Decorator: every call of the function runs under the lock ``name``.
 
@@ -836,7 +884,8 @@ class Lock:
 
     # -- helpers ------------------------------------------------------------
 
-    def _run_on_lost(self, state: int) -> None:
+    def _run_on_lost(self, state: int, owner: str = "") -> None:
+        del owner  # a lock's object has one owner's hold in view
         callback = self._on_lost
         if callback is None:
             return

@@ -28,7 +28,7 @@ from ._redmutex_cffi import ffi, lib
 
 
 class _Listener(Protocol):
-    def _run_on_lost(self, state: int) -> None: ...
+    def _run_on_lost(self, state: int, owner: str) -> None: ...
 
 
 # Locks with an on_lost callable, by their C lock id (never reused).
@@ -90,8 +90,9 @@ class EventPump:
         poller.register(self._wake_r, select.POLLIN)
         lock_id = ffi.new("uint64_t *")
         state = ffi.new("redmutex_state *")
+        owner = ffi.new("char[]", lib.REDMUTEX_OWNER_MAX + 1)
         while True:
-            self._dispatch(lock_id, state)
+            self._dispatch(lock_id, state, owner)
             with self._mu:
                 if self._stopping:
                     break
@@ -106,11 +107,13 @@ class EventPump:
         if free:
             lib.redmutex_client_free(self._ptr)
 
-    def _dispatch(self, lock_id: Any, state: Any) -> None:
-        while lib.redmutex_client_next_event(self._ptr, lock_id, state, ffi.NULL, 0) == 1:
+    def _dispatch(self, lock_id: Any, state: Any, owner: Any) -> None:
+        while lib.redmutex_client_next_event(self._ptr, lock_id, state, owner, len(owner)) == 1:
             ref = _listeners.get(int(lock_id[0]))
             lock = ref() if ref is not None else None
             if lock is not None:
-                lock._run_on_lost(int(state[0]))
+                # The owner whose hold changed: "" for a plain lock's anonymous
+                # holder; a semaphore's permit id.
+                lock._run_on_lost(int(state[0]), ffi.string(owner).decode("utf-8", "surrogateescape"))
             # Dropped here, on this thread: a finalizer it triggers may run now.
             lock = None

@@ -146,3 +146,28 @@ void rmpy_acquire(redmutex_client *client, redmutex_lock *lock, const char *owne
     *rc = redmutex_lock_acquire(lock, owner, wait_ms);
     rmpy_wait_end(slot);
 }
+
+/* The same for a semaphore's acquisition (out: its permit id), a
+   multi-lock's and a latch's wait. */
+void rmpy_semaphore_acquire(redmutex_client *client, char *out, size_t size, redmutex_semaphore *sem,
+                            int64_t permits, int64_t wait_ms, int interruptible, int *rc)
+{
+    int slot = interruptible ? rmpy_wait_begin(client) : -1;
+    *rc = redmutex_semaphore_acquire(out, size, sem, permits, wait_ms);
+    rmpy_wait_end(slot);
+}
+
+void rmpy_multi_lock_acquire(redmutex_client *client, redmutex_multi_lock *multi, const char *owner, int64_t wait_ms,
+                             int interruptible, int *rc)
+{
+    int slot = interruptible ? rmpy_wait_begin(client) : -1;
+    *rc = redmutex_multi_lock_acquire(multi, owner, wait_ms);
+    rmpy_wait_end(slot);
+}
+
+void rmpy_latch_wait(redmutex_client *client, redmutex_latch *latch, int64_t wait_ms, int interruptible, int *rc)
+{
+    int slot = interruptible ? rmpy_wait_begin(client) : -1;
+    *rc = redmutex_latch_wait(latch, wait_ms);
+    rmpy_wait_end(slot);
+}

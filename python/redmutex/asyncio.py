@@ -27,13 +27,17 @@ from ._async import (
     AsyncRLock,
     AsyncWriteLock,
 )
+from ._async_sem import AsyncCountDownLatch, AsyncMultiLock, AsyncSemaphore
 
 __all__ = [
     "AsyncClient",
+    "AsyncCountDownLatch",
     "AsyncFairLock",
     "AsyncLock",
+    "AsyncMultiLock",
     "AsyncRLock",
     "AsyncReadLock",
     "AsyncReadWriteLock",
+    "AsyncSemaphore",
     "AsyncWriteLock",
 ]

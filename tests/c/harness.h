@@ -89,8 +89,12 @@ typedef struct rs_server {
     bool sentinel; /* rs_start_sentinel: runs with --sentinel */
 } rs_server;
 
-/* The server binary the tests run: $REDMUTEX_TEST_SERVER (a valkey-server, say: scripts/valkey.sh
-   fetches one), default redis-server. */
+/*
+ * The server binary the tests run: the path of $REDMUTEX_TEST_SERVER (a
+ * valkey-server, say: scripts/valkey.sh fetches one), else of redis-server on
+ * PATH. Fails the test when there is none (never a skip), as tests/rmserver.py
+ * does for the other suites.
+ */
 const char *rt_server_binary(void);
 /* Keeps s running between the tests of this binary (a cluster made once); it still dies with the process. */
 void rs_keep(rs_server *s);

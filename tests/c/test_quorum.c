@@ -22,6 +22,28 @@ static void test_a_majority_is_more_than_half(void)
         CHECKF(rm_quorum_of(n) == want[n], "quorum of %zu is %zu, want %zu", n, rm_quorum_of(n), want[n]);
 }
 
+/* A semaphore's quorum keeps the permits held at once within its capacity
+   on any number of servers, and is the least quorum that does. */
+static void test_a_semaphore_quorum_never_lets_more_than_its_permits_hold(void)
+{
+    for (size_t n = 1; n <= REDMUTEX_SERVERS_MAX; n++) {
+        CHECK(rm_sem_quorum_of(n, 1) == rm_quorum_of(n));
+        for (int64_t k = 1; k <= 200; k++) {
+            size_t q = rm_sem_quorum_of(n, k);
+            CHECKF(q >= 1 && q <= n, "quorum %zu of %zu servers", q, n);
+            /* Each of n servers grants at most k permits; each held permit
+               needs q grants: at most floor(k * n / q) held. */
+            CHECKF((int64_t)n * k / (int64_t)q <= k, "%zu servers, %lld permits, quorum %zu: %lld could hold", n,
+                   (long long)k, q, (long long)((int64_t)n * k / (int64_t)q));
+            /* One server fewer would let k + 1 hold. */
+            CHECKF(q == 1 || (int64_t)n * k / (int64_t)(q - 1) > k, "quorum %zu of %zu for %lld is not the least",
+                   q, n, (long long)k);
+        }
+    }
+    CHECK(rm_sem_quorum_of(5, 2) == 4 && rm_sem_quorum_of(5, 3) == 4 && rm_sem_quorum_of(5, 5) == 5);
+    CHECK(rm_sem_quorum_of(5, REDMUTEX_SEMAPHORE_PERMITS_MAX) == 5);
+}
+
 static void test_a_question_is_settled_by_a_majority_or_by_too_many_noes(void)
 {
     /* Three servers, majority two. */
@@ -297,6 +319,8 @@ int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
         {"a_majority_is_more_than_half", test_a_majority_is_more_than_half},
+        {"a_semaphore_quorum_never_lets_more_than_its_permits_hold",
+         test_a_semaphore_quorum_never_lets_more_than_its_permits_hold},
         {"a_question_is_settled_by_a_majority_or_by_too_many_noes",
          test_a_question_is_settled_by_a_majority_or_by_too_many_noes},
         {"validity_is_the_lease_less_time_spent_and_drift", test_validity_is_the_lease_less_time_spent_and_drift},

@@ -532,6 +532,148 @@ static void test_extend_a_read_hold_extends_its_timeout_keys(void)
     redmutex_client_free(c);
 }
 
+/*
+ * A reader whose holds ran out leaves its field behind while other readers
+ * keep the lock alive; the field counts nothing, its timeout keys are gone.
+ * Returns once reader other(0)'s short hold (one level, `short_ms`) is over
+ * and other(1) holds for 30 s.
+ */
+static void reader_ran_out(redmutex_client *c, const char *name, redmutex_lock **brief, redmutex_lock **lasting)
+{
+    int64_t short_ms = rt_scaled_ms(500);
+    *brief = side(c, name, REDMUTEX_KIND_READ, short_ms);
+    *lasting = side(c, name, REDMUTEX_KIND_READ, 30000);
+    CHECK_OK(redmutex_lock_acquire(*brief, other(0), 0));
+    CHECK_OK(redmutex_lock_acquire(*lasting, other(1), 0));
+    WAIT_FOR(rs_int(&srv, "PTTL {%s}:%s:rwlock_timeout:1", name, other(0)) == -2, 3000);
+    CHECK(rs_int(&srv, "HEXISTS %s %s", name, other(0)) == 1); /* the dead field is still there */
+}
+
+/* After the last reader leaves, nothing of the lock is left: no key, no timeout key. */
+static void nothing_left(const char *name)
+{
+    CHECKF(!rs_exists(&srv, name), "%s is left behind", name);
+    CHECKF(rs_count_keys(&srv, "*rwlock_timeout*") == 0, "%s: timeout keys are left behind", name);
+}
+
+/*
+ * A read hold that ran out cannot be extended by its owner through another
+ * handle (work handed over by owner id): the field left behind is no hold.
+ * Were it one, the extension would report success, set no timeout key, and
+ * the other reader's release would delete the lock under the "extended"
+ * reader, letting a writer in.
+ */
+static void test_a_read_hold_that_ran_out_cannot_be_extended_through_another_handle(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0), *c2 = rt_client(&srv, 0);
+    redmutex_lock *brief, *lasting;
+    reader_ran_out(c, "rx", &brief, &lasting);
+    redmutex_lock *handed = side(c2, "rx", REDMUTEX_KIND_READ, 1000);
+    CHECK_RC(redmutex_lock_extend(handed, other(0), 20000, REDMUTEX_EXTEND_ADD), REDMUTEX_ENOTOWNER);
+    CHECK_RC(redmutex_lock_extend(handed, other(0), 20000, REDMUTEX_EXTEND_REPLACE), REDMUTEX_ENOTOWNER);
+    CHECKF(rs_int(&srv, "HEXISTS rx %s", other(0)) == 0, "the dead reader's field was not cleaned up");
+    CHECK(rs_int(&srv, "EXISTS {rx}:%s:rwlock_timeout:1", other(0)) == 0);
+    int owned = 1;
+    CHECK_OK(redmutex_lock_is_owned(&owned, handed, other(0)));
+    CHECK(!owned);
+    CHECK_OK(redmutex_lock_release(lasting, other(1)));
+    nothing_left("rx");
+    redmutex_lock_free(handed);
+    redmutex_lock_free(brief);
+    redmutex_lock_free(lasting);
+    redmutex_client_free(c2);
+    redmutex_client_free(c);
+}
+
+/* Nor released as if it held: the release answers that the owner holds nothing, and takes the field out. */
+static void test_a_read_hold_that_ran_out_is_not_released_as_held(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0), *c2 = rt_client(&srv, 0);
+    redmutex_lock *brief, *lasting;
+    reader_ran_out(c, "rr", &brief, &lasting);
+    redmutex_lock *handed = side(c2, "rr", REDMUTEX_KIND_READ, 1000);
+    CHECK_RC(redmutex_lock_release(handed, other(0)), REDMUTEX_ENOTOWNER);
+    CHECKF(rs_int(&srv, "HEXISTS rr %s", other(0)) == 0, "the dead reader's field was not cleaned up");
+    CHECK(rs_int(&srv, "PTTL rr") > 20000); /* the other reader still holds */
+    CHECK_OK(redmutex_lock_release(lasting, other(1)));
+    nothing_left("rr");
+    redmutex_lock_free(handed);
+    redmutex_lock_free(brief);
+    redmutex_lock_free(lasting);
+    redmutex_client_free(c2);
+    redmutex_client_free(c);
+}
+
+/*
+ * The owner of such a field that acquires the read lock again (not nested:
+ * it holds nothing) gets a hold of its own, one level with its timeout key,
+ * as if the field were not there. Counted as a second level on top of the
+ * dead one, its release would pass its TTL down to a re-made ":1" that
+ * nobody holds, keeping writers out for a lease.
+ */
+static void test_a_reader_whose_hold_ran_out_acquires_afresh(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0), *c2 = rt_client(&srv, 0);
+    redmutex_lock *brief, *lasting;
+    reader_ran_out(c, "ra", &brief, &lasting);
+    redmutex_lock *again = side(c2, "ra", REDMUTEX_KIND_READ, 30000);
+    CHECK_OK(redmutex_lock_acquire(again, other(0), 0));
+    CHECKF(rs_num(&srv, "HGET ra %s", other(0)) == 1, "the dead level was counted");
+    CHECK(rs_int(&srv, "PTTL {ra}:%s:rwlock_timeout:1", other(0)) > 20000);
+    CHECK(rs_int(&srv, "EXISTS {ra}:%s:rwlock_timeout:2", other(0)) == 0);
+    int64_t n = 0;
+    CHECK_OK(redmutex_lock_hold_count(&n, again, other(0)));
+    CHECK(n == 1);
+    CHECK_OK(redmutex_lock_release(again, other(0)));
+    CHECK(rs_int(&srv, "HEXISTS ra %s", other(0)) == 0);
+    CHECK_OK(redmutex_lock_release(lasting, other(1)));
+    nothing_left("ra");
+    redmutex_lock_free(again);
+    redmutex_lock_free(brief);
+    redmutex_lock_free(lasting);
+    redmutex_client_free(c2);
+    redmutex_client_free(c);
+}
+
+/*
+ * The watchdog's renewal of a reader whose timeout keys are gone (its hold
+ * ran out while the client stalled, say) reports the hold lost, and takes
+ * the dead field out, instead of renewing the lock for a hold that has no
+ * timeout key: the other reader's release would delete the lock under it.
+ */
+static void test_the_watchdog_reports_a_reader_whose_timeout_keys_are_gone_as_lost(void)
+{
+    rs_start(&srv, NULL);
+    const char *url = srv.url;
+    redmutex_client_options co;
+    redmutex_client_options_init(&co, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    co.watchdog_lease_ms = rt_scaled_ms(900);
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &co));
+    lost_seen seen = {0};
+    redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+    o.on_lost = on_lost;
+    o.on_lost_payload = &seen;
+    redmutex_lock *r = NULL, *lasting = side(c, "rw", REDMUTEX_KIND_READ, 30000);
+    CHECK_OK(redmutex_lock_new(&r, c, "rw", REDMUTEX_KIND_READ, &o));
+    CHECK_OK(redmutex_lock_acquire(r, other(0), 0));
+    CHECK_OK(redmutex_lock_acquire(r, other(0), 0));
+    CHECK_OK(redmutex_lock_acquire(lasting, other(1), 0));
+    freeReplyObject(rs_cmd(&srv, "DEL {rw}:%s:rwlock_timeout:1 {rw}:%s:rwlock_timeout:2", other(0), other(0)));
+    WAIT_FOR(atomic_load(&seen.lost), 3000);
+    CHECKF(rs_int(&srv, "HEXISTS rw %s", other(0)) == 0, "the dead reader's field was not cleaned up");
+    CHECK(rs_int(&srv, "HEXISTS rw %s", other(1)) == 1);
+    CHECK_RC(redmutex_lock_release(r, other(0)), REDMUTEX_ELOST);
+    CHECK_OK(redmutex_lock_release(lasting, other(1)));
+    nothing_left("rw");
+    redmutex_lock_free(r);
+    redmutex_lock_free(lasting);
+    redmutex_client_free(c);
+}
+
 /* ---- processes -------------------------------------------------------------------- */
 
 typedef struct proc_arg {
@@ -660,6 +802,12 @@ int main(int argc, char **argv)
          test_reader_owner_ids_that_are_reserved_fields_are_refused},
         {"extend_a_read_hold_extends_its_timeout_keys", test_extend_a_read_hold_extends_its_timeout_keys},
         {"redlock_readers_share_writer_excludes", test_redlock_readers_share_writer_excludes},
+        {"a_read_hold_that_ran_out_cannot_be_extended_through_another_handle",
+         test_a_read_hold_that_ran_out_cannot_be_extended_through_another_handle},
+        {"a_read_hold_that_ran_out_is_not_released_as_held", test_a_read_hold_that_ran_out_is_not_released_as_held},
+        {"a_reader_whose_hold_ran_out_acquires_afresh", test_a_reader_whose_hold_ran_out_acquires_afresh},
+        {"the_watchdog_reports_a_reader_whose_timeout_keys_are_gone_as_lost",
+         test_the_watchdog_reports_a_reader_whose_timeout_keys_are_gone_as_lost},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -1,26 +1,30 @@
 """Fixtures for the redmutex command-line tests.
 
 The binary under test is $REDMUTEX_CLI (ctest sets it to the one it built).
-Servers are Debian's redis-server started on free loopback ports without
-persistence, in temporary directories, and killed afterwards; a system Redis
-is never used. The tests need only pytest: Redis is spoken to with the small
-RESP client below.
+Servers come from tests/rmserver.py, the helper every suite shares: Debian's
+redis-server (or $REDMUTEX_TEST_SERVER) on free loopback ports without
+persistence, in temporary directories, killed afterwards; a system Redis is
+never used, and without a server binary the tests fail (never skip). The tests
+need only pytest: Redis is spoken to with the small RESP client below.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from typing import Callable, Iterator
 
 import pytest
 
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from rmserver import Server, Tls, free_port, make_certs
+
+__all__ = ["Cli", "Redis", "RedisServer", "Tls", "free_port", "make_certs"]
 
 
 def cli_path() -> str:
@@ -28,12 +32,6 @@ def cli_path() -> str:
     if not path or not os.access(path, os.X_OK):
         pytest.exit("set REDMUTEX_CLI to the redmutex binary to test (ctest does)", returncode=2)
     return path
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> object:
@@ -133,63 +131,8 @@ def wait_for_subscribers(r: Redis, name: str, n: int) -> None:
     wait_until(lambda: r.cmd("PUBSUB", "NUMSUB", channel)[1] >= n, 10, f"{n} subscribers of {channel}")  # type: ignore[index]
 
 
-class RedisServer:
-    """One redis-server process on 127.0.0.1:<free port>."""
-
-    def __init__(self, workdir: str) -> None:
-        self.workdir = workdir
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def start(self, *extra: str) -> None:
-        if not os.path.exists(REDIS_SERVER):
-            pytest.fail("redis-server is not installed (apt-get install redis-server)")
-        for _ in range(5):  # another process may take the port between probe and bind
-            self.port = free_port()
-            self.proc = subprocess.Popen(
-                [
-                    REDIS_SERVER,
-                    "--port",
-                    str(self.port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--dir",
-                    self.workdir,
-                    "--daemonize",
-                    "no",
-                    "--logfile",
-                    os.path.join(self.workdir, f"redis-{self.port}.log"),
-                    *extra,
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    c = Redis(self.port)
-                    ok = c.cmd("PING") == "PONG"
-                    c.close()
-                    if ok:
-                        return
-                except (OSError, RespError):
-                    time.sleep(0.02)
-            self.stop()
-        raise RuntimeError("could not start redis-server")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.proc = None
+class RedisServer(Server):
+    """One redis-server on 127.0.0.1:<free port> (tests/rmserver.py): RedisServer(workdir).start(*args)."""
 
     def client(self) -> Redis:
         return Redis(self.port)

@@ -70,3 +70,16 @@ def test_a_seed_list_given_with_u_works_with_its_first_seed_down(ccli: Cli, clus
     url = f"redis://127.0.0.1:{free_port()},127.0.0.1:{cluster.nodes[2].port}/0"
     res = ccli.run("run", "-u", url, "cli:seed", "--", "true")
     assert res.returncode == 0, res.stderr
+
+
+def test_run_permits_holds_a_semaphore_permit_on_its_slots_master(ccli: Cli, cluster: Cluster) -> None:
+    for name in ("cli:csem:a", "cli:csem:b", "cli:csem:c"):
+        owner = cluster.owner(name)
+        check = (
+            f"test \"$(redis-cli -p {owner} GET '{name}')\" = 1 && "
+            f"test \"$(redis-cli -p {owner} ZCARD '{{{name}}}:timeout')\" = 1"
+        )
+        res = ccli.run("run", "--permits", "2", name, "--", "sh", "-c", check)
+        assert res.returncode == 0, res.stderr
+        assert cluster.command(owner, "GET", name) == b"2"
+        assert cluster.command(owner, "EXISTS", f"{{{name}}}:timeout") == 0

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import time
 
-from conftest import Cli, Redis, RedisServer, free_port, wait_for_subscribers, wait_until
+from conftest import Cli, Redis, RedisServer, Tls, make_certs, wait_for_subscribers, wait_until
 
 
 def status_json(cli: Cli, name: str = "job") -> tuple[int, dict]:
@@ -220,24 +220,10 @@ def test_status_works_for_a_user_with_the_documented_least_privilege_acl(
         r.cmd("ACL", "DELUSER", "locker")
 
 
-MAKE_CERTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tls", "make_certs.sh")
-
-
 def test_status_reads_a_tls_server(cli: Cli, tmp_path: object) -> None:
-    certs = os.path.join(str(tmp_path), "certs")
-    os.mkdir(certs)
-    subprocess.run(["sh", MAKE_CERTS, certs], check=True, capture_output=True)
-    workdir = os.path.join(str(tmp_path), "redis-tls")
-    os.mkdir(workdir)
-    tls_port = free_port()
-    s = RedisServer(workdir)
-    s.start(
-        "--tls-port", str(tls_port),
-        "--tls-cert-file", os.path.join(certs, "server.pem"),
-        "--tls-key-file", os.path.join(certs, "server.key"),
-        "--tls-ca-cert-file", os.path.join(certs, "ca.pem"),
-        "--tls-auth-clients", "no",
-    )  # fmt: skip
+    certs = str(make_certs(os.path.join(str(tmp_path), "certs")))
+    s = RedisServer(os.path.join(str(tmp_path), "redis-tls"), tls=Tls(certs, plain_port=True)).start()
+    tls_port = s.tls_port
     try:
         c = s.client()
         c.cmd("SET", "job", "tls-token-12345678", "PX", 60000)

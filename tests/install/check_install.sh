@@ -8,9 +8,8 @@ set -eu
 build=$(cd "${1:?usage: check_install.sh BUILD_DIR}" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d /tmp/redmutex-install-XXXXXX)
-server=""
 cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  exec 3<&- 2>/dev/null || true # closing the pipe stops the server (tests/rmserver.py)
   rm -rf "$tmp"
 }
 trap cleanup EXIT INT TERM
@@ -20,14 +19,14 @@ pc=$(find "$tmp/prefix" -name redmutex.pc)
 [ -n "$pc" ] || { echo "redmutex.pc was not installed"; exit 1; }
 libdir=$(dirname "$(dirname "$pc")")
 
-# A redis-server of our own on a free port.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" >"$tmp/redis.log" 2>&1 &
-server=$!
-i=0
-until redis-cli -p "$port" ping >/dev/null 2>&1; do
-  i=$((i + 1)); [ $i -lt 100 ] || { echo "redis-server did not start"; cat "$tmp/redis.log"; exit 1; }
-  sleep 0.05
+# A redis-server of our own on a free port, from tests/rmserver.py (the helper every suite
+# shares): it stops the server when this script's end of the pipe closes, however it ends.
+mkfifo "$tmp/server"
+python3 "$root/tests/rmserver.py" serve >"$tmp/server" &
+exec 3<"$tmp/server"
+read -r info <&3 || { echo "tests/rmserver.py started no server (its message is above)"; exit 1; }
+for pair in $info; do
+  case $pair in port=*) port=${pair#port=} ;; cli=*) redis_cli=${pair#cli=} ;; esac
 done
 
 # The README's C example, verbatim, inside a main() with the helpers it names.
@@ -54,7 +53,7 @@ HELPERS
 check_run() { # name, program
   out=$("$2" 2>&1) || { echo "$1: failed: $out"; exit 1; }
   [ "$out" = "working under the lock" ] || { echo "$1: unexpected output: $out"; exit 1; }
-  [ "$(redis-cli -p "$port" exists jobs:nightly)" = 0 ] || { echo "$1: the lock was left held"; exit 1; }
+  [ "$("$redis_cli" -p "$port" exists jobs:nightly)" = 0 ] || { echo "$1: the lock was left held"; exit 1; }
   echo "ok   $1"
 }
 

@@ -1,87 +1,29 @@
 """Fixtures: a private redis-server for the session, flushed before every test.
 
-The server is the Debian package's binary started on a free loopback port,
-without persistence, in a temporary directory; it is killed at the end. A
-system Redis is never used.
+Servers come from tests/rmserver.py, the helper every suite shares: the binary
+($REDMUTEX_TEST_SERVER, default Debian's redis-server) on a free loopback port,
+without persistence, in a temporary directory, killed at the end (and with
+pytest, however it ends). A system Redis is never used. Without a server
+binary the tests fail with a message saying what to install; they never skip.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import time
+import sys
 from typing import Callable, Iterator
 
 import pytest
 import redis
 import redmutex
 
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from rmserver import Server, Tls, free_port, make_certs, server_binary
 
+__all__ = ["RedisServer", "Tls", "free_port", "make_certs", "server_binary"]
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisServer:
-    """One redis-server process on 127.0.0.1:<free port>."""
-
-    def __init__(self, workdir: str) -> None:
-        self.workdir = workdir
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        if not os.path.exists(REDIS_SERVER):
-            pytest.skip("redis-server is not installed (apt-get install redis-server)")
-        last_error: Exception = RuntimeError("redis-server did not start")
-        for _ in range(5):  # another process may grab the port between probe and bind
-            self.port = free_port()
-            self.proc = subprocess.Popen(
-                [
-                    REDIS_SERVER,
-                    "--port",
-                    str(self.port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--dir",
-                    self.workdir,
-                    "--daemonize",
-                    "no",
-                    "--logfile",
-                    os.path.join(self.workdir, f"redis-{self.port}.log"),
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    if redis.Redis(port=self.port, socket_timeout=1).ping():
-                        return
-                except redis.exceptions.ConnectionError as e:
-                    last_error = e
-                time.sleep(0.02)
-            self.stop()
-        raise RuntimeError(f"could not start redis-server: {last_error}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.proc = None
+# One redis-server on 127.0.0.1:<free port>: RedisServer(workdir).start(*extra_args).
+RedisServer = Server
 
 
 @pytest.fixture(scope="session")

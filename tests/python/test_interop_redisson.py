@@ -20,6 +20,7 @@ from typing import Iterator
 
 import pytest
 import redis
+import redmutex
 
 from rmtest_util import channel, wait_until
 
@@ -318,3 +319,107 @@ def test_redisson_and_redmutex_readers_share_and_writers_exclude_both(
     assert got == [True]
     assert time.monotonic() - released < 3.0
     wait_until(lambda: not r.exists("catalog"), what="the lock to be gone")
+
+
+# ---- semaphores, latches, multi-locks ---------------------------------------------
+
+
+def test_redisson_and_redmutex_permits_count_against_one_capacity(
+    peer: Peer, make_client, r: redis.Redis
+) -> None:
+    client = make_client(wait_backoff_cap=10.0)  # only a release message explains a prompt wake-up
+    sem = client.semaphore("pool", 3)
+    assert sem.acquire(permits=2)
+    # Redisson sees the semaphore redmutex made (3 permits, 2 taken), and takes the third.
+    assert peer.ask("semset pool 3") == "SET false"
+    assert peer.ask("semavail pool") == "AVAIL 1"
+    java = peer.ask("semtry pool 0 30000")
+    assert java.startswith("PERMIT "), java
+    java_id = java.split()[1]
+    assert peer.ask("semtry pool 0 30000") == "NONE"
+    assert not sem.acquire(blocking=False)
+    assert sem.available() == 0
+    # Redisson's release (its permit id) wakes a redmutex waiter at once.
+    got: list[float] = []
+    waiter = threading.Thread(target=lambda: got.append(sem.acquire(timeout=30) and time.monotonic()))
+    waiter.start()
+    wait_until(lambda: r.pubsub_numsub("redisson_sc:{pool}")[0][1] >= 1, what="redmutex subscribed")
+    time.sleep(1.0)  # past its first backoffs
+    released = time.monotonic()
+    assert peer.ask(f"semrelease pool {java_id}") == "OK"
+    waiter.join(30)
+    assert got and got[0] - released < 2.0
+    # redmutex's releases free permits for Redisson; a redmutex permit id is Redisson's too.
+    sem.release()
+    sem.release()
+    assert peer.ask("semavail pool") == "AVAIL 3"
+    assert sem.acquire()
+    assert peer.ask(f"semrelease pool {sem.permit_id}") == "OK"
+    assert sem.available() == 3
+    with pytest.raises(redmutex.NotOwnedError):
+        sem.release()
+
+
+def test_a_redisson_semaphore_made_first_sets_the_capacity_redmutex_checks(
+    peer: Peer, make_client, r: redis.Redis
+) -> None:
+    assert peer.ask("semset jobs 2") == "SET true"
+    client = make_client()
+    with pytest.raises(redmutex.InvalidArgument, match="has 2 permits"):
+        client.semaphore("jobs", 5).acquire(blocking=False)
+    assert r.get("jobs") == b"2"
+    sem = client.semaphore("jobs", 2)
+    with sem:
+        assert peer.ask("semavail jobs") == "AVAIL 1"
+
+
+LATCH_CHANNEL = "redisson_countdownlatch__channel__{start}"
+
+
+def test_a_latch_counted_down_by_redisson_releases_redmutex_and_back(
+    peer: Peer, make_client, r: redis.Redis
+) -> None:
+    client = make_client(wait_backoff_cap=10.0)
+    latch = client.latch("start")
+    assert peer.ask("latchset start 2") == "SET true"
+    assert latch.count == 2 and not latch.try_set_count(5)
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(latch.wait(30)))
+    waiter.start()
+    wait_until(lambda: r.pubsub_numsub(LATCH_CHANNEL)[0][1] >= 1, what="redmutex subscribed")
+    time.sleep(1.0)
+    assert peer.ask("latchdown start") == "OK"
+    assert latch.count == 1
+    released = time.monotonic()
+    assert peer.ask("latchdown start") == "OK"
+    waiter.join(30)
+    assert got == [True] and time.monotonic() - released < 2.0
+    # The other way: redmutex counts down a latch a Redisson service awaits.
+    assert latch.try_set_count(1)
+    assert peer.ask("latchcount start") == "COUNT 1"
+    peer.send("latchawait start 20000", tag="@waiter")
+    wait_until(lambda: r.pubsub_numsub(LATCH_CHANNEL)[0][1] >= 1, what="Redisson subscribed")
+    latch.count_down()
+    answer = peer.answer(20, tag="@waiter")
+    assert answer.startswith("DONE true"), answer
+
+
+def test_redisson_multilock_and_redmutex_multi_lock_exclude_each_other(
+    peer: Peer, make_client, r: redis.Redis
+) -> None:
+    client = make_client()
+    multi = client.multi_lock([client.rlock("m:a"), client.rlock("m:b"), client.rlock("m:c")])
+    # A RedissonMultiLock over two of the names: redmutex gets none of the three.
+    assert peer.ask("multilock 1000 m:a m:b").startswith("OK")
+    assert not multi.acquire(blocking=False)
+    assert not r.exists("m:c")
+    assert peer.ask("multiunlock m:a m:b") == "OK"
+    # redmutex holds all three: Redisson's multi-lock over any of them waits and fails, holding nothing.
+    with multi:
+        answer = peer.ask("multilock 300 m:c m:b")
+        assert answer.startswith("BUSY"), answer
+        assert peer.ask("trylock m:c 0").startswith("BUSY")
+        assert len(r.hgetall("m:c")) == 1
+    assert peer.ask("multilock 1000 m:c m:b").startswith("OK")
+    assert peer.ask("multiunlock m:c m:b") == "OK"
+    assert r.keys("m:*") == []

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import pathlib
 import ssl
-import subprocess
 import threading
 import time
 from typing import Iterator
@@ -15,62 +14,26 @@ import pytest
 import redis
 import redmutex
 
-from conftest import REDIS_SERVER, free_port
+from conftest import RedisServer, Tls, make_certs
 from rmtest_util import channel, wait_until
 
-MAKE_CERTS = pathlib.Path(__file__).resolve().parents[1] / "tls" / "make_certs.sh"
 
-
-class TlsServer:
-    """A TLS-only redis-server; the tests look inside through its Unix socket."""
+class TlsServer(RedisServer):
+    """A TLS-only redis-server (tests/rmserver.py); the tests look inside through its Unix socket."""
 
     def __init__(self, workdir: pathlib.Path, certs: pathlib.Path, mutual: bool) -> None:
-        self.port = free_port()
-        self.socket = str(workdir / "redis.sock")
-        self.proc = subprocess.Popen(
-            [
-                REDIS_SERVER,
-                "--port", "0",
-                "--tls-port", str(self.port),
-                "--tls-cert-file", str(certs / "server.pem"),
-                "--tls-key-file", str(certs / "server.key"),
-                "--tls-ca-cert-file", str(certs / "ca.pem"),
-                "--tls-auth-clients", "yes" if mutual else "no",
-                "--unixsocket", self.socket,
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", str(workdir),
-                "--logfile", str(workdir / "redis.log"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        super().__init__(workdir, tls=Tls(certs, auth_clients=mutual))
+        self.start()
         self.redis = redis.Redis(unix_socket_path=self.socket, socket_timeout=5)
-
-        def up() -> bool:
-            try:
-                return bool(self.redis.ping())
-            except redis.exceptions.ConnectionError:
-                assert self.proc.poll() is None, "redis-server exited at start"
-                return False
-
-        wait_until(up, 10, what="the TLS redis-server to start")
-
-    @property
-    def url(self) -> str:
-        return f"rediss://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
         self.redis.close()
-        self.proc.kill()
-        self.proc.wait(10)
+        super().stop()
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    d = tmp_path_factory.mktemp("certs")
-    subprocess.run(["sh", str(MAKE_CERTS), str(d)], check=True, capture_output=True)
-    return d
+    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture

@@ -1,20 +1,32 @@
---- A private redis-server for the Lua binding's specs: Debian's binary on a
--- Unix socket in a temporary directory, no persistence, stopped at exit.
--- Specs look at the server with redis-cli.
+--- A private redis-server for the Lua binding's specs, from tests/rmserver.py
+-- (the helper every suite shares; CONTRIBUTING.md, "Test servers"): the binary
+-- of $REDMUTEX_TEST_SERVER or Debian's, on a Unix socket in a temporary
+-- directory, no persistence. The helper stops it when this process closes its
+-- end of the pipe, however the process ends. No server binary fails the suite,
+-- never skips it. Specs look at the server with redis-cli.
 local system = require("system")
 
 local H = {}
-
-local dir = os.tmpname()
-os.remove(dir)
-assert(os.execute("mkdir -p " .. dir))
-H.socket = dir .. "/redis.sock"
-H.url = "unix://" .. H.socket
 
 local function sh_quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 H.sh_quote = sh_quote
+
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+if here:sub(1, 1) ~= "/" then
+  here = os.getenv("PWD") .. "/" .. here
+end
+local server = assert(io.popen("exec python3 " .. sh_quote(here .. "/../../../tests/rmserver.py") .. " serve --unix"))
+local line = assert(server:read("l"), "tests/rmserver.py started no server (its message is above)")
+local info = {}
+for key, value in line:gmatch("(%S+)=(%S*)") do
+  info[key] = value
+end
+local dir = info.dir
+H.socket = info.socket
+H.url = "unix://" .. H.socket
+local redis_cli = info.cli
 
 function H.now()
   return system.monotime()
@@ -29,7 +41,7 @@ function H.cli(...)
   for i, a in ipairs({ ... }) do
     args[i] = sh_quote(a)
   end
-  local p = io.popen("redis-cli -s " .. sh_quote(H.socket) .. " " .. table.concat(args, " ") .. " 2>/dev/null")
+  local p = io.popen(sh_quote(redis_cli) .. " -s " .. sh_quote(H.socket) .. " " .. table.concat(args, " ") .. " 2>/dev/null")
   local out = p:read("a")
   p:close()
   return (out:gsub("\n$", ""))
@@ -95,17 +107,12 @@ function H.run_lua(code, ...)
   local _, how, status = p:close()
   return how == "exit" and status or ("killed " .. status), out, H.now() - start
 end
-local pidfile = dir .. "/redis.pid"
-assert(os.execute(("redis-server --port 0 --unixsocket %s --save '' --appendonly no --dir %s"
-  .. " --logfile %s/redis.log --pidfile %s --daemonize yes"):format(sh_quote(H.socket), sh_quote(dir), sh_quote(dir),
-  sh_quote(pidfile))))
-H.wait_until(10, "redis-server to start", function()
-  return H.cli("PING") == "PONG"
-end)
-
+--- Closing the pipe stops the server; close waits until the helper has removed it.
 function H.stop()
-  H.cli("SHUTDOWN", "NOSAVE")
-  os.execute("rm -rf " .. sh_quote(dir))
+  if server then
+    server:close()
+    server = nil
+  end
 end
 -- Stopped when the Lua state closes (busted exits with os.exit(code, true)).
 H.stopper = setmetatable({}, { __gc = H.stop })

@@ -1,8 +1,12 @@
 # frozen_string_literal: true
 
-# A private redis-server for the Ruby binding's tests: Debian's binary on a
-# Unix socket in a temporary directory (no port to race for), no
-# persistence, stopped at exit. Tests look at the server with redis-cli.
+# A private redis-server for the Ruby binding's tests, from tests/rmserver.py
+# (the helper every suite shares; CONTRIBUTING.md, "Test servers"): the
+# binary of $REDMUTEX_TEST_SERVER or Debian's, on a Unix socket in a temporary
+# directory (no port to race for), no persistence. The helper stops it when
+# this process closes its end of the pipe, however the process ends. No
+# server binary fails the suite, never skips it. Tests look at the server
+# with redis-cli.
 require "minitest"
 require "tmpdir"
 require "timeout"
@@ -12,23 +16,22 @@ require "redmutex"
 module RedisServer
   module_function
 
+  RMSERVER = File.expand_path("../../../tests/rmserver.py", __dir__)
+
   def start
-    @dir = Dir.mktmpdir("redmutex-ruby-")
-    @socket = File.join(@dir, "redis.sock")
-    @pid = Process.spawn("redis-server", "--port", "0", "--unixsocket", @socket, "--save", "",
-                         "--appendonly", "no", "--dir", @dir, "--logfile", File.join(@dir, "redis.log"))
-    deadline = now + 10
-    sleep 0.01 until (File.exist?(@socket) && cli("PING") == "PONG") || now > deadline
-    raise "redis-server did not start" unless cli("PING") == "PONG"
+    @pipe = IO.popen(["python3", RMSERVER, "serve", "--unix"])
+    line = @pipe.gets or raise "tests/rmserver.py started no server (its message is above)"
+    @info = line.split.to_h { |pair| pair.split("=", 2) }
+    @socket = @info.fetch("socket")
     at_exit { stop }
   end
 
+  # Closing the pipe stops the server; close waits until the helper has removed it.
   def stop
-    return unless @pid
-    Process.kill("TERM", @pid)
-    Process.wait(@pid)
-    @pid = nil
-    FileUtils.remove_entry(@dir)
+    return unless @pipe
+
+    @pipe.close
+    @pipe = nil
   end
 
   def url
@@ -40,7 +43,7 @@ module RedisServer
   end
 
   def cli(*args)
-    IO.popen(["redis-cli", "-s", @socket, *args.map(&:to_s)], err: File::NULL, &:read).chomp
+    IO.popen([@info.fetch("cli"), "-s", @socket, *args.map(&:to_s)], err: File::NULL, &:read).chomp
   end
 
   def now

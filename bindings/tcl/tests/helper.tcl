@@ -1,24 +1,32 @@
-# A private redis-server for the Tcl binding's tests: Debian's binary on a
-# Unix socket in a temporary directory, no persistence, stopped on exit.
-# Tests look at the server with redis-cli.
+# A private redis-server for the Tcl binding's tests, from tests/rmserver.py
+# (the helper every suite shares; CONTRIBUTING.md, "Test servers"): the binary
+# of $REDMUTEX_TEST_SERVER or Debian's, on a Unix socket in a temporary
+# directory, no persistence. The helper stops it when this process closes its
+# end of the pipe (stop_redis), however the process ends. No server binary
+# fails the suite, never skips it. Tests look at the server with redis-cli.
 package require tcltest
 package require redmutex
 namespace import ::tcltest::*
 
 namespace eval ::testredis {
-    variable dir [file join [expr {[info exists ::env(TMPDIR)] ? $::env(TMPDIR) : "/tmp"}] \
-                      redmutex-tcl-[pid]-[clock clicks]]
-    variable socket [file join $dir redis.sock]
-    file mkdir $dir
+    variable rmserver [file normalize [file join [file dirname [info script]] .. .. .. tests rmserver.py]]
     variable children 0
-    variable server [exec redis-server --port 0 --unixsocket $socket --save "" --appendonly no \
-                         --dir $dir --logfile [file join $dir redis.log] &]
+    variable pipe [open |[list python3 $rmserver serve --unix 2>@stderr] r]
+    if {[gets $pipe line] < 0} { error "tests/rmserver.py started no server (its message is above)" }
+    variable info {}
+    foreach pair [split $line " "] {
+        set eq [string first = $pair]
+        dict set info [string range $pair 0 $eq-1] [string range $pair $eq+1 end]
+    }
+    variable dir [dict get $info dir]
+    variable socket [dict get $info socket]
+    variable cli [dict get $info cli]
 }
 
 proc now {} { expr {[clock milliseconds] / 1000.0} }
 
 proc cli {args} {
-    return [exec redis-cli -s $::testredis::socket {*}$args 2>/dev/null]
+    return [exec $::testredis::cli -s $::testredis::socket {*}$args 2>/dev/null]
 }
 
 proc url {} { return unix://$::testredis::socket }
@@ -111,9 +119,7 @@ proc expect_line {chan pattern {seconds 10}} {
     }
 }
 
+# Closing the pipe stops the server; close waits until the helper has removed it.
 proc stop_redis {} {
-    catch {exec kill $::testredis::server}
-    catch {file delete -force $::testredis::dir}
+    catch {close $::testredis::pipe}
 }
-
-wait_until 10 "redis-server to start" {[file exists $::testredis::socket] && ![catch {cli PING} pong] && $pong eq "PONG"}

@@ -4,32 +4,21 @@ and a wall clock under libfaketime that the harness moves mid-run."""
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import time
+import sys
 from pathlib import Path
 
-from .resp import Resp, RespError
+from .resp import Resp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for rmserver
+from rmserver import Server, die_with_parent, free_port
+
+__all__ = ["RedisServer", "_die_with_parent", "faketime_library", "free_port"]
+
+_die_with_parent = die_with_parent  # child setup of the harness's other processes
 
 LIBFAKETIME_DIR = Path("/usr/lib/x86_64-linux-gnu/faketime")
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Child setup: SIGKILL when the harness dies, whatever kills it."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def faketime_library() -> Path | None:
@@ -41,8 +30,10 @@ def faketime_library() -> Path | None:
     return None
 
 
-class RedisServer:
-    """One redis-server. `persistence` is "none" or "aof" (appendfsync always)."""
+class RedisServer(Server):
+    """One redis-server (tests/rmserver.py's, so the binary, configuration and
+    missing-server rules are every suite's) in workdir/name. `persistence` is
+    "none" or "aof" (appendfsync always)."""
 
     def __init__(
         self,
@@ -52,52 +43,21 @@ class RedisServer:
         faketime_shim: Path | None = None,
         extra: list[str] | None = None,
     ) -> None:
+        aof = ["--appendonly", "yes", "--appendfsync", "always"] if persistence == "aof" else []
+        super().__init__(workdir / name, args=["--maxclients", "4000", *aof, *(extra or [])])
         self.name = name
-        self.dir = workdir / name
         self.persistence = persistence
         self.faketime_shim = faketime_shim  # set: run under libfaketime (needs the malloc shim)
-        self.extra = extra or []
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.paused = False
         self.clock_file = self.dir / "faketime"
         self.clock_spec = "+0.000"  # rewritten into clock_file whenever the server starts
 
+    @property
+    def dir(self) -> Path:  # type: ignore[override]
+        return Path(self.workdir)
+
     # -- life cycle ------------------------------------------------------------
 
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def _args(self) -> list[str]:
-        aof = (
-            ["--appendonly", "yes", "--appendfsync", "always"]
-            if self.persistence == "aof"
-            else ["--appendonly", "no"]
-        )
-        return [
-            "redis-server",
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(self.dir),
-            "--save",
-            "",
-            "--daemonize",
-            "no",
-            "--protected-mode",
-            "no",
-            "--logfile",
-            str(self.dir / "redis.log"),
-            "--maxclients",
-            "4000",
-            *aof,
-            *self.extra,
-        ]
-
-    def _env(self) -> dict[str, str]:
+    def environment(self) -> dict[str, str]:
         env = dict(os.environ)
         if self.faketime_shim:
             lib = faketime_library()
@@ -110,70 +70,24 @@ class RedisServer:
             env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
         return env
 
-    def start(self, wipe: bool = True) -> RedisServer:
-        if wipe and self.dir.exists():
+    def start(self, wipe: bool = True) -> RedisServer:  # type: ignore[override]
+        """Starts on a free port, or again on the port it had (an AOF is replayed unless wiped)."""
+        if wipe and os.path.exists(self.dir):
             shutil.rmtree(self.dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for _ in range(5):
-            if not self.port:
-                self.port = free_port()
-            self.proc = subprocess.Popen(
-                self._args(),
-                env=self._env(),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
-            )
-            if self.wait_ready(10.0):
-                self.paused = False
-                return self
-            self.kill()
-            self.port = 0  # perhaps someone took the port: try another
-        raise RuntimeError(f"{self.name}: redis-server did not start; see {self.dir / 'redis.log'}")
+        if self.port:
+            super().restart()
+        else:
+            super().start()
+        return self
 
-    def wait_ready(self, seconds: float) -> bool:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
-                return False
-            try:
-                with Resp("127.0.0.1", self.port, timeout=1.0) as r:
-                    if r.call("PING") == "PONG":
-                        return True
-            except (OSError, ConnectionError, RespError):
-                pass
-            time.sleep(0.01)
-        return False
-
-    def kill(self) -> None:
-        """SIGKILL: what a crash or power loss leaves (the page cache survives)."""
-        if self.proc is None:
-            return
-        if self.paused:
-            self.proc.send_signal(signal.SIGCONT)
-        self.proc.kill()
-        self.proc.wait()
-        self.proc = None
-        self.paused = False
-
-    def restart(self) -> None:
+    def restart(self) -> RedisServer:
         """Starts again on the same port and directory (an AOF is replayed)."""
         self.kill()
-        self.start(wipe=self.persistence == "none")
+        return self.start(wipe=self.persistence == "none")
 
     def stop(self) -> None:
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-    def pause(self) -> None:
-        if self.proc is not None and not self.paused:
-            self.proc.send_signal(signal.SIGSTOP)
-            self.paused = True
-
-    def resume(self) -> None:
-        if self.proc is not None and self.paused:
-            self.proc.send_signal(signal.SIGCONT)
-            self.paused = False
 
     # -- clock -------------------------------------------------------------------
 

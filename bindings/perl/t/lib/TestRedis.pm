@@ -1,12 +1,16 @@
-# A private redis-server for the Perl binding's tests: Debian's binary on a
-# Unix socket in a temporary directory, no persistence, stopped at exit.
-# Tests look at the server with redis-cli.
+# A private redis-server for the Perl binding's tests, from tests/rmserver.py
+# (the helper every suite shares; CONTRIBUTING.md, "Test servers"): the binary
+# of $REDMUTEX_TEST_SERVER or Debian's, on a Unix socket in a temporary
+# directory, no persistence. The helper stops it when this process closes its
+# end of the pipe, however the process ends. No server binary fails the suite,
+# never skips it. Tests look at the server with redis-cli.
 package TestRedis;
 
 use strict;
 use warnings;
 use Exporter 'import';
-use File::Temp ();
+use File::Basename ();
+use File::Spec ();
 use IO::Select ();
 use IPC::Open3 ();
 use Symbol ();
@@ -15,22 +19,20 @@ use Time::HiRes ();
 our @EXPORT = qw(cli url socket_path now wait_until commands_since_reset wait_for_waiter spawn_perl run_perl
     expect_line hand_over);
 
-# (our: a file-scoped lexical would be freed, and the directory removed, once this file is loaded)
-our $dir = File::Temp->newdir('redmutex-perl-XXXXXX', TMPDIR => 1);
-my $socket = "$dir/redis.sock";
-my $pid = fork // die "fork: $!";
-if ($pid == 0) {
-    open STDOUT, '>', '/dev/null';
-    exec 'redis-server', '--port', '0', '--unixsocket', $socket, '--save', '', '--appendonly', 'no',
-        '--dir', "$dir", '--logfile', "$dir/redis.log" or die "redis-server: $!";
-}
-wait_until(10, 'redis-server to start', sub { -S $socket && cli('PING') eq 'PONG' });
+my $rmserver = File::Spec->rel2abs(File::Basename::dirname(__FILE__) . '/../../../../tests/rmserver.py');
+my $owner = $$;    # a forked child's END must leave the server alone
+open(our $server, '-|', 'python3', $rmserver, 'serve', '--unix') or die "python3 $rmserver: $!\n";
+my $line = <$server> // die "tests/rmserver.py started no server (its message is above)\n";
+my %info = map { split /=/, $_, 2 } split ' ', $line;
+our $dir = $info{dir};
+my $socket = $info{socket};
+my $redis_cli = $info{cli};
 
+# Closing the pipe stops the server; close waits until the helper has removed it.
+# (local $?: close sets it to the helper's status, and in END it is our exit status.)
 END {
-    if ($pid) {
-        kill 'TERM', $pid;
-        waitpid $pid, 0;
-    }
+    local $?;
+    close $server if $$ == $owner && $server;
 }
 
 sub url         { "unix://$socket" }
@@ -38,7 +40,7 @@ sub socket_path { $socket }
 sub now         { Time::HiRes::clock_gettime(Time::HiRes::CLOCK_MONOTONIC()) }
 
 sub cli {
-    open my $out, '-|', 'sh', '-c', 'exec redis-cli -s "$@" 2>/dev/null', 'redis-cli', $socket, @_
+    open my $out, '-|', 'sh', '-c', 'exec "$0" -s "$@" 2>/dev/null', $redis_cli, $socket, @_
         or die "redis-cli: $!";
     my $text = do { local $/; <$out> } // '';
     close $out;

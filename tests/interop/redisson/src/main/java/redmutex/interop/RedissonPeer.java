@@ -9,8 +9,11 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
+import org.redisson.RedissonMultiLock;
+import org.redisson.api.RCountDownLatch;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
+import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
@@ -30,6 +33,16 @@ import org.redisson.config.Config;
  *   readlock NAME / readtry NAME MS / readunlock NAME     getReadWriteLock(NAME).readLock()
  *   writelock NAME / writetry NAME MS / writeunlock NAME  getReadWriteLock(NAME).writeLock()
  *   whoami               the current thread's lock owner id          -> ID <uuid>:<thread id>
+ *   semset NAME N        RPermitExpirableSemaphore.trySetPermits(N)  -> SET true|false
+ *   semtry NAME WAIT LEASE  tryAcquire(WAIT ms, LEASE ms; -1: none)  -> PERMIT <id> | NONE
+ *   semrelease NAME ID   release(ID)                                 -> OK | ERR <message>
+ *   semavail NAME        availablePermits()                          -> AVAIL <n>
+ *   latchset NAME N      RCountDownLatch.trySetCount(N)              -> SET true|false
+ *   latchdown NAME       countDown()                                 -> OK
+ *   latchawait NAME MS   await(MS ms)                                -> DONE true|false <elapsed ms>
+ *   latchcount NAME      getCount()                                  -> COUNT <n>
+ *   multilock MS NAME..  RedissonMultiLock(getLock(NAME)...).tryLock(MS ms) -> OK|BUSY <elapsed ms>
+ *   multiunlock NAME..   the same multi-lock's unlock()              -> OK
  *   quit
  *
  * A line may start with "@TAG ": the command then runs on a Java thread of
@@ -83,6 +96,53 @@ public final class RedissonPeer {
         return (ok ? "OK " : "BUSY ") + (System.nanoTime() - start) / 1_000_000;
     }
 
+    private static RedissonMultiLock multi(RedissonClient redisson, String[] w, int from) {
+        RLock[] locks = new RLock[w.length - from];
+        for (int i = from; i < w.length; i++)
+            locks[i - from] = redisson.getLock(w[i]);
+        return new RedissonMultiLock(locks);
+    }
+
+    /* Semaphores, latches and multi-locks (redmutex's issue 25). */
+    private static String runMore(RedissonClient redisson, String[] w) throws InterruptedException {
+        switch (w[0]) {
+            case "semset":
+                return "SET " + redisson.getPermitExpirableSemaphore(w[1]).trySetPermits(Integer.parseInt(w[2]));
+            case "semtry": {
+                String id = redisson.getPermitExpirableSemaphore(w[1]).tryAcquire(Long.parseLong(w[2]),
+                        Long.parseLong(w[3]), TimeUnit.MILLISECONDS);
+                return id == null ? "NONE" : "PERMIT " + id;
+            }
+            case "semrelease":
+                redisson.getPermitExpirableSemaphore(w[1]).release(w[2]);
+                return "OK";
+            case "semavail":
+                return "AVAIL " + redisson.getPermitExpirableSemaphore(w[1]).availablePermits();
+            case "latchset":
+                return "SET " + redisson.getCountDownLatch(w[1]).trySetCount(Long.parseLong(w[2]));
+            case "latchdown":
+                redisson.getCountDownLatch(w[1]).countDown();
+                return "OK";
+            case "latchawait": {
+                long start = System.nanoTime();
+                boolean done = redisson.getCountDownLatch(w[1]).await(Long.parseLong(w[2]), TimeUnit.MILLISECONDS);
+                return "DONE " + done + " " + (System.nanoTime() - start) / 1_000_000;
+            }
+            case "latchcount":
+                return "COUNT " + redisson.getCountDownLatch(w[1]).getCount();
+            case "multilock": {
+                long start = System.nanoTime();
+                boolean ok = multi(redisson, w, 2).tryLock(Long.parseLong(w[1]), TimeUnit.MILLISECONDS);
+                return (ok ? "OK " : "BUSY ") + (System.nanoTime() - start) / 1_000_000;
+            }
+            case "multiunlock":
+                multi(redisson, w, 1).unlock();
+                return "OK";
+            default:
+                return "ERR unknown command " + w[0];
+        }
+    }
+
     private static String run(RedissonClient redisson, String[] w) {
         try {
             switch (w[0]) {
@@ -133,7 +193,7 @@ public final class RedissonPeer {
                 case "whoami":
                     return "ID " + redisson.getId() + ":" + Thread.currentThread().getId();
                 default:
-                    return "ERR unknown command " + w[0];
+                    return runMore(redisson, w);
             }
         } catch (Exception e) {
             return "ERR " + e.getClass().getSimpleName() + ": " + e.getMessage();

@@ -1,0 +1,60 @@
+local H = require("helper")
+local redmutex = require("redmutex")
+
+local function fresh_client(options)
+  H.cli("FLUSHALL")
+  return redmutex.Client(H.url, options)
+end
+
+describe("a semaphore", function()
+  it("holds one permit for sem:with and gives it back", function()
+    local client = fresh_client()
+    local sem = client:semaphore("lua:sem", 2)
+    local a, b = sem:with(function()
+      assert.are.equal("1", H.cli("GET", "lua:sem"))
+      assert.are.equal("1", H.cli("ZCARD", "{lua:sem}:timeout"))
+      return "done", 7
+    end)
+    assert.are.equal("done", a)
+    assert.are.equal(7, b)
+    assert.are.equal("2", H.cli("GET", "lua:sem"))
+  end)
+
+  it("gives the permit back when the function raises", function()
+    local client = fresh_client()
+    local sem = client:semaphore("lua:raise", 1)
+    local ok, err = pcall(sem.with, sem, function() error("boom") end)
+    assert.is_false(ok)
+    assert.is_truthy(tostring(err):find("boom"))
+    assert.are.equal(1, sem:available())
+  end)
+
+  it("returns a permit id or nil from acquire", function()
+    local client = fresh_client()
+    local sem = client:semaphore("lua:ids", 1)
+    local p = sem:acquire()
+    assert.is_truthy(p:match("^%x+$"))
+    assert.is_nil(sem:acquire(0))
+    sem:release(p)
+    assert.are.equal(1, sem:available())
+    do
+      local g <close> = sem:guard()
+      assert.are.equal(0, sem:available())
+    end
+    assert.are.equal(1, sem:available())
+  end)
+
+  it("refuses bad input and changes nothing", function()
+    local client = fresh_client()
+    for _, bad in ipairs({0, -1, 1.5}) do
+      local ok, err = pcall(client.semaphore, client, "lua:bad", bad)
+      assert.is_false(ok)
+      assert.is_true(redmutex.is(err, "InvalidArgument"))
+    end
+    local sem = client:semaphore("lua:bad", 2)
+    local ok, err = pcall(sem.acquire, sem, 0, 3)
+    assert.is_false(ok)
+    assert.is_true(redmutex.is(err, "InvalidArgument"))
+    assert.are.equal("", H.cli("KEYS", "*"))
+  end)
+end)
