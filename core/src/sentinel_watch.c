@@ -8,8 +8,10 @@
  * sentinel that stopped answering is left for the next try), and probes
  * each master's ROLE: every second, every 250 ms while it has fewer
  * replicas than the WAIT of the requests wants, and at once after a switch.
- * The probe tells how many replicas WAIT can count on (sentinel.h) and
- * finds a master demoted behind the sentinels' back.
+ * The probe tells how many replicas WAIT can count on (sentinel.h), and a
+ * master that is demoted, refuses or does not answer makes it ask the
+ * sentinels: the client follows a failover even when no announcement of it
+ * reached the watcher (its subscriptions being made again, say).
  *
  * What it learns goes to sentinel.c (rm_sentinel_switch, resolve), which
  * tells the subscriber and the watchdog (c->on_deploy_moved). Its setup
@@ -260,8 +262,10 @@ static int64_t probe_master(redmutex_client *c, probe *p, size_t i)
     rm_buf out = {0};
     size_t n = 0;
     if (!p->conn) {
-        if (rm_conn_open(NULL, &p->conn, node) != 0)
+        if (rm_conn_open(NULL, &p->conn, node) != 0) { /* refused: the sentinels may name another by now */
+            rm_sentinel_resolve(NULL, c, i, node, deadline);
             return rm_now_ns() + RM_WATCH_PROBE_WANTING_MS * RM_NS_PER_MS;
+        }
         p->node = node;
         n = add_auth(&out, node);
     }
@@ -274,16 +278,18 @@ static int64_t probe_master(redmutex_client *c, probe *p, size_t i)
     bool master = role_r && role_r->type == RM_REPLY_ARRAY && role_r->elements >= 3 &&
                   role_r->element[0]->type == RM_REPLY_STRING && strcmp(role_r->element[0]->str, "master") == 0 &&
                   role_r->element[2]->type == RM_REPLY_ARRAY;
-    bool replica = role_r && !master && role_r->type == RM_REPLY_ARRAY;
+    bool refused = role_r && role_r->type == RM_REPLY_ERROR; /* an ACL without ROLE: it cannot tell */
     if (master)
         atomic_store(&node->replicas, (int)role_r->element[2]->elements);
     rm_reply_free(r[0]);
     rm_reply_free(r[1]);
     rm_buf_free(&out);
-    if (!master)
+    if (refused)
+        return rm_now_ns() + RM_WATCH_PROBE_MS * RM_NS_PER_MS;
+    if (!master) { /* demoted, dead or silent while the sentinels were not heard: ask them, passing over it */
         close_probe(p);
-    if (replica) /* demoted while the sentinels were not heard: ask them, passing over it */
         rm_sentinel_resolve(NULL, c, i, node, rm_deadline_after_ms(RM_WATCH_STEP_MS));
+    }
     int64_t wanted = c->replicas_by_deployment ? 1 : c->opts.min_replicas;
     bool wanting = !master || atomic_load(&node->replicas) < wanted;
     return rm_now_ns() + (wanting ? RM_WATCH_PROBE_WANTING_MS : RM_WATCH_PROBE_MS) * RM_NS_PER_MS;
