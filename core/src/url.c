@@ -521,7 +521,7 @@ int rm_endpoint_derive(rm_err *err, rm_endpoint *out, const rm_endpoint *ep, con
     out->tls_verify = ep->tls_verify;
     out->tls_check_hostname = ep->tls_check_hostname;
     /* A node found through the sentinels is one server. */
-    out->topology = ep->topology == RM_TOPOLOGY_SENTINEL ? RM_TOPOLOGY_STANDALONE : ep->topology;
+    out->topology = ep->topology == RM_TOPOLOGY_SENTINEL ? RM_TOPOLOGY_AUTO : ep->topology;
     out->n_seeds = 1;
     out->seed_port[0] = port;
     bool ok = (out->host = strdup(host)) && (out->seed_host[0] = strdup(host)) &&
