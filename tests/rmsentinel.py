@@ -13,11 +13,12 @@ once the master's replicas are in sync and every sentinel names the same
 master, knows the two other sentinels and both replicas, and reports that a
 failover can be authorised (SENTINEL CKQUORUM). Everything is killed on exit.
 
-The binary is $REDMUTEX_TEST_SERVER (default redis-server), run with
---sentinel for the sentinels (valkey-server --sentinel works the same way).
+Data nodes and sentinels are tests/rmserver.py's Servers, so its rules hold
+here too: the binary ($REDMUTEX_TEST_SERVER, default redis-server; run with
+--sentinel for the sentinels, as valkey-server --sentinel is), the shared
+configuration, and a failure (never a skip) when there is no server.
 Options: a password on the data nodes (`password`), on the sentinels
-(`sentinel_password`). Needs only the standard library (tests/rmcluster.py's
-RESP client).
+(`sentinel_password`). Needs only the standard library.
 """
 
 from __future__ import annotations
@@ -25,79 +26,48 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
 import tempfile
 import time
 from typing import Any
 
-from rmcluster import _encode, _read, free_port, server_binary
+import rmserver
+from rmserver import Server, _encode, _read, free_port
 
 SERVICE = "mymaster"
 
 
 def command(port: int, *args: Any, password: str | None = None, timeout: float = 5.0) -> Any:
     """One command on a fresh connection to 127.0.0.1:port (AUTH first when a password is given)."""
+    if not password:
+        return rmserver.command(port, *args, timeout=timeout)
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         f = s.makefile("rb")
-        if password:
-            s.sendall(_encode(("AUTH", password)))
-            _read(f)
+        s.sendall(_encode(("AUTH", password)))
+        _read(f)
         s.sendall(_encode(args))
         return _read(f)
 
 
-class Proc:
-    """One redis-server process (data node or sentinel) with its own directory and port."""
+class Proc(Server):
+    """One data node or sentinel: a Server (tests/rmserver.py) in its own directory, on a port kept
+    across restarts (a node restarted as a replica comes back where the sentinels knew it)."""
 
     def __init__(self, workdir: str, kind: str, password: str | None) -> None:
-        self.dir = tempfile.mkdtemp(prefix=kind + "-", dir=workdir)
+        args = ["--sentinel"] if kind == "sentinel" else []
+        super().__init__(tempfile.mkdtemp(prefix=kind + "-", dir=workdir), args=args, port=free_port())
         self.kind = kind
-        self.port = free_port()
         self.password = password
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.conf = os.path.join(self.dir, kind + ".conf")
 
     def write_conf(self, text: str) -> None:
-        with open(self.conf, "w") as f:
-            f.write(
-                f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\nlogfile {self.dir}/{self.kind}.log\n"
-                f"protected-mode no\n{text}"
-            )
+        """This node's own configuration, after rmserver.conf's, for its next start."""
+        self.conf = text
 
-    def start(self) -> None:
-        args = [server_binary(), self.conf] + (["--sentinel"] if self.kind == "sentinel" else [])
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if self.command("PING") == "PONG":
-                    return
-            except OSError:
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{server_binary()} exited at start (see {self.dir}/{self.kind}.log)")
-            time.sleep(0.02)
-        raise RuntimeError(f"{self.kind} on port {self.port} did not start")
+    def start(self, *args: str) -> Proc:
+        super().start(*args)
+        return self
 
-    def command(self, *args: Any) -> Any:
-        return command(self.port, *args, password=self.password)
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def pause(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(19)  # SIGSTOP
-
-    def resume(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(18)  # SIGCONT
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+    def command(self, *args: Any, timeout: float = 5.0) -> Any:
+        return command(self.port, *args, password=self.password, timeout=timeout)
 
 
 class Sentinels:
@@ -154,7 +124,7 @@ class Sentinels:
     # ---- life -----------------------------------------------------------------
 
     def _node_conf(self, replica_of: int | None) -> str:
-        text = 'save ""\nappendonly no\nrepl-diskless-sync yes\nrepl-diskless-sync-delay 0\n'
+        text = "repl-diskless-sync yes\nrepl-diskless-sync-delay 0\n"
         if self.password:
             text += f"requirepass {self.password}\nmasterauth {self.password}\n"
         if replica_of:
@@ -184,6 +154,9 @@ class Sentinels:
         for s in self.sentinels:
             s.write_conf(self._sentinel_conf(master.port))
             s.start()
+            # INFO every second (not 10): the sentinels' view of each replica (and of a demoted master) is
+            # fresh when a test faults the deployment.
+            s.command("SENTINEL", "DEBUG", "info-period", 1000)
         self.wait_agreed(master.port)
         return self
 
@@ -256,7 +229,29 @@ class Sentinels:
                 )
             if not isinstance(quorum, str) or not quorum.startswith("OK"):
                 return f"sentinel {s.port}: CKQUORUM {quorum!r}"
+            seen = self.replicas_seen(s, master_port)
+            if seen < replicas:
+                return f"sentinel {s.port} sees {seen} of {replicas} replicas follow {master_port}"
         return ""
+
+    def replicas_seen(self, s: Proc, master_port: int) -> int:
+        """Replicas sentinel s sees following master_port with their link up (its last INFO of each)."""
+        try:
+            reps = s.command("SENTINEL", "REPLICAS", self.service)
+        except OSError:
+            return -1
+        n = 0
+        for r in reps if isinstance(reps, list) else []:
+            f = dict(zip(r[::2], r[1::2]))
+            flags = f.get(b"flags", b"")
+            if (
+                f.get(b"master-link-status") == b"ok"
+                and int(f.get(b"master-port", 0)) == master_port
+                and b"s_down" not in flags
+                and b"disconnected" not in flags
+            ):
+                n += 1
+        return n
 
     def wait_agreed(self, master_port: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout

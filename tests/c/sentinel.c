@@ -99,10 +99,35 @@ int sn_replicas_in_sync(sn_deploy *d, int master_port)
     return n;
 }
 
-/* Whether sentinel s names master_port, knows the other live sentinels and can authorise a failover. */
+/* Replicas sentinel s sees following master_port with their link up (its last INFO of each). */
+static int replicas_seen(sn_deploy *d, rs_server *s, int master_port)
+{
+    redisReply *r = sn_sentinel_cmd(d, s, "SENTINEL REPLICAS %s", d->service);
+    int n = 0;
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
+        redisReply *f = r->element[k];
+        bool ok = false, follows = false, down = false;
+        for (size_t j = 0; j + 1 < f->elements; j += 2) {
+            const char *key = f->element[j]->str, *val = f->element[j + 1]->str;
+            ok |= strcmp(key, "master-link-status") == 0 && strcmp(val, "ok") == 0;
+            follows |= strcmp(key, "master-port") == 0 && atoi(val) == master_port;
+            down |= strcmp(key, "flags") == 0 && (strstr(val, "s_down") || strstr(val, "disconnected"));
+        }
+        n += ok && follows && !down;
+    }
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* Whether sentinel s names master_port, sees its live replicas follow it, knows the other live sentinels
+   and can authorise a failover. */
 static bool sentinel_agrees(sn_deploy *d, rs_server *s, int master_port, int live_sentinels)
 {
-    if (named_by(d, s) != master_port)
+    int live_replicas = -1;
+    for (int k = 0; k < SN_NODES; k++)
+        live_replicas += live(&d->node[k]);
+    if (named_by(d, s) != master_port || replicas_seen(d, s, master_port) < live_replicas)
         return false;
     redisReply *others = sn_sentinel_cmd(d, s, "SENTINEL SENTINELS %s", d->service);
     redisReply *quorum = sn_sentinel_cmd(d, s, "SENTINEL CKQUORUM %s", d->service);
@@ -133,7 +158,7 @@ static bool agreed(sn_deploy *d, int master_port, char why[200])
     }
     for (int k = 0; k < SN_SENTINELS; k++)
         if (live(&d->sentinel[k]) && !sentinel_agrees(d, &d->sentinel[k], master_port, live_sentinels)) {
-            snprintf(why, 200, "sentinel %d names %d, or knows too few sentinels, or has no quorum",
+            snprintf(why, 200, "sentinel %d names %d, or sees too few replicas, sentinels or no quorum",
                      d->sentinel[k].port, named_by(d, &d->sentinel[k]));
             return false;
         }
@@ -183,6 +208,11 @@ void sn_start(sn_deploy *d, const char *sentinel_password)
     for (int k = 0; k < SN_SENTINELS; k++) {
         rs_start_sentinel(&d->sentinel[k], conf);
         rs_keep(&d->sentinel[k]);
+        /* INFO every second (not 10): the sentinels' view of each replica (and of a demoted master)
+           is fresh when a test faults the deployment, as after a real failover's settling. */
+        redisReply *r = sn_sentinel_cmd(d, &d->sentinel[k], "SENTINEL DEBUG info-period 1000");
+        CHECKF(r && r->type == REDIS_REPLY_STATUS, "SENTINEL DEBUG info-period: %s", r ? r->str : "no answer");
+        freeReplyObject(r);
         off += snprintf(d->url + off, sizeof d->url - (size_t)off, "%s127.0.0.1:%d", k ? "," : "", d->sentinel[k].port);
     }
     off += snprintf(d->url + off, sizeof d->url - (size_t)off, "/%s", d->service);
