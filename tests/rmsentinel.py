@@ -23,6 +23,7 @@ Options: a password on the data nodes (`password`), on the sentinels
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -301,7 +302,7 @@ class Sentinels:
             time.sleep(0.05)
         new = self.wait_switch(old)
         if settle:
-            self.settle(new)
+            new = self.settle(new)
         return new
 
     def kill_master(self) -> Proc:
@@ -320,14 +321,32 @@ class Sentinels:
         node.write_conf(self._node_conf(None))
         node.start()
 
-    def settle(self, master_port: int, timeout: float = 30.0) -> None:
-        """Waits until every live data node but the master is its replica in sync and the sentinels agree.
-        A demoted master is made a replica by the sentinels only at their next INFO round (up to 10 s):
-        done here at once, as they would."""
-        for n in self.nodes:
-            if n.alive and n.port != master_port and self.master_of(n.port) != master_port:
-                n.command("REPLICAOF", "127.0.0.1", master_port)
-        self.wait_agreed(master_port, timeout)
+    def settle(self, master_port: int | None = None, timeout: float = 30.0) -> int:
+        """Waits until every live data node but the master is its replica in sync and the sentinels agree;
+        returns the master's port. A demoted master is made a replica by the sentinels only at their next
+        INFO round: done here at once, as they would. The master is asked of the sentinels again each
+        round (master_port is only the first guess): what they name right after a fault may not be what
+        they settle on. Nodes are pointed only at a master that says it is one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                master = self.master_port()
+            except (OSError, TypeError, IndexError, StopIteration):
+                master = master_port or 0
+            known = any(n.port == master for n in self.nodes)
+            if known and self.node(master).alive and self.master_of(master) == 0:
+                for n in self.nodes:
+                    if n.alive and n.port != master and self.master_of(n.port) != master:
+                        with contextlib.suppress(OSError):
+                            n.command("REPLICAOF", "127.0.0.1", master)
+                why = self.why_not_agreed(master)
+                if not why:
+                    return master
+            else:
+                why = f"the sentinels name {master}, which is no master"
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the deployment did not settle in {timeout} s: {why}")
+            time.sleep(0.05)
 
     def master_of(self, port: int) -> int:
         """The port a replica replicates from (ROLE), 0 for a master, -1 when it does not answer."""

@@ -294,19 +294,34 @@ static int master_of(rs_server *s)
 
 void sn_settle(sn_deploy *d)
 {
-    int master = sn_master_port(d);
-    for (int k = 0; k < SN_NODES; k++) {
-        rs_server *s = &d->node[k];
-        if (!live(s) || s->port == master || master_of(s) == master)
-            continue;
-        /* A demoted master (or a replica of a promotion the sentinels gave
-           up and redid) is pointed at the master by the sentinels only at
-           their next INFO round (up to 10 s): done here at once, as they would. */
-        redisReply *r = rs_cmd(s, "REPLICAOF 127.0.0.1 %d", master);
-        if (r)
-            freeReplyObject(r);
+    /* The master is asked again each round: what a sentinel names right after a fault may not be what they
+       settle on (a switch still spreading, a second failover on a loaded machine), and a deployment waited for
+       around a master it no longer has is never whole. Nodes are pointed only at a master that says it is one. */
+    char why[200];
+    int64_t deadline = rt_now_ms() + rt_scaled_ms(30000);
+    for (;;) {
+        int master = sn_master_port(d);
+        rs_server *m = master > 0 ? sn_node(d, master) : NULL;
+        if (m && live(m) && strcmp(sn_role(m), "master") == 0) {
+            for (int k = 0; k < SN_NODES; k++) {
+                rs_server *s = &d->node[k];
+                if (!live(s) || s->port == master || master_of(s) == master)
+                    continue;
+                /* A demoted master (or a replica of a promotion the sentinels gave
+                   up and redid) is pointed at the master by the sentinels only at
+                   their next INFO round: done here at once, as they would. */
+                redisReply *r = rs_cmd(s, "REPLICAOF 127.0.0.1 %d", master);
+                if (r)
+                    freeReplyObject(r);
+            }
+            if (agreed(d, master, why))
+                return;
+        } else {
+            snprintf(why, sizeof why, "the sentinels name %d, which is no master (%s)", master, m ? sn_role(m) : "?");
+        }
+        CHECKF(rt_now_ms() < deadline, "the deployment did not settle in 30000 ms: %s", why);
+        rt_sleep_ms(20);
     }
-    wait_agreed(d, master, 30000);
 }
 
 void sn_restart_as_replica(sn_deploy *d, rs_server *node)
