@@ -62,7 +62,10 @@ typedef struct probe {
 
 typedef struct rm_watch {
     pthread_t thread;
-    bool stop, detached; /* c->mu */
+    /* c->mu. `exiting`: the thread has decided, under c->mu, whether it
+       frees itself (detached) or is joined; a stop that gave up waiting
+       joins one that decided, since nobody else would free it. */
+    bool stop, detached, exiting;
     int wake_fd;
     watch_conn *conns;
     size_t n;
@@ -389,6 +392,7 @@ static void *watch_main(void *arg)
     free(pfds);
     free(map);
     bool detached = w->detached;
+    w->exiting = true;
     if (detached)
         c->watch = NULL;
     rm_client_unlock(c);
@@ -468,17 +472,19 @@ void rm_watch_stop(redmutex_client *c, int64_t deadline_ns)
     w->stop = true;
     wake(w);
     rm_client_unlock(c);
-    if (rm_join_until(w->thread, deadline_ns)) {
-        rm_client_lock(c);
-        c->watch = NULL;
-        rm_client_unlock(c);
-        watch_free(c, w);
-    } else {
-        rm_client_lock(c);
+    bool joined = rm_join_until(w->thread, deadline_ns);
+    rm_client_lock(c);
+    if (!joined && !w->exiting) { /* it frees itself when it ends */
         w->detached = true;
         pthread_detach(w->thread);
         rm_client_unlock(c);
+        return;
     }
+    c->watch = NULL;
+    rm_client_unlock(c);
+    if (!joined) /* it ended as the wait gave up: only its last unlock and unref are left */
+        pthread_join(w->thread, NULL);
+    watch_free(c, w);
 }
 
 void rm_watch_forget(redmutex_client *c)
