@@ -3,13 +3,15 @@
 #   1. the C tests and the redmutex command-line tests (ctest; pytest drives the built binary),
 #      against redis-servers they start themselves; with them the ABI check against abi/
 #      (abidiff) and the install check (the README's C example built against the installed
-#      tree with CMake and pkg-config);
+#      tree with CMake and pkg-config); the cluster tests and a smoke subset again against
+#      Valkey 9.1 (ctest label valkey; scripts/valkey.sh fetches valkey-server);
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
 #   4. the same test binaries under valgrind memcheck (scripts/valgrind.sh);
 #   5. the libFuzzer targets, 60 s each under ASan + UBSan (scripts/fuzz.sh);
 #   6. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
-#      (including interop with the real redis-py and Redisson);
+#      (including interop with the real redis-py and Redisson), and its cluster tests and a
+#      smoke subset against Valkey 9.1;
 #   7. the SWIG bindings for Ruby, Perl, Tcl and Lua: each language's own suite (minitest,
 #      prove, tcltest, busted), the cross-language test (with the Python package of 6) and
 #      the install check;
@@ -26,19 +28,25 @@ build() {
   ninja -C "$dir"
 }
 
+# Valkey 9.1 for the valkey-labelled tests: fetched now, so that a failed fetch fails the run.
+valkey=$(scripts/valkey.sh)
+
 echo "== C tests"
 build build-test RelWithDebInfo
 (cd build-test && ctest --output-on-failure)
 
+echo "== Release build (-O3: GCC's deeper warnings, -Werror)"
+build build-release Release -DREDMUTEX_BUILD_TESTS=OFF -DREDMUTEX_BUILD_BENCH=OFF
+
 echo "== C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 build build-asan Debug -DREDMUTEX_SANITIZE=address -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --output-on-failure -E 'exported_symbols|install_consumer|abi_compat')
+  ctest --output-on-failure -LE valkey -E 'exported_symbols|install_consumer|abi_compat')
 
 echo "== C tests under ThreadSanitizer"
 build build-tsan Debug -DREDMUTEX_SANITIZE=thread -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --output-on-failure -E 'exported_symbols|header_|install_consumer|abi_compat')
+  ctest --output-on-failure -LE valkey -E 'exported_symbols|header_|install_consumer|abi_compat')
 
 echo "== C tests under valgrind memcheck"
 scripts/valgrind.sh build-test
@@ -55,6 +63,8 @@ if [ -d tests/python ]; then
   build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench tests/rmcluster.py tests/rmsentinel.py
   build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench tests/rmcluster.py tests/rmsentinel.py
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)
+  (cd tests/python && REDMUTEX_TEST_SERVER=$valkey ../../build-venv/bin/python -m pytest -q \
+    test_cluster.py test_lock.py test_fair_rwlock.py test_asyncio.py)
 
   echo "== Fault injection (tests/chaos): harness tests, then the quick profile"
   build-venv/bin/python -m pytest -q tests/chaos

@@ -31,17 +31,54 @@ from rmserver import Server, _encode, _read, cli_binary, command, free_port, ser
 __all__ = ["Cluster", "Node", "_encode", "_read", "cli_binary", "command", "free_port", "server_binary"]
 
 
-class Node:
-    """One cluster node: a Server (tests/rmserver.py) with cluster mode on."""
+class _UidServer(Server):
+    """A Server whose process runs as another uid (a fault injector tells its packets apart by it)."""
 
-    def __init__(self, workdir: str, args: Sequence[str] = ()) -> None:
+    def __init__(self, uid: int, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.uid = uid
+
+    def _spawn(self) -> None:
+        os.chown(self.workdir, self.uid, self.uid)
+        for name in os.listdir(self.workdir):
+            os.chown(os.path.join(self.workdir, name), self.uid, self.uid)
+        conf = self._write_conf()
+        os.chown(conf, self.uid, self.uid)
+        cmd = [
+            "setpriv",
+            f"--reuid={self.uid}",
+            f"--regid={self.uid}",
+            "--clear-groups",
+            "--pdeathsig",
+            "KILL",
+        ]
+        self.proc = subprocess.Popen(
+            [*cmd, "--", server_binary(), conf, *self.args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.paused = False
+
+
+class Node:
+    """One cluster node: a Server (tests/rmserver.py) with cluster mode on. Its port and bus
+    port stay the same across restarts (start() after kill(): it comes back empty, with its
+    nodes.conf, and rejoins). uid: run it as that uid."""
+
+    def __init__(self, workdir: str, args: Sequence[str] = (), uid: int | None = None) -> None:
         self.dir = tempfile.mkdtemp(prefix="node-", dir=workdir)
         # The bus port is chosen too: port + 10000 may be out of range or taken.
+        self.bus_port = free_port()
+        self.uid = uid
         conf = (
             "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout 1000\n"
-            f"cluster-port {free_port()}\n"
+            f"cluster-port {self.bus_port}\n"
         )
-        self.server = Server(self.dir, conf=conf, args=args, port=free_port())
+        if uid is None:
+            self.server = Server(self.dir, conf=conf, args=args, port=free_port())
+        else:
+            self.server = _UidServer(uid, self.dir, conf=conf, args=args, port=free_port())
 
     @property
     def port(self) -> int:
@@ -63,10 +100,19 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, masters: int = 3, replicas: int = 1, args: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        masters: int = 3,
+        replicas: int = 1,
+        args: Sequence[str] = (),
+        uids: dict[int, int] | None = None,
+    ) -> None:
+        """uids: node index -> the uid that node runs as (the others run as this process)."""
         self.masters, self.replicas = masters, replicas
         self.workdir = tempfile.mkdtemp(prefix="redmutex-cluster-")
-        self.nodes = [Node(self.workdir, args) for _ in range(masters * (1 + replicas))]
+        os.chmod(self.workdir, 0o755)
+        self.nodes = [Node(self.workdir, args, (uids or {}).get(i)) for i in range(masters * (1 + replicas))]
+        self.unreachable: set[int] = set()  # ports of nodes a fault cut off: not asked meanwhile
 
     @property
     def url(self) -> str:
@@ -76,7 +122,7 @@ class Cluster:
         return command(port, *args)
 
     def any_port(self) -> int:
-        return next(n.port for n in self.nodes if n.alive)
+        return next(n.port for n in self.nodes if n.alive and n.port not in self.unreachable)
 
     def owner(self, key: str | bytes) -> int:
         """The port of the master that owns key's slot."""
@@ -86,10 +132,53 @@ class Cluster:
                 return int(master[1])
         raise RuntimeError(f"slot {slot} has no master")
 
+    def node(self, port: int) -> Node:
+        return next(n for n in self.nodes if n.port == port)
+
+    def node_id(self, port: int) -> str:
+        return command(port, "CLUSTER", "MYID").decode()
+
+    def master_ports(self) -> list[int]:
+        """The masters that own slots, as a live node sees them."""
+        return sorted({int(e[2][1]) for e in command(self.any_port(), "CLUSTER", "SLOTS")})
+
+    def replica_of(self, port: int) -> Node | None:
+        """A live replica of the master at port whose link to it is up."""
+        for n in self.nodes:
+            if n.alive and n.port != port and n.port not in self.unreachable:
+                info = command(n.port, "INFO", "replication")
+                if (
+                    isinstance(info, bytes)
+                    and f"master_port:{port}\r\n".encode() in info
+                    and b"master_link_status:up" in info
+                ):
+                    return n
+        return None
+
+    def migrate(self, slot: int, to_port: int, midway: Any = None) -> None:
+        """Moves slot and its keys to the master at to_port: IMPORTING/MIGRATING, MIGRATE ... KEYS,
+        then SETSLOT NODE on every master (the new owner first). midway() runs once the slot is marked."""
+        frm = next(int(e[2][1]) for e in command(self.any_port(), "CLUSTER", "SLOTS") if e[0] <= slot <= e[1])
+        if frm == to_port:
+            return
+        src_id, dst_id = self.node_id(frm), self.node_id(to_port)
+        for port, args in ((to_port, ("IMPORTING", src_id)), (frm, ("MIGRATING", dst_id))):
+            r = command(port, "CLUSTER", "SETSLOT", slot, *args)
+            if isinstance(r, Exception):
+                raise r
+        if midway:
+            midway()
+        while keys := command(frm, "CLUSTER", "GETKEYSINSLOT", slot, 100):
+            r = command(frm, "MIGRATE", "127.0.0.1", to_port, "", 0, 5000, "KEYS", *keys)
+            if isinstance(r, Exception):
+                raise r
+        for port in [to_port, frm, *[p for p in self.master_ports() if p not in (to_port, frm)]]:
+            command(port, "CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
     def ok(self) -> bool:
         owners = set()
         for n in self.nodes:
-            if not n.alive:
+            if not n.alive or n.port in self.unreachable:
                 continue
             try:
                 info = command(n.port, "CLUSTER", "INFO")

@@ -72,6 +72,8 @@ sub on_lost {
         # $client->lock($name)->acquire) must not clear the caller's $@.
         local ($@, $!, $?);
         if (ref $_[0] && Scalar::Util::reftype($_[0]) eq 'HASH' && tied %{ $_[0] }) {
+            # A lock dropped while an error unwinds must not clear the caller's $@.
+            local $@;
             my $id = eval { $_[0]->id };    # none once destroyed by hand already
             delete $on_lost{$id} if defined $id;
         }

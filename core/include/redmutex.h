@@ -291,14 +291,17 @@ typedef struct redmutex_client_options {
     /**
      * After acquire/extend/renew, WAIT for this many replicas to acknowledge;
      * 0 = off. Default -1: each deployment's own default, which is 1 on a
-     * Sentinel deployment (redis+sentinel://) and 0 on every other. With -1,
-     * a Sentinel deployment's WAIT counts the replicas its master really has
-     * (the ROLE it answers, probed every second and after each failover):
-     * a master with no replica at all takes locks without waiting, as with
-     * 0, instead of refusing every lock until a replica attaches. An explicit
-     * value (0..1000) applies to every deployment as given: then fewer
-     * replicas than asked fail the acquisition (REDMUTEX_EREPLICAS).
-     * A program built with an older header, whose initialiser set 0, keeps 0:
+     * Sentinel deployment (redis+sentinel://) and 0 on every other. A WAIT
+     * asks a master for no more replicas than it has: on a cluster, those in
+     * service in the topology as last read (after a failover the promoted
+     * master has none at first) or online at its last ROLE; on a Sentinel
+     * deployment with -1, those its ROLE lists (probed every second and
+     * after each failover). So a master with no replica takes and renews
+     * locks instead of refusing every lock until one attaches
+     * (docs/deployments.md). An explicit value on a Sentinel deployment is
+     * asked as given. Fewer acknowledgements than asked fail an acquisition
+     * or extension with REDMUTEX_EREPLICAS (the acquisition undone). A
+     * program built with an older header, whose initialiser set 0, keeps 0:
      * off, as it was.
      */
     int64_t min_replicas;
@@ -877,6 +880,14 @@ REDMUTEX_API int redmutex_lock_extend(redmutex_lock *lock, const char *owner, in
  */
 REDMUTEX_API int redmutex_lock_force_release(int *out, redmutex_lock *lock);
 
+/*
+ * The four queries below are views of the read redmutex_lock_inspect()
+ * makes: one script call per server, all servers at once, over the client's
+ * own connections (on a Cluster, at the master of the name's slot). Unlike
+ * it they answer for the handle's own kind: a lock stored in another kind's
+ * format is REDMUTEX_EWRONGTYPE, and a read-write handle sees its own side.
+ */
+
 /**
  * Asks the servers whether anyone holds the lock: *out = 1 or 0. With N
  * servers, 1 means a majority report it held. For the read side of a
@@ -1021,6 +1032,10 @@ REDMUTEX_API int redmutex_lock_fence(int64_t *out, redmutex_lock *lock, const ch
  * polls the client's event fd and drains the queue on its own thread; a
  * language binding does the same instead of running code on the watchdog
  * thread. Changes of handles that were freed while holding are not queued.
+ * The on_lost callbacks are given the same entries, in the same order: the
+ * queue has two readers, the event fd and the watchdog thread. Entries
+ * dropped for the event fd (see redmutex_client_events_dropped) still
+ * reach on_lost.
  */
 
 /**

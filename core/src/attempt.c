@@ -89,9 +89,9 @@ static bool replicas_confirm(rm_acq_replies *a, const rm_slot *s, rm_err *e)
     const rm_reply *w = s->replies[a->wait_index];
     if (w && w->type == RM_REPLY_ERROR) /* WAIT refused (an ACL without it, say): say so, and undo the hold */
         rm_reply_error(e, w, "WAIT after acquiring", NULL, NULL);
-    else if (!w || w->type != RM_REPLY_INTEGER || w->integer < s->wait_n)
-        rm_fail(e, REDMUTEX_EREPLICAS, "%lld of %" PRId64 " replicas acknowledged within %" PRId64 " ms",
-                w && w->type == RM_REPLY_INTEGER ? w->integer : 0LL, s->wait_n, c->opts.replica_timeout_ms);
+    else if (!w || w->type != RM_REPLY_INTEGER || w->integer < s->wait_need)
+        rm_fail(e, REDMUTEX_EREPLICAS, "%lld of %d replicas acknowledged within %" PRId64 " ms",
+                w && w->type == RM_REPLY_INTEGER ? w->integer : 0LL, s->wait_need, c->opts.replica_timeout_ms);
     else
         return true;
     return false;
@@ -382,7 +382,7 @@ typedef struct attempt_req {
     rm_kargs ac;
     rm_unsettled_cmds unsettled;
     const char *wait_argv[3];
-    char nbuf[24], tbuf[24];
+    char tbuf[24];
     char nest_latch[RM_KEY_MAX]; /* a nested acquisition's undo latch, "" for a first one */
 } attempt_req;
 
@@ -416,7 +416,7 @@ static void attempt_request(redmutex_lock *l, const char *value, bool retry, con
     }
     if (a->wait_replicas) {
         a->wait_index = (int)req->ncmds;
-        rm_req_add_wait(req, c, ar->nbuf, ar->tbuf, ar->wait_argv);
+        rm_req_add_wait(req, c, ar->tbuf, ar->wait_argv);
     }
 }
 

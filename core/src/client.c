@@ -181,11 +181,6 @@ static void client_destroy(redmutex_client *c)
     }
     free(c->servers);
     rm_unsettled_free(c);
-    while (c->events) {
-        rm_event *e = c->events;
-        c->events = e->next;
-        free(e);
-    }
     rm_events_destroy(c);
     rm_pollwaits_destroy(c);
     rm_interrupt_destroy(c);

@@ -29,7 +29,6 @@ struct redmutex_client {
     struct rm_hold *holds; /* every hold of every handle (for shutdown) */
     pthread_cond_t renew_done; /* broadcast when a renewal batch or callback finishes */
     uint64_t next_hold_id;
-    struct rm_event *events;   /* lost-lock callbacks waiting to run */
     struct redmutex_lock *callback_lock; /* lock whose callback is running now */
     pthread_t callback_thread;           /* ... and the thread running it */
     struct redmutex_client *next_all, *prev_all; /* fork registry */
@@ -40,9 +39,9 @@ struct redmutex_client {
     _Atomic bool closing;      /* close has begun: every wait ends */
     bool shut_down;            /* close has finished: no holds are released any more (c->mu) */
     struct rm_wait *waits;     /* waits in progress (c->mu) */
-    /* events.c: pollable lost-lock news (c->mu) */
+    /* events.c: lost-lock news for the event fd and the callbacks, one queue (c->mu) */
     struct rm_fd_event *events_head, *events_tail;
-    size_t n_events;
+    size_t n_events; /* entries still due to the event fd */
     uint64_t events_dropped;
     int event_fd; /* -1 until redmutex_client_event_fd() makes it */
     struct rm_pollwaits *pw; /* pollwait.c: NULL until the first pollable wait or wait fd (c->mu) */

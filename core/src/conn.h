@@ -92,11 +92,21 @@ typedef struct rm_server {
     _Atomic int seed;              /* the seed a new connection goes to (a multi-host URL) */
     _Atomic bool ask_topology;     /* a new connection's handshake asks what the deployment is */
     int major;                     /* redis_version's major number, 0 until known */
-    /* A master found through sentinels (sentinel.c): every new connection's
-       handshake asks ROLE, and a node that is no master gets no request.
-       `replicas`: the online replicas its last ROLE listed, -1 unknown. */
-    bool check_role;
+    /* The replicas in service this server had when its deployment's
+       topology was last read (-1: not known; a Sentinel deployment's master:
+       the online replicas its last ROLE listed, at each new connection's
+       handshake and each probe of the watcher), and the replicas it said it
+       has online at its last ROLE riding behind a request (-1: not asked).
+       A WAIT asks no more of it than the larger (deploy.h,
+       rm_deploy_wait_need). */
     _Atomic int replicas;
+    _Atomic int role_replicas;
+    /* A master found through sentinels (sentinel.c): every new connection's
+       handshake asks ROLE, and a node that is no master gets no request. */
+    bool check_role;
+    /* A cluster node: when a request to it last went unanswered or its
+       connection failed (0: never). A refresh asks such nodes last. */
+    _Atomic int64_t failed_ns;
     struct rm_stats_server *stats; /* stats.c: this server's counts, by its address (NULL: not counted) */
 } rm_server;
 

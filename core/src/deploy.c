@@ -28,6 +28,8 @@ int rm_deploy_init(rm_err *err, redmutex_client *c, size_t i)
     if (!d)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     srv->dep = d;
+    atomic_store(&srv->replicas, -1);
+    atomic_store(&srv->role_replicas, -1);
     d->wanted = srv->ep.topology;
     if (d->wanted == RM_TOPOLOGY_SENTINEL) { /* its master is found through the sentinels (sentinel.c) */
         atomic_store(&d->topology, RM_TOPOLOGY_SENTINEL);
@@ -55,6 +57,7 @@ void rm_deploy_free(rm_server *srv)
     free(d->nodes);
     free(d->slot_node);
     rm_sentinel_free(d->sentinel);
+    free(d->ids);
     free(d);
     srv->dep = NULL;
 }
@@ -120,6 +123,7 @@ static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int po
     n->tls = entry->tls; /* the deployment's settings, freed with it */
     n->check_role = d->sentinel != NULL; /* a master named by sentinels is confirmed by its ROLE */
     atomic_store(&n->replicas, -1);
+    atomic_store(&n->role_replicas, -1);
     n->stats = rm_stats_server_for(&c->stats, n->ep.display); /* kept by address: a node that returns counts on */
     *index = d->n_nodes;
     d->nodes[d->n_nodes++] = n;
@@ -145,7 +149,79 @@ static void map_range(void *ud, const rm_topo_range *r)
     }
     for (int s = r->first; s <= r->last; s++)
         d->slot_node[s] = (uint16_t)k;
+    atomic_store(&d->nodes[k]->replicas, r->replicas);
     mb->ranges++;
+}
+
+typedef struct id_list {
+    char (*ids)[41];
+    size_t n, cap;
+    bool failed;
+} id_list;
+
+static void add_id(void *ud, const char *id)
+{
+    id_list *l = ud;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char(*more)[41] = realloc(l->ids, cap * sizeof *more);
+        if (!more) {
+            l->failed = true;
+            return;
+        }
+        l->ids = more;
+        l->cap = cap;
+    }
+    memcpy(l->ids[l->n], id, RM_NODE_ID_LEN);
+    l->ids[l->n++][RM_NODE_ID_LEN] = '\0';
+}
+
+static int id_cmp(const void *a, const void *b) { return memcmp(a, b, RM_NODE_ID_LEN); }
+
+/* Deployment i's node ids from a topology reply (kept as they were when memory runs out). Caller holds c->mu. */
+static void ids_load(rm_deploy *d, const rm_reply *shards, const rm_reply *slots)
+{
+    id_list l = {NULL, 0, 0, false};
+    rm_topo_read_ids(shards, slots, add_id, &l);
+    if (l.failed || l.n == 0) {
+        free(l.ids);
+        return;
+    }
+    qsort(l.ids, l.n, sizeof *l.ids, id_cmp);
+    free(d->ids);
+    d->ids = l.ids;
+    d->n_ids = l.n;
+}
+
+/* A node id deployment i shares with another cluster deployment (*other), or NULL. Caller holds c->mu. */
+static const char *shared_id(redmutex_client *c, size_t i, size_t *other)
+{
+    const rm_deploy *d = c->servers[i].dep;
+    for (size_t j = 0; j < c->n; j++) {
+        const rm_deploy *e = c->servers[j].dep;
+        for (size_t x = 0; j != i && x < d->n_ids; x++)
+            if (e->n_ids && bsearch(d->ids[x], e->ids, e->n_ids, sizeof *e->ids, id_cmp)) {
+                *other = j;
+                return d->ids[x];
+            }
+    }
+    return NULL;
+}
+
+const rm_server *rm_deploy_same_process_locked(redmutex_client *c, const rm_server *srv, const char *run_id)
+{
+    for (size_t j = 0; run_id[0] && j < c->n; j++) {
+        if ((int)j == srv->index)
+            continue;
+        const rm_server *entry = &c->servers[j];
+        if (strcmp(entry->run_id, run_id) == 0)
+            return entry;
+        const rm_deploy *e = entry->dep;
+        for (size_t k = 0; e && k < e->n_nodes; k++)
+            if (strcmp(e->nodes[k]->run_id, run_id) == 0)
+                return e->nodes[k];
+    }
+    return NULL;
 }
 
 /* Rebuilds deployment i's map from a CLUSTER SHARDS reply, else (6.x) a
@@ -163,6 +239,7 @@ static bool map_load(redmutex_client *c, size_t i, const rm_reply *shards, const
     int n = rm_topo_read_shards(shards, c->servers[i].ep.tls, map_range, &mb);
     if (n < 0)
         n = rm_topo_read_slots(slots, map_range, &mb);
+    ids_load(d, shards, slots);
     return n >= 0 && !mb.failed;
 }
 
@@ -229,6 +306,15 @@ int rm_deploy_learn(rm_err *err, redmutex_client *c, rm_conn *conn)
             rc = rm_fail(err, REDMUTEX_EPROTOCOL, "%s is a cluster node, but its CLUSTER SLOTS reply could not be read",
                          conn->srv->ep.display);
         atomic_store(&d->sharded, conn->major >= 7);
+        size_t other;
+        const char *id = rc == 0 ? shared_id(c, i, &other) : NULL;
+        if (id) {
+            entry->duplicate = true;
+            rc = rm_fail(err, REDMUTEX_EDUPLICATE,
+                         "%s and %s reach the same cluster (node %s is in both); a Redlock majority needs "
+                         "independent deployments",
+                         c->servers[other].ep.display, entry->ep.display, id);
+        }
         if (rc == 0) {
             atomic_store(&d->topology, RM_TOPOLOGY_CLUSTER);
             atomic_store(&c->has_cluster, true);
@@ -282,6 +368,45 @@ const char *rm_deploy_publish_verb(redmutex_client *c, size_t i)
 {
     rm_deploy *d = c->servers[i].dep;
     return atomic_load(&d->topology) == RM_TOPOLOGY_CLUSTER && atomic_load(&d->sharded) ? "spublish" : "publish";
+}
+
+/* What a WAIT to srv wants before its replicas are counted: min_replicas as
+   given, or with the per-deployment default (-1) 1 on a Sentinel deployment
+   and 0 on any other (client.c, replicas_default). */
+static int wanted_replicas(const redmutex_client *c, const rm_server *srv)
+{
+    if (!c->replicas_by_deployment)
+        return (int)c->opts.min_replicas;
+    return srv->dep && srv->dep->sentinel ? 1 : 0;
+}
+
+int rm_deploy_wait_need(const redmutex_client *c, rm_server *srv)
+{
+    int want = wanted_replicas(c, srv);
+    int known = atomic_load(&srv->replicas), role = atomic_load(&srv->role_replicas);
+    if (known < 0 || known >= want)
+        return want;
+    /* An explicit min_replicas on a Sentinel deployment stands as given: a
+       master with fewer replicas refuses the lock (docs/deployments.md). */
+    if (!c->replicas_by_deployment && srv->dep && srv->dep->sentinel)
+        return want;
+    /* Fewer in the topology: no fewer than the master itself last said it has online. */
+    int seen = role > known ? role : known;
+    return seen < want ? seen : want;
+}
+
+bool rm_deploy_wants_role(const redmutex_client *c, rm_server *srv)
+{
+    int known = atomic_load(&srv->replicas);
+    return known >= 0 && known < wanted_replicas(c, srv);
+}
+
+void rm_deploy_note_role(rm_server *srv, const rm_reply *r)
+{
+    /* ["master", offset, [[ip, port, offset], ...]]: the replicas online on it. */
+    bool master = r && r->type == RM_REPLY_ARRAY && r->elements >= 3 && r->element[0]->type == RM_REPLY_STRING &&
+                  strcmp(r->element[0]->str, "master") == 0 && r->element[2]->type == RM_REPLY_ARRAY;
+    atomic_store(&srv->role_replicas, master ? (int)r->element[2]->elements : -1);
 }
 
 void rm_deploy_counts(redmutex_client *c, size_t i, uint64_t *redirects, uint64_t *refreshes)
@@ -355,14 +480,45 @@ static rm_reply *ask_slots(rm_server *srv, int seed, int64_t deadline, rm_reply 
     return slots;
 }
 
-/* Nodes known to deployment i (a copy of the list: nodes live as long as the client). Caller holds c->mu. */
+/* A node that failed within this long is asked last by a refresh. */
+#define RM_NODE_SUSPECT_NS (30000 * RM_NS_PER_MS)
+
+/*
+ * Nodes known to deployment i, in the order a refresh asks them (a copy of
+ * the list: nodes live as long as the client): those that did not fail
+ * lately first, starting at a different one each time (a dead one is not
+ * always asked first), then those that did. Caller holds c->mu.
+ */
 static rm_server **known_nodes(rm_deploy *d, size_t *n)
 {
     rm_server **copy = d->n_nodes ? malloc(d->n_nodes * sizeof *copy) : NULL;
     *n = copy ? d->n_nodes : 0;
-    if (copy)
-        memcpy(copy, d->nodes, *n * sizeof *copy);
+    size_t start = *n ? (size_t)atomic_load(&d->refreshes) % *n : 0, front = 0, back = *n;
+    int64_t lately = rm_now_ns() - RM_NODE_SUSPECT_NS;
+    for (size_t k = 0; k < *n; k++) {
+        rm_server *node = d->nodes[(start + k) % *n];
+        int64_t failed = atomic_load(&node->failed_ns);
+        if (failed && failed > lately)
+            copy[--back] = node;
+        else
+            copy[front++] = node;
+    }
     return copy;
+}
+
+void rm_deploy_node_failed(rm_server *srv)
+{
+    rm_deploy *d = srv->dep;
+    if (!d || atomic_load(&d->topology) != RM_TOPOLOGY_CLUSTER)
+        return;
+    atomic_store(&srv->failed_ns, rm_now_ns());
+    atomic_store(&d->refresh_wanted, true);
+}
+
+int rm_deploy_refresh_if_wanted(redmutex_client *c, size_t i, int64_t deadline_ns)
+{
+    rm_deploy *d = c->servers[i].dep;
+    return atomic_load(&d->refresh_wanted) ? rm_deploy_refresh(NULL, c, i, deadline_ns) : 0;
 }
 
 int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadline_ns)
@@ -381,25 +537,30 @@ int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadlin
     rm_client_unlock(c);
     if (soon)
         return 1;
-    /* Every known node, starting at a different one each time (a dead one
-       is not always asked first), then every seed of the URL. */
-    size_t start = n ? (size_t)atomic_load(&d->refreshes) % n : 0;
+    /* Every known node (known_nodes' order), then every seed of the URL.
+       Each gets at most half the time left: a node that does not answer
+       at all must not use up the refresh. */
     size_t total = n + (size_t)(entry->ep.n_seeds > 0 ? entry->ep.n_seeds : 1);
     int rc = rm_fail(err, REDMUTEX_ECONN, "%s: no node of the cluster answered CLUSTER SLOTS in time", entry->ep.display);
     for (size_t k = 0; k < total && rm_now_ns() < deadline_ns; k++) {
-        rm_server *srv = k < n ? nodes[(start + k) % n] : entry;
+        rm_server *srv = k < n ? nodes[k] : entry;
         int seed = k < n ? 0 : (int)(k - n);
-        rm_reply *shards, *slots = ask_slots(srv, seed, deadline_ns, &shards);
+        int64_t left = deadline_ns - rm_now_ns(), slice = left / 2 > RM_REFRESH_MIN_NS / 5 ? left / 2 : left;
+        rm_reply *shards, *slots = ask_slots(srv, seed, rm_now_ns() + slice, &shards);
         if (!slots)
             continue;
         rm_client_lock(c);
         bool loaded =
             map_load(c, i, shards, slots, seed && srv == entry ? entry->ep.seed_host[seed] : srv->ep.host);
+        size_t other;
+        if (loaded && shared_id(c, i, &other))
+            entry->duplicate = true; /* it grew into another deployment's cluster: left out from now on */
         rm_client_unlock(c);
         rm_reply_free(shards);
         rm_reply_free(slots);
         if (loaded) {
             atomic_fetch_add(&d->refreshes, 1);
+            atomic_store(&d->refresh_wanted, false);
             rc = 0;
             break;
         }

@@ -29,6 +29,13 @@ typedef struct rm_deploy {
     uint16_t *slot_node;   /* RM_SLOTS entries: index into nodes, RM_NO_NODE when uncovered */
     int64_t next_refresh_ns; /* a full refresh is not done again before this */
     int64_t loaded_ns;       /* when the whole map was last loaded */
+    /* A node did not answer in time, or its connection failed: the map is
+       read again before the next request is routed (it may have failed over). */
+    _Atomic bool refresh_wanted;
+    /* The ids of every node the last topology listed, sorted (c->mu): two
+       deployments that share one are the same cluster. */
+    char (*ids)[41];
+    size_t n_ids;
     _Atomic uint64_t redirects, refreshes; /* diagnostics (rm_deploy_counts) */
     struct rm_sentinel *sentinel; /* a Sentinel deployment's sentinels and master (sentinel.h), else NULL */
 } rm_deploy;
@@ -83,6 +90,19 @@ rm_server *rm_deploy_asked(redmutex_client *c, size_t i, const char *host, int p
  */
 int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadline_ns);
 /**
+ * A request to srv (a node of a cluster deployment; anything else is
+ * ignored) went unanswered by its deadline or lost its connection: the
+ * deployment's map is reloaded before its next request is routed, asking
+ * srv last. Any thread, no lock held.
+ */
+void rm_deploy_node_failed(rm_server *srv);
+/**
+ * Before routing a request of deployment i: reloads the map if a node
+ * failed since the last load (rm_deploy_node_failed), bounded by
+ * deadline_ns and at most once per 100 ms. Blocks; 0 when nothing was due.
+ */
+int rm_deploy_refresh_if_wanted(redmutex_client *c, size_t i, int64_t deadline_ns);
+/**
  * Reloads deployment i's map when it is older than max_age_ns (the
  * watchdog's periodic look, so a failover without traffic is noticed).
  * Blocks up to deadline_ns; 0 when nothing was due.
@@ -90,6 +110,39 @@ int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadlin
 int rm_deploy_refresh_stale(rm_err *err, redmutex_client *c, size_t i, int64_t max_age_ns, int64_t deadline_ns);
 /** The command a release script of deployment i publishes with: "spublish" on a 7.0+ cluster, else "publish". */
 const char *rm_deploy_publish_verb(redmutex_client *c, size_t i);
+/**
+ * The replicas a WAIT (after an acquisition, an extension, a renewal) asks
+ * of srv: min_replicas, or fewer when the deployment's topology, as last
+ * read, gives srv fewer replicas in service - a replica promoted by a
+ * failover has none at first - and srv itself, at its last ROLE, had no more
+ * online. So a master with no replica that could be promoted grants and
+ * renews instead of refusing every lock until one comes back (Redisson's
+ * trap, redisson#4706), while a replica that is only slow or cut off from
+ * its master still counts (the topology has not given it up).
+ *
+ * With the per-deployment default (min_replicas -1) a Sentinel
+ * deployment wants 1 and any other 0; an explicit min_replicas on a
+ * Sentinel deployment is asked as given (fewer replicas refuse the lock).
+ *
+ * srv->replicas comes from the topology (CLUSTER SHARDS: replicas whose
+ * health is not "fail"; CLUSTER SLOTS leaves failed ones out) at every full
+ * load; a Sentinel deployment's master sets it from the ROLE every new
+ * connection's handshake and the watcher's probe ask (its online replicas). srv->role_replicas comes from a ROLE that rides behind any
+ * request with a WAIT to a node that has fewer replicas than min_replicas
+ * (rm_deploy_wants_role), so a replica that comes back is counted again at
+ * the next request, without waiting for a refresh.
+ */
+int rm_deploy_wait_need(const redmutex_client *c, rm_server *srv);
+/** Whether a request with a WAIT to srv should also ask ROLE (srv has fewer replicas than min_replicas). */
+bool rm_deploy_wants_role(const redmutex_client *c, rm_server *srv);
+/** Records srv's answer to ROLE: the replicas online on it (-1 when it is no master or the reply is not ROLE's). */
+void rm_deploy_note_role(rm_server *srv, const rm_reply *r);
+/**
+ * A server of another deployment than srv's (its URL's server, or one of
+ * its cluster's nodes) that reported run_id too: the same process reached
+ * twice. NULL when none. Caller holds c->mu.
+ */
+const rm_server *rm_deploy_same_process_locked(redmutex_client *c, const rm_server *srv, const char *run_id);
 /** Redirects followed and full refreshes done by deployment i (tests, diagnostics). */
 void rm_deploy_counts(redmutex_client *c, size_t i, uint64_t *redirects, uint64_t *refreshes);
 

@@ -90,8 +90,8 @@ static rm_vote extend_vote(void *ud, const rm_slot *s, size_t i, const rm_reply 
         rm_reply_error(e, w, "WAIT after extending", NULL, NULL);
         return RM_VOTE_ERROR;
     }
-    if (t->wait_replicas && (!w || w->type != RM_REPLY_INTEGER || w->integer < s->wait_n)) {
-        rm_fail(e, REDMUTEX_EREPLICAS, "fewer than %" PRId64 " replicas acknowledged", s->wait_n);
+    if (t->wait_replicas && (!w || w->type != RM_REPLY_INTEGER || w->integer < s->wait_need)) {
+        rm_fail(e, REDMUTEX_EREPLICAS, "fewer than %d replicas acknowledged", s->wait_need);
         return RM_VOTE_ERROR;
     }
     t->ttls[t->t.yes] = r->integer; /* the tally counts the yes after this */
@@ -168,7 +168,7 @@ int rm_lock_extend(rm_err *err, redmutex_lock *l, const char *owner, int64_t ms,
     if (rc)
         return rc;
 
-    char nbuf[24], tbuf[24];
+    char tbuf[24];
     const char *wait_argv[3];
     rm_req req = {0};
     req.order_name = l->name;
@@ -176,7 +176,7 @@ int rm_lock_extend(rm_err *err, redmutex_lock *l, const char *owner, int64_t ms,
     req.cmds[req.ncmds++] = rm_kind_of(l)->extend(l, value, ms, mode == REDMUTEX_EXTEND_REPLACE, &kargs);
     bool wait_replicas = c->opts.min_replicas > 0;
     if (wait_replicas)
-        rm_req_add_wait(&req, c, nbuf, tbuf, wait_argv);
+        rm_req_add_wait(&req, c, tbuf, wait_argv);
     rm_call call;
     if ((rc = rm_call_begin(err, &call, c)) != 0) {
         extend_unclaim(l, hold_id);

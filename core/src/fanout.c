@@ -112,6 +112,8 @@ static int mark_owing(rm_call *call, rm_conn *conn)
 static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
 {
     rm_conn *conn = s->conn;
+    if (conn && rm_deploy_is_cluster(call->c, s->dep))
+        rm_deploy_node_failed(conn->srv); /* a node silent past the deadline may be gone: read the map again */
     /* Keep it if the request went out whole (a connection still in its
        handshake has sent no request: closing it changes nothing). */
     bool keep = conn && !conn->connecting && conn->out.len == 0 && !s->handshaking &&
@@ -147,8 +149,14 @@ static int64_t stall_time(const rm_call *call, const rm_slot *s)
 /* s's server stalls (rm_server_stalls): the request is not sent there. */
 static void slot_skip_stalled(rm_call *call, rm_slot *s, int64_t now)
 {
-    const rm_server *srv = s->node;
+    rm_server *srv = s->node;
     int64_t since = atomic_load_explicit(&srv->answered_ns, memory_order_relaxed);
+    /* On a cluster, a node that stalls may have been failed over: as for a
+       request that timed out there, the map is read again before the next
+       request is routed (else, once skipped without a timeout, nothing would
+       ever look for its replacement). */
+    if (rm_deploy_is_cluster(call->c, s->dep))
+        rm_deploy_node_failed(srv);
     if (s->conn) {
         rm_pool_give(call->c, s->conn, true, 0); /* it stays listed as owing what it owed */
         s->conn = NULL;
@@ -250,7 +258,7 @@ static void slot_defer(rm_call *call, rm_slot *s, const rm_req *req, int64_t con
         rm_buf b = {0};
         int rc = 0;
         for (size_t k = 0; rc == 0 && k < req->ncmds; k++) /* EVAL: the script cache may be gone by then */
-            rc = rm_cmd_format_target(&b, rm_req_cmd(req, k), true, rm_deploy_publish_verb(call->c, s->dep), "0");
+            rc = rm_cmd_format(&b, rm_req_cmd(req, k), true, rm_deploy_publish_verb(call->c, s->dep), NULL);
         if (rc == 0)
             rc = rm_pool_defer(call->c, s->node, call->order_key, call->owner_key, b.data, b.len, req->ncmds);
         rm_buf_free(&b);
@@ -271,7 +279,7 @@ static void slot_reset(rm_slot *s, int64_t deadline_ns)
     s->node = NULL;
     s->redirects = 0;
     s->retries = 0;
-    s->asking = false;
+    s->asking = s->ask_fixed;
     s->reroutes = 0;
     s->retry_at = 0;
     s->keyslot = -1;
@@ -365,7 +373,7 @@ static void reroute_failed(rm_call *call, const rm_req *req, int64_t connect_dea
         s->err = 0;
         s->broken = false;
         s->node = NULL;
-        s->asking = false;
+        s->asking = s->ask_fixed;
         pending[i] = !rm_slot_start(call, s, slot_req(s, req), connect_deadline);
     }
 }

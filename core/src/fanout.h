@@ -72,6 +72,7 @@ typedef struct rm_slot {
        of that node) and its own request, or NULL. */
     size_t dep;
     rm_server *fixed_node;
+    bool ask_fixed;       /* with fixed_node: every command goes behind ASKING (a renewal following ASK) */
     const rm_req *req;
     int keyslot;          /* the request's hash slot on a cluster, -1: none */
     rm_server *node;      /* where this run's request goes (chosen when it starts) */
@@ -80,7 +81,8 @@ typedef struct rm_slot {
     bool asking;          /* ASK: each command goes behind ASKING */
     int reroutes;         /* seeds or nodes tried after a connection failed before sending */
     int64_t retry_at;     /* waiting to retry (TRYAGAIN, CLUSTERDOWN...) until then */
-    int64_t wait_n;       /* the replica count its request's WAIT asked for (rm_sentinel_wait_count) */
+    int wait_need;        /* the replica count RM_ARG_REPLICAS becomes for this slot's node */
+    bool role_probe;      /* a ROLE rides behind the request (deploy.h, rm_deploy_wants_role) */
     /* Statistics (stats.c): when the request went out (after a new
        connection's handshake) and when its last reply came, or that the
        deadline ended it. */

@@ -74,6 +74,11 @@ typedef struct rm_kind_ops {
     rm_cmd (*extend)(const redmutex_lock *l, const char *value, int64_t ms, bool replace, rm_kargs *st);
     /* Replies {exists, pttl, hold count of value} ('' = nobody), as INSPECT. */
     rm_cmd (*inspect)(const redmutex_lock *l, const char *value, rm_kargs *st);
+    /* The prefix of the keys "<prefix>:1".."<prefix>:N" whose presence makes
+       value's N holds live (a reader's timeout keys), into out; NULL when
+       the kind's holds are its hash field's count alone (then the member
+       itself may be NULL). Read by RM_SCRIPT_LOCK_INFO. */
+    const char *(*hold_keys)(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX]);
     /* Deletes the lock whoever holds it: replies 1 deleted, 0 not there. */
     rm_cmd (*force)(const redmutex_lock *l, rm_kargs *st);
     /* Takes back the level a failed nested acquisition of `value` added, only

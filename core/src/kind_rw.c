@@ -426,6 +426,12 @@ static rm_cmd rw_inspect(const redmutex_lock *l, const char *value, rm_kargs *st
     return (rm_cmd){RM_SCRIPT_RW_INSPECT, 4, st->argv, NULL};
 }
 
+/* A reader's holds are its timeout keys; a writer's its field's count alone. */
+static const char *rw_hold_keys(const redmutex_lock *l, const char *value, char out[RM_LONG_KEY_MAX])
+{
+    return is_write(l) ? NULL : timeout_prefix(l, value, out);
+}
+
 /* A writer's count is a hash field like a reentrant lock's; a reader's
    nested level also has its timeout key, taken back with it. */
 static rm_cmd rw_nest_undo(const redmutex_lock *l, const char *value, const char *latch_key, int64_t latch_ms,
@@ -456,6 +462,7 @@ const rm_kind_ops rm_rw_ops = {
     .release = rw_release,
     .extend = rw_extend,
     .inspect = rw_inspect,
+    .hold_keys = rw_hold_keys,
     .force = rw_force,
     .nest_undo = rw_nest_undo,
     .server_queue = false,

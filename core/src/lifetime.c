@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include "client.h"
 #include "conn.h"
+#include "events.h"
 #include "handle.h"
 #include "holds.h"
 #include "internal.h"
@@ -187,15 +188,7 @@ void redmutex_lock_free(redmutex_lock *l)
        valid until that callback returns (the callback holds a reference). */
     while (c->callback_lock == l && !pthread_equal(c->callback_thread, pthread_self()))
         pthread_cond_wait(&c->renew_done, &c->mu);
-    for (rm_event **p = &c->events; *p;) {
-        if ((*p)->lock == l) {
-            rm_event *e = *p;
-            *p = e->next;
-            free(e);
-        } else {
-            p = &(*p)->next;
-        }
-    }
+    rm_events_forget_lock(c, l);
     for (rm_hold *h = l->holds, *next; h; h = next) {
         next = h->next_in_lock;
         settle_hold_of_freed_handle(c, h);

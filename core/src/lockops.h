@@ -22,8 +22,12 @@
 /** How an acquisition's reply reads: SET's OK/nil, or an acquire script's array. */
 typedef enum { RM_ACQ_SET, RM_ACQ_SCRIPT } rm_acq_form;
 
-/** Appends WAIT min_replicas replica_timeout (argument storage in nbuf, tbuf, argv[3]). */
-void rm_req_add_wait(rm_req *req, redmutex_client *c, char *nbuf, char *tbuf, const char **argv);
+/**
+ * Appends WAIT <replicas> replica_timeout (argument storage in tbuf, argv[3]):
+ * <replicas> is put in per node as the request is sent (RM_ARG_REPLICAS,
+ * rm_deploy_wait_need), and a reply is judged against the slot's wait_need.
+ */
+void rm_req_add_wait(rm_req *req, redmutex_client *c, char *tbuf, const char **argv);
 /** The deadline of one command (plus the replica wait when a WAIT follows it). */
 int64_t rm_command_deadline(redmutex_client *c, bool with_wait);
 /** Builds the release request of `value` into req (the kind's command; argument storage in st). */

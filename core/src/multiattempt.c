@@ -174,7 +174,7 @@ static int attempt_one_request(multi_op *op, const bool *group)
     rm_acq_replies *a = calloc(m->n, sizeof *a);
     rm_acquire_verdict verdict[REDMUTEX_MULTI_LOCK_MAX];
     uint64_t keys[RM_REQ_MAX_CMDS];
-    char nbuf[24], tbuf[24];
+    char tbuf[24];
     const char *wait_argv[3];
     bool wait = c->opts.min_replicas > 0;
     rm_call call;
@@ -199,7 +199,7 @@ static int attempt_one_request(multi_op *op, const bool *group)
     }
     size_t ncmds = req.ncmds;
     if (wait)
-        rm_req_add_wait(&req, c, nbuf, tbuf, wait_argv);
+        rm_req_add_wait(&req, c, tbuf, wait_argv);
     call.order_keys = keys; /* a connection left owing is ordered for every name */
     call.n_order_keys = ncmds;
     rm_call_run(&call, &req, rm_command_deadline(c, wait), NULL, NULL);

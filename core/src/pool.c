@@ -368,14 +368,11 @@ int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const
     const rm_server *dup = NULL;
     rm_client_lock(c);
     /* A cluster's locks are judged by their keys wherever the slot lives
-       now (a failover, a migration): no restart rule, and its nodes are
-       not compared with other deployments' servers. */
-    if (srv->node || atomic_load(&srv->dep->topology) == RM_TOPOLOGY_CLUSTER) {
+       now (a failover, a migration): no restart rule for its nodes. */
+    bool cluster = srv->node || atomic_load(&srv->dep->topology) == RM_TOPOLOGY_CLUSTER;
+    if (cluster) {
         snprintf(srv->run_id, sizeof srv->run_id, "%s", run_id);
-        rm_client_unlock(c);
-        return 0;
-    }
-    if (strcmp(srv->run_id, run_id) != 0) {
+    } else if (strcmp(srv->run_id, run_id) != 0) {
         /* A new run_id means the server restarted: locks granted by its
            previous life no longer count towards a quorum. */
         bool restarted = srv->run_id[0] != '\0';
@@ -387,17 +384,19 @@ int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const
             atomic_store(&srv->restart_seen_ns, rm_now_ns());
         }
     }
-    for (size_t i = 0; i < c->n; i++) {
-        rm_server *other = &c->servers[i];
-        if (other != srv && strcmp(other->run_id, run_id) == 0) {
-            dup = other;
-            srv->duplicate = true;
-            rc = REDMUTEX_EDUPLICATE;
-            break;
-        }
+    /* The same process reached through another deployment (another URL,
+       address or name, or a node of a cluster another URL reaches too)
+       would vote twice. The deployment that finds it is left out from now
+       on; a cluster stays so, a standalone server until its run_id no
+       longer matches. */
+    dup = rm_deploy_same_process_locked(c, srv, run_id);
+    rm_server *entry = &c->servers[srv->index];
+    if (dup) {
+        entry->duplicate = true;
+        rc = REDMUTEX_EDUPLICATE;
+    } else if (!cluster) {
+        entry->duplicate = false;
     }
-    if (!dup)
-        srv->duplicate = false;
     rm_client_unlock(c);
     if (dup)
         rm_fail(err, REDMUTEX_EDUPLICATE,

@@ -1,7 +1,9 @@
 /*
  * Queries: what the servers say of a lock (is it locked, by whom how many
- * times, for how long), force release, and what this process knows of its
- * own holds (state, validity, fencing token).
+ * times, for how long, its fence and queue), force release, and what this
+ * process knows of its own holds (state, validity, fencing token). Every
+ * server-side query is one read, RM_SCRIPT_LOCK_INFO on each server at once:
+ * redmutex_lock_inspect gives all of it, the older four a view of it.
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -18,144 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct inspect_result {
-    size_t exists;
-    int64_t ttl[REDMUTEX_SERVERS_MAX];   /* per answering server; -2 absent, -1 no TTL */
-    int64_t count[REDMUTEX_SERVERS_MAX];
-    rm_tally t;                          /* yes: the key exists; no: it does not */
-} inspect_result;
-
-/* Reads server i's answer to the inspect script (rm_vote_fn, ud: the inspect_result). */
-static rm_vote inspect_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
-{
-    (void)i;
-    (void)s;
-    (void)unknown;
-    inspect_result *res = ud;
-    if (r->type != RM_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != RM_REPLY_INTEGER ||
-        r->element[1]->type != RM_REPLY_INTEGER || r->element[2]->type != RM_REPLY_INTEGER) {
-        rm_fail(e, REDMUTEX_EPROTOCOL, "unexpected reply to the inspect script");
-        return RM_VOTE_ERROR;
-    }
-    size_t k = res->t.yes + res->t.no; /* answers so far */
-    res->ttl[k] = r->element[1]->integer;
-    res->count[k] = r->element[2]->integer;
-    return r->element[0]->integer == 1 ? RM_VOTE_YES : RM_VOTE_NO;
-}
-
-/* How many servers answered the inspection. */
-static size_t answered(const inspect_result *res) { return res->t.yes + res->t.no; }
-
-static int inspect(rm_err *err, redmutex_lock *l, const char *value, inspect_result *res)
-{
-    redmutex_client *c = l->c;
-    rm_kargs kargs;
-    rm_req req = {1, {rm_kind_of(l)->inspect(l, value, &kargs)}, NULL, l->name, NULL};
-    rm_call call;
-    int rc = rm_call_begin(err, &call, c);
-    if (rc)
-        return rc;
-    rm_call_run(&call, &req, rm_command_deadline(c, false), NULL, NULL);
-    memset(res, 0, sizeof *res);
-    rm_tally_init(&res->t);
-    rm_tally_spec spec = {"inspect", l->name, 0, false, inspect_vote, res};
-    rm_tally_call(&res->t, &call, &spec);
-    res->exists = res->t.yes;
-    if (res->t.error.code == REDMUTEX_EWRONGTYPE || answered(res) < c->quorum)
-        rc = rm_tally_fail(err, &res->t, &call, "inspect", l->name);
-    rm_call_end(&call);
-    return rc;
-}
-
-/* The value an owner is known by on the servers ("" when this handle holds nothing for it). */
-static int owner_value(rm_err *err, redmutex_lock *l, const char *owner, char value[RM_VALUE_MAX + 1])
-{
-    char owner_key[RM_VALUE_MAX + 1];
-    int rc = rm_lock_resolve_owner(err, l, owner, owner_key);
-    if (rc)
-        return rc;
-    if (rm_kind_of(l)->anonymous && !owner) {
-        rm_client_lock(l->c);
-        rm_hold *h = rm_hold_find(l, "", rm_pid());
-        snprintf(value, RM_VALUE_MAX + 1, "%s", h ? h->value : "");
-        rm_client_unlock(l->c);
-    } else {
-        rm_lock_owner_field(l, owner_key, value);
-    }
-    return 0;
-}
-
-/* Checks the handle and the out pointer of public query fn, then inspects the lock. */
-static int inspect_lock(rm_err *err, redmutex_lock *l, const void *out, const char *fn, inspect_result *res)
-{
-    int rc = rm_lock_check_handle(err, l, fn);
-    if (rc == 0 && !out)
-        rc = rm_fail(err, REDMUTEX_EINVAL, "%s: out is NULL", fn);
-    return rc ? rc : inspect(err, l, "", res);
-}
-
-int redmutex_lock_is_locked(int *out, redmutex_lock *l)
-{
-    rm_err e_, *err = rm_err_reset(&e_);
-    inspect_result res;
-    int rc = inspect_lock(err, l, out, "redmutex_lock_is_locked", &res);
-    if (rc == 0)
-        *out = res.exists >= l->c->quorum;
-    return rm_publish(err, rc);
-}
-
-static int hold_count(rm_err *err, int64_t *out, redmutex_lock *l, const char *owner);
-
-int redmutex_lock_is_owned(int *out, redmutex_lock *l, const char *owner)
-{
-    rm_err e_, *err = rm_err_reset(&e_);
-    int64_t count;
-    int rc = hold_count(err, &count, l, owner);
-    if (rc == 0 && !out)
-        rc = rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_is_owned: out is NULL");
-    if (rc == 0)
-        *out = count > 0;
-    return rm_publish(err, rc);
-}
-
-/* redmutex_lock_hold_count, with the call's error. */
-static int hold_count(rm_err *err, int64_t *out, redmutex_lock *l, const char *owner)
-{
-    int rc = rm_lock_check_handle(err, l, "redmutex_lock_hold_count");
-    if (rc)
-        return rc;
-    if (!out)
-        return rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_hold_count: out is NULL");
-    char value[RM_VALUE_MAX + 1];
-    if ((rc = owner_value(err, l, owner, value)))
-        return rc;
-    if (!value[0]) {
-        *out = 0;
-        return 0;
-    }
-    inspect_result res;
-    if ((rc = inspect(err, l, value, &res)))
-        return rc;
-    *out = rm_qth_largest(res.count, answered(&res), l->c->quorum, false);
-    return 0;
-}
-
-int redmutex_lock_hold_count(int64_t *out, redmutex_lock *l, const char *owner)
-{
-    rm_err e_, *err = rm_err_reset(&e_);
-    return rm_publish(err, hold_count(err, out, l, owner));
-}
-
-int redmutex_lock_ttl(int64_t *out, redmutex_lock *l)
-{
-    rm_err e_, *err = rm_err_reset(&e_);
-    inspect_result res;
-    int rc = inspect_lock(err, l, out, "redmutex_lock_ttl", &res);
-    if (rc == 0)
-        *out = rm_qth_largest(res.ttl, answered(&res), l->c->quorum, true);
-    return rm_publish(err, rc);
-}
 
 /* A forced release's answer (rm_vote_fn): yes deleted, no nothing to delete. */
 static rm_vote force_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
@@ -210,18 +74,21 @@ int redmutex_lock_force_release(int *out, redmutex_lock *l)
     return rm_publish(err, 0);
 }
 
-/* ---- redmutex_lock_inspect ------------------------------------------------ */
+/* ---- one read of the servers: redmutex_lock_inspect and the older queries ---- */
 
 /* What one server holds under the name (RM_SCRIPT_LOCK_INFO's reply). */
 typedef struct lock_reading {
     bool answered, held;
-    int kind; /* a redmutex_kind, or -1 for nothing */
+    bool side; /* the handle's side of a read-write lock is held (else: anything is) */
+    int kind;  /* a redmutex_kind, or -1 for nothing */
     int64_t ttl, count, readers, queue, fence;
+    int64_t mine; /* the asked owner's hold count */
     char owner[REDMUTEX_LOCK_INFO_OWNER_SIZE];
 } lock_reading;
 
 typedef struct info_result {
     redmutex_lock *l;
+    bool strict;     /* a query of the handle's own kind: a lock of another kind is EWRONGTYPE */
     lock_reading *r; /* one per server */
 } info_result;
 
@@ -247,28 +114,54 @@ static int reading_kind(const rm_reply *k, int64_t queue, redmutex_kind handle_k
     return -2; /* another type of key: no lock */
 }
 
+/* Whether a lock of `held` kind is stored the way a handle of `handle` kind stores its own. */
+static bool same_format(redmutex_kind handle, int held)
+{
+    switch (handle) {
+    case REDMUTEX_KIND_LOCK: return held == REDMUTEX_KIND_LOCK;
+    case REDMUTEX_KIND_RLOCK:
+    case REDMUTEX_KIND_FAIR: return held == REDMUTEX_KIND_RLOCK || held == REDMUTEX_KIND_FAIR;
+    default: return held == REDMUTEX_KIND_READ || held == REDMUTEX_KIND_WRITE;
+    }
+}
+
+static bool reply_shape_ok(const rm_reply *r)
+{
+    if (r->type != RM_REPLY_ARRAY || r->elements != 9)
+        return false;
+    rm_reply *const *el = r->element;
+    for (size_t k = 1; k < 9; k++)
+        if (k != 2 && k != 6 && el[k]->type != RM_REPLY_INTEGER)
+            return false;
+    return el[0]->type == RM_REPLY_STRING && el[2]->type == RM_REPLY_STRING &&
+           (el[6]->type == RM_REPLY_STRING || el[6]->type == RM_REPLY_NIL);
+}
+
 /* Reads server i's answer (rm_vote_fn, ud: the info_result): yes when it holds the lock. */
 static rm_vote info_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r, rm_err *e, bool *unknown)
 {
     (void)s;
     (void)unknown;
     info_result *res = ud;
-    rm_reply *const *el = r->element;
-    if (r->type != RM_REPLY_ARRAY || r->elements != 7 || el[0]->type != RM_REPLY_STRING ||
-        el[2]->type != RM_REPLY_STRING || el[1]->type != RM_REPLY_INTEGER || el[3]->type != RM_REPLY_INTEGER ||
-        el[4]->type != RM_REPLY_INTEGER || el[5]->type != RM_REPLY_INTEGER ||
-        (el[6]->type != RM_REPLY_STRING && el[6]->type != RM_REPLY_NIL)) {
+    if (!reply_shape_ok(r)) {
         rm_fail(e, REDMUTEX_EPROTOCOL, "unexpected reply to the inspect script");
         return RM_VOTE_ERROR;
     }
+    rm_reply *const *el = r->element;
     lock_reading *rd = &res->r[i];
     rd->kind = reading_kind(el[0], el[5]->integer, res->l->kind);
     if (rd->kind == -2) {
         rm_fail(e, REDMUTEX_EWRONGTYPE, "the key is no lock: it holds a %.*s", (int)el[0]->len, el[0]->str);
         return RM_VOTE_ERROR;
     }
-    rd->answered = true;
     rd->held = rd->kind >= 0 && !reply_is(el[0], "none");
+    if (res->strict && rd->held && !same_format(res->l->kind, rd->kind)) {
+        rm_fail(e, REDMUTEX_EWRONGTYPE,
+                "lock '%s' is stored as a lock of another kind (%.*s) than this handle's; nothing was changed",
+                res->l->name, (int)el[0]->len, el[0]->str);
+        return RM_VOTE_ERROR;
+    }
+    rd->answered = true;
     rd->ttl = el[1]->integer;
     snprintf(rd->owner, sizeof rd->owner, "%.*s", (int)el[2]->len, el[2]->str);
     rd->count = el[3]->integer;
@@ -278,7 +171,61 @@ static rm_vote info_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *r
     rd->fence = el[6]->type == RM_REPLY_STRING ? strtoll(el[6]->str, &end, 10) : -1;
     if (end && (end == el[6]->str || *end))
         rd->fence = -1; /* not a counter */
+    rd->mine = el[7]->integer;
+    rd->side = rd->held && el[8]->integer == 1;
     return rd->held ? RM_VOTE_YES : RM_VOTE_NO;
+}
+
+/* The side of a read-write lock a handle asks about, "" for the other kinds. */
+static const char *asked_side(const redmutex_lock *l)
+{
+    return l->kind == REDMUTEX_KIND_READ ? "read" : l->kind == REDMUTEX_KIND_WRITE ? "write" : "";
+}
+
+/*
+ * Runs RM_SCRIPT_LOCK_INFO once on every server (one round trip) and fills
+ * r[] (c->n readings; those of servers that did not answer stay zero).
+ * `value`: the owner whose hold count is asked ("" for none); strict: a
+ * lock of another format than the handle's is EWRONGTYPE. Fails unless a
+ * quorum answered.
+ */
+static int read_lock(rm_err *err, redmutex_lock *l, const char *value, bool strict, lock_reading *r)
+{
+    redmutex_client *c = l->c;
+    char token_key[RM_LONG_KEY_MAX], queue_key[RM_LONG_KEY_MAX], holds_key[RM_LONG_KEY_MAX], owner_max[24];
+    rm_i64_str(owner_max, REDMUTEX_LOCK_INFO_OWNER_SIZE - 1);
+    const rm_kind_ops *ops = rm_kind_of(l);
+    const char *holds = value[0] && ops->hold_keys ? ops->hold_keys(l, value, holds_key) : NULL;
+    const char *argv[] = {holds ? "3" : "2",
+                          l->name,
+                          rm_lock_token_key(l, token_key, sizeof token_key),
+                          holds ? holds : NULL,
+                          rm_derived_key(l, "redisson_lock_queue", "", queue_key, sizeof queue_key),
+                          owner_max,
+                          value,
+                          asked_side(l)};
+    /* Without a holds key, its slot is left out of the argument list. */
+    const char *args[8];
+    size_t n = 0;
+    for (size_t k = 0; k < 8; k++)
+        if (k != 3 || holds)
+            args[n++] = argv[k];
+    rm_req req = {1, {{RM_SCRIPT_LOCK_INFO, (int)n, args, NULL}}, NULL, l->name, NULL};
+    info_result res = {l, strict, r};
+    memset(r, 0, c->n * sizeof *r);
+    rm_call call;
+    int rc = rm_call_begin(err, &call, c);
+    if (rc)
+        return rc;
+    rm_call_run(&call, &req, rm_command_deadline(c, false), NULL, NULL);
+    rm_tally t;
+    rm_tally_init(&t);
+    rm_tally_spec spec = {"inspect", l->name, 0, false, info_vote, &res};
+    rm_tally_call(&t, &call, &spec);
+    if (t.error.code == REDMUTEX_EWRONGTYPE || t.yes + t.no < c->quorum)
+        rc = rm_tally_fail(err, &t, &call, "inspect", l->name);
+    rm_call_end(&call);
+    return rc;
 }
 
 /* The kind most servers that store anything report (the first of equals); -1 when none does. */
@@ -344,36 +291,6 @@ _Static_assert(sizeof(((redmutex_lock_info *)0)->owner) == REDMUTEX_LOCK_INFO_OW
 /* The bytes of each version of redmutex_lock_info (index: version). */
 static const size_t lock_info_sizes[] = {0, sizeof(redmutex_lock_info)};
 
-/* Runs the inspect script on every server and fills *out (the call's own struct). */
-static int inspect_any(rm_err *err, redmutex_lock_info *out, redmutex_lock *l)
-{
-    redmutex_client *c = l->c;
-    char token_key[RM_LONG_KEY_MAX], queue_key[RM_LONG_KEY_MAX], owner_max[24];
-    rm_i64_str(owner_max, REDMUTEX_LOCK_INFO_OWNER_SIZE - 1);
-    const char *argv[] = {"2", l->name, rm_lock_token_key(l, token_key, sizeof token_key),
-                          rm_derived_key(l, "redisson_lock_queue", "", queue_key, sizeof queue_key), owner_max};
-    rm_req req = {1, {{RM_SCRIPT_LOCK_INFO, 5, argv, NULL}}, NULL, l->name, NULL};
-    info_result res = {l, calloc(c->n, sizeof(lock_reading))};
-    if (!res.r)
-        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
-    rm_call call;
-    int rc = rm_call_begin(err, &call, c);
-    if (rc == 0) {
-        rm_call_run(&call, &req, rm_command_deadline(c, false), NULL, NULL);
-        rm_tally t;
-        rm_tally_init(&t);
-        rm_tally_spec spec = {"inspect", l->name, 0, false, info_vote, &res};
-        rm_tally_call(&t, &call, &spec);
-        if (t.error.code == REDMUTEX_EWRONGTYPE || t.yes + t.no < c->quorum)
-            rc = rm_tally_fail(err, &t, &call, "inspect", l->name);
-        else
-            aggregate(out, res.r, c->n, c->quorum);
-        rm_call_end(&call);
-    }
-    free(res.r);
-    return rc;
-}
-
 int redmutex_lock_inspect(redmutex_lock_info *out, redmutex_lock *l)
 {
     rm_err e_, *err = rm_err_reset(&e_);
@@ -387,14 +304,135 @@ int redmutex_lock_inspect(redmutex_lock_info *out, redmutex_lock *l)
                      (unsigned)out->version, REDMUTEX_LOCK_INFO_VERSION);
     if (rc)
         return rm_publish(err, rc);
+    lock_reading *r = calloc(l->c->n, sizeof *r);
+    if (!r)
+        return rm_publish(err, rm_fail(err, REDMUTEX_ENOMEM, "out of memory"));
     redmutex_lock_info info;
     memset(&info, 0, sizeof info);
-    if ((rc = inspect_any(err, &info, l)))
+    rc = read_lock(err, l, "", false, r);
+    if (rc == 0)
+        aggregate(&info, r, l->c->n, l->c->quorum);
+    free(r);
+    if (rc)
         return rm_publish(err, rc);
     uint32_t version = out->version;
     memcpy(out, &info, lock_info_sizes[version]);
     out->version = version;
     return rm_publish(err, 0);
+}
+
+/*
+ * is_locked, is_owned, ttl and hold_count are views of the same read, from
+ * the handle's side: its own kind only (another kind's lock is EWRONGTYPE),
+ * the side of a read-write lock it stands for, and the hold count of one
+ * owner as a quorum has it.
+ */
+typedef struct side_view {
+    size_t held;                        /* servers where the handle's side is held */
+    size_t answered;
+    int64_t ttl[REDMUTEX_SERVERS_MAX];  /* per answering server; -2 not held, -1 no TTL */
+    int64_t mine[REDMUTEX_SERVERS_MAX]; /* the asked owner's count, per answering server */
+} side_view;
+
+/* The value an owner is known by on the servers ("" when this handle holds nothing for it). */
+static int owner_value(rm_err *err, redmutex_lock *l, const char *owner, char value[RM_VALUE_MAX + 1])
+{
+    char owner_key[RM_VALUE_MAX + 1];
+    int rc = rm_lock_resolve_owner(err, l, owner, owner_key);
+    if (rc)
+        return rc;
+    if (rm_kind_of(l)->anonymous && !owner) {
+        rm_client_lock(l->c);
+        rm_hold *h = rm_hold_find(l, "", rm_pid());
+        snprintf(value, RM_VALUE_MAX + 1, "%s", h ? h->value : "");
+        rm_client_unlock(l->c);
+    } else {
+        rm_lock_owner_field(l, owner_key, value);
+    }
+    return 0;
+}
+
+/* Checks the handle and out of public query fn, reads the lock and sees it from the handle's side. */
+static int read_side(rm_err *err, redmutex_lock *l, const void *out, const char *fn, const char *value,
+                     side_view *v)
+{
+    int rc = rm_lock_check_handle(err, l, fn);
+    if (rc == 0 && !out)
+        rc = rm_fail(err, REDMUTEX_EINVAL, "%s: out is NULL", fn);
+    lock_reading *r = rc ? NULL : calloc(l->c->n, sizeof *r);
+    if (rc == 0 && !r)
+        rc = rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = read_lock(err, l, value, true, r);
+    memset(v, 0, sizeof *v);
+    for (size_t i = 0; rc == 0 && i < l->c->n; i++) {
+        if (!r[i].answered)
+            continue;
+        v->held += r[i].side;
+        v->ttl[v->answered] = r[i].side ? r[i].ttl : -2;
+        v->mine[v->answered++] = r[i].mine;
+    }
+    free(r);
+    return rc;
+}
+
+int redmutex_lock_is_locked(int *out, redmutex_lock *l)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    side_view v;
+    int rc = read_side(err, l, out, "redmutex_lock_is_locked", "", &v);
+    if (rc == 0)
+        *out = v.held >= l->c->quorum;
+    return rm_publish(err, rc);
+}
+
+/* redmutex_lock_hold_count, with the call's error (fn: the public function's name). */
+static int hold_count(rm_err *err, int64_t *out, redmutex_lock *l, const char *owner, const char *fn)
+{
+    int rc = rm_lock_check_handle(err, l, fn);
+    if (rc)
+        return rc;
+    if (!out)
+        return rm_fail(err, REDMUTEX_EINVAL, "%s: out is NULL", fn);
+    char value[RM_VALUE_MAX + 1];
+    if ((rc = owner_value(err, l, owner, value)))
+        return rc;
+    if (!value[0]) { /* an anonymous holder this handle does not hold: nothing to ask */
+        *out = 0;
+        return 0;
+    }
+    side_view v;
+    if ((rc = read_side(err, l, out, fn, value, &v)))
+        return rc;
+    *out = rm_qth_largest(v.mine, v.answered, l->c->quorum, false);
+    return 0;
+}
+
+int redmutex_lock_is_owned(int *out, redmutex_lock *l, const char *owner)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    int64_t count;
+    int rc = l && !out ? rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_is_owned: out is NULL")
+                       : hold_count(err, &count, l, owner, "redmutex_lock_is_owned");
+    if (rc == 0)
+        *out = count > 0;
+    return rm_publish(err, rc);
+}
+
+int redmutex_lock_hold_count(int64_t *out, redmutex_lock *l, const char *owner)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    return rm_publish(err, hold_count(err, out, l, owner, "redmutex_lock_hold_count"));
+}
+
+int redmutex_lock_ttl(int64_t *out, redmutex_lock *l)
+{
+    rm_err e_, *err = rm_err_reset(&e_);
+    side_view v;
+    int rc = read_side(err, l, out, "redmutex_lock_ttl", "", &v);
+    if (rc == 0)
+        *out = rm_qth_largest(v.ttl, v.answered, l->c->quorum, true);
+    return rm_publish(err, rc);
 }
 
 /* ---- local state ------------------------------------------------------- */

@@ -40,14 +40,27 @@ static void mark(bool *mask, size_t from, size_t to)
         mask[i] = true;
 }
 
+/* Whether url[from..to) reads as a host with an optional port: no ':' but one that starts the port. */
+static bool host_port(const char *url, size_t from, size_t to)
+{
+    if (url[from] == '[') /* [IPv6]:port: the brackets hold the colons */
+        return true;
+    const char *colon = memchr(url + from, ':', to - from);
+    if (!colon)
+        return true;
+    size_t digits = strspn(colon + 1, "0123456789");
+    return colon > url + from && digits > 0 && colon + 1 + digits == url + to;
+}
+
 /*
  * The user part, whole: everything from the scheme to the last '@'. A
  * password may hold '@', '/', '?' unencoded (the parser would refuse it, and
  * the message must not show it), and what stands where the user name goes
  * may be a password typed in the wrong place ("redis://secret@host"): the
- * user name is not worth that risk. Without an '@', a ':' in the authority
- * that starts no port may still be a password typed without one
- * ("redis://:secret", "redis://secret:").
+ * user name is not worth that risk. Without an '@', a ':' in a seed of the
+ * authority (hosts separated by ',') that starts no port may still be a
+ * password typed without one ("redis://:secret", "redis://secret:"): that
+ * seed is masked, the others are shown.
  */
 static void mask_userinfo(const char *url, size_t n, bool *mask)
 {
@@ -59,23 +72,14 @@ static void mask_userinfo(const char *url, size_t n, bool *mask)
         mark(mask, start, (size_t)(at - url));
         return;
     }
-    size_t alen = strcspn(url + start, "/?#");
-    /* Several hosts (a seed list, sentinels: h1:p1,h2:p2) are read one by one. */
-    for (size_t h = start; h <= start + alen;) {
-        size_t hlen = strcspn(url + h, ",/?#");
-        if (h + hlen > start + alen)
-            hlen = start + alen - h;
-        const char *colon = memchr(url + h, ':', hlen);
-        bool v6 = url[h] == '[';
-        if (colon && !v6) {
-            size_t digits = strspn(colon + 1, "0123456789");
-            bool plain_port = colon > url + h && digits > 0 && colon + 1 + digits == url + h + hlen;
-            if (!plain_port) {
-                mark(mask, start, start + alen); /* the whole authority: which part is a password is unclear */
-                return;
-            }
-        }
-        h += hlen + 1;
+    size_t end = start + strcspn(url + start, "/?#");
+    for (size_t from = start; from < end;) {
+        size_t to = from + strcspn(url + from, ",/?#");
+        if (to > end)
+            to = end;
+        if (to > from && !host_port(url, from, to))
+            mark(mask, from, to);
+        from = to + 1;
     }
 }
 

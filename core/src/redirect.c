@@ -29,6 +29,8 @@ int rm_redirect_route(rm_err *err, rm_call *call, rm_slot *s, const rm_req *req)
         s->node = rm_deploy_route(err, c, s->dep, -1);
         return 0;
     }
+    /* A node failed since the map was read: it may have failed over. */
+    rm_deploy_refresh_if_wanted(c, s->dep, s->deadline_ns);
     size_t len = strlen(name);
     if (!rm_name_fits_one_slot(name, len))
         return rm_fail(err, REDMUTEX_EINVAL,

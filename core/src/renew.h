@@ -31,6 +31,16 @@ rm_renew_plan *rm_renew_plan_make(redmutex_client *c, rm_hold **batch, size_t k,
  */
 void rm_renew_plan_count(const rm_renew_plan *p, const rm_call *call, size_t j, size_t *yes, size_t *no, bool *again,
                          bool (*same_life)(void *ud, size_t i), void *ud);
+/**
+ * After call's run: follows the ASK answers at once (a slot half moved to
+ * another node: ASKING + RENEW there, in a second call whose answers count
+ * in place of the ASKs), then looks at a cluster's map again when one of
+ * its nodes did not answer or confirmed fewer replicas than asked (a
+ * failover). Blocks up to deadline_ns for the follow-up, and up to a
+ * command timeout for the refresh. Called without c->mu.
+ */
+void rm_renew_plan_follow(rm_renew_plan *p, rm_call *call, int64_t deadline_ns);
+/** Frees the plan (and ends its follow-up call). Called without c->mu. */
 void rm_renew_plan_free(rm_renew_plan *p);
 
 #endif

@@ -19,12 +19,11 @@
 #include <stdio.h>
 #include <string.h>
 
-void rm_req_add_wait(rm_req *req, redmutex_client *c, char *nbuf, char *tbuf, const char **argv)
+void rm_req_add_wait(rm_req *req, redmutex_client *c, char *tbuf, const char **argv)
 {
-    (void)nbuf; /* each deployment's own count is put in when the request is formatted for it */
     snprintf(tbuf, 24, "%" PRId64, c->opts.replica_timeout_ms);
     argv[0] = "WAIT";
-    argv[1] = RM_ARG_REPLICAS;
+    argv[1] = RM_ARG_REPLICAS; /* min_replicas, or fewer for a master known to have fewer (deploy.h) */
     argv[2] = tbuf;
     req->cmds[req->ncmds++] = (rm_cmd){-1, 3, argv, NULL};
 }

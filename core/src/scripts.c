@@ -145,16 +145,28 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
     [RM_SCRIPT_LATCH_DELETE] = rm_lua_latch_delete,
 
     /* RM_SCRIPT_LOCK_INFO: what is stored under a name, whatever the kind;
-       read only (redmutex_lock_inspect, query.c). KEYS name, fencing counter;
-       ARGV a fair lock's queue key, the longest owner to return.
+       read only. Every query of a lock's server side is an answer of this
+       one script (query.c): redmutex_lock_inspect and the older
+       is_locked/is_owned/ttl/hold_count. KEYS name, fencing counter[, a
+       reader's timeout prefix]; ARGV a fair lock's queue key, the longest
+       owner to return, the asked owner's value ('' = nobody), the asked
+       side of a read-write lock ('read', 'write' or '' = either).
        The queue key is not declared and its reads may fail: a user whose
        ACL covers plain and reentrant locks only (docs/security.md) has no
        rights on it, and gets a queue of 0 instead of an error; so does one
-       without HGETALL, with no owner for a hash. Replies {kind, pttl,
-       owner, its hold count, readers, queue length, fence counter or nil};
-       kind is 'none', 'string', 'hash', 'rw-read', 'rw-write', or the
-       key's type when it is no lock. A plain lock's token is cut to its
-       first 8 characters: the whole token would let anyone release it. */
+       without HGETALL, with no owner for a hash (the asked owner's count
+       is read with HGET, which that user has). Replies {kind, pttl, owner,
+       its hold count, readers, queue length, fence counter or nil, the
+       asked owner's hold count, 1 when the asked side is held}; kind is
+       'none', 'string', 'hash', 'rw-read', 'rw-write', or the key's type
+       when it is no lock. The asked owner's count is a plain lock's 1 when
+       its token is the value; with a reader's timeout prefix, the reader's
+       holds whose timeout keys are still there (a reader whose leases ran
+       out keeps its field while other readers keep the lock alive, but
+       holds nothing any more). The read side is held in read mode, or when
+       the writer also reads (more than the mode and the writer's field).
+       A plain lock's token is cut to its first 8 characters: the whole
+       token would let anyone release it. */
     [RM_SCRIPT_LOCK_INFO] =
         "local t = redis.call('type', KEYS[1])['ok']\n"
         "local fence = false\n"
@@ -165,15 +177,29 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "  q = redis.pcall('llen', ARGV[1])\n"
         "  if type(q) ~= 'number' then q = 0 end\n"
         "end\n"
-        "if t == 'none' then return {'none', -2, '', 0, 0, q, fence} end\n"
+        "if t == 'none' then return {'none', -2, '', 0, 0, q, fence, 0, 0} end\n"
         "local ttl = redis.call('pttl', KEYS[1])\n"
         "if t == 'string' then\n"
         "  local v = redis.call('get', KEYS[1])\n"
-        "  return {'string', ttl, string.sub(v, 1, math.min(8, math.floor(#v / 2))), 1, 0, q, fence}\n"
+        "  local mine = 0\n"
+        "  if ARGV[3] ~= '' and v == ARGV[3] then mine = 1 end\n"
+        "  return {'string', ttl, string.sub(v, 1, math.min(8, math.floor(#v / 2))), 1, 0, q, fence, mine, 1}\n"
         "end\n"
-        "if t ~= 'hash' then return {t, ttl, '', 0, 0, q, fence} end\n"
+        "if t ~= 'hash' then return {t, ttl, '', 0, 0, q, fence, 0, 0} end\n"
         "local mode = redis.call('hget', KEYS[1], 'mode')\n"
         "if mode ~= 'read' and mode ~= 'write' then mode = false end\n"
+        "local mine = 0\n"
+        "if ARGV[3] ~= '' then mine = tonumber(redis.call('hget', KEYS[1], ARGV[3]) or '0') or 0 end\n"
+        "if KEYS[3] then\n"
+        "  local live = 0\n"
+        "  for i = 1, mine do live = live + redis.call('exists', KEYS[3] .. ':' .. i) end\n"
+        "  mine = live\n"
+        "end\n"
+        "local side = 1\n"
+        "if mode and ARGV[4] ~= '' and mode ~= ARGV[4] then\n"
+        "  side = 0\n"
+        "  if ARGV[4] == 'read' and redis.call('hlen', KEYS[1]) > 2 then side = 1 end\n"
+        "end\n"
         "local owner, count, readers = '', 0, 0\n"
         "local all = redis.pcall('hgetall', KEYS[1])\n"
         "if type(all) == 'table' and not all['err'] then\n"
@@ -190,7 +216,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "end\n"
         "local kind = 'hash'\n"
         "if mode then kind = 'rw-' .. mode end\n"
-        "return {kind, ttl, string.sub(owner, 1, tonumber(ARGV[2])), count, readers, q, fence}\n",
+        "return {kind, ttl, string.sub(owner, 1, tonumber(ARGV[2])), count, readers, q, fence, mine, side}\n",
 };
 
 static char script_sha[RM_SCRIPT_COUNT][41];
@@ -218,36 +244,18 @@ const char *rm_script_sha(int id)
 const char rm_arg_publish[] = "publish";
 const char rm_arg_replicas[] = "0";
 
-/* A plain command with RM_ARG_REPLICAS in it (WAIT): the target's count put in. */
-static int format_plain(rm_buf *b, const rm_cmd *cmd, const char *replicas)
+int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish, const char *replicas)
 {
-    const char *argv[8];
-    int k = 0;
-    while (k < cmd->argc && cmd->argv[k] != rm_arg_replicas)
-        k++;
-    if (k == cmd->argc || cmd->argc > 8 || cmd->lens)
-        return rm_format_command(b, cmd->argc, cmd->argv, cmd->lens);
-    memcpy(argv, cmd->argv, (size_t)cmd->argc * sizeof *argv);
-    argv[k] = replicas ? replicas : "0";
-    return rm_format_command(b, cmd->argc, argv, NULL);
-}
-
-int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish)
-{
-    return rm_cmd_format_target(b, cmd, eval, publish, NULL);
-}
-
-int rm_cmd_format_target(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish, const char *replicas)
-{
-    if (cmd->script < 0)
-        return format_plain(b, cmd, replicas);
     if (!publish)
         publish = "publish";
-    const char *small_argv[16];
-    size_t small_lens[16];
+    if (!replicas)
+        replicas = rm_arg_replicas;
+    int pre = cmd->script < 0 ? 0 : 2; /* EVALSHA <sha> in front of a script's arguments */
+    const char *small_argv[16] = {NULL};
+    size_t small_lens[16] = {0};
     const char **argv = small_argv;
     size_t *lens = small_lens;
-    int argc = cmd->argc + 2;
+    int argc = cmd->argc + pre;
     if (argc > 16) {
         argv = malloc((size_t)argc * sizeof *argv);
         lens = malloc((size_t)argc * sizeof *lens);
@@ -257,14 +265,16 @@ int rm_cmd_format_target(rm_buf *b, const rm_cmd *cmd, bool eval, const char *pu
             return REDMUTEX_ENOMEM;
         }
     }
-    argv[0] = eval ? "EVAL" : "EVALSHA";
-    lens[0] = eval ? 4 : 7;
-    argv[1] = eval ? rm_script_text(cmd->script) : rm_script_sha(cmd->script);
-    lens[1] = strlen(argv[1]);
+    if (pre) {
+        argv[0] = eval ? "EVAL" : "EVALSHA";
+        lens[0] = eval ? 4 : 7;
+        argv[1] = eval ? rm_script_text(cmd->script) : rm_script_sha(cmd->script);
+        lens[1] = strlen(argv[1]);
+    }
     for (int k = 0; k < cmd->argc; k++) {
-        bool verb = cmd->argv[k] == rm_arg_publish;
-        argv[k + 2] = verb ? publish : cmd->argv[k];
-        lens[k + 2] = verb ? strlen(publish) : cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
+        const char *a = cmd->argv[k] == rm_arg_publish ? publish : cmd->argv[k] == rm_arg_replicas ? replicas : NULL;
+        argv[k + pre] = a ? a : cmd->argv[k];
+        lens[k + pre] = a ? strlen(a) : cmd->lens ? cmd->lens[k] : strlen(cmd->argv[k]);
     }
     int rc = rm_format_command(b, argc, argv, lens);
     if (argv != small_argv) {

@@ -70,10 +70,12 @@ typedef struct rm_cmd {
  */
 extern const char rm_arg_publish[];
 #define RM_ARG_PUBLISH rm_arg_publish
+
 /*
- * An argument that stands for WAIT's replica count: each deployment's own
- * (rm_sentinel_wait_count: min_replicas as given, or the deployment's
- * default), put in when the request is formatted for it.
+ * An argument that stands for the replica count a WAIT asks for on the
+ * node it is sent to: min(min_replicas, the replicas that node is known to
+ * have), put in when the request is formatted for it (the watchdog's
+ * renewals: deploy.h, rm_deploy_wait_need). Compared by address.
  */
 extern const char rm_arg_replicas[];
 #define RM_ARG_REPLICAS rm_arg_replicas
@@ -81,11 +83,9 @@ extern const char rm_arg_replicas[];
 /**
  * Appends cmd in RESP to b: a plain command as it is, a script command as
  * EVALSHA <sha> ..., or EVAL <text> ... when eval (after NOSCRIPT); an
- * argument RM_ARG_PUBLISH becomes `publish` (NULL: "publish"). 0 or
- * REDMUTEX_ENOMEM.
+ * argument RM_ARG_PUBLISH becomes `publish` (NULL: "publish"), one
+ * RM_ARG_REPLICAS becomes `replicas` (NULL: "0"). 0 or REDMUTEX_ENOMEM.
  */
-int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish);
-/** rm_cmd_format for one target: RM_ARG_REPLICAS becomes `replicas` too (NULL: "0"). */
-int rm_cmd_format_target(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish, const char *replicas);
+int rm_cmd_format(rm_buf *b, const rm_cmd *cmd, bool eval, const char *publish, const char *replicas);
 
 #endif

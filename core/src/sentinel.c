@@ -88,20 +88,6 @@ void rm_sentinel_counts(redmutex_client *c, size_t i, uint64_t *resolutions, uin
     *switches = s ? atomic_load(&s->switches) : 0;
 }
 
-int64_t rm_sentinel_wait_count(redmutex_client *c, size_t i)
-{
-    if (!c->replicas_by_deployment)
-        return c->opts.min_replicas;
-    if (!rm_deploy_is_sentinel(c, i))
-        return 0;
-    rm_client_lock(c);
-    rm_server *m = rm_sentinel_master_locked(c, i);
-    int replicas = m ? atomic_load(&m->replicas) : -1;
-    rm_client_unlock(c);
-    /* Unknown (no ROLE seen yet): the default stands. */
-    return replicas == 0 ? 0 : 1;
-}
-
 /* Makes node deployment i's master. Caller holds c->mu. */
 static void set_master_locked(redmutex_client *c, size_t i, rm_server *node)
 {

@@ -64,13 +64,6 @@ int rm_sentinel_resolve(rm_err *err, redmutex_client *c, size_t i, rm_server *av
  */
 void rm_sentinel_switch(redmutex_client *c, size_t i, const char *host, int port);
 /**
- * The WAIT count for a request to deployment i: an explicit min_replicas
- * as given; the deployment default (min_replicas -1) is 1 on a Sentinel
- * deployment whose master has a replica, 0 when it has none (its last ROLE
- * said so) and on every other deployment.
- */
-int64_t rm_sentinel_wait_count(redmutex_client *c, size_t i);
-/**
  * Sends the n commands in `out` on conn (connecting first) and reads their
  * n replies into r[] by deadline (blocking). 0, or REDMUTEX_ECONN /
  * REDMUTEX_EPROTOCOL with `why` set (refused, closed, no answer in time).

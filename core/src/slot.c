@@ -15,9 +15,7 @@
 #include "pool.h"
 #include "resp.h"
 #include "scripts.h"
-#include "sentinel.h"
 
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +47,8 @@ void rm_slot_break(rm_slot *s, int code, const char *fmt, ...)
     s->err = code;
     s->status = RM_SLOT_DONE;
     s->broken = true;
+    if (s->conn && code == REDMUTEX_ECONN)
+        rm_deploy_node_failed(s->conn->srv); /* on a cluster: it may have failed over */
     if (s->conn) {
         rm_pool_give(s->conn->srv->client, s->conn, false, 0); /* closes it, off every list */
         s->conn = NULL;
@@ -110,21 +110,29 @@ int rm_slot_request(rm_slot *s, const rm_req *req, bool eval)
     s->skip += later;
     if (s->skip == 0)
         rm_conn_progress(conn); /* nothing was owed: the wait for this answer starts now */
-    /* The deployment's own publish command, and ASKING in front of each
-       command after an ASK (it holds for one command). */
+    /* The deployment's own publish command, the replicas a WAIT can ask of
+       this node, and ASKING in front of each command after an ASK (it holds
+       for one command). */
     redmutex_client *c = conn->srv->client;
     const char *verb = rm_deploy_publish_verb(c, s->dep);
-    /* And the deployment's own WAIT count (what the votes compare with). */
-    char replicas[24];
-    s->wait_n = rm_sentinel_wait_count(c, s->dep);
-    snprintf(replicas, sizeof replicas, "%" PRId64, s->wait_n);
-    static const char *const asking[1] = {"ASKING"};
-    for (size_t k = 0; k < req->ncmds; k++)
+    char need[24];
+    s->wait_need = c->opts.min_replicas > 0 ? rm_deploy_wait_need(c, conn->srv) : 0;
+    snprintf(need, sizeof need, "%d", s->wait_need);
+    s->role_probe = false;
+    static const char *const asking[1] = {"ASKING"}, *const role[1] = {"ROLE"};
+    for (size_t k = 0; k < req->ncmds; k++) {
+        const rm_cmd *cmd = rm_req_cmd(req, k);
         if ((s->asking && rm_format_command(&conn->out, 1, asking, NULL)) ||
-            rm_cmd_format_target(&conn->out, rm_req_cmd(req, k), eval, verb, replicas))
+            rm_cmd_format(&conn->out, cmd, eval, verb, need))
             return REDMUTEX_ENOMEM;
+        s->role_probe |= cmd->script < 0 && cmd->argc == 3 && cmd->argv[1] == RM_ARG_REPLICAS;
+    }
+    /* A master with fewer replicas than min_replicas: is one back? (No round trip: it rides along.) */
+    s->role_probe = s->role_probe && rm_deploy_wants_role(c, conn->srv);
+    if (s->role_probe && rm_format_command(&conn->out, 1, role, NULL))
+        return REDMUTEX_ENOMEM;
     s->got = 0;
-    s->total = s->skip + req->ncmds * (s->asking ? 2 : 1);
+    s->total = s->skip + req->ncmds * (s->asking ? 2 : 1) + s->role_probe;
     s->used_eval = eval;
     s->req_ns = rm_now_ns();
     return 0;
@@ -287,11 +295,16 @@ static bool slot_receive(rm_slot *s)
     }
 }
 
-/* Where reply number idx of a request goes: the slot's replies, or nowhere (a skipped reply, an ASKING's OK). */
-static rm_reply **reply_place(rm_slot *s, size_t idx)
+/* Where reply number idx of a request goes: the slot's replies, or nowhere (a skipped reply, an
+   ASKING's OK, the ROLE probe's answer - recorded on the node first). */
+static rm_reply **reply_place(rm_slot *s, size_t idx, const rm_reply *r)
 {
     if (idx < s->skip)
         return NULL;
+    if (s->role_probe && idx + 1 == s->total) {
+        rm_deploy_note_role(s->conn->srv, r);
+        return NULL;
+    }
     size_t k = idx - s->skip;
     if (s->asking) {
         if (k % 2 == 0)
@@ -334,7 +347,7 @@ void rm_slot_read(rm_call *call, rm_slot *s, const rm_req *req)
                 return;
             }
         } else {
-            rm_reply **place = reply_place(s, idx);
+            rm_reply **place = reply_place(s, idx, r);
             if (place)
                 *place = r;
             else

@@ -129,13 +129,16 @@ typedef struct text {
     size_t size, len;
 } text;
 
+/* Appends what fits, always NUL-terminated; len counts what was asked for. */
 static void put(text *t, const char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++, t->len++)
-        if (t->len + 1 < t->size)
-            t->buf[t->len] = s[i];
-    if (t->size)
-        t->buf[t->len < t->size ? t->len : t->size - 1] = '\0';
+    if (t->size == 0)
+        return;
+    size_t room = t->len < t->size - 1 ? t->size - 1 - t->len : 0;
+    size_t k = n < room ? n : room;
+    memcpy(t->buf + (t->size - 1 - room), s, k);
+    t->buf[t->size - 1 - room + k] = '\0';
+    t->len += n;
 }
 
 static void put_str(text *t, const char *s) { put(t, s, strlen(s)); }

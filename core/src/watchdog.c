@@ -135,53 +135,38 @@ void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st)
         rm_hold_count_end(c, h, true);
     if (h->orphan)
         return; /* its handle was freed: nobody to tell */
-    rm_events_push(c, h->lock->id, st, h->owner);
-    /* The callbacks run with c->mu released: on the watchdog thread. */
-    bool log = c->stats.log != NULL;
-    if (!h->lock->opts.on_lost && !log)
-        return;
-    rm_event *e = calloc(1, sizeof *e);
-    if (!e)
-        return;
-    e->lock = h->lock;
-    e->state = st;
-    e->call = h->lock->opts.on_lost != NULL;
-    e->log = log;
-    snprintf(e->owner, sizeof e->owner, "%s", h->owner);
-    rm_event **tail = &c->events;
-    while (*tail)
-        tail = &(*tail)->next;
-    *tail = e;
+    /* One entry for both consumers: the event fd and, when the lock has
+       on_lost or the client a log, the callbacks run on the watchdog thread. */
+    bool call = h->lock->opts.on_lost != NULL, log = c->stats.log != NULL;
+    rm_events_push(c, h->lock, st, h->owner, call, log);
     /* Callbacks run on the watchdog thread: wake it if another thread
        noticed the change (an expiry seen by a state query, say). */
-    if (c->wd) {
+    if ((call || log) && c->wd) {
         c->wd->sleeping_until = 0;
         pthread_cond_signal(&c->wd->cond);
     }
 }
 
-/* Runs queued callbacks; caller holds c->mu, which is released around each call. */
+/* Runs the callbacks due in the event queue; caller holds c->mu, which is released around each call. */
 static void run_callbacks_locked(redmutex_client *c)
 {
-    while (c->events) {
-        rm_event *e = c->events;
-        c->events = e->next;
-        redmutex_lock *l = e->lock;
+    rm_callback_event e;
+    while (rm_events_take_callback(c, &e)) {
+        redmutex_lock *l = e.lock;
         c->callback_lock = l;
         c->callback_thread = pthread_self();
         l->refs++; /* the callback may free the handle: it stays valid until the callback returns */
-        redmutex_lost_fn fn = e->call ? l->opts.on_lost : NULL;
+        redmutex_lost_fn fn = e.call ? l->opts.on_lost : NULL;
         void *payload = l->opts.on_lost_payload;
         rm_client_unlock(c);
-        if (e->log)
-            rm_log_hold_state(&c->stats, e->state, l->name, e->owner);
+        if (e.log)
+            rm_log_hold_state(&c->stats, e.state, l->name, e.owner);
         if (fn)
-            fn(l, e->owner[0] ? e->owner : NULL, e->state, payload);
+            fn(l, e.owner[0] ? e.owner : NULL, e.state, payload);
         rm_client_lock(c);
         c->callback_lock = NULL;
         rm_lock_unref_locked(c, l);
         pthread_cond_broadcast(&c->renew_done);
-        free(e);
     }
 }
 
@@ -213,7 +198,8 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
     argv[1 + k] = lease_s;
     rm_req req = {0};
     req.cmds[req.ncmds++] = (rm_cmd){RM_SCRIPT_RENEW, (int)argc, argv, NULL};
-    const char *wait_argv[3] = {"WAIT", RM_ARG_REPLICAS, tbuf}; /* each deployment's count (scripts.h) */
+    /* WAIT asks each node for no more replicas than it has (deploy.h). */
+    const char *wait_argv[3] = {"WAIT", RM_ARG_REPLICAS, tbuf};
     int64_t ms = c->opts.command_timeout_ms;
     if (c->opts.min_replicas > 0) {
         snprintf(tbuf, sizeof tbuf, "%lld", (long long)c->opts.replica_timeout_ms);
@@ -243,6 +229,8 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
     call->order_keys = keys;
     call->n_order_keys = keys ? k : 0;
     rm_call_run(call, &req, deadline, NULL, NULL);
+    if (*plan) /* a cluster's ASKs followed at once, its map looked at after trouble */
+        rm_renew_plan_follow(*plan, call, deadline);
     call->order_keys = NULL;
     call->n_order_keys = 0;
     free(keys);
@@ -269,7 +257,7 @@ static rm_vote renew_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *
         return RM_VOTE_NONE;
     if (c->opts.min_replicas > 0) {
         const rm_reply *w = s->replies[1];
-        if (!w || w->type != RM_REPLY_INTEGER || w->integer < s->wait_n)
+        if (!w || w->type != RM_REPLY_INTEGER || w->integer < s->wait_need)
             return RM_VOTE_NONE;
     }
     /* A server restarted since it granted the lock no longer counts. */
@@ -597,11 +585,6 @@ void rm_watchdog_forget(redmutex_client *c)
     free(wd->batch);
     free(wd->heap);
     free(wd);
-    /* Events of the parent's holds are not for the child. */
-    while (c->events) {
-        rm_event *e = c->events;
-        c->events = e->next;
-        free(e);
-    }
+    /* Events of the parent's holds are not for the child: rm_events_after_fork empties the queue. */
     c->callback_lock = NULL;
 }

@@ -22,16 +22,7 @@ void rm_watchdog_cancel(redmutex_client *c, rm_hold *h);
 void rm_watchdog_stop(redmutex_client *c, int64_t deadline_ns);
 /** Forgets the watchdog in a forked child without touching its thread. */
 void rm_watchdog_forget(redmutex_client *c);
-typedef struct rm_event {
-    struct rm_event *next;
-    redmutex_lock *lock;
-    redmutex_state state;
-    bool call; /* for the lock's on_lost callback */
-    bool log;  /* for the client's log callback (stats.c) */
-    char owner[RM_VALUE_MAX + 1];
-} rm_event;
-
-/** Marks h lost / failing and queues the callback; caller holds c->mu. */
+/** Marks h lost / failing and queues the news for the event fd and the callbacks (events.h); caller holds c->mu. */
 void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st);
 
 #endif

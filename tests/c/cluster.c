@@ -94,7 +94,8 @@ static bool all_ok(rc_cluster *cl)
 
 void rc_wait_ok(rc_cluster *cl, int64_t ms) { WAIT_FOR(all_ok(cl), ms); }
 
-void rc_start(rc_cluster *cl, int masters, int replicas, const char *extra)
+/* Starts the nodes (TLS too when certs is set), joins them and waits for the cluster. */
+static void start_cluster(rc_cluster *cl, int masters, int replicas, const char *extra, const rt_certs *certs)
 {
     memset(cl, 0, sizeof *cl);
     cl->n = masters * (1 + replicas);
@@ -102,22 +103,28 @@ void rc_start(rc_cluster *cl, int masters, int replicas, const char *extra)
     if (cl->n > RC_MAX_NODES)
         rt_fail(__FILE__, __LINE__, "at most %d cluster nodes", RC_MAX_NODES);
     char conf[1024];
+    /* A TLS bus handshake on a loaded machine can outlast a 1 s handshake timeout (= node timeout). */
     snprintf(conf, sizeof conf,
-             "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout 1000\n"
-             "cluster-require-full-coverage yes\n%s",
-             extra ? extra : "");
+             "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout %d\n"
+             "cluster-require-full-coverage yes\n%s%s",
+             certs ? 5000 : 1000, certs ? "tls-cluster yes\ntls-replication yes\n" : "", extra ? extra : "");
     char cmd[4096];
     int len = snprintf(cmd, sizeof cmd, "'%s' --cluster create", cli_binary());
-    size_t off = (size_t)snprintf(cl->url, sizeof cl->url, "redis://");
+    size_t off = (size_t)snprintf(cl->url, sizeof cl->url, certs ? "rediss://" : "redis://");
     for (int i = 0; i < cl->n; i++) {
         /* The bus port is chosen too: port + 10000 may be out of range or taken. */
         char node_conf[1200];
         snprintf(node_conf, sizeof node_conf, "cluster-port %d\n%s", rt_free_port(), conf);
-        rs_start(&cl->node[i], node_conf);
+        rs_tls_config tls = {"server.pem", "server.key", false, true};
+        if (certs)
+            rs_start_tls(&cl->node[i], certs, &tls, node_conf);
+        else
+            rs_start(&cl->node[i], node_conf);
         rs_keep(&cl->node[i]); /* one cluster serves every test of a binary */
+        /* The cluster is made over the plain ports; clients go to the TLS ones. */
         len += snprintf(cmd + len, sizeof cmd - (size_t)len, " 127.0.0.1:%d", cl->node[i].port);
         off += (size_t)snprintf(cl->url + off, sizeof cl->url - off, "%s127.0.0.1:%d", i ? "," : "",
-                                cl->node[i].port);
+                                certs ? cl->node[i].tls_port : cl->node[i].port);
     }
     snprintf(cl->url + off, sizeof cl->url - off, "/0");
     snprintf(cmd + len, sizeof cmd - (size_t)len, " --cluster-replicas %d --cluster-yes >'%s/create.log' 2>&1",
@@ -125,6 +132,16 @@ void rc_start(rc_cluster *cl, int masters, int replicas, const char *extra)
     if (system(cmd) != 0)
         rt_fail(__FILE__, __LINE__, "%s failed (see %s/create.log)", cmd, cl->node[0].dir);
     rc_wait_ok(cl, 30000);
+}
+
+void rc_start(rc_cluster *cl, int masters, int replicas, const char *extra)
+{
+    start_cluster(cl, masters, replicas, extra, NULL);
+}
+
+void rc_start_tls(rc_cluster *cl, int masters, int replicas, const rt_certs *certs)
+{
+    start_cluster(cl, masters, replicas, NULL, certs);
 }
 
 void rc_stop(rc_cluster *cl)

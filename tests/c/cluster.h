@@ -28,6 +28,14 @@ typedef struct rc_cluster {
  * Fails the test on error.
  */
 void rc_start(rc_cluster *cl, int masters, int replicas, const char *extra);
+/*
+ * The same with TLS: every node also listens on a TLS port (certificates
+ * server.pem/server.key of `certs`, no client certificate asked), the bus
+ * and replication use TLS (tls-cluster, tls-replication), and cl->url is
+ * rediss://h:tls1,h:tls2,.../0 (add ?ssl_ca_certs=). The cluster is made
+ * over the plain ports, which a test may then close (CONFIG SET port 0).
+ */
+void rc_start_tls(rc_cluster *cl, int masters, int replicas, const rt_certs *certs);
 /* Stops every node (also done by the harness at the end of each test). */
 void rc_stop(rc_cluster *cl);
 /* Waits until every live node reports cluster_state:ok and agrees on who owns every slot. */

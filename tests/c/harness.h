@@ -99,7 +99,7 @@ const char *rt_server_binary(void);
 /* Keeps s running between the tests of this binary (a cluster made once); it still dies with the process. */
 void rs_keep(rs_server *s);
 
-/* Starts redis-server with optional extra config lines ("key value\n..."). Fails the test on error. */
+/* Starts the server (rt_server_binary) with optional extra config lines ("key value\n..."). Fails the test on error. */
 void rs_start(rs_server *s, const char *extra_config);
 /* The same server binary in Sentinel mode (--sentinel), its config ("sentinel monitor ...") in extra_config. */
 void rs_start_sentinel(rs_server *s, const char *extra_config);

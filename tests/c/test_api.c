@@ -177,6 +177,12 @@ static void test_url_redact_masks_every_secret_and_keeps_the_rest(void)
         {"redis://hunter22:", "redis://***"},
         {"redis://h:6379", "redis://h:6379"},
         {"redis://[::1]:6379", "redis://[::1]:6379"},
+        /* A seed list (a cluster): each seed shown; one that cannot be a host[:port] masked. */
+        {"redis://10.0.0.1:7000,10.0.0.2:7001,h3/0", "redis://10.0.0.1:7000,10.0.0.2:7001,h3/0"},
+        {"redis://[::1]:7000,[::2]:7001/0?topology=cluster", "redis://[::1]:7000,[::2]:7001/0?topology=cluster"},
+        {"redis://h1:7000,:hunter22,h3:7002/0", "redis://h1:7000,***,h3:7002/0"},
+        {"redis://h1:7000,hunter22:/0", "redis://h1:7000,***/0"},
+        {"redis://u:pw@h1:7000,h2:7001/0", "redis://***@h1:7000,h2:7001/0"},
         {"unix:///run/redis.sock?db=1&password=hunter22", "unix:///run/redis.sock?db=1&password=***"},
         {"admin:hunter22@host", "***@host"},
         {"", ""},

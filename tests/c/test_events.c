@@ -10,6 +10,8 @@
 #include "harness.h"
 
 #include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -259,6 +261,110 @@ static void test_full_queue_drops_the_oldest_and_counts_them(void)
     redmutex_client_free(c);
 }
 
+/* What on_lost was told, in order (the watchdog thread writes, the test reads after it settles). */
+typedef struct lost_log {
+    pthread_mutex_t mu;
+    size_t n;
+    uint64_t id[64];
+    redmutex_state state[64];
+} lost_log;
+
+static void log_callback(redmutex_lock *l, const char *owner, redmutex_state st, void *payload)
+{
+    (void)owner;
+    lost_log *g = payload;
+    pthread_mutex_lock(&g->mu);
+    if (g->n < 64) {
+        g->id[g->n] = redmutex_lock_id(l);
+        g->state[g->n] = st;
+    }
+    g->n++;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static size_t logged(lost_log *g)
+{
+    pthread_mutex_lock(&g->mu);
+    size_t n = g->n;
+    pthread_mutex_unlock(&g->mu);
+    return n;
+}
+
+/* One queue, two consumers: on_lost and the event fd are told the same news in the same order. */
+static void test_on_lost_and_the_event_fd_are_told_one_sequence(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = ev_client(30000, 1000);
+    static lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, {0}, {0}};
+    enum { N = 6 };
+    redmutex_lock *l[N];
+    for (int i = 0; i < N; i++) {
+        redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+        o.lease_ms = rt_scaled_ms(300 + 100 * i); /* they expire one after the other */
+        o.on_lost = log_callback;
+        o.on_lost_payload = &g;
+        char name[16];
+        snprintf(name, sizeof name, "seq:%d", i);
+        CHECK_OK(redmutex_lock_new(&l[i], c, name, REDMUTEX_KIND_LOCK, &o));
+        CHECK_OK(redmutex_lock_acquire(l[i], NULL, 0));
+    }
+    for (int i = 0; i < N; i++) {
+        event e = next_event(c, 5000);
+        CHECKF(e.lock_id == redmutex_lock_id(l[i]) && e.state == REDMUTEX_STATE_LOST, "fd event %d: lock %llu", i,
+               (unsigned long long)e.lock_id);
+    }
+    WAIT_FOR(logged(&g) == N, 5000);
+    for (size_t i = 0; i < N; i++)
+        CHECKF(g.id[i] == redmutex_lock_id(l[i]) && g.state[i] == REDMUTEX_STATE_LOST, "on_lost %zu: lock %llu", i,
+               (unsigned long long)g.id[i]);
+    check_empty(c);
+    CHECK(logged(&g) == N);
+    for (int i = 0; i < N; i++)
+        redmutex_lock_free(l[i]);
+    redmutex_client_free(c);
+}
+
+static atomic_int full_calls;
+
+static void count_full(redmutex_lock *l, const char *owner, redmutex_state st, void *payload)
+{
+    (void)l;
+    (void)owner;
+    (void)st;
+    (void)payload;
+    atomic_fetch_add(&full_calls, 1);
+}
+
+/* The event fd's share of the queue is bounded; the callbacks still get every event. */
+static void test_a_full_event_queue_still_calls_every_on_lost(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = ev_client(30000, 1000);
+    enum { N = 1030, QUEUE = 1024 };
+    static redmutex_lock *locks[N];
+    for (int i = 0; i < N; i++) {
+        redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
+        o.lease_ms = rt_scaled_ms(2000);
+        o.on_lost = count_full;
+        char name[32];
+        snprintf(name, sizeof name, "fullcb:%d", i);
+        CHECK_OK(redmutex_lock_new(&locks[i], c, name, REDMUTEX_KIND_LOCK, &o));
+    }
+    for (int i = 0; i < N; i++)
+        CHECK_OK(redmutex_lock_acquire(locks[i], NULL, 0));
+    WAIT_FOR(redmutex_client_events_dropped(c) == N - QUEUE, 15000);
+    WAIT_FOR(atomic_load(&full_calls) == N, 15000);
+    uint64_t id;
+    redmutex_state st;
+    int popped = 0;
+    while (redmutex_client_next_event(c, &id, &st, NULL, 0) == 1)
+        CHECK(id == redmutex_lock_id(locks[N - QUEUE + popped++]));
+    CHECK(popped == QUEUE);
+    for (int i = 0; i < N; i++)
+        redmutex_lock_free(locks[i]);
+    redmutex_client_free(c);
+}
+
 static void test_events_are_readable_after_close(void)
 {
     rs_start(&srv, NULL);
@@ -291,6 +397,8 @@ int main(int argc, char **argv)
         {"small_owner_buffer_keeps_the_event", test_small_owner_buffer_keeps_the_event},
         {"full_queue_drops_the_oldest_and_counts_them", test_full_queue_drops_the_oldest_and_counts_them},
         {"events_are_readable_after_close", test_events_are_readable_after_close},
+        {"on_lost_and_the_event_fd_are_told_one_sequence", test_on_lost_and_the_event_fd_are_told_one_sequence},
+        {"a_full_event_queue_still_calls_every_on_lost", test_a_full_event_queue_still_calls_every_on_lost},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

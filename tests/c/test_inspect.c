@@ -3,7 +3,9 @@
  * kind, in one round trip, against real redis-servers.
  */
 #define _GNU_SOURCE
+#include "cluster.h"
 #include "harness.h"
+#include "scripts.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -208,6 +210,89 @@ static void test_redlock_answers_with_a_majority(void)
     done(c);
 }
 
+/* The four older queries are answers of the one inspect script: no other script reaches the server. */
+static void test_every_query_runs_the_one_inspect_script(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = rt_client(&srv, 0);
+    static const redmutex_kind kinds[] = {REDMUTEX_KIND_LOCK, REDMUTEX_KIND_RLOCK, REDMUTEX_KIND_FAIR,
+                                          REDMUTEX_KIND_READ, REDMUTEX_KIND_WRITE};
+    static const char *names[] = {"q:lock", "q:rlock", "q:fair", "q:read", "q:write"};
+    redmutex_lock *l[5];
+    for (int k = 0; k < 5; k++) {
+        l[k] = new_lock(c, names[k], kinds[k], 0);
+        CHECK_OK(redmutex_lock_acquire(l[k], NULL, 0));
+    }
+    freeReplyObject(rs_cmd(&srv, "SCRIPT FLUSH"));
+    for (int k = 0; k < 5; k++) {
+        int locked = -1, owned = -1;
+        int64_t ttl = -9, count = -9;
+        CHECK_OK(redmutex_lock_is_locked(&locked, l[k]));
+        CHECK_OK(redmutex_lock_is_owned(&owned, l[k], NULL));
+        CHECK_OK(redmutex_lock_ttl(&ttl, l[k]));
+        CHECK_OK(redmutex_lock_hold_count(&count, l[k], NULL));
+        CHECKF(locked == 1 && owned == 1 && ttl > 0 && ttl <= 20000 && count == 1, "%s: %d %d %lld %lld", names[k],
+               locked, owned, (long long)ttl, (long long)count);
+    }
+    redisReply *r = rs_cmd(&srv, "SCRIPT EXISTS %s %s %s", rm_script_sha(RM_SCRIPT_LOCK_INFO),
+                           rm_script_sha(RM_SCRIPT_INSPECT), rm_script_sha(RM_SCRIPT_RW_INSPECT));
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+    CHECKF(r->element[0]->integer == 1 && r->element[1]->integer == 0 && r->element[2]->integer == 0,
+           "scripts run by the queries: info %lld, inspect %lld, rw inspect %lld", r->element[0]->integer,
+           r->element[1]->integer, r->element[2]->integer);
+    freeReplyObject(r);
+    for (int k = 0; k < 5; k++) {
+        CHECK_OK(redmutex_lock_release(l[k], NULL));
+        redmutex_lock_free(l[k]);
+    }
+    done(c);
+}
+
+/* A Cluster: each name is read on its slot's master, through the URL's seed list. */
+static void test_a_cluster_is_read_on_each_names_master(void)
+{
+    static rc_cluster cl; /* the harness stops its nodes after the test */
+    rc_start(&cl, 3, 0, NULL);
+    const char *url = cl.url;
+    redmutex_client *c = NULL;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, NULL));
+    char pname[64], rname[64];
+    rs_server *m0 = rc_master(&cl, 0), *m1 = rc_master(&cl, 1);
+    rc_name_on(&cl, m0, "cl:p%d", pname, sizeof pname);
+    rc_name_on(&cl, m1, "cl:r%d", rname, sizeof rname);
+    redmutex_lock *plain = new_lock(c, pname, REDMUTEX_KIND_LOCK, REDMUTEX_LOCK_FENCING);
+    redmutex_lock *re = new_lock(c, rname, REDMUTEX_KIND_RLOCK, 0);
+    CHECK_OK(redmutex_lock_acquire(plain, NULL, 0));
+    CHECK_OK(redmutex_lock_acquire(re, NULL, 0));
+    CHECK_OK(redmutex_lock_acquire(re, NULL, 0));
+
+    redmutex_lock_info info = REDMUTEX_LOCK_INFO_INIT;
+    CHECK_OK(redmutex_lock_inspect(&info, plain));
+    CHECK(info.held == 1 && info.kind == REDMUTEX_KIND_LOCK && info.servers_answered == 1);
+    CHECK(strlen(info.owner) == 8 && info.ttl_ms > 0);
+    CHECKF(info.fence >= 1 && info.fence == rs_num(m0, "GET redisson_lock_token:{%s}", pname), "fence %lld",
+           (long long)info.fence);
+    char me[128];
+    CHECK_OK(redmutex_client_thread_owner(me, sizeof me, c));
+    CHECK_OK(redmutex_lock_inspect(&info, re));
+    CHECK(info.held == 1 && info.kind == REDMUTEX_KIND_RLOCK && info.hold_count == 2);
+    CHECKF(strcmp(info.owner, me) == 0, "owner %s, expected %s", info.owner, me);
+    int locked = 0;
+    int64_t count = 0, ttl = 0;
+    CHECK_OK(redmutex_lock_is_locked(&locked, plain));
+    CHECK_OK(redmutex_lock_hold_count(&count, re, NULL));
+    CHECK_OK(redmutex_lock_ttl(&ttl, re));
+    CHECK(locked == 1 && count == 2 && ttl > 0);
+    CHECK_OK(redmutex_lock_release(plain, NULL));
+    CHECK_OK(redmutex_lock_inspect(&info, plain));
+    CHECK(info.held == 0 && info.kind == -1 && info.fence >= 1);
+    CHECK_OK(redmutex_lock_release(re, NULL));
+    CHECK_OK(redmutex_lock_release(re, NULL));
+    redmutex_lock_free(plain);
+    redmutex_lock_free(re);
+    done(c);
+}
+
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
@@ -218,6 +303,8 @@ int main(int argc, char **argv)
         {"a_read_write_lock_shows_its_mode_writer_and_readers", test_a_read_write_lock_shows_its_mode_writer_and_readers},
         {"bad_arguments_and_keys_that_are_no_lock_are_refused", test_bad_arguments_and_keys_that_are_no_lock_are_refused},
         {"redlock_answers_with_a_majority", test_redlock_answers_with_a_majority},
+        {"every_query_runs_the_one_inspect_script", test_every_query_runs_the_one_inspect_script},
+        {"a_cluster_is_read_on_each_names_master", test_a_cluster_is_read_on_each_names_master},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -5,6 +5,7 @@
  * connect timeout, with nothing held on the server.
  */
 #define _GNU_SOURCE
+#include "cluster.h"
 #include "harness.h"
 
 #include <openssl/ssl.h>
@@ -416,6 +417,98 @@ static void test_tls_costs_one_round_trip_at_connect(void)
     CHECKF(tls == plain + 1, "TLS: %d round trips, plain %d", tls, plain);
 }
 
+/* The node of a TLS-only cluster that holds key (its plain ports are closed: CLUSTER SLOTS can't say). */
+static rs_server *holder_of(rc_cluster *tcl, const char *key)
+{
+    rs_server *found = NULL;
+    for (int i = 0; i < tcl->n; i++)
+        if (rs_exists(&tcl->node[i], key)) {
+            CHECKF(!found, "%s is on two nodes", key);
+            found = &tcl->node[i];
+        }
+    return found;
+}
+
+/* Sharded subscribers of a channel on node s (PUBSUB SHARDNUMSUB). */
+static long long shard_numsub(rs_server *s, const char *channel)
+{
+    redisReply *r = rs_cmd(s, "PUBSUB SHARDNUMSUB %s", channel);
+    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/*
+ * A cluster that speaks TLS only: its topology (CLUSTER SHARDS) gives each
+ * node's tls-port beside its port, and a rediss:// seed list routes every
+ * lock to its master's TLS port - acquire, the watchdog, a waiter woken by
+ * the sharded release message - with the plain ports closed.
+ */
+static void test_a_tls_cluster_is_reached_on_its_tls_ports(void)
+{
+    static rc_cluster tcl;
+    rc_start_tls(&tcl, 3, 0, &certs);
+    for (int i = 0; i < tcl.n; i++) { /* TLS only from now on */
+        redisReply *r = rs_cmd(&tcl.node[i], "CONFIG SET port 0");
+        CHECK(r && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+        tcl.node[i].port = 0; /* the harness reaches it over its Unix socket now */
+        r = rs_cmd(&tcl.node[i], "CONFIG GET port");
+        CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && strcmp(r->element[1]->str, "0") == 0);
+        freeReplyObject(r);
+    }
+    static char url[800];
+    snprintf(url, sizeof url, "%s?ssl_ca_certs=%s", tcl.url, rt_cert(&certs, "ca.pem"));
+    redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.connect_timeout_ms = rt_scaled_ms(2000);
+    o.watchdog_lease_ms = rt_scaled_ms(900);
+    o.wait_backoff_cap_ms = rt_scaled_ms(5000); /* a quick wake-up was the release message */
+    redmutex_client *a = new_client(url, &o), *b = new_client(url, &o);
+    enum { N = 12 };
+    redmutex_lock *l[N];
+    bool on[RC_MAX_NODES] = {false};
+    for (int k = 0; k < N; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "tlscl:%d", k);
+        CHECK_OK(redmutex_lock_new(&l[k], a, name, REDMUTEX_KIND_RLOCK, NULL));
+        CHECK_OK(redmutex_lock_acquire(l[k], NULL, 0));
+        rs_server *holder = holder_of(&tcl, name);
+        CHECKF(holder, "%s is on no node", name);
+        on[holder - tcl.node] = true;
+    }
+    CHECK(on[0] && on[1] && on[2]); /* every master, each on its TLS port */
+    int64_t until = rt_now_ms() + 3 * o.watchdog_lease_ms; /* renewals over TLS, per node */
+    while (rt_now_ms() < until) {
+        CHECK(holder_of(&tcl, "tlscl:0") != NULL);
+        rt_sleep_ms(50);
+    }
+    redmutex_state st;
+    CHECK_OK(redmutex_lock_state(&st, l[0], NULL));
+    CHECK(st == REDMUTEX_STATE_HELD);
+    waiter_arg w = {0};
+    CHECK_OK(redmutex_lock_new(&w.lock, b, "tlscl:0", REDMUTEX_KIND_RLOCK, NULL));
+    pthread_t t;
+    pthread_create(&t, NULL, wait_for_lock, &w);
+    rs_server *owner = holder_of(&tcl, "tlscl:0");
+    WAIT_FOR(shard_numsub(owner, "redisson_lock__channel:{tlscl:0}") == 1, 5000);
+    rt_sleep_ms(100); /* the waiter is asleep in its wait, not between attempts */
+    int64_t released = rt_now_ms();
+    for (int k = 0; k < N; k++) {
+        CHECK_OK(redmutex_lock_release(l[k], NULL));
+        redmutex_lock_free(l[k]);
+    }
+    pthread_join(t, NULL);
+    CHECK_RC(w.rc, REDMUTEX_OK);
+    CHECKF(w.got_ms - released < rt_scaled_ms(1000), "the waiter took %lld ms", (long long)(w.got_ms - released));
+    redmutex_lock_free(w.lock);
+    redmutex_client_free(a);
+    redmutex_client_free(b);
+    for (int i = 0; i < tcl.n; i++)
+        CHECK(rs_count_keys(&tcl.node[i], "tlscl:*") == 0);
+    rc_stop(&tcl);
+}
+
 int main(int argc, char **argv)
 {
     rt_make_certs(&certs);
@@ -431,6 +524,7 @@ int main(int argc, char **argv)
         {"server_gone_mid_session_is_an_error_not_sigpipe",
          test_server_gone_mid_session_is_an_error_not_sigpipe},
         {"tls_costs_one_round_trip_at_connect", test_tls_costs_one_round_trip_at_connect},
+        {"a_tls_cluster_is_reached_on_its_tls_ports", test_a_tls_cluster_is_reached_on_its_tls_ports},
     };
     int rc = rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
     rt_remove_certs(&certs);

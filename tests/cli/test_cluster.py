@@ -7,13 +7,15 @@ before it; a comma followed by a scheme starts the next deployment.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import time
 from typing import Iterator
 
 import pytest
 
-from conftest import Cli
+from conftest import Cli, wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from rmcluster import Cluster
@@ -54,8 +56,6 @@ def test_run_holds_names_on_every_master_through_a_seed_list_in_redmutex_url(
 def test_a_busy_name_on_a_cluster_is_refused_with_75(ccli: Cli, cluster: Cluster) -> None:
     holder = ccli.start("run", "cli:busy", "--", "sleep", "30")
     owner = cluster.owner("cli:busy")
-    import time
-
     deadline = time.monotonic() + 10
     while not cluster.command(owner, "EXISTS", "cli:busy") and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -72,6 +72,52 @@ def test_a_seed_list_given_with_u_works_with_its_first_seed_down(ccli: Cli, clus
     assert res.returncode == 0, res.stderr
 
 
+def test_status_reads_a_lock_on_its_slots_master(ccli: Cli, cluster: Cluster) -> None:
+    import json
+
+    for kind, name in (("lock", "cli:status:plain"), ("rlock", "{cli}:status:re")):
+        owner = cluster.owner(name)
+        holder = ccli.start("run", "--kind", kind, "--fence-env", "F", name, "--", "sleep", "30")
+        wait_until(lambda n=name, o=owner: cluster.command(o, "EXISTS", n), 10, "the lock to be taken")
+        res = ccli.run("status", "--json", name)
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)
+        assert doc["held"] is True and doc["kind"] == kind and doc["holds"] == 1
+        assert 0 < doc["ttl_ms"] <= 30000
+        # Redisson's naming: braces added unless the name has its own hash tag.
+        fence_key = f"redisson_lock_token:{name}" if "{" in name else f"redisson_lock_token:{{{name}}}"
+        assert doc["fence"] == int(cluster.command(owner, "GET", fence_key))
+        holder.terminate()
+        holder.wait(10)
+        wait_until(lambda n=name, o=owner: not cluster.command(o, "EXISTS", n), 10, "the lock to be released")
+        res = ccli.run("status", name)
+        assert res.returncode == 1 and res.stdout.startswith(f"{name}: free"), res.stdout + res.stderr
+
+
+def test_release_force_on_a_cluster_deletes_on_the_slots_master_and_wakes_a_waiter(
+    ccli: Cli, cluster: Cluster
+) -> None:
+    name = "cli:force"
+    owner = cluster.owner(name)
+    cluster.command(owner, "SET", name, "tok", "PX", 60000)
+    waiter = ccli.start("run", "--wait", "30", name, "--", "echo", "waiter ran")
+    wait_until(
+        lambda: cluster.command(owner, "PUBSUB", "SHARDNUMSUB", f"redisson_lock__channel:{{{name}}}")[1] >= 1,
+        10,
+        "the waiter to subscribe on the slot's master",
+    )
+    t0 = time.monotonic()
+    res = ccli.run("release", "--force", name)
+    assert res.returncode == 0, res.stderr
+    out, err = waiter.communicate(timeout=10)
+    assert waiter.returncode == 0, err
+    assert out == "waiter ran\n"
+    assert time.monotonic() - t0 < 5.0  # woken by the sharded release message, not its 30 s wait
+    assert cluster.command(owner, "EXISTS", name) == 0
+    res = ccli.run("release", "--force", name)
+    assert res.returncode == 1 and "not held" in res.stderr
+
+
 def test_run_permits_holds_a_semaphore_permit_on_its_slots_master(ccli: Cli, cluster: Cluster) -> None:
     for name in ("cli:csem:a", "cli:csem:b", "cli:csem:c"):
         owner = cluster.owner(name)
@@ -83,3 +129,19 @@ def test_run_permits_holds_a_semaphore_permit_on_its_slots_master(ccli: Cli, clu
         assert res.returncode == 0, res.stderr
         assert cluster.command(owner, "GET", name) == b"2"
         assert cluster.command(owner, "EXISTS", f"{{{name}}}:timeout") == 0
+
+
+def test_status_reads_a_lock_on_a_cluster_through_the_librarys_routing(ccli: Cli, cluster: Cluster) -> None:
+    name = "cli:status"
+    owner = cluster.owner(name)
+    cluster.command(owner, "SET", name, "cluster-token-12345678", "PX", 60000)
+    cluster.command(owner, "SET", f"redisson_lock_token:{{{name}}}", 9)
+    res = ccli.run("status", "--json", name)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["held"] is True and doc["kind"] == "lock" and doc["owner"] == "cluster-"
+    assert doc["fence"] == 9 and 0 < doc["ttl_ms"] <= 60000
+    cluster.command(owner, "DEL", name)
+    res = ccli.run("status", name)
+    assert res.returncode == 1, res.stderr
+    assert "free" in res.stdout and "fence   9" in res.stdout

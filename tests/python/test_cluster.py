@@ -82,3 +82,20 @@ def test_asyncio_waiter_is_woken_by_a_sharded_release(cluster: Cluster) -> None:
             return woken
 
     assert asyncio.run(main()) < 0.5
+
+
+def test_inspect_reads_each_name_on_its_slots_master(cluster: Cluster) -> None:
+    with redmutex.Client(cluster.url) as c:
+        names = [f"py:inspect:{k}" for k in range(6)]
+        assert len({cluster.owner(n) for n in names}) > 1  # more than one master is read
+        locks = [c.lock(n, fencing=True) for n in names]
+        for lock in locks:
+            lock.acquire()
+        for name, lock in zip(names, locks):
+            info = lock.inspect()
+            assert info.held and info.kind == "lock" and info.fence == lock.fence
+            counter = cluster.command(cluster.owner(name), "GET", f"redisson_lock_token:{{{name}}}")
+            assert info.fence == int(counter)
+            assert lock.locked() and lock.hold_count == 1 and lock.ttl is not None and lock.ttl > 0
+            lock.release()
+            assert not lock.inspect().held

@@ -13,6 +13,7 @@ import os
 import queue
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -23,6 +24,9 @@ import redis
 import redmutex
 
 from rmtest_util import channel, wait_until
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from rmcluster import Cluster
 
 PEER_DIR = Path(__file__).resolve().parents[1] / "interop" / "redisson"
 _build_lock = threading.Lock()
@@ -40,7 +44,7 @@ def _build_peer() -> str:
                     "Redisson interop tests need java and mvn: apt-get install openjdk-17-jdk-headless maven"
                 )
             subprocess.run(
-                ["mvn", "-q", "-B", "package", "-DskipTests"], cwd=PEER_DIR, check=True, timeout=600
+                ["mvn", "-q", "-B", "clean", "package", "-DskipTests"], cwd=PEER_DIR, check=True, timeout=600
             )
         return f"{jar}{os.pathsep}{PEER_DIR / 'target' / 'lib' / '*'}"
 
@@ -53,9 +57,9 @@ class Peer:
     one peer can hold several Redisson owners (each a waiter of its own).
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            ["java", "-cp", _build_peer(), "redmutex.interop.RedissonPeer", url],
+            ["java", "-cp", _build_peer(), "redmutex.interop.RedissonPeer", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -319,6 +323,135 @@ def test_redisson_and_redmutex_readers_share_and_writers_exclude_both(
     assert got == [True]
     assert time.monotonic() - released < 3.0
     wait_until(lambda: not r.exists("catalog"), what="the lock to be gone")
+
+
+# ---- Redisson in cluster mode (useClusterServers) on a real Redis Cluster -----
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with Cluster(masters=3, replicas=0) as cl:
+        yield cl
+
+
+@pytest.fixture
+def cpeer(cluster: Cluster) -> Iterator[Peer]:
+    p = Peer(",".join(f"redis://127.0.0.1:{n.port}" for n in cluster.nodes), "cluster")
+    yield p
+    p.close()
+
+
+def _names_over_every_master(cluster: Cluster, prefix: str, count: int = 9) -> list[str]:
+    names = [f"{prefix}:{k}" for k in range(count)]
+    assert len({cluster.owner(n) for n in names}) == 3, "the names must span every master"
+    return names
+
+
+def _shard_subscribers(cluster: Cluster, name: str, chan: str) -> int:
+    """Sharded channels like chan (a fair waiter's own channel is chan + ":<owner>") on name's master."""
+    return len(cluster.command(cluster.owner(name), "PUBSUB", "SHARDCHANNELS", chan + "*"))
+
+
+def test_redisson_cluster_mode_and_redmutex_exclude_each_other_with_every_kind(
+    cpeer: Peer, cluster: Cluster
+) -> None:
+    import redmutex
+
+    with redmutex.Client(cluster.url) as client:
+        for name in _names_over_every_master(cluster, "rsc:re"):
+            assert cpeer.ask(f"lock {name}") == "OK"
+            assert cluster.command(cluster.owner(name), "HLEN", name) == 1  # on its slot's master
+            assert client.rlock(name).acquire(blocking=False) is False
+            assert cpeer.ask(f"unlock {name}") == "OK"
+            with client.rlock(name):
+                assert cpeer.ask(f"trylock {name} 0").startswith("BUSY")
+        for name in _names_over_every_master(cluster, "rsc:fair", 6):
+            assert cpeer.ask(f"fairlock {name}") == "OK"
+            assert client.fair_lock(name).acquire(blocking=False) is False
+            assert cpeer.ask(f"fairunlock {name}") == "OK"
+            with client.fair_lock(name):
+                assert cpeer.ask(f"fairtry {name} 0").startswith("BUSY")
+        for name in _names_over_every_master(cluster, "rsc:rw", 6):
+            rw = client.rwlock(name)
+            assert cpeer.ask(f"writelock {name}") == "OK"
+            assert not rw.read.acquire(blocking=False) and not rw.write.acquire(blocking=False)
+            assert cpeer.ask(f"writeunlock {name}") == "OK"
+            with rw.write:
+                assert cpeer.ask(f"readtry {name} 0").startswith("BUSY")
+            assert cpeer.ask(f"readlock {name}") == "OK"
+            with rw.read:  # readers of both libraries share
+                assert cpeer.ask(f"writetry {name} 0").startswith("BUSY")
+            assert cpeer.ask(f"readunlock {name}") == "OK"
+        for name in ("rsc:re:0", "rsc:fair:0", "rsc:rw:0"):
+            wait_until(lambda n=name: not cluster.command(cluster.owner(n), "EXISTS", n), what=f"{name} gone")
+
+
+def test_a_redisson_cluster_waiter_is_woken_by_a_redmutex_release_over_sharded_pubsub(
+    cpeer: Peer, cluster: Cluster
+) -> None:
+    import redmutex
+
+    with redmutex.Client(cluster.url) as client:
+        for name, take, answer_tag, chan in (
+            ("rsc:wake:re", "trylock {} 20000", "@re", channel("rsc:wake:re")),
+            ("rsc:wake:fair", "fairtry {} 20000", "@fair", channel("rsc:wake:fair")),
+            ("rsc:wake:rw", "writetry {} 20000", "@rw", "redisson_rwlock:{rsc:wake:rw}"),
+        ):
+            held = (
+                client.rwlock(name).read
+                if name.endswith(":rw")
+                else (client.fair_lock(name) if name.endswith(":fair") else client.rlock(name))
+            )
+            assert held.acquire()
+            cpeer.send(take.format(name), tag=answer_tag)
+            wait_until(
+                lambda n=name, c=chan: _shard_subscribers(cluster, n, c) >= 1, what="Redisson subscribed"
+            )
+            released = time.monotonic()
+            held.release()
+            answer = cpeer.answer(25, tag=answer_tag)
+            assert answer.startswith("OK"), answer
+            # Otherwise it would sleep until the 30 s lease ran out: the sharded message woke it.
+            assert time.monotonic() - released < 3.0, f"{name}: Redisson took {answer}"
+            unlock = {"@re": "unlock", "@fair": "fairunlock", "@rw": "writeunlock"}[answer_tag]
+            assert cpeer.ask(f"{unlock} {name}", tag=answer_tag) == "OK"
+
+
+def test_a_redmutex_waiter_is_woken_by_a_redisson_cluster_release_over_sharded_pubsub(
+    cpeer: Peer, cluster: Cluster
+) -> None:
+    import redmutex
+
+    with redmutex.Client(cluster.url, wait_backoff_cap=5.0) as client:  # only a message wakes it quickly
+        for name, take, give, chan in (
+            ("rsc:back:re", "lock", "unlock", channel("rsc:back:re")),
+            ("rsc:back:fair", "fairlock", "fairunlock", channel("rsc:back:fair")),
+            ("rsc:back:rw", "writelock", "writeunlock", "redisson_rwlock:{rsc:back:rw}"),
+        ):
+            assert cpeer.ask(f"{take} {name}") == "OK"
+            lock = (
+                client.rwlock(name).read
+                if name.endswith(":rw")
+                else (client.fair_lock(name) if name.endswith(":fair") else client.rlock(name))
+            )
+            got: list[float] = []
+
+            def wait(lk=lock, got: list[float] = got) -> None:
+                if lk.acquire(timeout=15):
+                    got.append(time.monotonic())
+                    lk.release()
+
+            waiter = threading.Thread(target=wait)
+            waiter.start()
+            wait_until(
+                lambda n=name, c=chan: _shard_subscribers(cluster, n, c) >= 1, what="redmutex subscribed"
+            )
+            time.sleep(0.1)  # let it settle into its wait, past its first attempts
+            released = time.monotonic()
+            assert cpeer.ask(f"{give} {name}") == "OK"
+            waiter.join(20)
+            assert got, f"{name}: redmutex never got the lock"
+            assert got[0] - released < 2.0, f"{name}: woken after {got[0] - released:.2f} s"
 
 
 # ---- semaphores, latches, multi-locks ---------------------------------------------

@@ -112,6 +112,25 @@ class Partitions:
             if direction in ("both", "replies"):
                 self._nft(f"add rule inet {self.TABLE} out ct mark {uid} tcp sport {port} drop")
 
+    def drop_flow(self, port_a: int, port_b: int) -> None:
+        """Drops one TCP connection on the loopback, both ways, by its two ports (a replica's
+        link to its master, say): silence, as if the cable were pulled, for that flow only."""
+        if not self.active:
+            self._reset()
+        self._nft(f"add rule inet {self.TABLE} out tcp sport {port_a} tcp dport {port_b} drop")
+        self._nft(f"add rule inet {self.TABLE} out tcp sport {port_b} tcp dport {port_a} drop")
+
+    def cut_off(self, uid: int, ports: list[int]) -> None:
+        """Cuts a server process off from everyone: drops every packet it sends (it runs as
+        `uid`: replies, its own connections to other nodes) and every packet sent to its
+        ports (client port, cluster bus). A cluster node cut off so is a master lost to a
+        network partition: its process and its data live on."""
+        if not self.active:
+            self._reset()
+        self._nft(f"add rule inet {self.TABLE} out meta skuid {uid} drop")
+        for port in ports:
+            self._nft(f"add rule inet {self.TABLE} out tcp dport {port} drop")
+
     def clear(self) -> None:
         subprocess.run(["nft", "delete", "table", "inet", self.TABLE], capture_output=True)
         self.active = False

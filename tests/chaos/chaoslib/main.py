@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import model, report, scenarios
+from . import cluster_rows, model, report, scenarios
 from .drivers import Toolchain
 from .faults import Partitions
 from .scenario import FULL, QUICK, Env, Row
@@ -43,9 +43,13 @@ ALL = [
     "S20",
     "S21",
     "S22",
+    "K1",  # Redis Cluster rows (chaoslib/cluster_rows.py): failover, migration, a master cut off
+    "K2",
+    "K3",
+    "K4",
     "M1",  # the model-based property test of the TTL rule (chaoslib/model.py): full profile only
 ]
-QUICK_SET = ["S0", "S1", "S4", "S5", "S6", "S7", "S14", "S15", "S16", "S17", "S18", "S22"]
+QUICK_SET = ["S0", "S1", "S4", "S5", "S6", "S7", "S14", "S15", "S16", "S17", "S18", "S22", "K2", "K3"]
 
 
 def build_drivers(build_dir: Path) -> Toolchain:
@@ -105,7 +109,8 @@ def find_python(explicit: str | None) -> Path:
 def run_scenarios(env: Env, ids: list[str]) -> list[Row]:
     rows: list[Row] = []
     for sid in ids:
-        fn = getattr(scenarios, sid.lower(), None) or getattr(model, sid.lower())
+        fn = getattr(scenarios, sid.lower(), None) or getattr(cluster_rows, sid.lower(), None)
+        fn = fn or getattr(model, sid.lower())
         t0 = time.monotonic()
         print(f"chaos: {sid} ...", flush=True)
         for row in fn(env):

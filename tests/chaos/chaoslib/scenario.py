@@ -144,6 +144,8 @@ class Cluster:
             for s in self.servers:
                 self.proxy.add(s.name, s.port)
         self.stragglers: list[Straggler] = []
+        # A Redis Cluster's masters (cluster_rows.py): scanned for orphan keys too.
+        self.lock_nodes: Callable[[], list[int]] | None = None
 
     @property
     def resource_addr(self) -> str:
@@ -176,9 +178,10 @@ class Cluster:
     def lock_keys(self, prefixes: list[str]) -> int:
         """Lock keys left on the lock servers (fencing counters and unlock latches excluded)."""
         total = 0
-        for s in self.servers:
+        ports = [s.port for s in self.servers] + (self.lock_nodes() if self.lock_nodes else [])
+        for port in ports:
             try:
-                with Resp("127.0.0.1", s.port, timeout=5.0) as r:
+                with Resp("127.0.0.1", port, timeout=5.0) as r:
                     for p in prefixes:
                         cursor = b"0"
                         while True:

@@ -19,7 +19,9 @@ import org.redisson.config.Config;
 
 /**
  * A Redisson client driven line by line over stdin, so a test in another
- * language can make a real Java service take and release locks:
+ * language can make a real Java service take and release locks. Arguments:
+ * a server address (redis://h:p), or a cluster's node addresses separated by
+ * commas followed by the word "cluster" (Redisson's useClusterServers).
  *
  *   lock NAME            lock() (blocking, watchdog lease)          -> OK
  *   trylock NAME MS      tryLock(MS ms)                             -> OK|BUSY <elapsed ms>
@@ -55,8 +57,16 @@ public final class RedissonPeer {
 
     public static void main(String[] args) throws Exception {
         Config config = new Config();
-        config.useSingleServer().setAddress(args[0]).setConnectionMinimumIdleSize(1).setConnectionPoolSize(8)
-                .setSubscriptionConnectionMinimumIdleSize(1).setSubscriptionConnectionPoolSize(4);
+        if (args.length > 1 && args[1].equals("cluster")) {
+            // A Redis Cluster: args[0] is its nodes, "redis://h:p,redis://h:p,...". Redisson routes by
+            // hash slot and waits on sharded pub/sub (SSUBSCRIBE) on 7.0+ (its subscription mode AUTO).
+            config.useClusterServers().addNodeAddress(args[0].split(",")).setMasterConnectionMinimumIdleSize(1)
+                    .setMasterConnectionPoolSize(8).setSubscriptionConnectionMinimumIdleSize(1)
+                    .setSubscriptionConnectionPoolSize(4).setScanInterval(1000);
+        } else {
+            config.useSingleServer().setAddress(args[0]).setConnectionMinimumIdleSize(1).setConnectionPoolSize(8)
+                    .setSubscriptionConnectionMinimumIdleSize(1).setSubscriptionConnectionPoolSize(4);
+        }
         RedissonClient redisson = Redisson.create(config);
         reply("READY " + redisson.getId());
         Map<String, ExecutorService> threads = new HashMap<>();
