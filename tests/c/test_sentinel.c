@@ -331,6 +331,8 @@ typedef struct pacer {
     int64_t longest_acquire_ms, longest_release_ms;
     _Atomic long ok;
     long failed;
+    pthread_mutex_t mu;  /* last_err: what the latest failed call said (for a failure's message) */
+    char last_err[300];
 } pacer;
 
 static void *pace(void *p)
@@ -355,6 +357,14 @@ static void *pace(void *p)
                 atomic_store(&pc->first_ok_after, t1);
         } else {
             pc->failed++;
+            pthread_mutex_lock(&pc->mu);
+            snprintf(pc->last_err, sizeof pc->last_err, "%lld ms after the kill: %s",
+                     (long long)(atomic_load(&pc->mark) ? t1 - atomic_load(&pc->mark) : -1), redmutex_last_error());
+            pthread_mutex_unlock(&pc->mu);
+            /* A hold whose release failed at the kill and was then found missing on the new master: the
+               owner acknowledges the loss by releasing, as the API asks, before it acquires again. */
+            if (rc == REDMUTEX_ELOST)
+                redmutex_lock_release(pc->l, NULL);
         }
         rt_sleep_ms(10);
     }
@@ -390,7 +400,7 @@ static void sigkill_of_the_master(int64_t min_replicas)
         CHECK_OK(redmutex_lock_new(&other[k], b, name, REDMUTEX_KIND_RLOCK, NULL));
     }
     CHECK_OK(redmutex_lock_new(&pl, p, "sn:kill:pacer", REDMUTEX_KIND_LOCK, NULL));
-    pacer pc = {.l = pl};
+    pacer pc = {.l = pl, .mu = PTHREAD_MUTEX_INITIALIZER};
     pthread_t t;
     pthread_create(&t, NULL, pace, &pc);
     WAIT_FOR(pc.ok > 5, 5000);
@@ -401,7 +411,14 @@ static void sigkill_of_the_master(int64_t min_replicas)
     atomic_store(&pc.mark, killed_at);
     int now = sn_wait_switch(&sd, old->port, 30000);
     int64_t switched_at = rt_now_ms();
-    WAIT_FOR(atomic_load(&pc.first_ok_after) != 0, 10000);
+    for (int64_t until = rt_now_ms() + rt_scaled_ms(10000); !atomic_load(&pc.first_ok_after);) {
+        if (rt_now_ms() > until) {
+            pthread_mutex_lock(&pc.mu);
+            CHECKF(false, "no acquisition within 10 s of the switch to %d (master named now: %d); last error %s", now,
+                   sn_master_port(&sd), pc.last_err);
+        }
+        rt_sleep_ms(2);
+    }
     int64_t first_ok = atomic_load(&pc.first_ok_after);
     rs_server *nm = sn_node(&sd, now);
     int missing = 0;
