@@ -338,9 +338,13 @@ typedef struct pacer {
 static void *pace(void *p)
 {
     pacer *pc = p;
+    bool holding = false; /* a release failed: the hold stays, and is released again before acquiring */
     while (!atomic_load(&pc->stop)) {
+        int rc = holding ? redmutex_lock_release(pc->l, NULL) : 0;
+        /* Released at last, or told it is gone (ELOST: the loss acknowledged, ENOTOWNER): acquire again. */
+        holding = holding && rc != 0 && rc != REDMUTEX_ELOST && rc != REDMUTEX_ENOTOWNER;
         int64_t t0 = rt_now_ms();
-        int rc = redmutex_lock_acquire(pc->l, NULL, 0);
+        rc = holding ? rc : redmutex_lock_acquire(pc->l, NULL, 0);
         int64_t t1 = rt_now_ms();
         if (t1 - t0 > pc->longest_acquire_ms)
             pc->longest_acquire_ms = t1 - t0;
@@ -349,6 +353,7 @@ static void *pace(void *p)
             if (rt_now_ms() - t1 > pc->longest_release_ms)
                 pc->longest_release_ms = rt_now_ms() - t1;
             t1 = rt_now_ms();
+            holding = rc != 0 && rc != REDMUTEX_ELOST && rc != REDMUTEX_ENOTOWNER;
         }
         if (rc == 0) {
             pc->ok++;
@@ -361,9 +366,9 @@ static void *pace(void *p)
             snprintf(pc->last_err, sizeof pc->last_err, "%lld ms after the kill: %s",
                      (long long)(atomic_load(&pc->mark) ? t1 - atomic_load(&pc->mark) : -1), redmutex_last_error());
             pthread_mutex_unlock(&pc->mu);
-            /* A hold whose release failed at the kill and was then found missing on the new master: the
-               owner acknowledges the loss by releasing, as the API asks, before it acquires again. */
-            if (rc == REDMUTEX_ELOST)
+            /* A hold found missing on the new master after its release failed at the kill: the owner
+               acknowledges the loss by releasing, as the API asks, before it acquires again. */
+            if (rc == REDMUTEX_ELOST && !holding)
                 redmutex_lock_release(pc->l, NULL);
         }
         rt_sleep_ms(10);
