@@ -1,20 +1,17 @@
 /*
- * The one path every operation takes: send the same request to all N
- * servers at once, then collect the replies with poll() until all have
- * answered, the deadline passes, or the caller's decided() says the outcome
- * can no longer change. N = 1 is simply the smallest N.
+ * The one path every operation takes: send the same request to all N servers at once, then
+ * collect the replies with poll() until all have answered, the deadline passes, or the caller's
+ * decided() says the outcome can no longer change. N = 1 is simply the smallest N.
  *
- * A server that has not answered by then keeps its connection if the whole
- * request went out: the replies it still owes are skipped by the next
- * request on that connection. That keeps commands to one server in order
- * (an acquire that timed out and the release that cleans it up travel on the
- * same connection), and a slow server costs no reconnect.
+ * A server that has not answered by then keeps its connection if the whole request went out: the
+ * replies it still owes are skipped by the next request on that connection. That keeps commands
+ * to one server in order (an acquire that timed out and the release that cleans it up travel on
+ * the same connection), and a slow server costs no reconnect.
  *
- * Each of the N servers is a deployment (deploy.h): a standalone server, or
- * a cluster, where the request goes to the master of its lock name's hash
- * slot and follows MOVED and ASK there (redirect.c) - a table lookup, no
- * round trip. A call may also be made of targets that each carry their own
- * request (the watchdog's batch per cluster node, renew.c).
+ * Each of the N servers is a deployment (deploy.h): a standalone server, or a cluster, where the
+ * request goes to the master of its lock name's hash slot and follows MOVED and ASK there
+ * (redirect.c) - a table lookup, no round trip. A call may also be made of targets that each
+ * carry their own request (the watchdog's batch per cluster node, renew.c).
  */
 #define _GNU_SOURCE
 #include "client.h"
