@@ -10,7 +10,7 @@ from setuptools import setup
 setup(
     package_dir={"": "python"},
     packages=["redmutex"],
-    package_data={"redmutex": ["py.typed"]},
+    package_data={"redmutex": ["py.typed", "_redmutex_cffi.pyi"]},
     cffi_modules=["python/redmutex/_build.py:ffibuilder"],
     zip_safe=False,
 )

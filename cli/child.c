@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /*
@@ -57,7 +58,7 @@ static void give_terminal(int tty, pid_t pgrp)
  * async-signal-safe calls. Every signal is blocked on entry.
  */
 static void exec_child(char *const argv[], char *const envp[], int tty, pid_t parent, const sigset_t *mask,
-                       int err_fd)
+                       int err_fd, int64_t deadline_ms)
 {
     setpgid(0, 0);
     if (tty >= 0)
@@ -70,8 +71,15 @@ static void exec_child(char *const argv[], char *const envp[], int tty, pid_t pa
         _exit(128 + SIGTERM);
     cli_signals_child_defaults();
     sigprocmask(SIG_SETMASK, mask, NULL);
-    execvpe(argv[0], argv, envp);
-    int e = errno;
+    /* The last moment to look: CMD must not start once the lock's validity
+       has run out (the parent may have been descheduled since it looked). */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int e = ETIME;
+    if (!deadline_ms || (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 < deadline_ms) {
+        execvpe(argv[0], argv, envp);
+        e = errno;
+    }
     ssize_t ignored = write(err_fd, &e, sizeof e);
     (void)ignored;
     _exit(CLI_EXIT_NOT_FOUND);
@@ -94,7 +102,7 @@ static int exec_result(int err_fd)
     return n == (ssize_t)sizeof e ? e : 0;
 }
 
-int cli_child_spawn(cli_child *ch, char *const argv[], char *const envp[])
+int cli_child_spawn(cli_child *ch, char *const argv[], char *const envp[], int64_t deadline_ms)
 {
     int err_pipe[2];
     if (pipe2(err_pipe, O_CLOEXEC)) {
@@ -110,7 +118,7 @@ int cli_child_spawn(cli_child *ch, char *const argv[], char *const envp[])
     pid_t pid = fork();
     if (pid == 0) {
         close(err_pipe[0]);
-        exec_child(argv, envp, tty, parent, &old, err_pipe[1]);
+        exec_child(argv, envp, tty, parent, &old, err_pipe[1], deadline_ms);
     }
     int fork_errno = errno;
     if (pid > 0)
@@ -133,6 +141,8 @@ int cli_child_spawn(cli_child *ch, char *const argv[], char *const envp[])
         return 0;
     reap(pid);
     cli_child_release_terminal(ch);
+    if (e == ETIME)
+        return CLI_EXIT_LOST; /* the caller says why */
     cli_error("cannot run '%s': %s", argv[0], strerror(e));
     return e == ENOENT || e == ENOTDIR ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC;
 }

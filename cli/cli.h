@@ -132,11 +132,13 @@ typedef struct cli_child {
  * Starts argv (searched in PATH) with `envp`, in a new process group that
  * gets the terminal when redmutex runs in the terminal's foreground. CMD
  * gets SIGTERM if redmutex dies (Linux); the processes CMD leaves behind
- * become redmutex's children (child subreaper). Returns 0, or an exit
- * status with the reason printed (CLI_EXIT_NOT_FOUND, CLI_EXIT_CANNOT_EXEC,
- * CLI_EXIT_OSERR).
+ * become redmutex's children (child subreaper). The child execs CMD only
+ * before deadline_ms (CLOCK_MONOTONIC ms; 0: no deadline), when the lock
+ * that CMD needs stops being valid. Returns 0, CLI_EXIT_LOST (the deadline
+ * passed, CMD never ran, nothing printed), or an exit status with the reason
+ * printed (CLI_EXIT_NOT_FOUND, CLI_EXIT_CANNOT_EXEC, CLI_EXIT_OSERR).
  */
-int cli_child_spawn(cli_child *ch, char *const argv[], char *const envp[]);
+int cli_child_spawn(cli_child *ch, char *const argv[], char *const envp[], int64_t deadline_ms);
 /*
  * Reaps every child that ended (CMD, and the orphans of its group) without
  * waiting. Returns whether CMD has ended (ch->status, ch->signal). Follows

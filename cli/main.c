@@ -23,7 +23,7 @@ static const char help_text[] =
     "                        ?username=U, ?password=P; repeat for a Redlock over several masters;\n"
     "                        redis://h1:p1,h2:p2/0 names one deployment by its seeds (a cluster).\n"
     "                        Default: $REDMUTEX_URL (comma-separated), else redis://127.0.0.1:6379\n"
-    "      --lease SEC       lease without renewal (>= 0.01): the lock ends after SEC seconds (and CMD is\n"
+    "      --lease SEC       lease without renewal (>= 0.1): the lock ends after SEC seconds (and CMD is\n"
     "                        stopped as for a lost lock). Default: a 30 s lease renewed every 9 s\n"
     "      --wait SEC        wait at most SEC seconds for the lock (default: as long as it takes)\n"
     "  -n, --nonblock        do not wait: fail at once if the lock is held\n"

@@ -22,8 +22,10 @@
 #include <unistd.h>
 
 #define DEFAULT_KILL_AFTER_MS 10000
-/* The shortest lease the library takes (a shorter one would run out in the drift allowance). */
-#define LEASE_MIN_MS 10
+/* The shortest --lease: the library takes 10 ms, but CMD has to be started
+   under the lock (fork, exec, the dynamic loader) before the lease ends, and
+   that takes milliseconds, more on a loaded host. */
+#define LEASE_MIN_MS 100
 
 extern char **environ;
 
@@ -94,7 +96,9 @@ static int run_option(run_opts *o, int c, const char *arg)
             return cli_usage_error("--lease needs a number of seconds (at most %lld), not '%s'", CLI_SECONDS_MAX,
                                    arg);
         if (o->lease_ms < LEASE_MIN_MS)
-            return cli_usage_error("--lease must be at least %g seconds, not '%s'", LEASE_MIN_MS / 1000.0, arg);
+            return cli_usage_error("--lease must be at least %g seconds (to start the command under the lock), not "
+                                   "'%s'",
+                                   LEASE_MIN_MS / 1000.0, arg);
         return 0;
     case OPT_WAIT:
         if (cli_parse_seconds(&o->wait_ms, arg))
@@ -566,13 +570,25 @@ static int hold_and_run(run_ctx *r)
     }
     char **env;
     rc = cmd_environment(&env, r);
+    /* CMD starts only while the lock is valid: the child looks again at the
+       last moment before exec, against the end of validity seen here. */
+    int64_t left = hold_validity(r);
+    if (rc == 0 && left <= 0)
+        rc = CLI_EXIT_LOST;
     if (rc == 0)
-        rc = cli_child_spawn(&r->child, r->o.cmd, env ? env : environ);
+        rc = cli_child_spawn(&r->child, r->o.cmd, env ? env : environ, now_ms() + left);
     free(env);
     if (rc) {
+        if (rc == CLI_EXIT_LOST)
+            cli_error("%s '%s' expired before the command could start (a lease too short for this host, or "
+                      "redmutex was held up); the command was not run",
+                      r->sem ? "the permit of semaphore" : "lock", r->o.name);
         hold_release(r);
         return rc;
     }
+    /* It may have run out as CMD started: then CMD is stopped as for any lost lock. */
+    if (hold_validity(r) <= 0)
+        lose(r, "as the command started");
     supervise(r);
     return finish(r);
 }

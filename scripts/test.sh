@@ -9,8 +9,8 @@
 #   3. the same under ThreadSanitizer;
 #   4. the same test binaries under valgrind memcheck (scripts/valgrind.sh);
 #   5. the libFuzzer targets, 60 s each under ASan + UBSan (scripts/fuzz.sh);
-#   6. the Python package, installed with pip into a fresh virtualenv: ruff, then pytest
-#      (including interop with the real redis-py and Redisson), and its cluster tests and a
+#   6. the Python package, installed with pip into a fresh virtualenv: ruff, mypy --strict, then
+#      pytest (including interop with the real redis-py and Redisson), and its cluster tests and a
 #      smoke subset against Valkey 9.1;
 #   7. the SWIG bindings for Ruby, Perl, Tcl and Lua: each language's own suite (minitest,
 #      prove, tcltest, busted), the cross-language test (with the Python package of 6) and
@@ -59,9 +59,10 @@ if [ -d tests/python ]; then
   rm -rf build-venv
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
-  build-venv/bin/python -m pip install -q . pytest redis ruff hypothesis prometheus_client opentelemetry-sdk
+  build-venv/bin/python -m pip install -q . pytest redis ruff hypothesis prometheus_client opentelemetry-sdk mypy types-cffi
   build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench tests/rmcluster.py tests/rmsentinel.py
   build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench tests/rmcluster.py tests/rmsentinel.py
+  build-venv/bin/mypy python/redmutex   # --strict, from pyproject.toml
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)
   (cd tests/python && REDMUTEX_TEST_SERVER=$valkey ../../build-venv/bin/python -m pytest -q \
     test_cluster.py test_lock.py test_fair_rwlock.py test_asyncio.py)

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 dir=${1:-build-test}
 export REDMUTEX_TEST_TIME_SCALE=${REDMUTEX_TEST_TIME_SCALE:-4}
 tests=(test_api test_quorum test_lock test_rlock test_hostile test_concurrency test_watchdog test_redlock test_races test_safety
-       test_tls test_acl test_interrupt test_events test_lifetimes test_options test_pollwait test_fair test_rwlock
+       test_tls test_acl test_interrupt test_events test_lifetimes test_options test_pollwait test_fair test_fair_handoff test_rwlock
        test_thread_signals test_cluster test_cluster_moves test_inspect test_ttl test_stats
        test_semaphore test_latch test_multilock test_sentinel)
 for t in "${tests[@]}"; do

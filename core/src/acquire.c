@@ -196,7 +196,7 @@ static int acquire_begin(rm_err *err, acquisition *q, redmutex_lock *l, const ch
         return rc;
     q->start = rm_now_ns();
     q->deadline = rm_deadline_after_ms(wait_ms);
-    q->info = (rm_attempt_info){-1, false, "is held by another owner", wait_ms != 0, q->nonce, false};
+    q->info = (rm_attempt_info){-1, false, "is held by another owner", wait_ms != 0, q->nonce, false, 0};
     q->sent_ns = q->start; /* when the last attempt was sent */
     /* Threads of this process already waiting for the lock go first: a
        thread that just released it does not barge ahead of them. (A
@@ -291,8 +291,8 @@ static int64_t pause_until(const acquisition *q, int64_t now)
         if (d < pause_ms)
             pause_ms = d;
     }
-    if (q->fair && pause_ms > RM_FAIR_REFRESH_MS)
-        pause_ms = RM_FAIR_REFRESH_MS; /* each attempt refreshes this waiter's place */
+    if (q->fair) /* only the head tries; each attempt refreshes this waiter's place */
+        pause_ms = rm_fair_pause_ms(pause_ms, q->info.behind);
     int64_t until = now + pause_ms * RM_NS_PER_MS;
     return until > q->deadline ? q->deadline : until;
 }

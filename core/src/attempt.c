@@ -79,6 +79,8 @@ static rm_vote script_vote(rm_acq_replies *a, const rm_reply *r, rm_err *e)
     }
     long long ttl = r->element[1]->integer;
     rm_votes_refused(&a->v, ttl > 0 ? ttl : -1, r->element[0]->integer == 2);
+    if (r->element[0]->integer == 0 && r->elements >= 3 && r->element[2]->type == RM_REPLY_INTEGER)
+        rm_votes_behind(&a->v, r->element[2]->integer); /* a fair lock's place in its queue */
     return RM_VOTE_NO;
 }
 
@@ -450,6 +452,7 @@ static int attempt_verdict(rm_err *err, redmutex_lock *l, const char *owner, rm_
     case RM_VERDICT_BUSY:
         info->ttl_ms = v->ttl;
         info->split = v->t.yes > 0;
+        info->behind = v->behind > 0 ? v->behind : 0;
         if (v->young > 0 && v->t.yes + v->young >= l->quorum)
             info->why = "is free, but servers that restarted less than a lease ago cannot grant it yet";
         return RM_ATTEMPT_BUSY;
@@ -516,6 +519,7 @@ static int attempt_run(rm_err *err, redmutex_lock *l, const char *owner, const c
     redmutex_client *c = l->c;
     info->ttl_ms = -1;
     info->split = false;
+    info->behind = 0;
     info->why = "is held by another owner";
     attempt_local loc;
     int rc = check_local_hold(err, l, owner, value, may_share, &loc);
@@ -584,11 +588,12 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
 }
 
 int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
-                       int64_t *ttl_ms, bool *split, const char **why, bool *queued)
+                       int64_t *ttl_ms, bool *split, const char **why, bool *queued, int64_t *behind)
 {
-    rm_attempt_info info = {-1, false, "is held by another owner", nonce != NULL, nonce, *queued};
+    rm_attempt_info info = {-1, false, "is held by another owner", nonce != NULL, nonce, *queued, 0};
     int rc = rm_attempt(err, l, owner_key, value, retry, &info);
     *ttl_ms = info.ttl_ms;
+    *behind = info.behind;
     *split = info.split;
     *why = info.why;
     *queued = info.queued;

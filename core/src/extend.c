@@ -182,7 +182,7 @@ int rm_lock_extend(rm_err *err, redmutex_lock *l, const char *owner, int64_t ms,
         extend_unclaim(l, hold_id);
         return rc;
     }
-    rm_call_run(&call, &req, rm_command_deadline(c, wait_replicas), NULL, NULL);
+    rm_call_run(&call, &req, rm_command_deadline(c, wait_replicas), c->n > 1 ? rm_call_only_stalls_left : NULL, NULL);
     extend_tally t = {.l = l, .wait_replicas = wait_replicas};
     rm_tally_init(&t.t);
     rm_tally_spec spec = {"extend", l->name, 0, false, extend_vote, &t};

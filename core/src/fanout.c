@@ -1,20 +1,17 @@
 /*
- * The one path every operation takes: send the same request to all N
- * servers at once, then collect the replies with poll() until all have
- * answered, the deadline passes, or the caller's decided() says the outcome
- * can no longer change. N = 1 is simply the smallest N.
+ * The one path every operation takes: send the same request to all N servers at once, then
+ * collect the replies with poll() until all have answered, the deadline passes, or the caller's
+ * decided() says the outcome can no longer change. N = 1 is simply the smallest N.
  *
- * A server that has not answered by then keeps its connection if the whole
- * request went out: the replies it still owes are skipped by the next
- * request on that connection. That keeps commands to one server in order
- * (an acquire that timed out and the release that cleans it up travel on the
- * same connection), and a slow server costs no reconnect.
+ * A server that has not answered by then keeps its connection if the whole request went out: the
+ * replies it still owes are skipped by the next request on that connection. That keeps commands
+ * to one server in order (an acquire that timed out and the release that cleans it up travel on
+ * the same connection), and a slow server costs no reconnect.
  *
- * Each of the N servers is a deployment (deploy.h): a standalone server, or
- * a cluster, where the request goes to the master of its lock name's hash
- * slot and follows MOVED and ASK there (redirect.c) - a table lookup, no
- * round trip. A call may also be made of targets that each carry their own
- * request (the watchdog's batch per cluster node, renew.c).
+ * Each of the N servers is a deployment (deploy.h): a standalone server, or a cluster, where the
+ * request goes to the master of its lock name's hash slot and follows MOVED and ASK there
+ * (redirect.c) - a table lookup, no round trip. A call may also be made of targets that each
+ * carry their own request (the watchdog's batch per cluster node, renew.c).
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -436,8 +433,15 @@ static void poll_prepare(rm_call *call, const rm_req *req, int64_t connect_deadl
                 slot_defer(call, s, r, connect_deadline);
             } else {
                 /* Unanswered for a command timeout: the server stalls, if
-                   it answered nothing else meanwhile either. */
-                bool stalled = rm_server_stalls(call->c, s->node, atomic_load(&s->conn->progress_ns), now);
+                   it answered nothing else meanwhile either. The wait began
+                   with the request, or before it on a connection that owed
+                   answers already; a connection opened for this request
+                   started its wait a little after the request, and the
+                   deadline would otherwise always come just too soon. */
+                int64_t since = atomic_load(&s->conn->progress_ns);
+                if (s->req_ns > 0 && s->req_ns < since)
+                    since = s->req_ns;
+                bool stalled = rm_server_stalls(call->c, s->node, since, now);
                 slot_abandon(call, s, stalled ? "did not answer in time (it stalls)" : "did not answer in time");
                 s->stalled = stalled;
             }
@@ -483,12 +487,16 @@ static void end_unwaited(rm_call *call, const bool *pending)
         rm_slot *s = &call->slots[i];
         if (s->status != RM_SLOT_RUNNING)
             continue;
+        /* One left because its server stalls is named so in messages. */
+        bool stalls = s->node && rm_server_stalls(call->c, s->node, 0, rm_now_ns());
+        const char *why = stalls ? "stalls: not waited for" : "was not waited for (outcome already decided)";
         if (pending[i]) {
-            rm_slot_fail(s, REDMUTEX_ECONN, "was not waited for (outcome already decided)");
+            rm_slot_fail(s, REDMUTEX_ECONN, why);
         } else {
-            slot_abandon(call, s, "was not waited for (outcome already decided)");
+            slot_abandon(call, s, why);
         }
         s->not_waited = true;
+        s->stalled = s->stalled || stalls;
     }
 }
 
@@ -585,6 +593,15 @@ int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decide
         free(ps.map);
     }
     return 0;
+}
+
+bool rm_call_only_stalls_left(rm_call *call, void *ud)
+{
+    (void)ud;
+    size_t running = 0;
+    for (size_t i = 0; i < call->n; i++)
+        running += call->slots[i].status == RM_SLOT_RUNNING;
+    return rm_call_stalled(call) == running;
 }
 
 size_t rm_call_stalled(const rm_call *call)

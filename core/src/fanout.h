@@ -149,6 +149,15 @@ void rm_call_end(rm_call *call);
  * a call whose other answers already settle a majority need not wait for it.
  */
 size_t rm_call_stalled(const rm_call *call);
+/**
+ * An rm_decided_fn for a request every server should answer but no server
+ * is worth waiting for once it stalls (a renewal, an extend): decided when
+ * each server still to answer stalls (rm_server_stalls). Such a server
+ * answers no sooner than its stall ends, and a caller who holds the lock
+ * meanwhile keeps it from the others (a release waits for the renewal in
+ * flight). ud is unused.
+ */
+bool rm_call_only_stalls_left(rm_call *call, void *ud);
 /* ---- one slot's I/O (slot.c), for fanout.c ------------------------------ */
 
 /** Frees s's replies. */

@@ -154,13 +154,42 @@ const char *rm_lock_token_key(const redmutex_lock *l, char *out, size_t size);
 
 /*
  * A waiting fair acquirer keeps a record on the servers that it refreshes at
- * least every RM_FAIR_REFRESH_MS; a record not refreshed for
+ * least every RM_FAIR_REFRESH_MS at the head of the queue or next to it, and
+ * every RM_FAIR_QUEUED_REFRESH_MS further back; a record not refreshed for
  * RM_FAIR_WAITER_LEASE_MS marks a waiter that is gone, and the next script
  * that looks at the queue removes it. So a waiter that dies blocks the queue
- * for at most RM_FAIR_WAITER_LEASE_MS + RM_FAIR_REFRESH_MS (plus a round trip).
+ * for at most RM_FAIR_WAITER_LEASE_MS + RM_FAIR_REFRESH_MS once the waiter
+ * behind it knows it is next, RM_FAIR_WAITER_LEASE_MS +
+ * RM_FAIR_QUEUED_REFRESH_MS at worst (plus a round trip). A queued record
+ * always has more than the 1 s left that a hand-off needs (kind_fair.c).
  */
 #define RM_FAIR_WAITER_LEASE_MS 3000
 #define RM_FAIR_REFRESH_MS 500
+#define RM_FAIR_QUEUED_REFRESH_MS 1000
+
+/*
+ * The pause of a fair waiter before its next attempt, given the pause its
+ * backoff and the holder's TTL ask for and how many waiters are ahead of it
+ * (its last attempt's answer). Only the head may take the lock, and the
+ * script that makes it the head of a free lock tells it (a grant or a
+ * release message on its channel), so a waiter behind others waits for that
+ * or for its refresh: attempts out of turn would cost a script each for
+ * every waiter at every hand-off. If that message is lost, or its turn comes
+ * with none (the head went away while the holder's lease ran out), the
+ * refresh finds the turn: at most RM_FAIR_REFRESH_MS late next to the head,
+ * RM_FAIR_QUEUED_REFRESH_MS further back (where a wait lasts as many
+ * hand-offs as there are waiters ahead: the longer interval keeps the
+ * refreshes of a long queue off the server). The caller still caps the pause
+ * at the wait's deadline.
+ */
+static inline int64_t rm_fair_pause_ms(int64_t pause_ms, int64_t behind)
+{
+    if (behind > 1)
+        return RM_FAIR_QUEUED_REFRESH_MS;
+    if (behind > 0 || pause_ms > RM_FAIR_REFRESH_MS)
+        return RM_FAIR_REFRESH_MS;
+    return pause_ms;
+}
 
 /** A fresh wait id: 16 hex digits. 0, or REDMUTEX_ESYSTEM (message set). */
 int rm_fair_new_nonce(rm_err *err, char out[17]);

@@ -26,7 +26,8 @@
  *    live redmutex waiter that waits long.
  *  - A waiter that dies must not block the queue for minutes. Each redmutex
  *    waiter keeps a record with a deadline on the server's clock, refreshed
- *    by every attempt (at least every RM_FAIR_REFRESH_MS); a record past its
+ *    by every attempt (kind.h: RM_FAIR_REFRESH_MS near the head of the queue,
+ *    RM_FAIR_QUEUED_REFRESH_MS further back); a record past its
  *    deadline marks a dead waiter, and the next script drops it from the head.
  *  - Hand-off without a round trip: when the lock is freed and the head is a
  *    redmutex waiter renewed by a watchdog on a single server, the releasing
@@ -36,6 +37,10 @@
  *    waiter that died before it could take the lock holds it no longer than
  *    it would have blocked the queue; a live one's watchdog extends it to the
  *    full lease a third of that TTL later.
+ *  - Only the head tries: a busy attempt tells the waiter its place, and a
+ *    waiter behind others makes no attempt until it is notified (pass_on
+ *    reaches the head only) or its refresh is due, so a hand-off costs one
+ *    release and one acquire however long the queue (kind.h, rm_fair_pause_ms).
  *  - A waiter that stops waiting leaves the queue (Redisson's acquireFailed
  *    script, plus giving back a grant that raced with it), and a script that
  *    frees the lock or drops dead waiters passes the lock on to the new head.
@@ -181,8 +186,11 @@
  * "<grant 0/1> <fencing 0/1> <wait id>", [9] waiter lease ms; a nested
  * acquisition adds KEYS[7] its undo latch and ARGV[10] that latch's life
  * (lua.h, RM_LUA_NEST_GUARD).
- * Replies {1, count, fence, pttl} taken, {0, pttl} busy, {2, pttl} a nested
- * acquisition whose field is gone (nothing written).
+ * Replies {1, count, fence, pttl} taken, {0, pttl, behind} busy (behind:
+ * how many waiters are ahead of this one in the queue, 0 for a try), {2,
+ * pttl} a nested acquisition whose field is gone (nothing written). A
+ * waiter with others ahead of it learns of its turn from the script that
+ * makes it the head of a free lock (pass_on), so it need not try before.
  *
  * A waiting attempt ('r') that finds its own field was handed the lock by a
  * releasing script (the message may be late or lost): it takes that hold as
@@ -245,7 +253,9 @@ const char rm_lua_fair_acquire[] =
     "end\n"
     "if evicted > 0 and redis.call('exists', KEYS[1]) == 0 then pass_on() end\n"
     "tend()\n"
-    "return {0, redis.call('pttl', KEYS[1])}\n";
+    "local behind = 0\n"
+    "if ARGV[5] ~= 't' then behind = place(ARGV[2]) end\n"
+    "return {0, redis.call('pttl', KEYS[1]), behind}\n";
 
 /*
  * Release: Redisson's fair unlock script with the unlock latch. KEYS as

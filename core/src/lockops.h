@@ -74,6 +74,10 @@ typedef struct rm_attempt_info {
        lock's queue (a waiting attempt that was not nested), so giving up
        must leave it. A nested wait must not: the leave gives back a level. */
     bool queued;
+    /* A fair lock's busy attempt: how many waiters are ahead of this one in
+       the queue (the fewest over the servers that answered; 0 at the head,
+       or when unknown). */
+    int64_t behind;
 } rm_attempt_info;
 
 /**
@@ -155,7 +159,7 @@ int rm_acquire_prepare(rm_err *err, redmutex_lock *l, const char *owner, char ow
  * false for the first attempt of an acquisition. Blocks one round trip.
  */
 int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
-                       int64_t *ttl_ms, bool *split, const char **why, bool *queued);
+                       int64_t *ttl_ms, bool *split, const char **why, bool *queued, int64_t *behind);
 /** A fair lock's wait that stops waiting leaves the queue on every server,
     and gives back a hand-off that reached it unless the owner holds the lock
     through a live hold of this client (the field's level is that hold's). */

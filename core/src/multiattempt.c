@@ -317,7 +317,7 @@ static int attempt_each(multi_op *op)
 {
     redmutex_multi_lock *m = op->m;
     for (size_t j = 0; j < m->n; j++) {
-        rm_attempt_info info = {-1, false, "is held by another owner", false, NULL, false};
+        rm_attempt_info info = {-1, false, "is held by another owner", false, NULL, false, 0};
         int rc = rm_attempt(op->err, m->locks[j], op->owner_key[j], op->value[j], op->tried, &info);
         if (rc == RM_ATTEMPT_WON) {
             op->held[j] = true;

@@ -331,7 +331,7 @@ uint64_t redmutex_wait_id(const redmutex_wait *wait)
 }
 
 /* Milliseconds until the next attempt after a busy one (as redmutex_lock_acquire pauses). */
-static int64_t next_pause_ms(redmutex_wait *w, int64_t ttl_ms, bool split, bool timed_out)
+static int64_t next_pause_ms(redmutex_wait *w, int64_t ttl_ms, bool split, bool timed_out, int64_t behind)
 {
     redmutex_client *c = w->c;
     if (timed_out && w->backoff_ms < c->opts.wait_backoff_cap_ms)
@@ -345,8 +345,8 @@ static int64_t next_pause_ms(redmutex_wait *w, int64_t ttl_ms, bool split, bool 
         if (d < pause_ms)
             pause_ms = d;
     }
-    if (w->fair && pause_ms > RM_FAIR_REFRESH_MS)
-        pause_ms = RM_FAIR_REFRESH_MS; /* each try refreshes the wait's place in the queue */
+    if (w->fair) /* only the head tries; each try refreshes the wait's place in the queue */
+        pause_ms = rm_fair_pause_ms(pause_ms, behind);
     return pause_ms;
 }
 
@@ -380,7 +380,7 @@ static int custom_try(rm_err *err, redmutex_wait *w)
     rm_err e;
     if (!w->waiter && channel[0] && join(&e, w) != 0)
         return rm_err_copy(err, &e);
-    int64_t pause_ms = next_pause_ms(w, ttl_ms, false, !first && news == 0);
+    int64_t pause_ms = next_pause_ms(w, ttl_ms, false, !first && news == 0, 0);
     rm_client_lock(c);
     set_due(c->pw, w, rm_now_ns() + pause_ms * RM_NS_PER_MS);
     rm_client_unlock(c);
@@ -446,7 +446,7 @@ static int wait_try(rm_err *err, redmutex_wait *w)
     bool first = !w->tried;
     bool skip = w->fair ? rm_fair_wait_behind(w->l, w->value, w->channel, w->waiter)
                         : first && rm_waiters_queued(c, w->channel) > 0 && !rm_lock_holds(w->l, w->owner_key);
-    int64_t ttl_ms = -1;
+    int64_t ttl_ms = -1, behind = 0;
     bool split = false;
     const char *why = w->fair && skip ? "is waited for by another wait of this owner in this client, which goes first"
                                       : "is held by another owner";
@@ -455,7 +455,7 @@ static int wait_try(rm_err *err, redmutex_wait *w)
         /* A fair lock's try takes a hand-off to this wait from the server
            (its field is there): one round trip, not none, for a wait. */
         rc = rm_acquire_attempt(err, w->l, w->owner_key, w->value, !first, w->fair ? w->nonce : NULL, &ttl_ms, &split,
-                                &why, &w->in_fair_queue);
+                                &why, &w->in_fair_queue, &behind);
         if (rc == 0) {
             w->done = true;
             return 0;
@@ -465,7 +465,7 @@ static int wait_try(rm_err *err, redmutex_wait *w)
     }
     if (!w->waiter && (rc = join(err, w)) != 0)
         return rc;
-    int64_t pause_ms = next_pause_ms(w, ttl_ms, split, !first && news == 0);
+    int64_t pause_ms = next_pause_ms(w, ttl_ms, split, !first && news == 0, behind);
     rm_client_lock(c);
     set_due(c->pw, w, rm_now_ns() + pause_ms * RM_NS_PER_MS);
     rm_client_unlock(c);

@@ -351,11 +351,27 @@ bool rm_pool_settle(redmutex_client *c, rm_server *srv)
     return awaits;
 }
 
+/* Whether another server of c has answered: then one that never did is not
+   unreachable but silent while the others work (Redlock). */
+static bool others_answer(const redmutex_client *c, const rm_server *srv)
+{
+    for (size_t i = 0; c->n > 1 && i < c->n; i++)
+        if (&c->servers[i] != srv && atomic_load_explicit(&c->servers[i].answered_ns, memory_order_relaxed) > 0)
+            return true;
+    return false;
+}
+
 bool rm_server_stalls(redmutex_client *c, rm_server *srv, int64_t since, int64_t now)
 {
     int64_t limit = c->opts.command_timeout_ms * RM_NS_PER_MS;
+    /* answered is 0 while the server has never answered this client. When
+       the others answer, one met stalling (or hung) from the start stalls
+       all the same, or every call would wait its whole timeout there, each
+       one's grant elsewhere kept meanwhile, and nobody would reach a
+       majority. Alone, it is unreachable. */
     int64_t answered = atomic_load_explicit(&srv->answered_ns, memory_order_relaxed);
-    if (answered > 0 && since > 0 && since < INT64_MAX && now - since >= limit && now - answered >= limit) {
+    if ((answered > 0 || others_answer(c, srv)) && since > 0 && since < INT64_MAX && now - since >= limit &&
+        now - answered >= limit) {
         atomic_store_explicit(&srv->stall_seen_ns, now, memory_order_relaxed);
         return true;
     }

@@ -81,12 +81,14 @@ int rm_pool_mark_owing(redmutex_client *c, rm_conn *conn, uint64_t order_key);
 int rm_pool_defer(redmutex_client *c, rm_server *srv, uint64_t order_key, uint64_t owner_key, const void *bytes,
                   size_t len, size_t count);
 /**
- * Whether srv stalls: a request to it has waited a command timeout for its
- * answer and the server, which answered this client before, answered
- * nothing on any connection meanwhile (a long script, a fork, swapping, a
- * hang; conn.h, progress_ns). One that never answered is unreachable, not
- * stalling. From then until it answers again it counts as stalling,
- * whatever the connection. It answers no request sooner than its stall
+ * Whether srv stalls: a request to it (or a connection's handshake) has
+ * waited a command timeout for its answer and the server answered nothing
+ * on any connection meanwhile (a long script, a fork, swapping, a hang;
+ * conn.h, progress_ns), also when it never answered this client but other
+ * servers of the client did: one met stalling from the start, that takes
+ * connections and answers nothing while the others answer, stalls too (one
+ * that never answered, alone, is unreachable). From then until it answers
+ * again it counts as stalling, whatever the connection. It answers no request sooner than its stall
  * ends: no call waits for it, and a request that need not reach it (an
  * acquisition, a renewal, a query) is not sent there, unless nothing sent
  * there awaits an answer any more (then one goes, to see it recover). A

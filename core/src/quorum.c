@@ -92,6 +92,15 @@ void rm_votes_init(rm_votes *v)
     v->count = v->fence = 0;
     v->ttl = -1;
     v->granted_ttl = -1;
+    v->behind = -1;
+}
+
+void rm_votes_behind(rm_votes *v, int64_t behind)
+{
+    if (behind < 0)
+        behind = 0;
+    if (v->behind < 0 || behind < v->behind)
+        v->behind = behind;
 }
 
 void rm_votes_refused(rm_votes *v, int64_t holder_ttl_ms, bool gone)

@@ -129,6 +129,9 @@ typedef struct rm_votes {
        lease until its watchdog extends it: min TTL the grants reported below
        the lease, -1 when none. */
     int64_t granted_ttl;
+    /* A fair lock's refusals: the fewest waiters ahead of this one in a
+       server's queue, -1 when no server said. */
+    int64_t behind;
 } rm_votes;
 
 /** Empty votes: nothing counted, TTLs unknown. */
@@ -137,6 +140,8 @@ void rm_votes_init(rm_votes *v);
     holder_ttl_ms (-1 unknown); `gone` for a nested acquisition that found the owner's
     field missing. */
 void rm_votes_refused(rm_votes *v, int64_t holder_ttl_ms, bool gone);
+/** A fair lock's refusal said how many waiters are ahead of this one in its queue (the fewest is kept). */
+void rm_votes_behind(rm_votes *v, int64_t behind);
 /** A grant's figures, counted as soon as a server reports it: hold count and fencing token (max),
     and a hand-off's short TTL (min; -1 when the grant has the full lease). */
 void rm_votes_grant_figures(rm_votes *v, int64_t count, int64_t fence, int64_t granted_ttl_ms);

@@ -6,8 +6,8 @@
  *
  * It reads the text as typed, not as parsed: a malformed URL is shown too,
  * and must not leak what the parser would have taken for a password. So it
- * masks generously: from the scheme to the last '@', and every query value
- * but those of a few options known to be harmless.
+ * masks generously: from the scheme to the last '@', every query value but
+ * those of a few options known to be harmless, and a fragment.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -114,6 +114,21 @@ static void mask_query(const char *url, size_t n, bool *mask)
     }
 }
 
+/*
+ * A fragment, whole: the parser refuses one, and the refusal shows the URL;
+ * what was typed after '#' ("#password=...") may be a secret. Its '#' is
+ * the first one past the user part: a '#' before the last '@' is in the
+ * user part, masked already.
+ */
+static void mask_fragment(const char *url, size_t n, bool *mask)
+{
+    const char *at = memrchr(url, '@', n);
+    size_t from = at ? (size_t)(at - url) + 1 : 0;
+    const char *hash = memchr(url + from, '#', n - from);
+    if (hash)
+        mark(mask, (size_t)(hash - url) + 1, n);
+}
+
 /* Longer texts are not shown at all (a URL is at most 4096 bytes). */
 #define REDACT_MAX 16384
 
@@ -148,6 +163,7 @@ size_t rm_url_redact(char *out, size_t size, const char *url)
     memset(mask, 0, n);
     mask_userinfo(url, n, mask);
     mask_query(url, n, mask);
+    mask_fragment(url, n, mask);
     for (size_t i = 0; i < n;) {
         if (!mask[i]) {
             put(&t, url + i++, 1);

@@ -61,13 +61,16 @@ static int severity(int code)
     }
 }
 
-int rm_call_fail(rm_err *err, const rm_call *call, const char *what, const char *name)
+/* The failure of a call that got no majority; t, when given, adds what the
+   servers that did answer said: "1 of 3 servers failed" alone reads as if
+   two answers had sufficed, when one of the two said no. */
+static int call_fail(rm_err *err, const rm_call *call, const char *what, const char *name, const rm_tally *t)
 {
     const rm_slot *worst = NULL;
     size_t failed = 0;
     for (size_t i = 0; i < call->n; i++) {
         const rm_slot *s = &call->slots[i];
-        if (s->err == 0 || s->excluded || s->not_waited)
+        if (s->err == 0 || s->excluded || (s->not_waited && !s->stalled))
             continue;
         failed++;
         if (!worst || severity(s->err) > severity(worst->err))
@@ -77,8 +80,16 @@ int rm_call_fail(rm_err *err, const rm_call *call, const char *what, const char 
         return rm_fail(err, REDMUTEX_ECONN, "%s '%s': no majority of servers answered", what, name);
     if (call->n == 1)
         return rm_fail(err, worst->err, "%s '%s': %s", what, name, worst->msg);
+    if (t && t->no > 0)
+        return rm_fail(err, worst->err, "%s '%s': %zu of %zu servers failed, %zu refused and %zu agreed, need %zu to agree; %s",
+                       what, name, failed, call->n, t->no, t->yes, call->c->quorum, worst->msg);
     return rm_fail(err, worst->err, "%s '%s': %zu of %zu servers failed, need %zu answers; %s", what, name,
                    failed, call->n, call->c->quorum, worst->msg);
+}
+
+int rm_call_fail(rm_err *err, const rm_call *call, const char *what, const char *name)
+{
+    return call_fail(err, call, what, name, NULL);
 }
 
 int rm_tally_fail(rm_err *err, const rm_tally *t, const rm_call *call, const char *what, const char *name)
@@ -86,7 +97,7 @@ int rm_tally_fail(rm_err *err, const rm_tally *t, const rm_call *call, const cha
     if (t->error.code && t->error_replied &&
         (rm_error_decides(t->error.code) || t->yes + t->no == 0 || t->errors >= rm_call_failed(call)))
         return rm_err_copy(err, &t->error);
-    return rm_call_fail(err, call, what, name);
+    return call_fail(err, call, what, name, t);
 }
 
 size_t rm_call_skipped(const rm_call *call)

@@ -228,7 +228,7 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
         keys[j] = rm_order_key(batch[j]->lock->name);
     call->order_keys = keys;
     call->n_order_keys = keys ? k : 0;
-    rm_call_run(call, &req, deadline, NULL, NULL);
+    rm_call_run(call, &req, deadline, call->n > 1 ? rm_call_only_stalls_left : NULL, NULL);
     if (*plan) /* a cluster's ASKs followed at once, its map looked at after trouble */
         rm_renew_plan_follow(*plan, call, deadline);
     call->order_keys = NULL;

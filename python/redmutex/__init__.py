@@ -15,7 +15,8 @@ lock in Redisson's RReadWriteLock format. ``redmutex.asyncio`` has the same
 locks for asyncio (``AsyncClient``). See docs/python.md.
 """
 
-from ._client import Client, FairLock, Lock, LockInfo, LockState, ReadLock, ReadWriteLock, RLock, WriteLock
+from ._base import LockInfo, LockState
+from ._client import Client, FairLock, Lock, ReadLock, ReadWriteLock, RLock, WriteLock
 from ._errors import (
     AuthError,
     ClosedError,

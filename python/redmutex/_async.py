@@ -39,39 +39,19 @@ sync API.
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 import inspect
 import itertools
 import os
 import time
 import weakref
-from typing import Any, Awaitable, Callable, Coroutine, Sequence, Tuple, TypeVar, Union, cast
+from typing import Any, Awaitable, Callable, Coroutine, Protocol, Sequence, Tuple, TypeVar, Union, cast
 
-from ._client import (
-    _WAIT_FOREVER,
-    Client,
-    LockInfo,
-    LockState,
-    Name,
-    _acquire_wait_ms,
-    _add_note,
-    _inspect,
-    _lock_options,
-    _observe_acquire,
-    _to_bytes,
-    _to_ms,
-    _wait_ms,
-)
-from ._errors import (
-    ClosedError,
-    InvalidArgument,
-    LockLostError,
-    LockTimeout,
-    OutOfMemory,
-    check,
-    error_for,
-)
+from . import _stats
+from ._args import _WAIT_FOREVER, Name, _acquire_wait_ms, _to_ms
+from ._base import ClientBase, LockBase, LockInfo, LockState, ReadWriteBase, _exit_release, _inspect
+from ._client import Client
+from ._errors import ClosedError, InvalidArgument, OutOfMemory, check, error_for
 from ._redmutex_cffi import ffi, lib
 
 __all__ = ["AsyncClient", "AsyncLock", "AsyncRLock"]
@@ -80,7 +60,6 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 OnLost = Callable[["AsyncLock", LockState], object]
 
 _ETIMEDOUT: int = lib.REDMUTEX_ETIMEDOUT
-_ENOTOWNER: int = lib.REDMUTEX_ENOTOWNER
 _DONE_BATCH = 64
 
 # ---- task owners -------------------------------------------------------------
@@ -120,8 +99,25 @@ def _expire_none(fut: asyncio.Future[None]) -> None:
 # cancelled calls are tracked by it (AsyncClient._settling).
 _OwnerKey = Tuple[bytes, Union[bytes, int]]
 
-# The owner of a call made outside any task: taken when its coroutine runs.
-_LATER: Any = object()
+
+class _Later:
+    """The owner of a call made outside any task: taken when its coroutine runs."""
+
+
+_LATER = _Later()
+# Whom a lock call acts for, as taken when the call was made.
+_CallOwner = Union[bytes, None, _Later]
+
+
+class _Target(Protocol):
+    """What a job of the pool acts on: a lock, a semaphore, a latch or a
+    multi-lock of this API (its C handle and the pool's reference to it)."""
+
+    _ptr: Any
+    _ref: Any
+
+    def _release_inline(self, owner: bytes | None) -> None:
+        """Gives back `owner`'s hold at once, once the pool is gone (the client is closed)."""
 
 
 class _Pending:
@@ -144,7 +140,7 @@ class _Readiness:
 
     __slots__ = ("c_wait", "freed", "future", "job", "key", "lock", "owner", "ready")
 
-    def __init__(self, wait: Any, lock: AsyncLock, owner: bytes | None, key: _OwnerKey) -> None:
+    def __init__(self, wait: Any, lock: _Target, owner: bytes | None, key: _OwnerKey) -> None:
         self.ready = False
         self.future: asyncio.Future[bool] | None = None
         self.c_wait = wait  # the redmutex_wait
@@ -174,7 +170,7 @@ class _Readiness:
 _closing: set[AsyncClient] = set()
 
 
-class AsyncClient:
+class AsyncClient(ClientBase):
     """A redmutex client for asyncio: ``await lock.acquire()``, ``async with lock:``.
 
     ``url_or_list`` and the keyword options are those of redmutex.Client
@@ -189,6 +185,8 @@ class AsyncClient:
     a client that is dropped without closing is closed in the background
     once its loop has let go of it, and at interpreter exit.
     """
+
+    _repr_name = "redmutex.asyncio.AsyncClient"
 
     def __init__(self, url_or_list: Name | Sequence[Name], *, pool_threads: int = 4, **options: Any) -> None:
         if isinstance(pool_threads, bool) or not isinstance(pool_threads, int) or not 1 <= pool_threads <= 64:
@@ -252,13 +250,21 @@ class AsyncClient:
         """The number of worker threads making round trips."""
         return self._pool_threads
 
+    # Per-name observers (redmutex.prometheus, redmutex.otel) live on the blocking client.
+
     @property
-    def closed(self) -> bool:
-        """True once close() has begun."""
-        return self._closed
+    def _observers(self) -> tuple[_stats.NameObservations, ...]:
+        return self._client._observers
+
+    def _add_observer(self, observer: _stats.NameObservations) -> None:
+        self._client._add_observer(observer)
+
+    def _remove_observer(self, observer: _stats.NameObservations) -> None:
+        self._client._remove_observer(observer)
 
     def task_owner(self) -> str:
         """The running task's default owner id of reentrant locks, ``"<client id>:task-<n>"``."""
+        self._check_open()
         return f"{self.id}:task-{_task_number()}"
 
     # -- locks ----------------------------------------------------------------
@@ -380,10 +386,6 @@ class AsyncClient:
         """Closes the client (see close())."""
         await self.close()
 
-    def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
-        return f"<redmutex.asyncio.AsyncClient id={self.id} servers={self.server_count} {state}>"
-
     # -- the loop ---------------------------------------------------------------
 
     def _bind(self) -> asyncio.AbstractEventLoop:
@@ -473,14 +475,17 @@ class AsyncClient:
 
     def _listen(self, lock: Any, lock_id: int | None = None) -> None:
         """Delivers the lost-hold news of a lock (or of the handle lock_id names) to it."""
-        if lock_id is None:
-            lock_id = int(lib.redmutex_lock_id(lock._ptr))
-        self._listeners[lock_id] = weakref.ref(lock, lambda _r, key=lock_id: self._listeners.pop(key, None))
+        key = int(lib.redmutex_lock_id(lock._ptr)) if lock_id is None else lock_id
+
+        def forget(_ref: weakref.ReferenceType[Any]) -> None:
+            self._listeners.pop(key, None)
+
+        self._listeners[key] = weakref.ref(lock, forget)
 
     # -- jobs -------------------------------------------------------------------
 
     def _new_job(
-        self, op: int, lock: AsyncLock | None = None, owner: bytes | None = None, wait: Any = None
+        self, op: int, lock: _Target | None = None, owner: bytes | None = None, wait: Any = None
     ) -> Any:
         ptr = lib.rmpy_job_new()
         if ptr == ffi.NULL:
@@ -563,7 +568,7 @@ class AsyncClient:
                 self._settling.setdefault(key, set()).add(addr)
         return True
 
-    def _run_detached(self, job: Any, lock: AsyncLock, owner: bytes | None, key: _OwnerKey | None) -> None:
+    def _run_detached(self, job: Any, lock: _Target, owner: bytes | None, key: _OwnerKey | None) -> None:
         """Runs a clean-up job (a release, a wait's free) without waiting for it;
         inline once the pool is gone: the client is closed then, and those
         calls return at once."""
@@ -575,7 +580,7 @@ class AsyncClient:
             lib.redmutex_wait_free(job.wait)
 
     def _free_wait(
-        self, wait: Any, lock: AsyncLock, owner: bytes | None, release_first: bool, key: _OwnerKey
+        self, wait: Any, lock: _Target, owner: bytes | None, release_first: bool, key: _OwnerKey
     ) -> None:
         job = self._new_job(lib.RMPY_OP_WAIT_FREE, lock, owner, wait)
         job.release_first = int(release_first)
@@ -597,7 +602,7 @@ class AsyncClient:
         self._free_wait(readiness.c_wait, readiness.lock, readiness.owner, won, readiness.key)
 
     async def _call(
-        self, op: int, lock: AsyncLock, owner: bytes | None = None, key: _OwnerKey | None = None
+        self, op: int, lock: _Target, owner: bytes | None = None, key: _OwnerKey | None = None
     ) -> Any:
         """A job that needs no undoing if its task is cancelled (release, extend,
         queries); a release or extension cancelled in flight still runs, and the
@@ -610,7 +615,7 @@ class AsyncClient:
             raise
         return job
 
-    async def _acquire_now(self, lock: AsyncLock, owner: bytes | None, key: _OwnerKey) -> bool:
+    async def _acquire_now(self, lock: _Target, owner: bytes | None, key: _OwnerKey) -> bool:
         await self._after_cleanups(key)
         job = self._new_job(lib.RMPY_OP_ACQUIRE_NOW, lock, owner)
         try:
@@ -625,7 +630,12 @@ class AsyncClient:
         return True
 
     async def _acquire_waiting(
-        self, lock: Any, owner: bytes | None, wait_ms: int, key: _OwnerKey, make_wait: Any = None
+        self,
+        lock: _Target,
+        owner: bytes | None,
+        wait_ms: int,
+        key: _OwnerKey,
+        make_wait: Callable[[], Any] | None = None,
     ) -> bool:
         """Acquires within wait_ms (or forever) through a pollable wait of the
         core: a lock's, or the one make_wait() returns (a semaphore's, a
@@ -682,7 +692,7 @@ def _inspect_holding(ptr: Any, ref: Any) -> LockInfo:
     return _inspect(ptr)
 
 
-class AsyncLock:
+class AsyncLock(LockBase[AsyncClient]):
     """A plain, non-reentrant distributed lock for asyncio (redis-py wire format).
 
     Made by AsyncClient.lock(); arguments as for redmutex.Client.lock(). Like
@@ -690,75 +700,48 @@ class AsyncLock:
     another acquired, and a task that acquires it twice waits for itself.
     ``on_lost`` runs on the event loop; if it returns an awaitable, that is
     run as a task.
+
+    The arguments, the local state and the properties are LockBase's
+    (_base.py), shared with the blocking API; the calls here are awaited.
     """
 
-    _kind: int = lib.REDMUTEX_KIND_LOCK
+    _client_class = AsyncClient
+    _client_what = "redmutex.asyncio.AsyncClient"
 
-    def __init__(
-        self,
-        client: AsyncClient,
-        name: Name,
-        *,
-        lease: float | None = None,
-        timeout: float | None = None,
-        fencing: bool = False,
-        owner: Name | None = None,
-        on_lost: OnLost | None = None,
-        max_hold: float | None = None,
-        max_extensions: int | None = None,
-    ) -> None:
-        if not isinstance(client, AsyncClient):
-            raise InvalidArgument("client must be a redmutex.asyncio.AsyncClient")
-        if client._closed:
-            raise ClosedError("the client was closed", ClosedError.code)
-        self._name = name
-        c_name = self._c_name = _to_bytes(name, "lock name", lib.REDMUTEX_NAME_MAX)
-        self._owner: bytes | None = (
-            None if owner is None else _to_bytes(owner, "owner", lib.REDMUTEX_OWNER_MAX)
-        )
-        self._timeout_ms = _wait_ms(timeout)
-        self.timeout = timeout
-        if on_lost is not None and not callable(on_lost):
-            raise InvalidArgument("on_lost must be callable")
-        self._on_lost = on_lost
-        self._pending: collections.deque[BaseException] = collections.deque(maxlen=1)
-        self._tasks: set[asyncio.Task[Any]] = set()  # on_lost coroutines running
-        opts = _lock_options(lease, fencing, max_hold, max_extensions)
-        self._fencing = bool(fencing)
-        self.client = client
-        out = ffi.new("redmutex_lock **")
-        check(lib.redmutex_lock_new(out, client._ptr, c_name, self._kind, opts))
-        ref = lib.rmpy_lockref_new(out[0])
+    # -- helpers ------------------------------------------------------------
+
+    def _setup(self, handle: Any) -> None:
+        ref = lib.rmpy_lockref_new(handle)
         if ref == ffi.NULL:
-            lib.redmutex_lock_free(out[0])
+            lib.redmutex_lock_free(handle)
             raise OutOfMemory("out of memory", OutOfMemory.code)
         # Jobs in flight hold references of their own: the C handle outlives
         # this object until they are done.
         self._ref = ffi.gc(ref, lib.rmpy_lockref_unref)
-        self._ptr = out[0]
-        if on_lost is not None:
-            client._listen(self)
+        self._ptr = handle
 
-    # -- helpers ------------------------------------------------------------
+    def _listen(self) -> None:
+        self.client._listen(self)
 
     def _owner_key(self) -> bytes | None:
         """The owner of this call: explicit, else the lock object (plain) or the task (rlock)."""
         return self._owner
 
     def _owner_c(self) -> Any:
+        """The owner of the calling task's local queries, as the C calls take it."""
         owner = self._owner_key()
         return ffi.NULL if owner is None else owner
 
-    def _call_owner(self) -> bytes | None:
+    def _call_owner(self) -> _CallOwner:
         """The owner of a call, taken when the call is made (in the calling
         task), or _LATER when no task runs: then when its coroutine starts."""
         try:
             return self._owner_key()
         except RuntimeError:
-            return cast(Any, _LATER)
+            return _LATER
 
-    def _resolve(self, owner: bytes | None) -> bytes | None:
-        return self._owner_key() if owner is _LATER else owner
+    def _resolve(self, owner: _CallOwner) -> bytes | None:
+        return self._owner_key() if isinstance(owner, _Later) else owner
 
     def _key(self, owner: bytes | None) -> _OwnerKey:
         """What this owner's calls on this lock are tracked by (AsyncClient._settling)."""
@@ -769,52 +752,17 @@ class AsyncLock:
         lib.redmutex_lock_release(self._ptr, ffi.NULL if owner is None else owner)
 
     def _deliver_lost(self, state: LockState, owner: str = "") -> None:
+        """Runs on_lost on the loop; an awaitable it returns runs as a task."""
         del owner  # a lock object has one owner's hold in view
-        callback = self._on_lost
-        if callback is None:
-            return
-        try:
-            result = callback(self, state)
-            if inspect.isawaitable(result):
-                task = asyncio.ensure_future(result)
-                self._tasks.add(task)
-                task.add_done_callback(self._on_lost_done)
-        except BaseException as exc:  # noqa: BLE001 - kept for the lock's owner
-            self._keep(exc)
+        self._run_on_loop(self._call_on_lost(state))
 
-    def _on_lost_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self._keep(cast(BaseException, task.exception()))
-
-    def _keep(self, exc: BaseException) -> None:
-        if not self._pending:
-            self._pending.append(exc)
-
-    def _take_pending(self) -> BaseException | None:
-        try:
-            return self._pending.popleft()
-        except IndexError:
-            return None
-
-    def _raise_pending(self) -> None:
-        exc = self._take_pending()
-        if exc is not None:
-            raise exc
-
-    async def _acquire_ms(self, owner: bytes | None, wait_ms: int) -> bool:
+    async def _acquire_ms(self, owner: _CallOwner, wait_ms: int) -> bool:
         owner = self._resolve(owner)
-        observers = self.client._client._observers
-        if not observers:  # the usual case: the C core counts by itself
+        if not self.client._observers:  # the usual case: the C core counts by itself
             return await self._acquire_c(owner, wait_ms)
-        start = time.monotonic()
-        try:
-            acquired = await self._acquire_c(owner, wait_ms)
-        except BaseException as exc:
-            _observe_acquire(observers, self, owner, exc, False, start)
-            raise
-        _observe_acquire(observers, self, owner, None, acquired, start)
-        return acquired
+        with self._observing(owner) as seen:
+            seen.acquired = await self._acquire_c(owner, wait_ms)
+        return seen.acquired
 
     async def _acquire_c(self, owner: bytes | None, wait_ms: int) -> bool:
         key = self._key(owner)
@@ -838,7 +786,7 @@ class AsyncLock:
         wait_ms = _acquire_wait_ms(blocking, timeout)
         return self._acquire(self._call_owner(), wait_ms)
 
-    async def _acquire(self, owner: bytes | None, wait_ms: int) -> bool:
+    async def _acquire(self, owner: _CallOwner, wait_ms: int) -> bool:
         self._raise_pending()
         return await self._acquire_ms(owner, wait_ms)
 
@@ -849,49 +797,27 @@ class AsyncLock:
         is raised after the release. Acts for the calling task (see acquire())."""
         return self._release(self._call_owner())
 
-    async def _release(self, owner: bytes | None) -> None:
-        pending = self._take_pending()
-        try:
+    async def _release(self, owner: _CallOwner) -> None:
+        with self._releasing():
             owner = self._resolve(owner)
             job = await self.client._call(lib.RMPY_OP_RELEASE, self, owner, self._key(owner))
-            observers = self.client._client._observers
-            if observers and job.rc in (0, lib.REDMUTEX_ELOST):
-                for observer in observers:
-                    observer.released(self, owner, self._kind)
+            self._observe_release(job.rc, owner)
             _raise_job_error(job)
-        except BaseException as err:
-            if pending is not None and isinstance(err, LockLostError):
-                raise pending from err
-            if pending is not None:
-                self._keep(pending)
-            raise
-        if pending is not None:
-            raise pending
 
     async def __aenter__(self) -> AsyncLock:
         """Acquires with the lock's ``timeout`` (None: forever); raises LockTimeout."""
         self._raise_pending()
-        loop = asyncio.get_running_loop()
-        start = loop.time()
+        start = time.monotonic()
         if not await self._acquire_ms(self._call_owner(), self._timeout_ms):
-            waited = round((loop.time() - start) * 1000)
-            raise LockTimeout(
-                f"lock {self._name!r} is held by another owner; waited {waited} ms", LockTimeout.code
-            )
+            raise self._timeout_error(start)
         return self
 
     async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         """Releases (also when the block was cancelled). Raises LockLostError if the
         lease was lost while the block ran - unless the block raised, whose
         exception is never masked (the release error is added to it as a note)."""
-        try:
+        with _exit_release(exc, self._note_exit_failure):
             await self.release()
-        except BaseException as err:
-            if exc is None:
-                raise
-            _add_note(
-                exc, f"redmutex: releasing lock {self._name!r} on leaving the block also failed: {err!r}"
-            )
 
     def extend(self, seconds: float, replace: bool = False) -> Coroutine[Any, Any, None]:
         """Adds ``seconds`` to the remaining lease (or sets it, with replace=True)
@@ -900,7 +826,7 @@ class AsyncLock:
         ms = _to_ms(seconds, "seconds", allow_zero=False)
         return self._extend(self._call_owner(), ms, replace)
 
-    async def _extend(self, owner: bytes | None, ms: int, replace: bool) -> None:
+    async def _extend(self, owner: _CallOwner, ms: int, replace: bool) -> None:
         self._raise_pending()
         owner = self._resolve(owner)
         job = self.client._new_job(lib.RMPY_OP_EXTEND, self, owner)
@@ -915,7 +841,7 @@ class AsyncLock:
 
     # -- queries (one round trip each) -----------------------------------------
 
-    async def _query(self, op: int, owner: bytes | None = None) -> int:
+    async def _query(self, op: int, owner: _CallOwner = None) -> int:
         self._raise_pending()
         job = await self.client._call(op, self, self._resolve(owner))
         _raise_job_error(job)
@@ -930,7 +856,7 @@ class AsyncLock:
         lock, as the servers see it now."""
         return self._owned(self._call_owner())
 
-    async def _owned(self, owner: bytes | None) -> bool:
+    async def _owned(self, owner: _CallOwner) -> bool:
         return bool(await self._query(lib.RMPY_OP_IS_OWNED, owner))
 
     async def ttl(self) -> float | None:
@@ -955,69 +881,11 @@ class AsyncLock:
         call = functools.partial(_inspect_holding, self._ptr, self._ref)
         return await asyncio.get_running_loop().run_in_executor(None, call)
 
-    # -- local state (no I/O) ------------------------------------------------------
-
-    @property
-    def name(self) -> Name:
-        """The lock's name, as given; it is the Redis key."""
-        return self._name
-
-    @property
-    def owner(self) -> Name | None:
-        """The explicit owner id given at creation, or None for the default owner."""
-        return self._owner
-
-    @property
-    def fencing(self) -> bool:
-        """True if the lock maintains fencing tokens."""
-        return self._fencing
-
-    @property
-    def state(self) -> LockState:
-        """This owner's hold as known locally (no I/O)."""
-        self._raise_pending()
-        out = ffi.new("redmutex_state *")
-        check(lib.redmutex_lock_state(out, self._ptr, self._owner_c()))
-        return LockState(out[0])
-
-    @property
-    def lost(self) -> bool:
-        """True when this owner's hold is known to be lost (release it to reset)."""
-        return self.state == LockState.LOST
-
-    @property
-    def validity(self) -> float:
-        """Seconds this owner's hold is still known to be valid; 0.0 when not held."""
-        self._raise_pending()
-        out = ffi.new("int64_t *")
-        check(lib.redmutex_lock_validity(out, self._ptr, self._owner_c()))
-        return max(0, out[0]) / 1000
-
-    @property
-    def fence(self) -> int | None:
-        """The fencing token of this owner's hold, or None (fencing off, or not held)."""
-        self._raise_pending()
-        if not self._fencing:
-            return None
-        out = ffi.new("int64_t *")
-        rc = lib.redmutex_lock_fence(out, self._ptr, self._owner_c())
-        if rc == _ENOTOWNER:
-            return None
-        check(rc)
-        return int(out[0])
-
     def __repr__(self) -> str:
         """asyncio's form, "<redmutex.asyncio.AsyncLock object at 0x... name='x' [locked]>":
         locked when this owner (the running task's, for a reentrant lock) holds
         it, as known locally (no I/O)."""
-        try:
-            owner = self._owner_key()
-            out = ffi.new("redmutex_state *")
-            rc = lib.redmutex_lock_state(out, self._ptr, ffi.NULL if owner is None else owner)
-            held = rc == 0 and out[0] in (lib.REDMUTEX_STATE_HELD, lib.REDMUTEX_STATE_RENEWAL_FAILING)
-        except Exception:  # noqa: BLE001 - repr must not raise (no task, say)
-            held = False
-        kind, locked = type(self).__name__, "locked" if held else "unlocked"
+        kind, (locked, _) = type(self).__name__, self._repr_state()
         return f"<redmutex.asyncio.{kind} object at {id(self):#x} name={self._name!r} [{locked}]>"
 
 
@@ -1060,29 +928,13 @@ class AsyncWriteLock(AsyncRLock):
     _kind = lib.REDMUTEX_KIND_WRITE
 
 
-class AsyncReadWriteLock:
+class AsyncReadWriteLock(ReadWriteBase[AsyncClient, AsyncReadLock, AsyncWriteLock]):
     """A read-write lock for asyncio (Redisson RReadWriteLock wire format):
     ``rw.read`` (an AsyncReadLock) and ``rw.write`` (an AsyncWriteLock) on the
     same name. See redmutex.ReadWriteLock."""
 
-    def __init__(self, client: AsyncClient, name: Name, **lock_kwargs: Any) -> None:
-        self._read = AsyncReadLock(client, name, **lock_kwargs)
-        self._write = AsyncWriteLock(client, name, **lock_kwargs)
-
-    @property
-    def read(self) -> AsyncReadLock:
-        """The read side (shared)."""
-        return self._read
-
-    @property
-    def write(self) -> AsyncWriteLock:
-        """The write side (exclusive)."""
-        return self._write
-
-    @property
-    def name(self) -> Name:
-        """The lock's name, as given."""
-        return self._read.name
+    _read_class = AsyncReadLock
+    _write_class = AsyncWriteLock
 
     def __repr__(self) -> str:
         return f"<redmutex.asyncio.AsyncReadWriteLock {self.name!r}>"

@@ -8,7 +8,9 @@ core/include/redmutex.h at build time, so they cannot drift from it: comments,
 preprocessor lines, ``REDMUTEX_API`` and the ``extern "C"`` block are removed,
 and every integer ``#define REDMUTEX_*`` becomes ``#define NAME ...`` (cffi
 asks the compiler for the value). tests/python/test_cdef.py checks that every
-``redmutex_`` function of the header reaches the compiled module.
+``redmutex_`` function of the header reaches the compiled module. The
+asyncio worker pool's declarations are generated the same way from its own
+header, python/redmutex/_aio.h.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ import os
 import re
 import shlex
 import subprocess
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -42,45 +48,10 @@ void rmpy_latch_wait(redmutex_client *client, redmutex_latch *latch, int64_t wai
                      int *rc);
 """
 
-# The package's worker pool for redmutex.asyncio (python/redmutex/_aio.c).
+# The package's worker pool for redmutex.asyncio (python/redmutex/_aio.c); its
+# declarations are generated from _aio.h (generate_aio_cdef), their one copy.
 AIO_SOURCE = os.path.join(HERE, "_aio.c")
-AIO_CDEF = """
-enum {
-    RMPY_OP_WAIT_TRY = 1, RMPY_OP_ACQUIRE_NOW, RMPY_OP_RELEASE, RMPY_OP_EXTEND, RMPY_OP_IS_LOCKED,
-    RMPY_OP_IS_OWNED, RMPY_OP_TTL, RMPY_OP_HOLD_COUNT, RMPY_OP_FORCE_RELEASE, RMPY_OP_WAIT_FREE,
-    RMPY_OP_CLOSE, RMPY_OP_SEM_AVAILABLE, RMPY_OP_LATCH_TRY_SET, RMPY_OP_LATCH_COUNT_DOWN, RMPY_OP_LATCH_COUNT
-};
-enum { RMPY_REF_LOCK, RMPY_REF_SEMAPHORE, RMPY_REF_MULTI, RMPY_REF_LATCH };
-typedef struct rmpy_lockref rmpy_lockref;
-typedef struct rmpy_pool rmpy_pool;
-typedef struct rmpy_job {
-    int op;
-    redmutex_wait *wait;
-    redmutex_client *client;
-    int has_owner;
-    char owner[...];
-    int64_t ms;
-    int mode;
-    int release_first;
-    int rc;
-    int64_t out;
-    char msg[...];
-    ...;
-} rmpy_job;
-rmpy_lockref *rmpy_lockref_new(redmutex_lock *lock);
-rmpy_lockref *rmpy_ref_new(int type, void *obj);
-redmutex_lock *rmpy_lockref_lock(rmpy_lockref *r);
-void rmpy_lockref_unref(rmpy_lockref *r);
-rmpy_job *rmpy_job_new(void);
-void rmpy_job_unref(rmpy_job *j);
-void rmpy_job_set_lock(rmpy_job *j, rmpy_lockref *r);
-rmpy_pool *rmpy_pool_new(int threads);
-int rmpy_pool_fd(rmpy_pool *p);
-int rmpy_pool_submit(rmpy_pool *p, rmpy_job *j);
-int rmpy_pool_done(rmpy_pool *p, rmpy_job **out, int max);
-int rmpy_job_abandon(rmpy_pool *p, rmpy_job *j);
-void rmpy_pool_stop(rmpy_pool *p);
-"""
+AIO_HEADER = os.path.join(HERE, "_aio.h")
 
 # The queue between the core's log callback and the `redmutex` logger (python/redmutex/_log.c).
 LOG_SOURCE = os.path.join(HERE, "_log.c")
@@ -185,6 +156,20 @@ def generate_cdef(header: str = HEADER) -> tuple[str, dict[str, str]]:
     return "\n".join(defines) + "\n" + body, macros
 
 
+def generate_aio_cdef(header: str = AIO_HEADER) -> str:
+    """The cffi declarations of the worker pool, from its header (_aio.h):
+    without its comments and preprocessor lines; an array sized by a macro
+    gets the size cffi asks the compiler for ([...]), and the pool's atomic
+    fields, which Python never touches (and cffi cannot parse), become ``...;``."""
+    with open(header, encoding="utf-8") as f:
+        text = _strip_comments(f.read())
+    lines = [line for line in _logical_lines(text) if not line.strip().startswith("#")]
+    body = "\n".join(lines)
+    body = re.sub(r"^\s*_Atomic\b[^;]*;", "    ...;", body, flags=re.M)
+    body = re.sub(r"\[[^\]]*[A-Za-z_][^\]]*\]", "[...]", body)
+    return re.sub(r"\n\s*\n+", "\n", body).strip() + "\n"
+
+
 # The core's dependencies: hiredis (RESP) and OpenSSL (TLS), found with pkg-config.
 _DEPENDENCIES = ["hiredis", "openssl"]
 _FALLBACK_LIBRARIES = ["hiredis", "ssl", "crypto"]
@@ -224,13 +209,13 @@ def _rel(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def make_ffibuilder():  # type: ignore[no-untyped-def]
+def make_ffibuilder() -> FFI:
     """The FFI builder for setuptools (source paths relative to setup.py)."""
     from cffi import FFI
 
     cdef, _ = generate_cdef()
     ffibuilder = FFI()
-    ffibuilder.cdef(cdef + SIGNALS_CDEF + AIO_CDEF + LOG_CDEF)
+    ffibuilder.cdef(cdef + SIGNALS_CDEF + generate_aio_cdef() + LOG_CDEF)
     include_dirs, extra_cflags, library_dirs, libraries = _pkg_config_dependencies()
     sources = sorted(glob.glob(os.path.join(SOURCE_DIR, "*.c")))
     if not sources:

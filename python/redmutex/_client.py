@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import dataclasses
-import enum
 import functools
 import inspect
 import math
@@ -32,213 +30,29 @@ import ssl
 import threading
 import time
 import weakref
-from typing import Any, Callable, Sequence, TypeVar, Union, cast
+from typing import Any, Callable, Sequence, TypeVar, cast
 
 from . import _events, _logging, _signals, _stats
-from ._errors import (
-    ClosedError,
-    InvalidArgument,
-    LockLostError,
-    LockTimeout,
-    NotOwnedError,
-    TimeoutOverflow,
-    check,
+from ._args import (
+    _WAIT_FOREVER,
+    _WATCHDOG_LEASE_MIN_MS,
+    Name,
+    _acquire_wait_ms,
+    _add_note,
+    _to_bytes,
+    _to_count,
+    _to_ms,
 )
+from ._base import ClientBase, LockBase, LockInfo, LockState, ReadWriteBase, _exit_release, _inspect
+from ._errors import ClosedError, InvalidArgument, LockLostError, NotOwnedError, check
 from ._redmutex_cffi import ffi, lib
 
 __all__ = ["Client", "FairLock", "Lock", "LockState", "RLock", "ReadLock", "ReadWriteLock", "WriteLock"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-Name = Union[str, bytes]
 
-_TIME_MAX_MS: int = lib.REDMUTEX_TIME_MAX_MS
-# The core's smallest lease and watchdog lease (handle.c, client.c): checked
-# here too, so that the message says them in seconds, as they were given.
-_LEASE_MIN_MS = 10
-_WATCHDOG_LEASE_MIN_MS = 30
-_WAIT_FOREVER: int = lib.REDMUTEX_WAIT_FOREVER
 _ETIMEDOUT: int = lib.REDMUTEX_ETIMEDOUT
 _EINTR: int = lib.REDMUTEX_EINTR
-_ELOST: int = lib.REDMUTEX_ELOST
-
-
-class LockState(enum.IntEnum):
-    """What this process knows locally about its hold of a lock (no I/O)."""
-
-    #: Not held by this owner through this lock object.
-    UNLOCKED = lib.REDMUTEX_STATE_UNLOCKED
-    #: Held, and the last acquisition or renewal is within its validity.
-    HELD = lib.REDMUTEX_STATE_HELD
-    #: Renewal is failing (servers unreachable or slow); may still be held
-    #: until its validity ends, then it turns LOST.
-    RENEWAL_FAILING = lib.REDMUTEX_STATE_RENEWAL_FAILING
-    #: Definitely not held any more: the lease ran out or renewal found it gone.
-    LOST = lib.REDMUTEX_STATE_LOST
-
-
-_KIND_NAMES = {
-    lib.REDMUTEX_KIND_LOCK: "lock",
-    lib.REDMUTEX_KIND_RLOCK: "rlock",
-    lib.REDMUTEX_KIND_FAIR: "fair",
-    lib.REDMUTEX_KIND_READ: "read",
-    lib.REDMUTEX_KIND_WRITE: "write",
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class LockInfo:
-    """What the servers hold under a lock's name, whatever its kind (Lock.inspect()).
-
-    With several servers (Redlock) ``held`` and ``ttl`` are what a majority
-    says, ``owner`` the one a majority agrees on, ``fence`` the highest.
-    """
-
-    #: Whether a majority of the servers hold the lock (by anyone, either side of a read-write lock).
-    held: bool
-    #: What is stored: "lock", "rlock", "fair" (a fair lock with waiters, or read through a
-    #: fair_lock() handle), "read" or "write" (a read-write lock's mode); None when nothing is.
-    kind: str | None
-    #: The holder: the first 8 characters of a plain lock's token (the whole one would let anyone
-    #: release it), a Redisson owner field, a read-write lock's writer or first reader; None if unknown.
-    owner: str | None
-    #: The owner's hold count (1 for a plain lock).
-    hold_count: int
-    #: Remaining time to live in seconds; None when not held, or held without a TTL.
-    ttl: float | None
-    #: The fencing counter (the last token issued); None when none was ever issued.
-    fence: int | None
-    #: Waiters in a fair lock's queue.
-    queue_length: int
-    #: Owners holding the read side of a read-write lock.
-    readers: int
-    #: How many servers answered.
-    servers_answered: int
-
-
-def _inspect(ptr: Any) -> LockInfo:
-    """redmutex_lock_inspect on a C lock handle (blocks one round trip; the GIL is released)."""
-    info = ffi.new("redmutex_lock_info *")
-    info.version = lib.REDMUTEX_LOCK_INFO_VERSION
-    check(lib.redmutex_lock_inspect(info, ptr))
-    owner = ffi.string(info.owner).decode("utf-8", "surrogateescape")
-    return LockInfo(
-        held=bool(info.held),
-        kind=_KIND_NAMES.get(info.kind),
-        owner=owner or None,
-        hold_count=int(info.hold_count),
-        ttl=None if info.ttl_ms < 0 else info.ttl_ms / 1000,
-        fence=None if info.fence < 0 else int(info.fence),
-        queue_length=int(info.queue_length),
-        readers=int(info.readers),
-        servers_answered=int(info.servers_answered),
-    )
-
-
-# ---- argument conversion ---------------------------------------------------
-
-
-def _to_bytes(value: object, what: str, max_len: int) -> bytes:
-    """A name, owner or URL as the NUL-terminated bytes the C API takes."""
-    if isinstance(value, str):
-        try:
-            data = value.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise InvalidArgument(f"{what} is not valid UTF-8 text: {e}") from None
-    elif isinstance(value, bytes):
-        data = value
-    else:
-        raise InvalidArgument(f"{what} must be str or bytes, not {type(value).__name__}")
-    if not data:
-        raise InvalidArgument(f"{what} is empty")
-    if b"\0" in data:
-        raise InvalidArgument(f"{what} contains a NUL character, which the C API cannot pass")
-    if len(data) > max_len:
-        raise InvalidArgument(f"{what} is {len(data)} bytes long; at most {max_len} are allowed")
-    return data
-
-
-def _to_ms(value: object, what: str, *, allow_zero: bool = True, minimum_ms: int = 0) -> int:
-    """Seconds (int or float) to whole milliseconds, rounded up, validated.
-
-    Messages speak in seconds, the unit the caller gave: a value below the
-    minimum (a positive one that rounds to no time at all included) is
-    refused as "must be at least N seconds", never as zero or negative.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgument(f"{what} must be a number of seconds, not {type(value).__name__}")
-    seconds = float(value) if isinstance(value, float) else value
-    if isinstance(seconds, float) and (math.isnan(seconds) or math.isinf(seconds)):
-        raise InvalidArgument(f"{what} must be a finite number of seconds, not {value!r}")
-    if seconds < 0:
-        raise InvalidArgument(f"{what} must not be negative (got {value!r})")
-    if seconds > _TIME_MAX_MS / 1000:
-        raise InvalidArgument(
-            f"{what} of {value!r} seconds is too long; "
-            f"at most {_TIME_MAX_MS // 1000} seconds (one year) are allowed"
-        )
-    ms = math.ceil(round(seconds * 1000, 3))
-    floor = max(minimum_ms, 0 if allow_zero else 1)
-    if ms < floor:
-        raise InvalidArgument(f"{what} must be at least {floor / 1000:g} seconds (got {value!r})")
-    return int(ms)
-
-
-def _to_count(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(f"{what} must be an int, not {type(value).__name__}")
-    if value < 0:
-        raise InvalidArgument(f"{what} must not be negative (got {value!r})")
-    if value > 2**62:
-        raise InvalidArgument(f"{what} is too large (got {value!r})")
-    return value
-
-
-def _wait_ms(timeout: object, what: str = "timeout") -> int:
-    """A wait in seconds as a C wait in ms, by threading's rules for timeouts:
-    None or -1 wait forever, and so does a wait longer than the C core's
-    longest (a year) up to threading.TIMEOUT_MAX; a longer one raises an
-    InvalidArgument that is also an OverflowError, as threading raises."""
-    if timeout is None or (not isinstance(timeout, bool) and timeout == -1):
-        return _WAIT_FOREVER
-    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and not math.isnan(timeout):
-        if timeout > threading.TIMEOUT_MAX or math.isinf(timeout):
-            raise TimeoutOverflow(
-                f"{what} of {timeout!r} seconds is too large (threading.TIMEOUT_MAX is "
-                f"{threading.TIMEOUT_MAX})"
-            )
-        if timeout > _TIME_MAX_MS / 1000:
-            return _WAIT_FOREVER
-    return _to_ms(timeout, what)
-
-
-def _acquire_wait_ms(blocking: bool, timeout: object) -> int:
-    """threading.Lock.acquire's argument rules, as a C wait in ms."""
-    if not blocking:
-        if timeout != -1:
-            raise InvalidArgument("can't specify a timeout for a non-blocking call")
-        return 0
-    return _wait_ms(timeout)
-
-
-def _lock_options(lease: object, fencing: object, max_hold: object, max_extensions: object) -> Any:
-    """The C lock options for the keyword arguments of Client.lock() (validated)."""
-    opts = ffi.new("redmutex_lock_options *")
-    check(lib.redmutex_lock_options_init(opts, lib.REDMUTEX_LOCK_OPTIONS_VERSION))
-    if lease is not None:
-        opts.lease_ms = _to_ms(lease, "lease", minimum_ms=_LEASE_MIN_MS)
-    if max_hold is not None:
-        opts.max_hold_ms = _to_ms(max_hold, "max_hold", allow_zero=False)
-    if max_extensions is not None:
-        opts.max_extensions = _to_count(max_extensions, "max_extensions")
-    if fencing:
-        opts.flags |= lib.REDMUTEX_LOCK_FENCING
-    return opts
-
-
-def _add_note(exc: BaseException, note: str) -> None:
-    add = getattr(exc, "add_note", None)  # Python 3.11+
-    if add is not None:
-        add(note)
 
 
 def _tls_path(value: object, what: str) -> bytes:
@@ -339,7 +153,7 @@ class _CClient:
 # ---- Client --------------------------------------------------------------
 
 
-class Client:
+class Client(ClientBase):
     """A connection to one Redis server, or to N independent masters (Redlock).
 
     ``url_or_list`` is one URL or a list of them:
@@ -404,6 +218,8 @@ class Client:
     InvalidArgument for bad URLs or options, and with several URLs
     DuplicateEndpointError or AuthError found while connecting to them.
     """
+
+    _repr_name = "redmutex.Client"
 
     def __init__(
         self,
@@ -509,17 +325,6 @@ class Client:
     def server_count(self) -> int:
         """How many servers (N) the client uses; N > 1 means Redlock."""
         return self._server_count
-
-    @property
-    def closed(self) -> bool:
-        """True once close() has begun."""
-        return self._closed
-
-    def _check_open(self) -> None:
-        # The C core answers local queries after a close; this package's API
-        # raises ClosedError for every call on a closed client, as it always did.
-        if self._closed:
-            raise ClosedError("the client was closed", ClosedError.code)
 
     def stats(self) -> dict[str, Any]:
         """What the client has counted since it was made (no I/O, any thread, also after close).
@@ -783,30 +588,11 @@ class Client:
         """Closes the client (see close())."""
         self.close()
 
-    def __repr__(self) -> str:
-        state = "closed" if self.closed else "open"
-        return f"<redmutex.Client id={self._id} servers={self._server_count} {state}>"
-
 
 # ---- Lock -----------------------------------------------------------------
 
 
-def _observe_acquire(
-    observers: tuple[_stats.NameObservations, ...],
-    lock: Any,
-    owner: object,
-    exc: BaseException | None,
-    acquired: bool,
-    start: float,
-) -> None:
-    """Tells per-name observers how an acquire of `lock` for `owner` that began at `start` ended."""
-    seconds = time.monotonic() - start
-    outcome = _stats.outcome_of(exc, acquired)
-    for observer in observers:
-        observer.acquired(lock, owner, lock._kind, outcome, seconds)
-
-
-class Lock:
+class Lock(LockBase[Client]):
     """A plain, non-reentrant distributed lock (redis-py Lock wire format).
 
     Made by Client.lock(). Arguments:
@@ -832,99 +618,47 @@ class Lock:
 
     Two lock objects with the same name are two independent contenders; share
     one object between threads to use it like a threading.Lock.
+
+    The arguments, the local state and the properties are LockBase's
+    (_base.py), shared with redmutex.asyncio; the calls here block.
     """
 
-    _kind: int = lib.REDMUTEX_KIND_LOCK
+    _client_class = Client
+    _client_what = "redmutex.Client"
 
-    def __init__(
-        self,
-        client: Client,
-        name: Name,
-        *,
-        lease: float | None = None,
-        timeout: float | None = None,
-        fencing: bool = False,
-        owner: Name | None = None,
-        on_lost: Callable[[Lock, LockState], object] | None = None,
-        max_hold: float | None = None,
-        max_extensions: int | None = None,
-    ) -> None:
-        if not isinstance(client, Client):
-            raise InvalidArgument("client must be a redmutex.Client")
-        self._name = name
-        c_name = _to_bytes(name, "lock name", lib.REDMUTEX_NAME_MAX)
-        self._owner: Any = ffi.NULL if owner is None else _to_bytes(owner, "owner", lib.REDMUTEX_OWNER_MAX)
-        self._timeout_ms = _wait_ms(timeout)
-        self.timeout = timeout
-        if on_lost is not None and not callable(on_lost):
-            raise InvalidArgument("on_lost must be callable")
-        self._on_lost = on_lost
+    # -- helpers ------------------------------------------------------------
+
+    def _setup(self, handle: Any) -> None:
+        # Freeing a handle never blocks and is safe on any thread, in any
+        # order with the client; a hold it still has is released by close().
+        self._ptr = ffi.gc(handle, lib.redmutex_lock_free)
         # Levels this object holds, per thread (or explicit owner): what
         # _recursion_count() reports; the C core's local state is the truth
         # about whether it holds at all.
         self._levels: collections.defaultdict[object, int] = collections.defaultdict(int)
-        # Exceptions raised by on_lost, at most one: appended on the event
-        # thread (callbacks run one at a time), taken by the user's calls.
-        self._pending: collections.deque[BaseException] = collections.deque(maxlen=1)
 
-        opts = _lock_options(lease, fencing, max_hold, max_extensions)
-        self._fencing = bool(fencing)
-
-        # The Client stays alive as long as any of its locks (the C handle
-        # keeps the C client alive by itself).
-        self.client = client
-        out = ffi.new("redmutex_lock **")
-        check(lib.redmutex_lock_new(out, client._ptr, c_name, self._kind, opts))
-        # Freeing a handle never blocks and is safe on any thread, in any
-        # order with the client; a hold it still has is released by close().
-        self._ptr = ffi.gc(out[0], lib.redmutex_lock_free)
-        if on_lost is not None:
-            _events.listen(int(lib.redmutex_lock_id(self._ptr)), self)
-            client._c.pump_events()
-
-    # -- helpers ------------------------------------------------------------
+    def _listen(self) -> None:
+        _events.listen(int(lib.redmutex_lock_id(self._ptr)), self)
+        self.client._c.pump_events()
 
     def _run_on_lost(self, state: int, owner: str = "") -> None:
-        del owner  # a lock's object has one owner's hold in view
-        callback = self._on_lost
-        if callback is None:
-            return
-        try:
-            callback(self, LockState(state))
-        except BaseException as exc:  # noqa: BLE001 - kept for the lock's owner
-            if not self._pending:
-                self._pending.append(exc)
-
-    def _take_pending(self) -> BaseException | None:
-        try:
-            return self._pending.popleft()
-        except IndexError:
-            return None
-
-    def _raise_pending(self) -> None:
-        exc = self._take_pending()
-        if exc is not None:
-            raise exc
+        """Runs on_lost on the client's event thread (_events.py)."""
+        del owner  # a lock object has one owner's hold in view
+        self._call_on_lost(LockState(state))
 
     def _observer_owner(self) -> object:
         """Whose hold a per-name observer times: the explicit owner, else the
         lock object (plain) or the calling thread (reentrant kinds)."""
-        if self._owner != ffi.NULL:
+        if self._owner is not None:
             return self._owner
         return None if self._kind == lib.REDMUTEX_KIND_LOCK else threading.get_ident()
 
     def _acquire_ms(self, wait_ms: int) -> bool:
-        observers = self.client._observers
-        if not observers:  # the usual case: the C core counts by itself
+        if not self.client._observers:  # the usual case: the C core counts by itself
             return self._acquire_c(wait_ms)
-        start = time.monotonic()
-        try:
-            acquired = self._acquire_c(wait_ms)
-        except BaseException as exc:
-            _observe_acquire(observers, self, self._observer_owner(), exc, False, start)
-            raise
-        _observe_acquire(observers, self, self._observer_owner(), None, acquired, start)
-        return acquired
+        with self._observing(self._observer_owner()) as seen:
+            seen.acquired = self._acquire_c(wait_ms)
+        return seen.acquired
 
     def _acquire_c(self, wait_ms: int) -> bool:
         """Acquires within wait_ms (or forever); True, False on timeout, or raises.
@@ -948,7 +682,7 @@ class Lock:
             rc_out[0] = 1  # not run
             try:
                 interruptible = _signals.interruptible(wait_ms)
-                lib.rmpy_acquire(client_ptr, self._ptr, self._owner, wait_ms, interruptible, rc_out)
+                lib.rmpy_acquire(client_ptr, self._ptr, self._c_owner, wait_ms, interruptible, rc_out)
                 # No call from here to the return: a pending signal handler
                 # runs at calls, and only the one above may see a won lock.
                 rc = rc_out[0]
@@ -970,7 +704,7 @@ class Lock:
     def _give_back(self, exc: BaseException) -> None:
         """Releases the hold an acquisition just won, as exc propagates instead
         of the acquisition's result; says so on exc when it cannot."""
-        rc = lib.redmutex_lock_release(self._ptr, self._owner)
+        rc = lib.redmutex_lock_release(self._ptr, self._c_owner)
         if rc < 0:
             message = ffi.string(lib.redmutex_last_error()).decode("utf-8", "replace")
             _add_note(
@@ -982,7 +716,7 @@ class Lock:
     def _level_key(self) -> object:
         """Whose levels _levels counts: the explicit owner, else the calling
         thread (the default owner of the reentrant kinds)."""
-        return self._owner if self._owner != ffi.NULL else threading.get_ident()
+        return self._owner if self._owner is not None else threading.get_ident()
 
     def _is_owned(self) -> bool:
         """Whether this owner (explicit, else: a plain lock's object, a
@@ -992,12 +726,6 @@ class Lock:
             return self._local_state() in (LockState.HELD, LockState.RENEWAL_FAILING)
         except ClosedError:
             return False
-
-    def _timeout_error(self, waited: float) -> LockTimeout:
-        return LockTimeout(
-            f"lock {self._name!r} is held by another owner; waited {round(waited * 1000)} ms",
-            LockTimeout.code,
-        )
 
     # -- the threading.Lock interface --------------------------------------
 
@@ -1029,49 +757,32 @@ class Lock:
         (the work done under it was not protected to the end). A stored
         on_lost exception is raised after the release has been done.
         """
-        pending = self._take_pending()
         key = self._level_key()
-        try:
-            rc = lib.redmutex_lock_release(self._ptr, self._owner)
-            if self.client._observers and rc in (0, _ELOST):
-                for observer in self.client._observers:
-                    observer.released(self, self._observer_owner(), self._kind)
-            check(rc)
-        except LockLostError as lost:
-            self._levels.pop(key, None)
-            if pending is not None:
-                raise pending from lost
-            raise
-        except BaseException as err:
-            if isinstance(err, NotOwnedError):
+        with self._releasing():
+            try:
+                rc = lib.redmutex_lock_release(self._ptr, self._c_owner)
+                self._observe_release(rc, self._observer_owner())
+                check(rc)
+            except (LockLostError, NotOwnedError):
                 self._levels.pop(key, None)
-            if pending is not None and not self._pending:
-                self._pending.append(pending)
-            raise
-        if self._levels[key] > 0:
-            self._levels[key] -= 1
-        if pending is not None:
-            raise pending
+                raise
+            if self._levels[key] > 0:
+                self._levels[key] -= 1
 
     def __enter__(self) -> Lock:
         """Acquires with the lock's ``timeout`` (None: forever); raises LockTimeout."""
         self._raise_pending()
         start = time.monotonic()
         if not self._acquire_ms(self._timeout_ms):
-            raise self._timeout_error(time.monotonic() - start)
+            raise self._timeout_error(start)
         return self
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         """Releases. Raises LockLostError if the lease was lost while the block
         ran - unless the block raised, whose exception is never masked (the
         release error is then added to it as a note)."""
-        try:
+        with _exit_release(exc, self._note_exit_failure):
             self.release()
-        except BaseException as err:
-            if exc is None:
-                raise
-            note = f"redmutex: releasing lock {self._name!r} on leaving the block also failed: {err!r}"
-            _add_note(exc, note)
 
     def locked(self) -> bool:
         """True if anyone holds the lock, as the servers see it now (one round trip)."""
@@ -1084,7 +795,7 @@ class Lock:
         """True if this owner holds the lock, as the servers see it now."""
         self._raise_pending()
         out = ffi.new("int *")
-        check(lib.redmutex_lock_is_owned(out, self._ptr, self._owner))
+        check(lib.redmutex_lock_is_owned(out, self._ptr, self._c_owner))
         return bool(out[0])
 
     def extend(self, seconds: float, replace: bool = False) -> None:
@@ -1095,7 +806,7 @@ class Lock:
         ms = _to_ms(seconds, "seconds", allow_zero=False)
         self._raise_pending()
         mode = lib.REDMUTEX_EXTEND_REPLACE if replace else lib.REDMUTEX_EXTEND_ADD
-        check(lib.redmutex_lock_extend(self._ptr, self._owner, ms, mode))
+        check(lib.redmutex_lock_extend(self._ptr, self._c_owner, ms, mode))
 
     def force_release(self) -> bool:
         """Deletes the lock whoever holds it and wakes waiters (Redisson's
@@ -1117,21 +828,6 @@ class Lock:
     # -- properties -----------------------------------------------------------
 
     @property
-    def name(self) -> Name:
-        """The lock's name, as given (str or bytes); it is the Redis key."""
-        return self._name
-
-    @property
-    def owner(self) -> Name | None:
-        """The explicit owner id given at creation, or None for the default owner."""
-        return None if self._owner == ffi.NULL else self._owner
-
-    @property
-    def fencing(self) -> bool:
-        """True if the lock maintains fencing tokens."""
-        return self._fencing
-
-    @property
     def ttl(self) -> float | None:
         """Remaining time to live on the servers, in seconds (one round trip).
 
@@ -1149,61 +845,13 @@ class Lock:
         rlock (0 when not held); 1 or 0 for a plain lock. One round trip."""
         self._raise_pending()
         out = ffi.new("int64_t *")
-        check(lib.redmutex_lock_hold_count(out, self._ptr, self._owner))
-        return int(out[0])
-
-    @property
-    def state(self) -> LockState:
-        """This owner's hold as known locally (no I/O)."""
-        self._raise_pending()
-        return self._local_state()
-
-    def _local_state(self) -> LockState:
-        self.client._check_open()
-        out = ffi.new("redmutex_state *")
-        check(lib.redmutex_lock_state(out, self._ptr, self._owner))
-        return LockState(out[0])
-
-    @property
-    def lost(self) -> bool:
-        """True when this owner's hold is known to be lost (state LOST): the lease
-        ran out or renewal found the lock gone. Release it to reset."""
-        return self.state == LockState.LOST
-
-    @property
-    def validity(self) -> float:
-        """Seconds this owner's hold is still known to be valid (lease minus time
-        since acquisition or renewal minus clock drift); 0.0 when not held."""
-        self._raise_pending()
-        self.client._check_open()
-        out = ffi.new("int64_t *")
-        check(lib.redmutex_lock_validity(out, self._ptr, self._owner))
-        return max(0, out[0]) / 1000
-
-    @property
-    def fence(self) -> int | None:
-        """The fencing token of the current hold (an int that grows with every
-        acquisition of this name), or None when fencing is off or not held."""
-        self._raise_pending()
-        self.client._check_open()
-        if not self._fencing:
-            return None
-        out = ffi.new("int64_t *")
-        rc = lib.redmutex_lock_fence(out, self._ptr, self._owner)
-        if rc == lib.REDMUTEX_ENOTOWNER:
-            return None
-        check(rc)
+        check(lib.redmutex_lock_hold_count(out, self._ptr, self._c_owner))
         return int(out[0])
 
     def __repr__(self) -> str:
         """threading's form, "<locked redmutex.RLock object name='x' state=HELD at 0x...>":
         locked when this owner holds it, as known locally (no I/O)."""
-        kind = type(self).__name__
-        try:
-            state = "CLOSED" if self.client.closed else self._local_state().name
-        except Exception:  # noqa: BLE001 - repr must not raise
-            state = "?"
-        locked = "locked" if state in ("HELD", "RENEWAL_FAILING") else "unlocked"
+        kind, (locked, state) = type(self).__name__, self._repr_state()
         return f"<{locked} redmutex.{kind} object name={self._name!r} state={state} at {id(self):#x}>"
 
 
@@ -1282,7 +930,7 @@ class WriteLock(RLock):
     _kind = lib.REDMUTEX_KIND_WRITE
 
 
-class ReadWriteLock:
+class ReadWriteLock(ReadWriteBase[Client, ReadLock, WriteLock]):
     """A distributed read-write lock (Redisson RReadWriteLock wire format).
 
     Made by Client.rwlock(). ``rw.read`` (a ReadLock) and ``rw.write`` (a
@@ -1299,24 +947,8 @@ class ReadWriteLock:
     key. Not fair: a steady stream of readers can keep a writer waiting.
     """
 
-    def __init__(self, client: Client, name: Name, **lock_kwargs: Any) -> None:
-        self._read = ReadLock(client, name, **lock_kwargs)
-        self._write = WriteLock(client, name, **lock_kwargs)
-
-    @property
-    def read(self) -> ReadLock:
-        """The read side (shared)."""
-        return self._read
-
-    @property
-    def write(self) -> WriteLock:
-        """The write side (exclusive)."""
-        return self._write
-
-    @property
-    def name(self) -> Name:
-        """The lock's name, as given; it is the Redis key of the hash."""
-        return self._read.name
+    _read_class = ReadLock
+    _write_class = WriteLock
 
     def __repr__(self) -> str:
         return f"<redmutex.ReadWriteLock {self.name!r} read={self._read!r} write={self._write!r}>"

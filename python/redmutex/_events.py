@@ -37,7 +37,11 @@ _listeners: dict[int, weakref.ReferenceType[Any]] = {}
 
 def listen(lock_id: int, lock: _Listener) -> None:
     """Delivers the events of C lock `lock_id` to lock._run_on_lost while `lock` lives."""
-    _listeners[lock_id] = weakref.ref(lock, lambda _ref, key=lock_id: _listeners.pop(key, None))
+
+    def forget(_ref: weakref.ReferenceType[Any]) -> None:
+        _listeners.pop(lock_id, None)
+
+    _listeners[lock_id] = weakref.ref(lock, forget)
 
 
 class EventPump:

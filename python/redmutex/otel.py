@@ -33,12 +33,18 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from ._stats import BUCKET_BOUNDS, NameObservations
+
+if TYPE_CHECKING:
+    from ._async import AsyncClient
+    from ._client import Client
+
+AnyClient = Union["Client", "AsyncClient"]
 
 __all__ = ["Instrumentation", "instrument"]
 
@@ -100,7 +106,7 @@ class _Replayed:
 class Instrumentation:
     """What instrument() returns: close() stops reporting the client."""
 
-    def __init__(self, client: Any, meter: Any, name_label: Callable[[Any], str | None] | None) -> None:
+    def __init__(self, client: AnyClient, meter: Any, name_label: Callable[[Any], str | None] | None) -> None:
         self._client = weakref.ref(client)
         self._mu = threading.Lock()
         self._last: dict[str, Any] | None = None
@@ -114,7 +120,7 @@ class Instrumentation:
         self._names: NameObservations | None = None
         if name_label is not None:
             self._names = NameObservations(name_label, self._record_named)
-            getattr(client, "_client", client)._add_observer(self._names)
+            client._add_observer(self._names)
         # The first asynchronous instrument's callback takes the snapshot and
         # replays the histograms; the SDK runs every callback before it reads
         # any instrument, so the replayed values are in this collection.
@@ -142,7 +148,7 @@ class Instrumentation:
             self._closed = True
         client = self._client()
         if client is not None and self._names is not None:
-            getattr(client, "_client", client)._remove_observer(self._names)
+            client._remove_observer(self._names)
 
     def _record_named(self, metric: str, attributes: dict[str, str], seconds: float) -> None:
         (self._wait if metric == "acquire_wait" else self._hold).record(seconds, attributes)
@@ -196,7 +202,7 @@ class Instrumentation:
 
 
 def instrument(
-    client: Any,
+    client: AnyClient,
     meter_provider: Any | None = None,
     name_label: Callable[[Any], str | None] | None = None,
 ) -> Instrumentation:

@@ -39,11 +39,17 @@ series then has a ``client`` label, the client's id.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Union
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from ._stats import BUCKET_BOUNDS, NameObservations
+
+if TYPE_CHECKING:
+    from ._async import AsyncClient
+    from ._client import Client
+
+AnyClient = Union["Client", "AsyncClient"]
 
 __all__ = ["Collector"]
 
@@ -79,7 +85,7 @@ class Collector:
 
     def __init__(
         self,
-        client: Any | Sequence[Any],
+        client: AnyClient | list[AnyClient] | tuple[AnyClient, ...],
         name_label: Callable[[Any], str | None] | None = None,
     ) -> None:
         clients = list(client) if isinstance(client, (list, tuple)) else [client]
@@ -96,14 +102,14 @@ class Collector:
                 self._names.append(None)
                 continue
             obs = NameObservations(name_label)
-            _sync_client(c)._add_observer(obs)
+            c._add_observer(obs)
             self._names.append(obs)
 
     def close(self) -> None:
         """Stops counting per name (nothing to do without name_label)."""
         for c, obs in zip(self._clients, self._names):
             if obs is not None:
-                _sync_client(c)._remove_observer(obs)
+                c._remove_observer(obs)
 
     def describe(self) -> Iterable[Any]:
         return []
@@ -164,8 +170,3 @@ class Collector:
                 for error, n in sv["errors"].items():
                     errors.add_metric([server, error, *cl], n)
         yield from (wait, hold, held, waiters, renewals, lost, rtt, errors)
-
-
-def _sync_client(client: Any) -> Any:
-    """The redmutex.Client behind an AsyncClient (per-name observers live there)."""
-    return getattr(client, "_client", client)

@@ -207,6 +207,31 @@ static void test_url_redact_masks_every_secret_and_keeps_the_rest(void)
     CHECKF(strchr(out, 'p') == NULL || strstr(out, "ppp") == NULL, "a huge URL shown: %.60s", out);
 }
 
+/* A fragment is refused by the parser, and the refusal shows the URL: what follows '#' may be a secret. */
+static void test_url_redact_masks_a_fragment(void)
+{
+    static const char *const cases[][2] = {
+        {"redis://127.0.0.1:1#password=s3cr3tL", "redis://127.0.0.1:1#***"},
+        {"redis://h/0#hunter22", "redis://h/0#***"},
+        {"redis://h?db=1#hunter22", "redis://h?db=1#***"},
+        {"redis://u:pw@h#hunter22", "redis://***@h#***"},
+        {"redis://u:hun#ter22@h", "redis://***@h"}, /* '#' in the password: the user part masks it */
+        {"redis://h#", "redis://h#"},
+    };
+    char out[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int n = redmutex_url_redact(out, sizeof out, cases[i][0]);
+        CHECKF(strcmp(out, cases[i][1]) == 0, "'%s' shown as '%s', expected '%s'", cases[i][0], out, cases[i][1]);
+        CHECKF(n == (int)strlen(cases[i][1]), "'%s': length %d", cases[i][0], n);
+    }
+    /* The refusal of such a URL, as a client reports it. */
+    const char *u = "redis://127.0.0.1:1#password=s3cr3tL";
+    redmutex_client *c = NULL;
+    CHECK_RC(redmutex_client_new(&c, &u, 1, NULL), REDMUTEX_EINVAL);
+    CHECKF(!strstr(redmutex_last_error(), "s3cr3tL") && strstr(redmutex_last_error(), "fragments are not supported"),
+           "message: %s", redmutex_last_error());
+}
+
 /* The messages of a client that cannot reach its server show the URL redacted, whichever form held the password. */
 static void test_query_password_is_used_and_never_shown(void)
 {
@@ -448,6 +473,7 @@ int main(int argc, char **argv)
         {"free_null_is_noop", test_free_null_is_noop},
         {"malformed_urls_rejected_without_password_leak", test_malformed_urls_rejected_without_password_leak},
         {"url_redact_masks_every_secret_and_keeps_the_rest", test_url_redact_masks_every_secret_and_keeps_the_rest},
+        {"url_redact_masks_a_fragment", test_url_redact_masks_a_fragment},
         {"query_password_is_used_and_never_shown", test_query_password_is_used_and_never_shown},
         {"query_option_refusals_say_what_is_wrong", test_query_option_refusals_say_what_is_wrong},
         {"client_arguments", test_client_arguments},

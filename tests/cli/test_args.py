@@ -149,9 +149,9 @@ def test_version_matches_the_header(cli: Cli) -> None:
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--lease", "0.005"], "--lease must be at least 0.01 seconds"),
-        (["--lease", "0.0001"], "--lease must be at least 0.01 seconds"),  # positive, below a millisecond
-        (["--lease", "0"], "--lease must be at least 0.01 seconds"),
+        (["--lease", "0.005"], "--lease must be at least 0.1 seconds"),
+        (["--lease", "0.0001"], "--lease must be at least 0.1 seconds"),  # positive, below a millisecond
+        (["--lease", "0"], "--lease must be at least 0.1 seconds"),
         (["--lease", "-1"], "--lease needs a number of seconds"),
         (["--wait", "-0.0001"], "--wait needs a number of seconds >= 0"),
         (["--kill-after", "1e12"], "seconds >= 0 (at most 31622400)"),

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 import time
 
 import pytest
 import redis
 import redmutex
-from redmutex.asyncio import AsyncClient
+from redmutex.asyncio import (
+    AsyncClient,
+    AsyncCountDownLatch,
+    AsyncFairLock,
+    AsyncLock,
+    AsyncMultiLock,
+    AsyncRLock,
+    AsyncSemaphore,
+)
 
 
 def test_async_semaphore_holds_and_gives_back(redis_url: str, r: redis.Redis) -> None:
@@ -128,5 +137,94 @@ def test_async_multi_lock_all_or_nothing_and_no_deadlock(redis_url: str, r: redi
             names = ["ad:x", "ad:y", "ad:z"]
             await asyncio.wait_for(asyncio.gather(run(names), run(names[::-1])), 120)
             assert rounds[0] == 100
+
+    asyncio.run(main())
+
+
+# ---- one implementation for both APIs --------------------------------------------------
+
+
+def _properties(cls: type) -> set[str]:
+    return {name for name, value in inspect.getmembers(cls) if isinstance(value, property)}
+
+
+@pytest.mark.parametrize(
+    ("blocking", "awaited", "coroutines"),
+    [
+        # A round trip is awaited in asyncio: a coroutine method there.
+        (redmutex.Lock, AsyncLock, {"ttl", "hold_count"}),
+        (redmutex.RLock, AsyncRLock, {"ttl", "hold_count"}),
+        (redmutex.FairLock, AsyncFairLock, {"ttl", "hold_count"}),
+        (redmutex.Semaphore, AsyncSemaphore, set()),
+        (redmutex.CountDownLatch, AsyncCountDownLatch, {"count"}),
+        (redmutex.MultiLock, AsyncMultiLock, set()),
+    ],
+)
+def test_each_asyncio_class_has_the_blocking_ones_properties(
+    blocking: type, awaited: type, coroutines: set[str]
+) -> None:
+    """The local state (no I/O) reads the same in both APIs: a property of
+    one that the other lacks is drift between two copies."""
+    assert _properties(blocking) - coroutines == _properties(awaited)
+
+
+def test_an_async_semaphore_refuses_local_queries_on_a_closed_client_as_the_blocking_one_does(
+    redis_url: str,
+) -> None:
+    with redmutex.Client(redis_url) as client:
+        sem = client.semaphore("closed:s", 2)
+    with pytest.raises(redmutex.ClosedError):
+        _ = sem.state
+
+    async def main() -> None:
+        client = AsyncClient(redis_url)
+        sem = client.semaphore("closed:a", 2)
+        await client.close()
+        for prop in ("state", "lost"):
+            with pytest.raises(redmutex.ClosedError):
+                getattr(sem, prop)
+        assert "redmutex.asyncio.AsyncSemaphore name='closed:a' permits=2 held=0" in repr(sem)
+
+    asyncio.run(main())
+
+
+def test_asyncio_semaphores_latches_and_multi_locks_say_what_they_are(redis_url: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(redis_url) as c:
+            assert "<redmutex.asyncio.AsyncCountDownLatch name='r:l'" in repr(c.latch("r:l"))
+            multi = c.multi_lock([c.lock("r:a"), c.lock("r:b")])
+            assert "<redmutex.asyncio.AsyncMultiLock locks=['r:a', 'r:b']" in repr(multi)
+
+    asyncio.run(main())
+
+
+def test_an_async_semaphore_keeps_what_an_awaitable_on_lost_raised(redis_url: str, r: redis.Redis) -> None:
+    """As for AsyncLock: the exception of an on_lost coroutine is raised by
+    the next call on the semaphore, not dropped with its task."""
+
+    class Gone(Exception):
+        pass
+
+    news: list[tuple[redmutex.LockState, str]] = []
+
+    async def on_lost(sem: AsyncSemaphore, state: redmutex.LockState, permit: str) -> None:
+        news.append((state, permit))
+        raise Gone(permit)
+
+    async def main() -> None:
+        async with AsyncClient(redis_url, watchdog_lease=0.6) as c:
+            sem = c.semaphore("a:gone", 2, on_lost=on_lost)
+            with pytest.raises(redmutex.LockLostError):
+                async with sem:
+                    permit = sem.permit_id
+                    r.delete("{a:gone}:timeout")
+                    deadline = time.monotonic() + 20
+                    while not news:
+                        assert time.monotonic() < deadline, "no lost-permit news"
+                        await asyncio.sleep(0.02)
+            assert news[0] == (redmutex.LockState.LOST, permit)
+            with pytest.raises(Gone):
+                _ = sem.state
+            assert sem.state == redmutex.LockState.UNLOCKED  # raised once
 
     asyncio.run(main())

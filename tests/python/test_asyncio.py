@@ -547,6 +547,35 @@ def test_close_ends_waits_and_stops_the_workers(redis_url, r):
     asyncio.run(main())
 
 
+def test_a_closed_client_refuses_local_queries_as_the_blocking_api_does(redis_url, r):
+    """The blocking API's rule, the same in asyncio: every call on a closed
+    client raises ClosedError, also those that need no I/O (the C core would
+    still answer them), also a fence of a lock without fencing."""
+
+    async def main():
+        client = AsyncClient(redis_url)
+        plain, fenced, reentrant = client.lock("q"), client.lock("q2", fencing=True), client.rlock("q3")
+        await fenced.acquire()
+        await client.close()
+        for lock in (plain, fenced, reentrant):
+            for prop in ("state", "lost", "validity", "fence"):
+                with pytest.raises(redmutex.ClosedError):
+                    getattr(lock, prop)
+        with pytest.raises(redmutex.ClosedError):
+            client.task_owner()
+        assert "unlocked" in repr(fenced)
+
+    asyncio.run(main())
+    with redmutex.Client(redis_url) as client:
+        lock = client.lock("q")
+    for prop in ("state", "lost", "validity", "fence"):
+        with pytest.raises(redmutex.ClosedError):
+            getattr(lock, prop)
+    with pytest.raises(redmutex.ClosedError):
+        client.thread_owner()
+    assert "state=CLOSED" in repr(lock)
+
+
 def test_bad_input_and_a_second_loop(redis_url, r):
     with pytest.raises(redmutex.InvalidArgument):
         AsyncClient(redis_url, pool_threads=0)

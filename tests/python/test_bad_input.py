@@ -245,6 +245,7 @@ def test_lock_times_below_their_minimum_are_refused_in_seconds(client, commands,
         "rediss://127.0.0.1:{port}?password=hunter22&ssl_cert_reqs=none",
         "redis://bob:hunter22@127.0.0.1:{port}",
         "redis://127.0.0.1:{port}?pasword=hunter22",  # misspelt: refused, and still not shown
+        "redis://127.0.0.1:{port}#password=hunter22",  # a fragment: refused, and not shown
     ],
 )
 def test_a_password_in_the_url_is_in_no_message(url):

@@ -110,3 +110,52 @@ def test_check_maps_codes_and_messages():
         redmutex.check(lib.redmutex_lock_options_init(redmutex._ffi.NULL, 1))
     assert info.value.code == lib.REDMUTEX_EINVAL
     assert "opts is NULL" in str(info.value)
+
+
+def test_the_type_stub_of_the_compiled_module_ships_and_matches_it():
+    """The package ships py.typed, so type checkers read _redmutex_cffi.pyi for
+    the compiled module: it is installed, and what it declares of ffi is there
+    (a method that was renamed or dropped would type-check and then fail)."""
+    import ast
+
+    from redmutex._redmutex_cffi import ffi
+
+    package = os.path.dirname(redmutex.__file__)
+    assert os.path.exists(os.path.join(package, "py.typed"))
+    stub = os.path.join(package, "_redmutex_cffi.pyi")
+    assert os.path.exists(stub), "the type stub of the compiled module is not installed"
+    with open(stub, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    (ffi_class,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_FFI"]
+    declared = {n.name for n in ffi_class.body if isinstance(n, ast.FunctionDef)}
+    declared |= {n.target.id for n in ffi_class.body if isinstance(n, ast.AnnAssign)}
+    assert {"new", "string", "NULL"} <= declared
+    assert not [name for name in declared if not hasattr(ffi, name)]
+    # The stub says string() returns bytes: so it does for the char arrays the package reads.
+    assert isinstance(ffi.string(lib.redmutex_version()), bytes)
+    stubbed = {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign)}
+    assert stubbed == {"ffi", "lib"}
+
+
+AIO_HEADER = os.path.join(ROOT, "python", "redmutex", "_aio.h")
+
+
+def test_the_asyncio_pool_declarations_are_generated_from_its_header(build_module, tmp_path):
+    """_aio.h is the one declaration of the worker pool: a function or a job
+    field added there reaches the cffi module without a second copy in
+    _build.py (which could drift from it)."""
+    from cffi import FFI
+
+    with open(AIO_HEADER, encoding="utf-8") as f:
+        text = f.read()
+    text = text.replace("    int64_t out;\n", "    int64_t out;\n    int64_t added_field;\n")
+    text = text.replace("#endif", "/* Added. */\nint rmpy_added_for_the_test(rmpy_job *j);\n#endif")
+    header = tmp_path / "_aio.h"
+    header.write_text(text, encoding="utf-8")
+    cdef = build_module.generate_aio_cdef(str(header))
+    assert "rmpy_added_for_the_test" in cdef and "added_field" in cdef
+    assert "#" not in cdef and "/*" not in cdef and "_Atomic" not in cdef
+    core, _ = build_module.generate_cdef(HEADER)
+    FFI().cdef(core + cdef)  # raises on anything cffi cannot parse
+    declared = set(re.findall(r"\b(rmpy_[a-z0-9_]+)\s*\(", build_module.generate_aio_cdef(AIO_HEADER)))
+    assert declared and all(hasattr(lib, name) for name in declared)
