@@ -193,3 +193,42 @@ bool rm_failover_read(rm_call *call, rm_slot *s, const rm_req *req)
     memcpy(s->msg, msg, sizeof msg);
     return true;
 }
+
+/*
+ * A slot whose connection failed before its request went out may try
+ * elsewhere within its deadline: the next seed of a multi-host URL, or, on
+ * a cluster, the slot's owner after a refresh of the map (a master that
+ * died and was replaced), on a Sentinel deployment the master the sentinels
+ * name (rm_failover_reroute). Nothing ran, so nothing is sent twice.
+ */
+void rm_failover_reroute_failed(rm_call *call, const rm_req *req, int64_t connect_deadline, bool *pending)
+{
+    redmutex_client *c = call->c;
+    for (size_t i = 0; i < call->n; i++) {
+        rm_slot *s = &call->slots[i];
+        bool sentinel = rm_deploy_is_sentinel(c, s->dep);
+        if (s->status != RM_SLOT_DONE || !(s->broken || (s->stalled && sentinel)) || s->sent ||
+            s->err != REDMUTEX_ECONN || s->excluded || s->fixed_node || rm_now_ns() >= s->deadline_ns)
+            continue;
+        if (sentinel) { /* the sentinels may name another master (failover.c) */
+            rm_failover_reroute(call, s, (s->req ? s->req : req), connect_deadline);
+            continue;
+        }
+        rm_server *entry = &c->servers[s->dep];
+        bool cluster = rm_deploy_is_cluster(c, s->dep);
+        int seeds = entry->ep.n_seeds;
+        if (cluster ? s->reroutes >= 2 : seeds < 2 || s->reroutes >= seeds - 1)
+            continue;
+        s->reroutes++;
+        if (cluster)
+            rm_deploy_refresh(NULL, c, s->dep, s->deadline_ns);
+        else
+            atomic_store(&entry->seed, (atomic_load(&entry->seed) + 1) % seeds);
+        s->status = RM_SLOT_RUNNING;
+        s->err = 0;
+        s->broken = false;
+        s->node = NULL;
+        s->asking = s->ask_fixed;
+        pending[i] = !rm_slot_start(call, s, (s->req ? s->req : req), connect_deadline);
+    }
+}

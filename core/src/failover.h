@@ -38,4 +38,12 @@ void rm_failover_reroute(rm_call *call, rm_slot *s, const rm_req *req, int64_t c
  */
 bool rm_failover_read(rm_call *call, rm_slot *s, const rm_req *req);
 
+/**
+ * The slots of a call whose connection failed before their request went
+ * out try again elsewhere within their deadline: the next seed of a
+ * multi-host URL, a cluster's owner after a refresh of its map, a Sentinel
+ * deployment's master (rm_failover_reroute). pending[i]: as rm_slot_start.
+ */
+void rm_failover_reroute_failed(rm_call *call, const rm_req *req, int64_t connect_deadline, bool *pending);
+
 #endif

@@ -337,44 +337,6 @@ static void start_slots(rm_call *call, const rm_req *req, int64_t deadline_ns, i
     }
 }
 
-/*
- * A slot whose connection failed before its request went out may try
- * elsewhere within its deadline: the next seed of a multi-host URL, or, on
- * a cluster, the slot's owner after a refresh of the map (a master that
- * died and was replaced). Nothing ran, so nothing is sent twice.
- */
-static void reroute_failed(rm_call *call, const rm_req *req, int64_t connect_deadline, bool *pending)
-{
-    redmutex_client *c = call->c;
-    for (size_t i = 0; i < call->n; i++) {
-        rm_slot *s = &call->slots[i];
-        bool sentinel = rm_deploy_is_sentinel(c, s->dep);
-        if (s->status != RM_SLOT_DONE || !(s->broken || (s->stalled && sentinel)) || s->sent ||
-            s->err != REDMUTEX_ECONN || s->excluded || s->fixed_node || rm_now_ns() >= s->deadline_ns)
-            continue;
-        if (sentinel) { /* the sentinels may name another master (failover.c) */
-            rm_failover_reroute(call, s, slot_req(s, req), connect_deadline);
-            continue;
-        }
-        rm_server *entry = &c->servers[s->dep];
-        bool cluster = rm_deploy_is_cluster(c, s->dep);
-        int seeds = entry->ep.n_seeds;
-        if (cluster ? s->reroutes >= 2 : seeds < 2 || s->reroutes >= seeds - 1)
-            continue;
-        s->reroutes++;
-        if (cluster)
-            rm_deploy_refresh(NULL, c, s->dep, s->deadline_ns);
-        else
-            atomic_store(&entry->seed, (atomic_load(&entry->seed) + 1) % seeds);
-        s->status = RM_SLOT_RUNNING;
-        s->err = 0;
-        s->broken = false;
-        s->node = NULL;
-        s->asking = s->ask_fixed;
-        pending[i] = !rm_slot_start(call, s, slot_req(s, req), connect_deadline);
-    }
-}
-
 /* The descriptors of one poll() round, and when it must end. */
 typedef struct poll_set {
     struct pollfd *pfds;
@@ -511,7 +473,7 @@ static void run_loop(rm_call *call, const rm_req *req, int64_t connect_deadline,
             decided_now = true;
         if (decided_now && !(call->must_send && any_unsent(call, pending)))
             break;
-        reroute_failed(call, req, connect_deadline, pending);
+        rm_failover_reroute_failed(call, req, connect_deadline, pending);
         poll_prepare(call, req, connect_deadline, pending, ps);
         if (ps->np == 0 && !ps->retrying && ps->next_deadline == INT64_MAX)
             break;
