@@ -21,10 +21,10 @@ import sys
 
 LAYERS = [
     ["util.c", "error.c", "options.c", "stats.c"],
-    ["redact.c", "url.c", "resp.c", "scripts.c", "slots.c", "topology.c"],
+    ["redact.c", "url.c", "sentinel_url.c", "resp.c", "scripts.c", "slots.c", "topology.c"],
     ["conn.c", "tls.c"],
-    ["pool.c", "deploy.c"],
-    ["fanout.c", "slot.c", "redirect.c"],
+    ["pool.c", "deploy.c", "sentinel.c", "sentinel_watch.c"],
+    ["fanout.c", "slot.c", "redirect.c", "failover.c"],
     ["quorum.c", "tally.c"],
     ["kind.c", "kind_plain.c", "kind_rlock.c", "kind_fair.c", "kind_rw.c", "kind_sem.c"],
     ["handle.c", "owner.c", "holds.c", "watchdog.c", "renew.c", "events.c", "unsettled.c"],

@@ -63,8 +63,8 @@ if [ -d tests/python ]; then
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
   build-venv/bin/python -m pip install -q . pytest redis ruff hypothesis prometheus_client opentelemetry-sdk mypy types-cffi
-  build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench tests/rmcluster.py setup.py packaging
-  build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench tests/rmcluster.py setup.py packaging
+  build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench tests/rmcluster.py tests/rmsentinel.py setup.py packaging
+  build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench tests/rmcluster.py tests/rmsentinel.py setup.py packaging
   build-venv/bin/mypy python/redmutex   # --strict, from pyproject.toml
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)
   (cd tests/python && REDMUTEX_TEST_SERVER=$valkey ../../build-venv/bin/python -m pytest -q \

@@ -12,7 +12,7 @@ export REDMUTEX_TEST_TIME_SCALE=${REDMUTEX_TEST_TIME_SCALE:-4}
 tests=(test_api test_quorum test_lock test_rlock test_hostile test_concurrency test_watchdog test_redlock test_races test_safety
        test_tls test_acl test_interrupt test_events test_lifetimes test_options test_pollwait test_fair test_fair_handoff test_rwlock
        test_thread_signals test_cluster test_cluster_moves test_inspect test_ttl test_stats
-       test_semaphore test_latch test_multilock)
+       test_semaphore test_latch test_multilock test_sentinel)
 for t in "${tests[@]}"; do
   start=$(date +%s)
   valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible --error-exitcode=1 \

@@ -290,12 +290,19 @@ typedef struct redmutex_client_options {
     int64_t retry_count;
     /**
      * After acquire/extend/renew, WAIT for this many replicas to acknowledge;
-     * 0 = off. Default 0. An acquisition or extension fails with
-     * REDMUTEX_EREPLICAS when fewer acknowledge. A watchdog renewal asks a
-     * master for no more replicas than it has in service as last seen in
-     * the deployment's topology (after a failover the promoted master has
-     * none at first): it keeps a hold alive rather than losing it for want
-     * of a replica that does not exist (docs/deployments.md).
+     * 0 = off. Default -1: each deployment's own default, which is 1 on a
+     * Sentinel deployment (redis+sentinel://) and 0 on every other. A WAIT
+     * asks a master for no more replicas than it has: on a cluster, those in
+     * service in the topology as last read (after a failover the promoted
+     * master has none at first) or online at its last ROLE; on a Sentinel
+     * deployment with -1, those its ROLE lists (probed every second and
+     * after each failover). So a master with no replica takes and renews
+     * locks instead of refusing every lock until one attaches
+     * (docs/deployments.md). An explicit value on a Sentinel deployment is
+     * asked as given. Fewer acknowledgements than asked fail an acquisition
+     * or extension with REDMUTEX_EREPLICAS (the acquisition undone). A
+     * program built with an older header, whose initialiser set 0, keeps 0:
+     * off, as it was.
      */
     int64_t min_replicas;
     /** Timeout given to WAIT when min_replicas > 0. Default 1000. */
@@ -363,7 +370,7 @@ typedef struct redmutex_client_options {
 } redmutex_client_options;
 
 #define REDMUTEX_CLIENT_OPTIONS_INIT \
-    {REDMUTEX_CLIENT_OPTIONS_VERSION, 0, 2000, 1000, 30000, 1000, 200, 0, 0, 1000, 2000, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+    {REDMUTEX_CLIENT_OPTIONS_VERSION, 0, 2000, 1000, 30000, 1000, 200, 0, -1, 1000, 2000, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /**
  * Fills `opts` with the defaults for `version` (pass
@@ -411,6 +418,27 @@ REDMUTEX_API int redmutex_client_options_init(redmutex_client_options *opts, uns
  * names the cause (unknown CA, name mismatch, expired certificate, the
  * server requires a client certificate, not a TLS port...). Files that cannot
  * be loaded fail here with REDMUTEX_EINVAL.
+ *
+ * Sentinel: redis+sentinel://[user[:password]@]s1[:port],s2[:port],.../SERVICE[/db]
+ * names the sentinels (port 26379 by default) and the service they monitor
+ * the master by; user, password and db are the master's. Query options:
+ * sentinel_username and sentinel_password (the sentinels' own AUTH; values
+ * percent-decoded), and on rediss+sentinel:// (TLS to the sentinels and
+ * the data nodes) the ssl_ options above. The sentinels are asked in order
+ * (any one that answers is enough) for the master
+ * (SENTINEL GET-MASTER-ADDR-BY-NAME); every new connection to it confirms
+ * with ROLE that it is the master before anything is sent. A master that
+ * answers READONLY, refuses WAIT as a replica, says ROLE replica or refuses
+ * connections sends the call back to the sentinels, within the call's own
+ * deadline (a failover costs a call round trips, never a write to a
+ * demoted master); a background thread per client listens to every
+ * sentinel's +switch-master, so waits and renewals follow a failover too.
+ * Errors of a Sentinel deployment: REDMUTEX_ECONN (no sentinel answered,
+ * or none knows the service: the message names each sentinel and what it
+ * said), REDMUTEX_EAUTH (the sentinels refused the sentinel credentials).
+ * A standalone redis:// server that answers READONLY (a managed primary
+ * endpoint after a failover) has its connections dropped, and the call goes
+ * again on a new one, whose host name is resolved again, within its deadline.
  *
  * With one URL, connections are made on first use. With several, the client
  * connects to every server now to compare their run_ids: two URLs that reach

@@ -16,6 +16,7 @@
 #include "pollwait.h"
 #include "pool.h"
 #include "quorum.h"
+#include "sentinel.h"
 #include "tls.h"
 #include "unsettled.h"
 #include "url.h"
@@ -78,8 +79,9 @@ static int check_options(rm_err *err, const redmutex_client_options *o)
     if (o->retry_count < 0 || o->retry_count > 1000000)
         return rm_fail(err, REDMUTEX_EINVAL, "client option retry_count = %lld is out of range (0..1000000)",
                        (long long)o->retry_count);
-    if (o->min_replicas < 0 || o->min_replicas > 1000)
-        return rm_fail(err, REDMUTEX_EINVAL, "client option min_replicas = %lld is out of range (0..1000)",
+    if (o->min_replicas < -1 || o->min_replicas > 1000)
+        return rm_fail(err, REDMUTEX_EINVAL,
+                       "client option min_replicas = %lld is out of range (0..1000, or -1: the deployment's default)",
                        (long long)o->min_replicas);
     return 0;
 }
@@ -132,6 +134,7 @@ static void atfork_child(void)
         rm_deploy_after_fork(c);
         rm_watchdog_forget(c);
         rm_subscriber_forget(c);
+        rm_watch_forget(c);
         init_cond(&c->renew_done);
         rm_interrupt_after_fork(c);
         rm_events_after_fork(c);
@@ -187,6 +190,29 @@ static void client_destroy(redmutex_client *c)
     free(c);
 }
 
+/* A deployment's master moved (sentinel.c, c->mu held): its waiters and renewals follow. */
+static void deploy_moved(redmutex_client *c, size_t i)
+{
+    rm_subscriber_moved(c, i);
+    rm_holds_renew_now(c, i);
+}
+
+/*
+ * min_replicas -1, the default: each deployment's own (1 on a Sentinel
+ * deployment, as far as its master has replicas; 0 elsewhere: sentinel.c).
+ * opts.min_replicas then says whether any request carries a WAIT at all.
+ */
+static void replicas_default(redmutex_client *c)
+{
+    if (c->opts.min_replicas >= 0)
+        return;
+    c->replicas_by_deployment = true;
+    c->opts.min_replicas = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (rm_deploy_is_sentinel(c, i))
+            c->opts.min_replicas = 1;
+}
+
 static int ping_all(rm_err *err, redmutex_client *c)
 {
     rm_call call;
@@ -205,6 +231,18 @@ static int ping_all(rm_err *err, redmutex_client *c)
     }
     rm_call_end(&call);
     return rc;
+}
+
+/* Puts a new client on the fork registry (fork() then takes its mutex first). */
+static void registry_add(redmutex_client *c)
+{
+    pthread_once(&atfork_once, install_atfork);
+    pthread_mutex_lock(&registry_mu);
+    c->next_all = registry;
+    if (registry)
+        registry->prev_all = c;
+    registry = c;
+    pthread_mutex_unlock(&registry_mu);
 }
 
 /* redmutex_client_new, with the call's error. */
@@ -245,6 +283,7 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
     c->n = n_urls;
     c->quorum = rm_quorum_of(n_urls);
     c->on_server_restart = rm_holds_server_restarted;
+    c->on_deploy_moved = deploy_moved;
     rm_stats_init(&c->stats, &o);
     if ((rc = make_uuid(err, c->id)) != 0) {
         client_destroy(c);
@@ -270,20 +309,15 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
             return rc;
         }
     }
+    replicas_default(c);
     /* The TLS setup has read the caller's paths and context: keep no pointers to them. */
     c->opts.tls_context = NULL;
     c->opts.tls_ca_file = c->opts.tls_cert_file = c->opts.tls_key_file = c->opts.tls_server_name = NULL;
-    if (n_urls > 1 && (rc = ping_all(err, c)) != 0) {
+    if ((n_urls > 1 && (rc = ping_all(err, c)) != 0) || (rc = rm_watch_start(err, c)) != 0) {
         client_destroy(c);
         return rc;
     }
-    pthread_once(&atfork_once, install_atfork);
-    pthread_mutex_lock(&registry_mu);
-    c->next_all = registry;
-    if (registry)
-        registry->prev_all = c;
-    registry = c;
-    pthread_mutex_unlock(&registry_mu);
+    registry_add(c);
     *out = c;
     return 0;
 }

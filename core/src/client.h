@@ -52,6 +52,14 @@ struct redmutex_client {
     struct rm_unsettled_list *unsettled; /* unsettled.c: releases of unknown outcome (c->mu) */
     _Atomic int n_unsettled;             /* ... how many: 0 keeps acquisitions off c->mu */
     _Atomic bool has_cluster;            /* deploy.c: some deployment is a cluster (requests are routed by slot) */
+    /* Sentinel deployments (sentinel.c, sentinel_watch.c). min_replicas was
+       left at -1: each deployment's WAIT count is its own default (client.c
+       sets opts.min_replicas to 1 when some deployment waits, else 0). */
+    bool replicas_by_deployment;
+    /* Called with c->mu held when deployment i's master moved (a failover):
+       the subscriber and the watchdog follow it. Installed by the client. */
+    void (*on_deploy_moved)(struct redmutex_client *c, size_t i);
+    struct rm_watch *watch; /* the thread that watches the sentinels, or NULL */
     rm_stats stats;                      /* stats.c: counts and the log callback (atomics, no mutex) */
 };
 

@@ -266,6 +266,11 @@ size_t rm_conn_handshake(rm_conn *c, rm_buf *b, bool want_info)
         rm_format_command(b, 2, argv, NULL);
         n++;
     }
+    if (c->srv->check_role) { /* before anything is sent: is it still the master? */
+        const char *argv[1] = {"ROLE"};
+        rm_format_command(b, 1, argv, NULL);
+        n++;
+    }
     if (want_info) {
         const char *argv[2] = {"INFO", "server"};
         rm_format_command(b, 2, argv, NULL);
@@ -300,6 +305,32 @@ static int version_major(const char *info)
     return v ? atoi(v + 14) : 0;
 }
 
+/*
+ * ROLE of a node named master by sentinels: "master" and its online
+ * replicas (counted for WAIT), or anything else, which ends the handshake
+ * before a request could follow. An error reply (an ACL without ROLE)
+ * confirms nothing but stops nothing: READONLY would still tell.
+ */
+static int check_role(rm_err *err, rm_conn *c, const rm_reply *r)
+{
+    rm_server *srv = c->srv;
+    if (r->type == RM_REPLY_ERROR) {
+        atomic_store(&srv->replicas, -1);
+        return 0;
+    }
+    bool master = r->type == RM_REPLY_ARRAY && r->elements >= 3 && r->element[0]->type == RM_REPLY_STRING &&
+                  strcmp(r->element[0]->str, "master") == 0 && r->element[2]->type == RM_REPLY_ARRAY;
+    if (master) {
+        atomic_store(&srv->replicas, (int)r->element[2]->elements);
+        return 0;
+    }
+    const char *role = r->type == RM_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == RM_REPLY_STRING
+                           ? r->element[0]->str
+                           : "?";
+    return rm_fail(err, REDMUTEX_ECONN, "%s is not the master (ROLE: %.20s): nothing was sent to it", srv->ep.display,
+                   role);
+}
+
 int rm_conn_check_handshake(rm_err *err, rm_conn *c, size_t i, size_t n, bool want_info, rm_reply **rp)
 {
     const rm_endpoint *ep = &c->srv->ep;
@@ -307,6 +338,9 @@ int rm_conn_check_handshake(rm_err *err, rm_conn *c, size_t i, size_t n, bool wa
     size_t topo_n = c->topo_asked ? 3 : 0;
     size_t auth_i = ep->password ? 0 : SIZE_MAX;
     size_t select_i = ep->db != 0 ? (ep->password ? 1 : 0) : SIZE_MAX;
+    size_t role_i = c->srv->check_role ? (size_t)(ep->password ? 1 : 0) + (ep->db != 0) : SIZE_MAX;
+    if (i == role_i)
+        return check_role(err, c, r);
     size_t info_i = want_info ? n - topo_n - RM_SCRIPT_COUNT - 1 : SIZE_MAX;
     if (topo_n && i == n - 3) { /* INFO cluster: an error (ACL) is taken as "no cluster" */
         c->cluster_enabled = r->type == RM_REPLY_STRING && strstr(r->str, "cluster_enabled:1") ? 1 : 0;

@@ -93,11 +93,17 @@ typedef struct rm_server {
     _Atomic bool ask_topology;     /* a new connection's handshake asks what the deployment is */
     int major;                     /* redis_version's major number, 0 until known */
     /* The replicas in service this server had when its deployment's
-       topology was last read (-1: not known), and the replicas it said it
-       has online at its last ROLE (-1: not asked). A WAIT asks no more of it
-       than the larger (deploy.h, rm_deploy_wait_need). */
+       topology was last read (-1: not known; a Sentinel deployment's master:
+       the online replicas its last ROLE listed, at each new connection's
+       handshake and each probe of the watcher), and the replicas it said it
+       has online at its last ROLE riding behind a request (-1: not asked).
+       A WAIT asks no more of it than the larger (deploy.h,
+       rm_deploy_wait_need). */
     _Atomic int replicas;
     _Atomic int role_replicas;
+    /* A master found through sentinels (sentinel.c): every new connection's
+       handshake asks ROLE, and a node that is no master gets no request. */
+    bool check_role;
     /* A cluster node: when a request to it last went unanswered or its
        connection failed (0: never). A refresh asks such nodes last. */
     _Atomic int64_t failed_ns;

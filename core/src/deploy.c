@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "pool.h"
 #include "resp.h"
+#include "sentinel.h"
 #include "topology.h"
 
 #include <stdio.h>
@@ -30,6 +31,11 @@ int rm_deploy_init(rm_err *err, redmutex_client *c, size_t i)
     atomic_store(&srv->replicas, -1);
     atomic_store(&srv->role_replicas, -1);
     d->wanted = srv->ep.topology;
+    if (d->wanted == RM_TOPOLOGY_SENTINEL) { /* its master is found through the sentinels (sentinel.c) */
+        atomic_store(&d->topology, RM_TOPOLOGY_SENTINEL);
+        atomic_store(&srv->ask_topology, false);
+        return rm_sentinel_init(err, c, i);
+    }
     /* A Unix socket reaches one server: there is no other node to route to. */
     int known = srv->ep.is_unix || d->wanted == RM_TOPOLOGY_STANDALONE ? RM_TOPOLOGY_STANDALONE : RM_TOPOLOGY_AUTO;
     atomic_store(&d->topology, known);
@@ -50,6 +56,7 @@ void rm_deploy_free(rm_server *srv)
     }
     free(d->nodes);
     free(d->slot_node);
+    rm_sentinel_free(d->sentinel);
     free(d->ids);
     free(d);
     srv->dep = NULL;
@@ -72,6 +79,19 @@ void rm_deploy_after_fork(redmutex_client *c)
 }
 
 /* The node of deployment i at host:port, added if new. Caller holds c->mu. NULL: no memory. */
+static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int port, size_t *index);
+
+rm_server *rm_deploy_node_locked(redmutex_client *c, size_t i, const char *host, int port)
+{
+    size_t k;
+    return node_at(c, i, host, port, &k);
+}
+
+rm_server *rm_deploy_home_locked(redmutex_client *c, size_t i)
+{
+    return rm_deploy_is_sentinel(c, i) ? rm_sentinel_master_locked(c, i) : &c->servers[i];
+}
+
 static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int port, size_t *index)
 {
     rm_server *entry = &c->servers[i];
@@ -101,6 +121,7 @@ static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int po
     n->node = true;
     n->dep = d;
     n->tls = entry->tls; /* the deployment's settings, freed with it */
+    n->check_role = d->sentinel != NULL; /* a master named by sentinels is confirmed by its ROLE */
     atomic_store(&n->replicas, -1);
     atomic_store(&n->role_replicas, -1);
     n->stats = rm_stats_server_for(&c->stats, n->ep.display); /* kept by address: a node that returns counts on */
@@ -250,6 +271,14 @@ rm_server *rm_deploy_route(rm_err *err, redmutex_client *c, size_t i, int slot)
 {
     rm_server *entry = &c->servers[i];
     rm_deploy *d = entry->dep;
+    if (d->sentinel) { /* the master as known now (the fan-out asks the sentinels when there is none) */
+        rm_client_lock(c);
+        rm_server *m = rm_sentinel_master_locked(c, i);
+        rm_client_unlock(c);
+        if (!m)
+            rm_fail(err, REDMUTEX_ECONN, "%s: the sentinels have not named a master yet", entry->ep.display);
+        return m;
+    }
     if (atomic_load(&d->topology) != RM_TOPOLOGY_CLUSTER || slot < 0)
         return entry;
     rm_client_lock(c);
@@ -341,20 +370,35 @@ const char *rm_deploy_publish_verb(redmutex_client *c, size_t i)
     return atomic_load(&d->topology) == RM_TOPOLOGY_CLUSTER && atomic_load(&d->sharded) ? "spublish" : "publish";
 }
 
+/* What a WAIT to srv wants before its replicas are counted: min_replicas as
+   given, or with the per-deployment default (-1) 1 on a Sentinel deployment
+   and 0 on any other (client.c, replicas_default). */
+static int wanted_replicas(const redmutex_client *c, const rm_server *srv)
+{
+    if (!c->replicas_by_deployment)
+        return (int)c->opts.min_replicas;
+    return srv->dep && srv->dep->sentinel ? 1 : 0;
+}
+
 int rm_deploy_wait_need(const redmutex_client *c, rm_server *srv)
 {
+    int want = wanted_replicas(c, srv);
     int known = atomic_load(&srv->replicas), role = atomic_load(&srv->role_replicas);
-    if (known < 0 || known >= c->opts.min_replicas)
-        return (int)c->opts.min_replicas;
+    if (known < 0 || known >= want)
+        return want;
+    /* An explicit min_replicas on a Sentinel deployment stands as given: a
+       master with fewer replicas refuses the lock (docs/deployments.md). */
+    if (!c->replicas_by_deployment && srv->dep && srv->dep->sentinel)
+        return want;
     /* Fewer in the topology: no fewer than the master itself last said it has online. */
     int seen = role > known ? role : known;
-    return seen < c->opts.min_replicas ? seen : (int)c->opts.min_replicas;
+    return seen < want ? seen : want;
 }
 
 bool rm_deploy_wants_role(const redmutex_client *c, rm_server *srv)
 {
     int known = atomic_load(&srv->replicas);
-    return known >= 0 && known < c->opts.min_replicas;
+    return known >= 0 && known < wanted_replicas(c, srv);
 }
 
 void rm_deploy_note_role(rm_server *srv, const rm_reply *r)

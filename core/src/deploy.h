@@ -37,6 +37,7 @@ typedef struct rm_deploy {
     char (*ids)[41];
     size_t n_ids;
     _Atomic uint64_t redirects, refreshes; /* diagnostics (rm_deploy_counts) */
+    struct rm_sentinel *sentinel; /* a Sentinel deployment's sentinels and master (sentinel.h), else NULL */
 } rm_deploy;
 
 /** Sets up deployment i from its URL. 0 or REDMUTEX_ENOMEM. */
@@ -64,6 +65,14 @@ rm_server *rm_deploy_route(rm_err *err, redmutex_client *c, size_t i, int slot);
  * or an error code (topology=cluster on a server that is no cluster node).
  */
 int rm_deploy_learn(rm_err *err, redmutex_client *c, rm_conn *conn);
+/** The node of deployment i at host:port, added if new; NULL: no memory. Caller holds c->mu. */
+rm_server *rm_deploy_node_locked(redmutex_client *c, size_t i, const char *host, int port);
+/**
+ * Where deployment i's pub/sub connection goes (not a 7.0+ cluster's, whose
+ * channels live on their slots' nodes): the deployment itself, or the
+ * master of a Sentinel deployment (NULL while unknown). Caller holds c->mu.
+ */
+rm_server *rm_deploy_home_locked(redmutex_client *c, size_t i);
 /** rm_deploy_route for a caller that holds c->mu (NULL when no master owns the slot). */
 rm_server *rm_deploy_route_locked(redmutex_client *c, size_t i, int slot);
 /** Whether deployment i is a cluster that speaks sharded pub/sub (7.0+). Caller holds c->mu. */
@@ -111,10 +120,14 @@ const char *rm_deploy_publish_verb(redmutex_client *c, size_t i);
  * trap, redisson#4706), while a replica that is only slow or cut off from
  * its master still counts (the topology has not given it up).
  *
+ * With the per-deployment default (min_replicas -1) a Sentinel
+ * deployment wants 1 and any other 0; an explicit min_replicas on a
+ * Sentinel deployment is asked as given (fewer replicas refuse the lock).
+ *
  * srv->replicas comes from the topology (CLUSTER SHARDS: replicas whose
  * health is not "fail"; CLUSTER SLOTS leaves failed ones out) at every full
- * load; a deployment that resolves its master otherwise (Sentinel) sets it
- * the same way. srv->role_replicas comes from a ROLE that rides behind any
+ * load; a Sentinel deployment's master sets it from the ROLE every new
+ * connection's handshake and the watcher's probe ask (its online replicas). srv->role_replicas comes from a ROLE that rides behind any
  * request with a WAIT to a node that has fewer replicas than min_replicas
  * (rm_deploy_wants_role), so a replica that comes back is counted again at
  * the next request, without waiting for a refresh.

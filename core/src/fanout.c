@@ -1,30 +1,29 @@
 /*
- * The one path every operation takes: send the same request to all N
- * servers at once, then collect the replies with poll() until all have
- * answered, the deadline passes, or the caller's decided() says the outcome
- * can no longer change. N = 1 is simply the smallest N.
+ * The one path every operation takes: send the same request to all N servers at once, then
+ * collect the replies with poll() until all have answered, the deadline passes, or the caller's
+ * decided() says the outcome can no longer change. N = 1 is simply the smallest N.
  *
- * A server that has not answered by then keeps its connection if the whole
- * request went out: the replies it still owes are skipped by the next
- * request on that connection. That keeps commands to one server in order
- * (an acquire that timed out and the release that cleans it up travel on the
- * same connection), and a slow server costs no reconnect.
+ * A server that has not answered by then keeps its connection if the whole request went out: the
+ * replies it still owes are skipped by the next request on that connection. That keeps commands
+ * to one server in order (an acquire that timed out and the release that cleans it up travel on
+ * the same connection), and a slow server costs no reconnect.
  *
- * Each of the N servers is a deployment (deploy.h): a standalone server, or
- * a cluster, where the request goes to the master of its lock name's hash
- * slot and follows MOVED and ASK there (redirect.c) - a table lookup, no
- * round trip. A call may also be made of targets that each carry their own
- * request (the watchdog's batch per cluster node, renew.c).
+ * Each of the N servers is a deployment (deploy.h): a standalone server, or a cluster, where the
+ * request goes to the master of its lock name's hash slot and follows MOVED and ASK there
+ * (redirect.c) - a table lookup, no round trip. A call may also be made of targets that each
+ * carry their own request (the watchdog's batch per cluster node, renew.c).
  */
 #define _GNU_SOURCE
 #include "client.h"
 #include "conn.h"
 #include "deploy.h"
+#include "failover.h"
 #include "fanout.h"
 #include "internal.h"
 #include "pool.h"
 #include "resp.h"
 #include "scripts.h"
+#include "sentinel.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -175,6 +174,8 @@ static bool slot_target(rm_call *call, rm_slot *s, const rm_req *req)
         s->node = s->fixed_node;
     if (s->node)
         return true;
+    if (rm_deploy_is_sentinel(call->c, s->dep))
+        return rm_failover_route(call, s);
     rm_err e;
     rm_err_reset(&e);
     if (rm_deploy_is_cluster(call->c, s->dep) ? rm_redirect_route(&e, call, s, req) != 0
@@ -336,39 +337,6 @@ static void start_slots(rm_call *call, const rm_req *req, int64_t deadline_ns, i
     }
 }
 
-/*
- * A slot whose connection failed before its request went out may try
- * elsewhere within its deadline: the next seed of a multi-host URL, or, on
- * a cluster, the slot's owner after a refresh of the map (a master that
- * died and was replaced). Nothing ran, so nothing is sent twice.
- */
-static void reroute_failed(rm_call *call, const rm_req *req, int64_t connect_deadline, bool *pending)
-{
-    redmutex_client *c = call->c;
-    for (size_t i = 0; i < call->n; i++) {
-        rm_slot *s = &call->slots[i];
-        if (s->status != RM_SLOT_DONE || !s->broken || s->sent || s->err != REDMUTEX_ECONN || s->excluded ||
-            s->fixed_node || rm_now_ns() >= s->deadline_ns)
-            continue;
-        rm_server *entry = &c->servers[s->dep];
-        bool cluster = rm_deploy_is_cluster(c, s->dep);
-        int seeds = entry->ep.n_seeds;
-        if (cluster ? s->reroutes >= 2 : seeds < 2 || s->reroutes >= seeds - 1)
-            continue;
-        s->reroutes++;
-        if (cluster)
-            rm_deploy_refresh(NULL, c, s->dep, s->deadline_ns);
-        else
-            atomic_store(&entry->seed, (atomic_load(&entry->seed) + 1) % seeds);
-        s->status = RM_SLOT_RUNNING;
-        s->err = 0;
-        s->broken = false;
-        s->node = NULL;
-        s->asking = s->ask_fixed;
-        pending[i] = !rm_slot_start(call, s, slot_req(s, req), connect_deadline);
-    }
-}
-
 /* The descriptors of one poll() round, and when it must end. */
 typedef struct poll_set {
     struct pollfd *pfds;
@@ -505,7 +473,7 @@ static void run_loop(rm_call *call, const rm_req *req, int64_t connect_deadline,
             decided_now = true;
         if (decided_now && !(call->must_send && any_unsent(call, pending)))
             break;
-        reroute_failed(call, req, connect_deadline, pending);
+        rm_failover_reroute_failed(call, req, connect_deadline, pending);
         poll_prepare(call, req, connect_deadline, pending, ps);
         if (ps->np == 0 && !ps->retrying && ps->next_deadline == INT64_MAX)
             break;

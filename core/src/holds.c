@@ -246,6 +246,16 @@ int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char 
  * server, instead of at the next renewal or the end of the lease. Caller
  * holds c->mu.
  */
+void rm_holds_renew_now(redmutex_client *c, size_t i)
+{
+    pid_t pid = rm_pid();
+    int64_t now = rm_now_ns();
+    for (rm_hold *h = c->holds; h; h = h->next_in_client)
+        if (h->pid == pid && !h->forgetting && h->watchdog && !h->renew_stopped && h->generations[i] != 0 &&
+            h->state != REDMUTEX_STATE_LOST)
+            rm_watchdog_renew_by(c, h, now);
+}
+
 void rm_holds_server_restarted(redmutex_client *c, size_t i)
 {
     pid_t pid = rm_pid();

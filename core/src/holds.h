@@ -58,6 +58,12 @@ typedef struct rm_hold {
  * c->on_server_restart for the pool. Caller holds c->mu.
  */
 void rm_holds_server_restarted(redmutex_client *c, size_t i);
+/**
+ * Deployment i has a new master (a failover): the watchdog renews every
+ * hold there at once, so a lock the new master lacks is reported LOST now,
+ * not at its next renewal. Caller holds c->mu.
+ */
+void rm_holds_renew_now(redmutex_client *c, size_t i);
 /** Statistics: h's hold ends (released, forgotten, or lost): counted once, by this process. */
 void rm_hold_count_end(redmutex_client *c, rm_hold *h, bool lost);
 /** Unlinks and frees h; caller holds c->mu and h is not scheduled. */

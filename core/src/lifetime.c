@@ -29,6 +29,7 @@
 #include "interrupt.h"
 #include "lifetime.h"
 #include "lockops.h"
+#include "sentinel.h"
 #include "subscriber.h"
 #include "watchdog.h"
 
@@ -68,6 +69,7 @@ static void shut_down(redmutex_client *c, int64_t deadline_ns, bool release)
         rm_release_all(c, deadline_ns);
     rm_watchdog_stop(c, deadline_ns);
     rm_subscriber_stop(c, deadline_ns);
+    rm_watch_stop(c, deadline_ns);
     rm_client_lock(c);
     c->shut_down = true;
     rm_orphans_drop_locked(c);

@@ -9,6 +9,7 @@
 #include "client.h"
 #include "conn.h"
 #include "deploy.h"
+#include "failover.h"
 #include "fanout.h"
 #include "internal.h"
 #include "pool.h"
@@ -151,8 +152,9 @@ static void slot_complete(rm_call *call, rm_slot *s, const rm_req *req)
     for (size_t k = 0; k < req->ncmds; k++)
         if (rm_req_cmd(req, k)->script >= 0 && is_noscript(s->replies[k]))
             noscript = true;
-    /* A cluster's redirects and retries first: a request that met them did not run. */
-    if (rm_deploy_is_cluster(call->c, s->dep) && follow_redirect(call, s, req))
+    /* A cluster's redirects and retries first: a request that met them did not run. So did
+       not one a replica refused (a demoted master: failover.c). */
+    if (rm_deploy_is_cluster(call->c, s->dep) ? follow_redirect(call, s, req) : rm_failover_read(call, s, req))
         return;
     if (noscript && !s->used_eval) {
         /* The server lost its script cache (restart, SCRIPT FLUSH): send the

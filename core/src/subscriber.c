@@ -189,9 +189,14 @@ void rm_subscriber_push(rm_subscriber *sub, size_t i, rm_reply *r)
         }
     } else if (strcmp(kind, "subscribe") == 0) {
         ch->confirmed[i] = true;
-        /* Waiters waiting for the subscription check again. */
+        /* Waiters waiting for the subscription check again. After a lost
+           connection (a new master) every waiter looks at the lock: a
+           release published while nobody listened must not leave it asleep. */
         for (rm_waiter *w = ch->head; w; w = w->next)
             rm_waiter_signal(w);
+        if (ch->rejoin)
+            rm_channel_wake_all(ch);
+        ch->rejoin = false;
     } else if (strcmp(kind, "unsubscribe") == 0) {
         ch->confirmed[i] = false;
         if (sharded) /* the channel still exists: we did not ask */
@@ -216,6 +221,7 @@ static void lose_server(redmutex_client *c, rm_subscriber *sub, size_t i)
 {
     sub->up[i] = false;
     for (rm_channel *ch = sub->channels; ch; ch = ch->next) {
+        ch->rejoin |= ch->confirmed[i];
         ch->sent[i] = ch->confirmed[i] = false;
         ch->skip[i] = 0;
     }
@@ -405,9 +411,10 @@ static void *subscriber_main(void *arg)
         int64_t next_ns = INT64_MAX;
         size_t connect_i = plan(c, sub, &next_ns);
         if (connect_i != SIZE_MAX) {
-            rm_server *srv = connect_i < c->n ? &c->servers[connect_i] : sub->shards[connect_i - c->n].node;
+            /* A Sentinel deployment's is its master's: none yet, and it is retried later. */
+            rm_server *srv = connect_i < c->n ? rm_deploy_home_locked(c, connect_i) : sub->shards[connect_i - c->n].node;
             rm_client_unlock(c);
-            rm_conn *conn = rm_pubsub_connect(c, sub, srv);
+            rm_conn *conn = srv ? rm_pubsub_connect(c, sub, srv) : NULL;
             rm_client_lock(c);
             if (connect_i < c->n)
                 connected(c, sub, connect_i, conn);
@@ -562,6 +569,19 @@ void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns)
         pthread_detach(sub->thread);
         rm_client_unlock(c);
     }
+}
+
+void rm_subscriber_moved(redmutex_client *c, size_t i)
+{
+    rm_subscriber *sub = c->sub;
+    if (!sub || rm_deploy_sharded_locked(c, i))
+        return;
+    if (sub->conns[i] && sub->conns[i]->srv != rm_deploy_home_locked(c, i))
+        sub->dead[i] = true; /* the thread drops it: waiters are woken, a release may have been missed */
+    else if (!sub->conns[i])
+        sub->backoff_ms[i] = 0;
+    sub->retry_at[i] = 0;
+    rm_fd_signal(sub->wake_fd);
 }
 
 void rm_subscriber_forget(redmutex_client *c)

@@ -28,6 +28,7 @@ typedef struct rm_channel {
     bool *confirmed; /* per server: the server confirmed the subscription */
     int *skip;       /* per server: release messages already acted on by a local hand-off */
     int *at;         /* per server: on a sharded cluster, the shard connection it is subscribed on, -1 none */
+    bool rejoin;     /* its subscription was lost: when it is confirmed again, every waiter looks at the lock */
     rm_waiter *head, *tail;
 } rm_channel;
 
@@ -155,5 +156,11 @@ void rm_shard_free(rm_subscriber *sub);
 void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns);
 /** In a forked child: drops the thread's state (the thread did not survive fork). */
 void rm_subscriber_forget(redmutex_client *c);
+/**
+ * Deployment i's pub/sub connection belongs elsewhere now (a Sentinel
+ * deployment's new master): it is dropped, its waiters are woken to look
+ * at their locks, and a new one is made at once. Caller holds c->mu.
+ */
+void rm_subscriber_moved(redmutex_client *c, size_t i);
 
 #endif

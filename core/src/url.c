@@ -102,6 +102,9 @@ void rm_endpoint_clear(rm_endpoint *ep)
     free(ep->tls_cert_file);
     free(ep->tls_key_file);
     free(ep->tls_server_name);
+    free(ep->service);
+    free(ep->sentinel_user);
+    wipe_free(ep->sentinel_password);
     memset(ep, 0, sizeof *ep);
 }
 
@@ -206,7 +209,7 @@ static void canonical_url(text *t, const rm_endpoint *ep)
     }
     put_str(t, "/");
     put_str(t, rm_i64_str(num, ep->db));
-    static const char *const topo[] = {"", "?topology=standalone", "?topology=cluster"};
+    static const char *const topo[] = {"", "?topology=standalone", "?topology=cluster", ""}; /* sentinel: its own */
     put_str(t, topo[ep->topology]);
 }
 
@@ -520,7 +523,8 @@ int rm_endpoint_derive(rm_err *err, rm_endpoint *out, const rm_endpoint *ep, con
     out->tls = ep->tls;
     out->tls_verify = ep->tls_verify;
     out->tls_check_hostname = ep->tls_check_hostname;
-    out->topology = ep->topology;
+    /* A node found through the sentinels is one server. */
+    out->topology = ep->topology == RM_TOPOLOGY_SENTINEL ? RM_TOPOLOGY_AUTO : ep->topology;
     out->n_seeds = 1;
     out->seed_port[0] = port;
     bool ok = (out->host = strdup(host)) && (out->seed_host[0] = strdup(host)) &&
@@ -580,10 +584,14 @@ int rm_endpoint_parse(rm_err *err, rm_endpoint *ep, const char *url)
             return bad(err, ep, shown, "contains a space or control character (percent-encode it)");
     if (strncmp(url, "unix://", 7) == 0)
         return parse_unix(err, ep, url, shown);
+    if (rm_url_is_sentinel(url))
+        return rm_sentinel_url_parse(err, ep, url);
     ep->tls = strncmp(url, "rediss://", 9) == 0;
     ep->tls_verify = ep->tls_check_hostname = -1;
     if (!ep->tls && strncmp(url, "redis://", 8) != 0)
-        return bad(err, ep, shown, "expected redis://host[:port][/db], rediss://... (TLS) or unix:///path");
+        return bad(err, ep, shown,
+                   "expected redis://host[:port][/db], rediss://... (TLS), unix:///path or "
+                   "redis+sentinel://sentinel[:port],.../SERVICE[/db]");
 
     const char *p = url + (ep->tls ? 9 : 8);
     const char *end = url + url_len;

@@ -8,8 +8,9 @@
 
 /* ---- URLs and servers (url.c) ---------------------------------------- */
 
-/* What a URL says its deployment is (?topology=): found out, or fixed. */
-enum rm_topology { RM_TOPOLOGY_AUTO, RM_TOPOLOGY_STANDALONE, RM_TOPOLOGY_CLUSTER };
+/* What a URL says its deployment is (?topology=): found out, or fixed; a
+   redis+sentinel:// URL (sentinel_url.c) names a Sentinel deployment. */
+enum rm_topology { RM_TOPOLOGY_AUTO, RM_TOPOLOGY_STANDALONE, RM_TOPOLOGY_CLUSTER, RM_TOPOLOGY_SENTINEL };
 
 /* Most hosts one URL may list (seeds of one deployment). */
 #define RM_SEEDS_MAX 16
@@ -38,6 +39,13 @@ typedef struct rm_endpoint {
     char *tls_server_name; /* ssl_server_hostname */
     int tls_verify;        /* ssl_cert_reqs: 1 required, 0 none, -1 absent */
     int tls_check_hostname; /* ssl_check_hostname: 1, 0, -1 absent */
+    /* redis+sentinel:// (topology RM_TOPOLOGY_SENTINEL): the seeds are the
+       sentinels, `service` the name they know the master by, and the
+       sentinels' own credentials (?sentinel_username=&sentinel_password=;
+       NULL when absent). user, password and db are the data nodes'. */
+    char *service;
+    char *sentinel_user;
+    char *sentinel_password;
 } rm_endpoint;
 
 /**
@@ -51,6 +59,15 @@ size_t rm_url_redact(char *out, size_t size, const char *url);
 
 /** Parses url into ep (zeroed first). REDMUTEX_EINVAL with a message on bad input. */
 int rm_endpoint_parse(rm_err *err, rm_endpoint *ep, const char *url);
+/** Whether url starts with redis+sentinel:// or rediss+sentinel:// (sentinel_url.c). */
+bool rm_url_is_sentinel(const char *url);
+/**
+ * Parses a redis+sentinel:// or rediss+sentinel:// URL into ep (zeroed
+ * first; sentinel_url.c): [user[:password]@]s1[:port],s2.../SERVICE[/DB]
+ * [?sentinel_username=..&sentinel_password=..&ssl_...]. The sentinels' port
+ * is 26379 by default. REDMUTEX_EINVAL with a message on bad input.
+ */
+int rm_sentinel_url_parse(rm_err *err, rm_endpoint *ep, const char *url);
 void rm_endpoint_clear(rm_endpoint *ep);
 /**
  * A node of the same deployment at host:port (found in a cluster's

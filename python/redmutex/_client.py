@@ -157,9 +157,11 @@ class Client(ClientBase):
     """A connection to one Redis server, or to N independent masters (Redlock).
 
     ``url_or_list`` is one URL or a list of them:
-    ``redis://[user[:password]@]host[:port][/db]`` or
-    ``unix:///path/to/socket[?db=N]``. With N URLs every lock is taken on all
-    N servers at once and needs N/2+1 of them.
+    ``redis://[user[:password]@]host[:port][/db]``,
+    ``unix:///path/to/socket[?db=N]`` or, for a master behind Sentinel,
+    ``redis+sentinel://[user:password@]s1:26379,s2:26379/SERVICE[/db]``
+    (``?sentinel_password=`` for the sentinels' own AUTH). With N URLs every
+    lock is taken on all N deployments at once and needs N/2+1 of them.
 
     All times are in seconds (floats are fine); ``None`` means the C
     library's default, shown in brackets:
@@ -174,7 +176,9 @@ class Client(ClientBase):
       the holder (1.0).
     * ``min_replicas`` / ``replica_timeout`` - after acquire, extend and
       renew, ``WAIT min_replicas replica_timeout``; fewer acknowledgements
-      fail the acquire and release the lock (0 = off / 1.0).
+      fail the acquire and release the lock (0 = off / 1.0). ``None``: each
+      deployment's default, 1 on a Sentinel deployment (as far as its
+      master really has a replica) and 0 elsewhere.
     * ``retry_count`` / ``retry_delay`` - Redlock: most attempts per acquire
       call (0 = as many as the wait allows), and the longest random pause
       after a split vote (0 / 0.2).
@@ -225,7 +229,7 @@ class Client(ClientBase):
         connect_timeout: float | None = None,
         command_timeout: float | None = None,
         wait_backoff_cap: float | None = None,
-        min_replicas: int = 0,
+        min_replicas: int | None = None,
         replica_timeout: float | None = None,
         retry_count: int | None = None,
         retry_delay: float | None = None,
@@ -264,7 +268,8 @@ class Client(ClientBase):
         ):
             if value is not None:
                 setattr(opts, field, _to_ms(value, what, minimum_ms=minimum_ms))
-        opts.min_replicas = _to_count(min_replicas, "min_replicas")
+        if min_replicas is not None:
+            opts.min_replicas = _to_count(min_replicas, "min_replicas")
         if retry_count is not None:
             opts.retry_count = _to_count(retry_count, "retry_count")
         if leave_locks_on_close:

@@ -180,7 +180,7 @@ static void spawn(rs_server *s)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(1);
-        execl(binary, binary, conf, (char *)NULL);
+        execl(binary, binary, conf, s->sentinel ? "--sentinel" : (char *)NULL, (char *)NULL);
         _exit(127);
     }
     s->pid = pid;
@@ -205,6 +205,25 @@ static void spawn(rs_server *s)
 void rs_start(rs_server *s, const char *extra_config)
 {
     memset(s, 0, sizeof s[0]);
+    snprintf(s->dir, sizeof s->dir, "/tmp/redmutex-test-XXXXXX");
+    if (!mkdtemp(s->dir))
+        rt_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+    snprintf(s->unix_path, sizeof s->unix_path, "%s/redis.sock", s->dir);
+    snprintf(s->extra, sizeof s->extra, "%s", extra_config ? extra_config : "");
+    s->port = rt_free_port();
+    snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
+    for (int i = 0; i < MAX_SERVERS; i++)
+        if (!live[i]) {
+            live[i] = s;
+            break;
+        }
+    spawn(s);
+}
+
+void rs_start_sentinel(rs_server *s, const char *extra_config)
+{
+    memset(s, 0, sizeof s[0]);
+    s->sentinel = true;
     snprintf(s->dir, sizeof s->dir, "/tmp/redmutex-test-XXXXXX");
     if (!mkdtemp(s->dir))
         rt_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));

@@ -86,6 +86,7 @@ typedef struct rs_server {
     char extra[2048];
     int tls_port; /* TLS port, 0 without TLS */
     bool keep;    /* rs_keep: left running between the tests of a binary */
+    bool sentinel; /* rs_start_sentinel: runs with --sentinel */
 } rs_server;
 
 /*
@@ -100,6 +101,8 @@ void rs_keep(rs_server *s);
 
 /* Starts the server (rt_server_binary) with optional extra config lines ("key value\n..."). Fails the test on error. */
 void rs_start(rs_server *s, const char *extra_config);
+/* The same server binary in Sentinel mode (--sentinel), its config ("sentinel monitor ...") in extra_config. */
+void rs_start_sentinel(rs_server *s, const char *extra_config);
 
 /* ---- TLS ----------------------------------------------------------------- */
 
@@ -154,7 +157,7 @@ long long rs_count_keys(rs_server *s, const char *pattern);
 typedef struct rs_proxy {
     int listen_fd;
     int port;
-    int upstream_port;
+    _Atomic int upstream_port; /* may be changed: connections accepted from then on go there */
     char pattern[64];
     int delay_ms;
     bool delay_all;       /* every chunk, both ways (flight counting) */

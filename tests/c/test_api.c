@@ -349,7 +349,7 @@ static void test_client_arguments(void)
     o.flags = 0x80;
     CHECK_RC(redmutex_client_new(&c, &url, 1, &o), REDMUTEX_EINVAL);
     o = (redmutex_client_options)REDMUTEX_CLIENT_OPTIONS_INIT;
-    o.min_replicas = -1;
+    o.min_replicas = -2; /* -1 is the deployment's default */
     CHECK_RC(redmutex_client_new(&c, &url, 1, &o), REDMUTEX_EINVAL);
     CHECK(c == NULL);
     CHECK_OK(redmutex_client_new(&c, &url, 1, NULL));

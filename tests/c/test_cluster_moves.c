@@ -356,6 +356,18 @@ static void kill_case(const char *pattern, int64_t min_replicas, int64_t lease_m
     redmutex_client_free(b);
 }
 
+/* How many replicas `m` itself lists online (ROLE): what a client's ROLE probe sees. */
+static int replicas_online(rs_server *m)
+{
+    redisReply *r = rs_cmd(m, "ROLE");
+    int n = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && r->element[2]->type == REDIS_REPLY_ARRAY
+                ? (int)r->element[2]->elements
+                : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
 /*
  * min_replicas=1 across a SIGKILL failover: the promoted master has no
  * replica, so acquisitions WAIT for none there (they are not refused until
@@ -406,6 +418,8 @@ static void acquisitions_after_a_failover_wait_for_the_replicas_the_new_master_h
     rs_restart(m);
     rc_wait_ok(&cl, 30000);
     CHECK(rc_replica_of(&cl, r) == m);
+    /* Known to the cluster is not yet in sync: the master lists it in ROLE once its link is online. */
+    WAIT_FOR(replicas_online(r) >= 1, 30000);
     CHECK_OK(redmutex_lock_acquire(l2, NULL, 0)); /* its WAIT's ROLE sees the replica back */
     CHECK_OK(redmutex_lock_release(l2, NULL));
     rs_pause(m);

@@ -648,7 +648,8 @@ static void test_close_with_stopped_server_returns_within_timeout(void)
     int64_t t0 = rt_now_ms();
     CHECK_OK(redmutex_client_close(c));
     int64_t took = rt_now_ms() - t0;
-    CHECKF(took <= rt_scaled_ms(700 + 150), "close took %lld ms with a %lld ms shutdown timeout", (long long)took,
+    /* "Plus scheduling" (redmutex.h): a loaded 2-core machine has been seen to add ~200 ms. */
+    CHECKF(took <= rt_scaled_ms(700 + 400), "close took %lld ms with a %lld ms shutdown timeout", (long long)took,
            (long long)rt_scaled_ms(700));
     rs_resume(&srv);
     for (int i = 0; i < 5; i++)

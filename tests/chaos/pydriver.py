@@ -126,7 +126,7 @@ def make_client(a: argparse.Namespace) -> redmutex.Client:
         connect_timeout=a.connect_timeout / 1000,
         wait_backoff_cap=a.backoff_cap / 1000,
         retry_delay=a.retry_delay / 1000,
-        min_replicas=a.min_replicas,
+        min_replicas=None if a.min_replicas < 0 else a.min_replicas,  # -1: the deployment's default
         replica_timeout=a.replica_timeout / 1000,
         shutdown_timeout=2.0,
         leave_locks_on_close=a.leave_on_free,

@@ -56,8 +56,10 @@ static bool typed_as_password(const char *url)
     const char *last_at = strrchr(url, '@');
     for (const char *p = strstr(url, SECRET); p; p = strstr(p + 1, SECRET)) {
         bool in_user_part = scheme_end && scheme_end < p && last_at && p + strlen(SECRET) <= last_at;
-        bool password_value = p - url >= 10 && memcmp(p - 9, "password=", 9) == 0 &&
-                              (p[-10] == '?' || p[-10] == '&');
+        bool password_value = (p - url >= 10 && memcmp(p - 9, "password=", 9) == 0 &&
+                               (p[-10] == '?' || p[-10] == '&')) ||
+                              (p - url >= 19 && memcmp(p - 18, "sentinel_password=", 18) == 0 &&
+                               (p[-19] == '?' || p[-19] == '&'));
         if (!in_user_part && !password_value)
             return false;
     }
@@ -68,7 +70,8 @@ static bool typed_as_password(const char *url)
 static bool secret_outside_secrets(const rm_endpoint *ep)
 {
     return has(ep->host, SECRET) || has(ep->path, SECRET) || has(ep->user, SECRET) || has(ep->tls_ca_file, SECRET) ||
-           has(ep->tls_cert_file, SECRET) || has(ep->tls_key_file, SECRET) || has(ep->tls_server_name, SECRET);
+           has(ep->tls_cert_file, SECRET) || has(ep->tls_key_file, SECRET) || has(ep->tls_server_name, SECRET) ||
+           has(ep->service, SECRET) || has(ep->sentinel_user, SECRET);
 }
 
 static void check_redaction_alone(const char *url)
@@ -108,7 +111,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         if (!ep.display || (!ep.is_unix && (!ep.host || ep.port < 1 || ep.port > 65535)) ||
             (ep.is_unix && !ep.path))
             abort();
-        bool only_in_secrets = has(ep.password, SECRET) && !secret_outside_secrets(&ep);
+        bool only_in_secrets =
+            (has(ep.password, SECRET) || has(ep.sentinel_password, SECRET)) && !secret_outside_secrets(&ep);
         if (only_in_secrets && (has(ep.display, SECRET) || has(shown, SECRET)))
             abort(); /* what the parser took for the password was shown */
         rm_endpoint_clear(&ep);

@@ -42,13 +42,14 @@ ALL = [
     "S19",
     "S20",
     "S21",
+    "S22",
     "K1",  # Redis Cluster rows (chaoslib/cluster_rows.py): failover, migration, a master cut off
     "K2",
     "K3",
     "K4",
     "M1",  # the model-based property test of the TTL rule (chaoslib/model.py): full profile only
 ]
-QUICK_SET = ["S0", "S1", "S4", "S5", "S6", "S7", "S14", "S15", "S16", "S17", "S18", "K2", "K3"]
+QUICK_SET = ["S0", "S1", "S4", "S5", "S6", "S7", "S14", "S15", "S16", "S17", "S18", "S22", "K2", "K3"]
 
 
 def build_drivers(build_dir: Path) -> Toolchain:

@@ -1,4 +1,4 @@
-"""Scenarios S0-S21 of CHAOS.md. Each function runs one scenario in every mode
+"""Scenarios S0-S22 of CHAOS.md. Each function runs one scenario in every mode
 its profile asks for and returns one report row per mode."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from . import checkers
@@ -1183,6 +1184,85 @@ def _wait_replica(replica: RedisServer) -> None:
             return
         time.sleep(0.02)
     raise RuntimeError("the replica did not connect to its master")
+
+
+# ---- S22 Sentinel failover ------------------------------------------------------------------------------
+
+
+def s22(env: Env) -> list[Row]:
+    """A real Sentinel deployment (1 master + 2 replicas + 3 sentinels, tests/rmsentinel.py) behind a
+    redis+sentinel:// URL; the master is SIGKILLed (or SENTINEL FAILOVER is asked for) while holders work,
+    each round once a lock is held. Leases outlast the sentinels' switch (~2.3 s), so a hold the new master
+    has survives. Rows: SIGKILL with min_replicas 0 (CHECK: its counts are the honest table) and with the
+    Sentinel default (1: SAFE), SENTINEL FAILOVER with the default (CHECK: the old master takes writes until
+    each client hears of the switch)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from rmsentinel import Sentinels
+
+    rows = []
+    modes = (
+        ("SIGKILL, min_replicas=0", 0, "kill", "CHECK"),
+        ("SIGKILL, min_replicas default (1)", -1, "kill", "SAFE"),
+    )
+    if is_full(env):
+        modes += (("SENTINEL FAILOVER, min_replicas default (1)", -1, "failover", "CHECK"),)
+    for mode, min_replicas, how, expect in modes:
+
+        def body(run: Run, min_replicas: int = min_replicas, how: str = how) -> None:
+            lease = 5000
+            with Sentinels() as sd:
+                run.start_many(
+                    4,
+                    keys=2,
+                    prefix="s22:",
+                    urls=[sd.url],
+                    watchdog_lease_ms=lease,
+                    cmd_timeout_ms=max(run.p.cmd_timeout_ms, 300),
+                    min_replicas=min_replicas,
+                    replica_timeout_ms=500,
+                    cs_ms=(50, 300),
+                    wait_ms=2 * lease,
+                )
+                run.wait_started()
+                for _ in range(env.profile.rounds):
+                    mark = run.history.mark()
+                    if run.history.wait_for(lambda e: e.get("ev") == "cs_read", 15.0, mark) is None:
+                        run.row.notes.append("no holder in this round")
+                    old = sd.master_port()
+                    if how == "kill":
+                        victim = sd.kill_master()
+                        run.fault("master_killed", f"node:{old}")
+                        new = sd.wait_switch(old)
+                        sd.restart_as_replica(victim, new)
+                    else:
+                        run.fault("sentinel_failover", f"node:{old}")
+                        new = sd.failover(settle=False)
+                    run.history.harness("heal")
+                    sd.settle(new)
+                    time.sleep(1.0)  # a round of work on the new master before the next fault
+                # Orphans are looked for on the master as it is now (the harness's own servers are unused).
+                own = run.cluster.servers
+                run.cluster.servers = [sd.master()]  # type: ignore[list-item]
+                try:
+                    m = run.finish(["s22:"], keys_of("s22:", 2), lease_ms=lease)
+                finally:
+                    run.cluster.servers = own
+            run.row.notes.append(
+                f"{m.ok} acquisitions, {m.c1_overlaps} overlapping holds (C1), {m.c2_lost} lost updates, "
+                f"{m.c6_reports} LOST reports"
+            )
+            run.judge()
+            if (
+                run.row.expect == "CHECK"
+            ):  # the counts are the finding; fencing, ownership and keys still hold
+                run.row.fail(
+                    *[b for b in checkers.safe_failures(m) if b.startswith(("C3", "C4", "C5", "C6"))]
+                )
+
+        rows.append(run_row(env, "S22", mode, expect, body, {"n": 1}))
+    return rows
 
 
 # ---- S21 soak ----------------------------------------------------------------------------------------
