@@ -8,7 +8,8 @@ use IPC::Open2 ();
 use Test::More;
 use Redmutex;
 
-my $helper = "$FindBin::Bin/../../../tests/rmsentinel.py";
+# (the checkout's, or the copy a CPAN dist carries in t/lib: it has no tests/)
+my $helper = -e "$FindBin::Bin/lib/rmsentinel.py" ? "$FindBin::Bin/lib/rmsentinel.py" : "$FindBin::Bin/../../../tests/rmsentinel.py";
 my $pid = IPC::Open2::open2(my $out, my $in, 'python3', $helper) or die "python3: $!";
 my $line = <$out> // '';
 my ($url) = $line =~ /^URL (\S+)/ or BAIL_OUT("no Sentinel deployment: $line");
