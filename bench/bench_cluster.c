@@ -1,8 +1,9 @@
 /*
  * The redmutex side of bench/cluster_bench.py (not a test):
  *
- *   bench_cluster pace URL NAME
- *       takes and releases NAME every 10 ms until killed; prints "ok T0 T1",
+ *   bench_cluster pace URL NAME [MIN_REPLICAS]
+ *       takes and releases NAME every 10 ms until killed (min_replicas as
+ *       given, else the deployment's default); prints "ok T0 T1",
  *       "err T0 T1 CODE" and "rel T0 T1 RC" lines as bench_sentinel does
  *       (CLOCK_MONOTONIC nanoseconds at the call and at its return).
  *   bench_cluster pairs SECONDS ROUNDS URL...
@@ -62,16 +63,22 @@ static void wait_line(void)
         exit(3);
 }
 
-static redmutex_client *client(const char *url)
+static redmutex_client *client_with(const char *url, long long min_replicas)
 {
     redmutex_client_options o;
     redmutex_client_options_init(&o, REDMUTEX_CLIENT_OPTIONS_VERSION);
+    o.min_replicas = min_replicas;
     redmutex_client *c = NULL;
     if (redmutex_client_new(&c, &url, 1, &o) != 0) {
         fprintf(stderr, "client: %s\n", redmutex_last_error());
         exit(2);
     }
     return c;
+}
+
+static redmutex_client *client(const char *url)
+{
+    return client_with(url, -1);
 }
 
 static redmutex_lock *lock(redmutex_client *c, const char *name)
@@ -93,9 +100,9 @@ static int pair(redmutex_lock *l)
     return 0;
 }
 
-static _Noreturn void pace(const char *url, const char *name)
+static _Noreturn void pace(const char *url, const char *name, long long min_replicas)
 {
-    redmutex_lock *l = lock(client(url), name);
+    redmutex_lock *l = lock(client_with(url, min_replicas), name);
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (long long next = now_ns();; next += 10000000LL) {
         long long t0 = now_ns();
@@ -233,15 +240,15 @@ static int watchdog(const char *url, int locks, double seconds)
 int main(int argc, char **argv)
 {
     const char *m = argc > 1 ? argv[1] : "";
-    if (strcmp(m, "pace") == 0 && argc == 4)
-        pace(argv[2], argv[3]);
+    if (strcmp(m, "pace") == 0 && (argc == 4 || argc == 5))
+        pace(argv[2], argv[3], argc == 5 ? atoll(argv[4]) : -1);
     if (strcmp(m, "pairs") == 0 && argc >= 5 && argc <= 12)
         return pairs(atof(argv[2]), atoi(argv[3]), argc - 4, argv + 4);
     if (strcmp(m, "moved") == 0 && argc == 6)
         return moved(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
     if (strcmp(m, "watchdog") == 0 && argc == 5)
         return watchdog(argv[2], atoi(argv[3]), atof(argv[4]));
-    fprintf(stderr, "usage: bench_cluster pace URL NAME | pairs SECONDS ROUNDS URL... |\n"
+    fprintf(stderr, "usage: bench_cluster pace URL NAME [MIN_REPLICAS] | pairs SECONDS ROUNDS URL... |\n"
                     "       moved URL TAG NAMES PAIRS | watchdog URL LOCKS SECONDS\n");
     return 64;
 }

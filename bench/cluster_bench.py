@@ -113,11 +113,11 @@ def role(port: int) -> str:
         return "?"
 
 
-def gap_series(n: int, build: Path, redisson: Path | None) -> dict[str, Any]:
+def gap_series(n: int, build: Path, redisson: Path | None, min_replicas: int = -1) -> dict[str, Any]:
     with Cluster(masters=3, replicas=1) as cl:
         seeds = [f"127.0.0.1:{nd.port}" for nd in cl.nodes]
         worker = str(build / "bench" / "bench_cluster")
-        pacers = [Pacer("redmutex", [worker, "pace", cl.url, f"{{{TAG}}}:redmutex"])]
+        pacers = [Pacer("redmutex", [worker, "pace", cl.url, f"{{{TAG}}}:redmutex", str(min_replicas)])]
         if redisson:
             cp = f"{redisson}/target/redisson-cluster-bench-1.0.0.jar:{redisson}/target/lib/*"
             pacers.append(
@@ -406,17 +406,20 @@ def main() -> int:
     ap.add_argument("--watchdog-locks", type=int, default=10000)
     ap.add_argument("--pairs-seconds", type=float, default=0.5, help="one turn of the pairs series")
     ap.add_argument("--pairs-rounds", type=int, default=16)
+    ap.add_argument("--min-replicas", type=int, default=-1, help="the gap series' redmutex client")
     a = ap.parse_args()
     only = a.only.split(",")
     build = Path(a.build)
     outdir = ROOT / "build-bench" / "cluster"
     outdir.mkdir(parents=True, exist_ok=True)
-    res: dict[str, Any] = {"load": os.getloadavg(), "server": str(command.__module__)}
+    res: dict[str, Any] = {"load": os.getloadavg(), "min_replicas": a.min_replicas}
     for what in only:
         print(f"{what} (load average {os.getloadavg()[0]:.1f})", flush=True)
         res.setdefault("load_at", {})[what] = os.getloadavg()[0]
         if what == "gap":
-            res["gap"] = gap_series(a.failovers, build, Path(a.redisson).resolve() if a.redisson else None)
+            res["gap"] = gap_series(
+                a.failovers, build, Path(a.redisson).resolve() if a.redisson else None, a.min_replicas
+            )
         elif what == "pairs":
             res["pairs"] = pairs_series(build, a.pairs_seconds, a.pairs_rounds)
         elif what == "moved":
