@@ -41,15 +41,17 @@ build build-test RelWithDebInfo
 echo "== Release build (-O3: GCC's deeper warnings, -Werror)"
 build build-release Release -DREDMUTEX_BUILD_TESTS=OFF -DREDMUTEX_BUILD_BENCH=OFF
 
+# The sanitizer stages run two test programs at a time: their time is mostly the servers' and the
+# leases' wall-clock time, and their bounds already allow for the instrumentation's slowness.
 echo "== C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 build build-asan Debug -DREDMUTEX_SANITIZE=address -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --output-on-failure -LE valkey -E 'exported_symbols|install_consumer|abi_compat')
+  ctest -j2 --output-on-failure -LE valkey -E 'exported_symbols|install_consumer|abi_compat')
 
 echo "== C tests under ThreadSanitizer"
 build build-tsan Debug -DREDMUTEX_SANITIZE=thread -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --output-on-failure -LE valkey -E 'exported_symbols|header_|install_consumer|abi_compat')
+  ctest -j2 --output-on-failure -LE valkey -E 'exported_symbols|header_|install_consumer|abi_compat')
 
 echo "== C tests under valgrind memcheck"
 scripts/valgrind.sh build-test

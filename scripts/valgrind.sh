@@ -9,13 +9,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-test}
 export REDMUTEX_TEST_TIME_SCALE=${REDMUTEX_TEST_TIME_SCALE:-4}
-tests=(test_api test_quorum test_lock test_rlock test_hostile test_concurrency test_watchdog test_redlock test_races test_safety
-       test_tls test_acl test_interrupt test_events test_lifetimes test_options test_pollwait test_fair test_fair_handoff test_rwlock
-       test_thread_signals test_cluster test_cluster_moves test_inspect test_ttl test_stats
-       test_semaphore test_latch test_multilock test_sentinel)
-for t in "${tests[@]}"; do
+# Longest first: they run ${REDMUTEX_VALGRIND_JOBS:-2} at a time (most of a test's time is its
+# servers' and leases' wall-clock time, not CPU), each one's output printed when it ends.
+tests=(test_safety test_cluster_moves test_semaphore test_sentinel test_ttl test_redlock test_watchdog test_cluster
+       test_races test_fair test_acl test_rwlock test_fair_handoff test_tls test_events test_multilock test_latch
+       test_api test_quorum test_lock test_rlock test_hostile test_concurrency test_interrupt test_lifetimes
+       test_options test_pollwait test_thread_signals test_inspect test_stats test_resp)
+run_one() {
+  local t=$1 start log rc=0
   start=$(date +%s)
+  log=$(mktemp)
   valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible --error-exitcode=1 \
-    "$dir/tests/c/$t" | sed 's/^/   /'
+    "$dir/tests/c/$t" >"$log" 2>&1 || rc=$?
+  sed 's/^/   /' "$log"
+  rm -f "$log"
+  if [ "$rc" -ne 0 ]; then
+    echo "-- $t: FAILED under valgrind (exit $rc, $(( $(date +%s) - start )) s)"
+    return 1
+  fi
   echo "-- $t: clean under valgrind ($(( $(date +%s) - start )) s)"
-done
+}
+export -f run_one
+export dir
+printf '%s\n' "${tests[@]}" | xargs -P "${REDMUTEX_VALGRIND_JOBS:-2}" -I{} bash -c 'run_one "$1"' _ {}
