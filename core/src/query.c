@@ -411,7 +411,7 @@ static int hold_count(rm_err *err, int64_t *out, redmutex_lock *l, const char *o
 int redmutex_lock_is_owned(int *out, redmutex_lock *l, const char *owner)
 {
     rm_err e_, *err = rm_err_reset(&e_);
-    int64_t count;
+    int64_t count = 0;
     int rc = l && !out ? rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_is_owned: out is NULL")
                        : hold_count(err, &count, l, owner, "redmutex_lock_is_owned");
     if (rc == 0)
