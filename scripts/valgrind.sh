@@ -9,9 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-test}
 export REDMUTEX_TEST_TIME_SCALE=${REDMUTEX_TEST_TIME_SCALE:-4}
-# Longest first: they run ${REDMUTEX_VALGRIND_JOBS:-2} at a time (most of a test's time is its
+# Longest first (after the serial ones): they run ${REDMUTEX_VALGRIND_JOBS:-2} at a time (most of a test's time is its
 # servers' and leases' wall-clock time, not CPU), each one's output printed when it ends.
-tests=(test_safety test_cluster_moves test_semaphore test_sentinel test_ttl test_redlock test_watchdog test_cluster
+serial=(test_safety) # throughputs compared over seconds: alone
+tests=(test_cluster_moves test_semaphore test_sentinel test_ttl test_redlock test_watchdog test_cluster
        test_races test_fair test_acl test_rwlock test_fair_handoff test_tls test_events test_multilock test_latch
        test_api test_quorum test_lock test_rlock test_hostile test_concurrency test_interrupt test_lifetimes
        test_options test_pollwait test_thread_signals test_inspect test_stats test_resp)
@@ -31,4 +32,5 @@ run_one() {
 }
 export -f run_one
 export dir
+for t in "${serial[@]}"; do run_one "$t"; done
 printf '%s\n' "${tests[@]}" | xargs -P "${REDMUTEX_VALGRIND_JOBS:-2}" -I{} bash -c 'run_one "$1"' _ {}
