@@ -197,8 +197,12 @@ static void test_release_behind_a_busy_order_is_queued_not_dropped(void)
         /* Every held-back SET NX landed, and what followed it ran. Both were
            held back when the threads really raced (valgrind runs one thread
            at a time, so there they may not). */
-        WAIT_FOR(set_calls(&srv[2]) >= sets + 2, 3000); /* each racer sent one SET NX to s3 */
+        if (rt_time_scale() == 1)
+            WAIT_FOR(set_calls(&srv[2]) >= sets + 2, 3000); /* each racer sent one SET NX to s3 */
         WAIT_FOR(atomic_load(&p->forwarded) == atomic_load(&p->delayed), 3000);
+        /* One thread at a time, the second racer may start after s3 already looks stalled (others
+           answered, it did not) and not send there at all: wait for the SETs the proxy held. */
+        WAIT_FOR(set_calls(&srv[2]) >= sets + (atomic_load(&p->delayed) - delayed), 3000);
         raced += atomic_load(&p->delayed) - delayed >= 2;
         WAIT_FOR(!rs_exists(&srv[2], "order:busy"), 1500);
         for (int i = 0; i < 3; i++)
@@ -971,6 +975,18 @@ static void test_nested_levels_and_extends_ride_out_a_stalling_minority(void)
                     "%ld errors, %ld overlaps\n",
             stalling, to1 - to0, hung, to3 - to2, (long)sh.errors, (long)sh.overlaps);
     CHECKF(sh.overlaps == 0, "%ld overlapping holds", (long)sh.overlaps);
+    /* Throughput is asserted in the plain build only: under the sanitizers and valgrind this case
+       has been seen both ways (about 55 holds/s, and about 1/s in some runs on a loaded machine,
+       docs/safety.md row 33), which those builds cannot tell from their own slowness. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    bool measure = false;
+#else
+    bool measure = rt_time_scale() == 1;
+#endif
+    if (!measure) {
+        stop_all(3);
+        return;
+    }
     /* Generous: each client still pays one command timeout per stall before
        it sees it (before: about 1 hold/s against hundreds with it hung). */
     CHECKF(stalling * 10 >= hung, "%.0f holds/s while a server stalled again and again, %.0f/s with it hung", stalling,
