@@ -202,9 +202,11 @@ static void spawn(rs_server *s)
     }
 }
 
-void rs_start(rs_server *s, const char *extra_config)
+/* A plain server, or a sentinel (its config file says so, spawn()). */
+static void start_as(rs_server *s, const char *extra_config, bool sentinel)
 {
     memset(s, 0, sizeof s[0]);
+    s->sentinel = sentinel;
     snprintf(s->dir, sizeof s->dir, "/tmp/redmutex-test-XXXXXX");
     if (!mkdtemp(s->dir))
         rt_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
@@ -220,24 +222,9 @@ void rs_start(rs_server *s, const char *extra_config)
     spawn(s);
 }
 
-void rs_start_sentinel(rs_server *s, const char *extra_config)
-{
-    memset(s, 0, sizeof s[0]);
-    s->sentinel = true;
-    snprintf(s->dir, sizeof s->dir, "/tmp/redmutex-test-XXXXXX");
-    if (!mkdtemp(s->dir))
-        rt_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
-    snprintf(s->unix_path, sizeof s->unix_path, "%s/redis.sock", s->dir);
-    snprintf(s->extra, sizeof s->extra, "%s", extra_config ? extra_config : "");
-    s->port = rt_free_port();
-    snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
-    for (int i = 0; i < MAX_SERVERS; i++)
-        if (!live[i]) {
-            live[i] = s;
-            break;
-        }
-    spawn(s);
-}
+void rs_start(rs_server *s, const char *extra_config) { start_as(s, extra_config, false); }
+
+void rs_start_sentinel(rs_server *s, const char *extra_config) { start_as(s, extra_config, true); }
 
 void rs_start_tls(rs_server *s, const rt_certs *certs, const rs_tls_config *tls, const char *extra_config)
 {
