@@ -69,6 +69,9 @@ static bool typed_as_password(const char *url)
 /* Whether SECRET is in what the parser took for something other than a secret. */
 static bool secret_outside_secrets(const rm_endpoint *ep)
 {
+    for (int i = 0; i < ep->n_seeds; i++)
+        if (has(ep->seed_host[i], SECRET))
+            return true; /* a seed's host name is shown, as every host is */
     return has(ep->host, SECRET) || has(ep->path, SECRET) || has(ep->user, SECRET) || has(ep->tls_ca_file, SECRET) ||
            has(ep->tls_cert_file, SECRET) || has(ep->tls_key_file, SECRET) || has(ep->tls_server_name, SECRET) ||
            has(ep->service, SECRET) || has(ep->sentinel_user, SECRET);
