@@ -22,6 +22,8 @@
 #      takes a lock with it (docs/packaging.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's heading says how long the run has taken so far.
+stage() { echo "== $*   [$((SECONDS / 60)) min $((SECONDS % 60)) s]"; }
 scripts/deps.sh
 
 build() {
@@ -34,33 +36,35 @@ build() {
 # Valkey 9.1 for the valkey-labelled tests: fetched now, so that a failed fetch fails the run.
 valkey=$(scripts/valkey.sh)
 
-echo "== C tests"
+# Two test programs at a time here too (test_safety and test_safety_valkey, which compare
+# throughputs over seconds, run alone: RUN_SERIAL): their time is mostly wall-clock waits.
+stage "C tests"
 build build-test RelWithDebInfo
-(cd build-test && ctest --output-on-failure)
+(cd build-test && ctest -j2 --output-on-failure)
 
-echo "== Release build (-O3: GCC's deeper warnings, -Werror)"
+stage "Release build (-O3: GCC's deeper warnings, -Werror)"
 build build-release Release -DREDMUTEX_BUILD_TESTS=OFF -DREDMUTEX_BUILD_BENCH=OFF
 
 # The sanitizer stages run two test programs at a time: their time is mostly the servers' and the
 # leases' wall-clock time, and their bounds already allow for the instrumentation's slowness.
-echo "== C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+stage "C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 build build-asan Debug -DREDMUTEX_SANITIZE=address -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest -j2 --output-on-failure -LE valkey -E 'exported_symbols|install_consumer|abi_compat')
 
-echo "== C tests under ThreadSanitizer"
+stage "C tests under ThreadSanitizer"
 build build-tsan Debug -DREDMUTEX_SANITIZE=thread -DREDMUTEX_BUILD_BENCH=OFF
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest -j2 --output-on-failure -LE valkey -E 'exported_symbols|header_|install_consumer|abi_compat')
 
-echo "== C tests under valgrind memcheck"
+stage "C tests under valgrind memcheck"
 scripts/valgrind.sh build-test
 
-echo "== fuzzing (libFuzzer, ASan + UBSan)"
+stage "fuzzing (libFuzzer, ASan + UBSan)"
 scripts/fuzz.sh
 
 if [ -d tests/python ]; then
-  echo "== Python package"
+  stage "Python package"
   rm -rf build-venv
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
@@ -72,18 +76,18 @@ if [ -d tests/python ]; then
   (cd tests/python && REDMUTEX_TEST_SERVER=$valkey ../../build-venv/bin/python -m pytest -q \
     test_cluster.py test_lock.py test_fair_rwlock.py test_asyncio.py)
 
-  echo "== Fault injection (tests/chaos): harness tests, then the quick profile"
+  stage "Fault injection (tests/chaos): harness tests, then the quick profile"
   build-venv/bin/python -m pytest -q tests/chaos
   build-venv/bin/python tests/chaos/run --quick --python build-venv/bin/python
 fi
-echo "== SWIG bindings: Ruby, Perl, Tcl, Lua"
+stage "SWIG bindings: Ruby, Perl, Tcl, Lua"
 build build-bindings RelWithDebInfo -DREDMUTEX_BINDINGS="ruby;perl;tcl;lua" -DREDMUTEX_BUILD_TESTS=OFF \
   -DREDMUTEX_BUILD_BENCH=OFF -DREDMUTEX_BUILD_CLI=OFF -DREDMUTEX_TEST_PYTHON="$PWD/build-venv/bin/python"
 (cd build-bindings && ctest --output-on-failure -L bindings)
 
-echo "== packages: built (scripts/package.sh), then installed and used in clean places (tests/packages/run)"
+stage "packages: built (scripts/package.sh), then installed and used in clean places (tests/packages/run)"
 packages_start=$SECONDS
 scripts/package.sh
 tests/packages/run
 echo "== packages: $((SECONDS - packages_start)) s"
-echo "== all test suites passed"
+stage "all test suites passed"
