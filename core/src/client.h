@@ -45,10 +45,12 @@ struct redmutex_client {
     uint64_t events_dropped;
     int event_fd; /* -1 until redmutex_client_event_fd() makes it */
     struct rm_pollwaits *pw; /* pollwait.c: NULL until the first pollable wait or wait fd (c->mu) */
-    /* Called by the pool (pool.c) when a server comes back with a new
-       run_id, with c->mu held: the hold registry's answer to a restart
-       (holds.c), installed by the client so the pool need not know holds. */
-    void (*on_server_restart)(struct redmutex_client *c, size_t i);
+    /* pool.c: server restarts recorded (a new run_id), and the condition it
+       broadcasts with each; the hold registry catches up with them
+       (restarts_seen, holds.c) and the watchdog thread sleeps on wake. */
+    uint64_t restarts;      /* c->mu */
+    pthread_cond_t wake;    /* set once at creation (again in a forked child) */
+    uint64_t restarts_seen; /* holds.c (c->mu) */
     struct rm_unsettled_list *unsettled; /* unsettled.c: releases of unknown outcome (c->mu) */
     _Atomic int n_unsettled;             /* ... how many: 0 keeps acquisitions off c->mu */
     _Atomic bool has_cluster;            /* deploy.c: some deployment is a cluster (requests are routed by slot) */
