@@ -280,7 +280,7 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
     init_cond(&c->wake);
     c->refs = 1;
     c->intr_fd = -1;
-    c->event_fd = -1;
+    c->events.fd = -1;
     c->pid = getpid();
     c->opts = o;
     c->n = n_urls;
