@@ -10,9 +10,18 @@
   (rm_publish), a public entry point that fills one publishes it, and
   nothing below reads the thread's last error back.
 
+Headers count too: a `static inline` function or a function-like macro
+defined in a core/src header belongs to a layer (that of the .c file of the
+same base name, or HEADER_LAYERS for a header without one), its calls are
+checked like a .c function's, and a call into it is a call into that layer.
+Otherwise an up-call could hide in a header, which the compiler inlines into
+every file below.
+
 Reads the C files as text (a function is a line that starts a definition at
 column 0 up to the closing brace at column 0), which is how core/src is
-written. Exits 1 and lists what breaks the rules.
+written; a header inline is `static inline` at column 0 up to its matching
+brace, a macro `#define NAME(` up to its last continued line. Exits 1 and
+lists what breaks the rules.
 """
 import glob
 import os
@@ -35,6 +44,17 @@ LAYERS = [
     ["lifetime.c", "client.c"],
     ["semaphore.c", "latch.c", "multilock.c", "multiattempt.c"],
 ]
+# Headers without a .c file of their own name, or whose inlines serve a layer
+# other than that file's: client.h's inlines only take the client's mutex or
+# read its closed flag, which every layer does, so they sit at the bottom with
+# the struct they read (the client's own functions are client.c's, layer 12).
+HEADER_LAYERS = {
+    "internal.h": 0,
+    "client.h": 0,
+    "lua.h": 1,
+    "lockops.h": 10,
+    "multilock.h": 13,
+}
 # Dropping the last reference destroys the object, whoever drops it.
 UP_CALLS_ALLOWED = {"rm_client_unref", "rm_lock_unref_locked", "rm_orphans_drop_locked"}
 MAX_FILE_LINES = 610
@@ -65,15 +85,66 @@ def functions(text):
     return out
 
 
+def header_definitions(body):
+    """(name, first line, line count, body text) of each static inline function
+    and function-like macro of a header (comments and strings stripped)."""
+    out = []
+    for m in re.finditer(r"^static\s+inline\b[^;{(]*?\b(\w+)\s*\(", body, flags=re.M):
+        brace = body.find("{", m.end())
+        semi = body.find(";", m.end())
+        if brace < 0 or (0 <= semi < brace):
+            continue  # a declaration
+        depth, i = 0, brace
+        while i < len(body):
+            depth += {"{": 1, "}": -1}.get(body[i], 0)
+            if depth == 0:
+                break
+            i += 1
+        first = body.count("\n", 0, m.start()) + 1
+        out.append((m.group(1), first, body.count("\n", m.start(), i) + 1, body[brace : i + 1]))
+    lines = body.split("\n")
+    for n, line in enumerate(lines):
+        m = re.match(r"^#\s*define\s+(\w+)\(", line)
+        if not m:
+            continue
+        end = n
+        while lines[end].rstrip().endswith("\\") and end + 1 < len(lines):
+            end += 1
+        text = "\n".join(lines[n : end + 1])
+        params = text.find(")", m.end())
+        out.append((m.group(1), n + 1, end - n + 1, text[params + 1 :]))
+    return out
+
+
+def callees(text):
+    """Functions and function-like macros of the core that text calls."""
+    return set(re.findall(r"\b((?:rm|redmutex|RM)_\w+)\s*\(", text))
+
+
 def main():
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "core", "src")
+    # The tree to check: core/src, or another given as the one argument (the
+    # checker's own test plants up-calls in a copy).
+    here = os.path.dirname(os.path.abspath(__file__))
+    src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "core", "src")
     layer = {f: n for n, files in enumerate(LAYERS) for f in files}
     texts = {os.path.basename(p): open(p).read() for p in glob.glob(os.path.join(src, "*.c"))}
+    headers = {os.path.basename(p): open(p).read() for p in glob.glob(os.path.join(src, "*.h"))}
     problems = [f"{f}: not in any layer (scripts/check-layers.py)" for f in texts if f not in layer]
+    for h in sorted(headers):
+        if h in HEADER_LAYERS:
+            layer[h] = HEADER_LAYERS[h]
+        elif h[:-2] + ".c" in layer:
+            layer[h] = layer[h[:-2] + ".c"]
+        else:
+            problems.append(f"{h}: no .c file of its name and not in HEADER_LAYERS (scripts/check-layers.py)")
+    inlines = {h: header_definitions(strip(text)) for h, text in headers.items()}
     defined = {}
     for f, text in texts.items():
         for name, _, _ in functions(strip(text)):
             defined.setdefault(name, f)
+    for h, defs in inlines.items():
+        for name, _, _, _ in defs:
+            defined.setdefault(name, h)
     for f, text in sorted(texts.items()):
         body = strip(text)
         n_lines = text.count("\n")
@@ -92,15 +163,28 @@ def main():
                 problems.append(f"{f}:{first}: {name} fills an error value but never publishes it")
             if f != "error.c" and re.search(r"\bredmutex_(last_error|last_error_code|clear_error)\s*\(", text):
                 problems.append(f"{f}:{first}: {name} reads or clears the thread's last error")
-        for callee in sorted(set(re.findall(r"\b((?:rm|redmutex)_\w+)\s*\(", body))):
+        for callee in sorted(callees(body)):
             home = defined.get(callee)
             if home and home != f and layer.get(home, 0) > layer.get(f, 0) and callee not in UP_CALLS_ALLOWED:
                 problems.append(f"{f} calls {callee} of {home}, a layer above it")
+    for h, defs in sorted(inlines.items()):
+        n_lines = headers[h].count("\n")
+        if n_lines > MAX_FILE_LINES:
+            problems.append(f"{h}: {n_lines} lines (at most {MAX_FILE_LINES})")
+        for name, first, count, body in defs:
+            if count > MAX_FUNCTION_LINES:
+                problems.append(f"{h}:{first}: {name} is {count} lines (at most {MAX_FUNCTION_LINES})")
+            for callee in sorted(callees(body) - {name}):
+                home = defined.get(callee)
+                if home and home != h and layer.get(home, 0) > layer.get(h, 0) and callee not in UP_CALLS_ALLOWED:
+                    problems.append(f"{h}:{first}: {name} calls {callee} of {home}, a layer above it")
     for p in problems:
         print(p)
     if problems:
         return 1
-    print(f"core/src: {len(texts)} files in {len(LAYERS)} layers, calls only downward, sizes within bounds, errors published at the API only")
+    n_inlines = sum(len(d) for d in inlines.values())
+    print(f"core/src: {len(texts)} files and {len(headers)} headers ({n_inlines} inlines and macros) in "
+          f"{len(LAYERS)} layers, calls only downward, sizes within bounds, errors published at the API only")
     return 0
 
 

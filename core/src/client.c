@@ -136,6 +136,7 @@ static void atfork_child(void)
         rm_subscriber_forget(c);
         rm_watch_forget(c);
         init_cond(&c->renew_done);
+        init_cond(&c->wake);
         rm_interrupt_after_fork(c);
         rm_events_after_fork(c);
         rm_pollwaits_after_fork(c);
@@ -187,6 +188,7 @@ static void client_destroy(redmutex_client *c)
     rm_stats_destroy(&c->stats);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->renew_done);
+    pthread_cond_destroy(&c->wake);
     free(c);
 }
 
@@ -275,14 +277,14 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
     }
     pthread_mutex_init(&c->mu, NULL);
     init_cond(&c->renew_done);
+    init_cond(&c->wake);
     c->refs = 1;
     c->intr_fd = -1;
-    c->event_fd = -1;
+    c->events.fd = -1;
     c->pid = getpid();
     c->opts = o;
     c->n = n_urls;
     c->quorum = rm_quorum_of(n_urls);
-    c->on_server_restart = rm_holds_server_restarted;
     c->on_deploy_moved = deploy_moved;
     rm_stats_init(&c->stats, &o);
     if ((rc = make_uuid(err, c->id)) != 0) {

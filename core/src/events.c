@@ -51,9 +51,9 @@ static void unlink_event(redmutex_client *c, rm_fd_event *prev, rm_fd_event *e)
     if (prev)
         prev->next = e->next;
     else
-        c->events_head = e->next;
-    if (c->events_tail == e)
-        c->events_tail = prev;
+        c->events.head = e->next;
+    if (c->events.tail == e)
+        c->events.tail = prev;
     free(e);
 }
 
@@ -61,7 +61,7 @@ static void unlink_event(redmutex_client *c, rm_fd_event *prev, rm_fd_event *e)
 static rm_fd_event *oldest(redmutex_client *c, bool fd, rm_fd_event **prev)
 {
     *prev = NULL;
-    for (rm_fd_event *e = c->events_head; e; *prev = e, e = e->next)
+    for (rm_fd_event *e = c->events.head; e; *prev = e, e = e->next)
         if (fd ? e->for_fd : for_callbacks(e))
             return e;
     return NULL;
@@ -93,8 +93,8 @@ static void drop_oldest(redmutex_client *c)
 {
     rm_fd_event *prev, *e = oldest(c, true, &prev);
     e->for_fd = false;
-    c->n_events--;
-    c->events_dropped++;
+    c->events.n_due--;
+    c->events.dropped++;
     settle(c, prev, e);
 }
 
@@ -104,7 +104,7 @@ void rm_events_push(redmutex_client *c, redmutex_lock *l, redmutex_state state, 
     size_t len = strlen(owner);
     rm_fd_event *e = malloc(sizeof *e + len + 1);
     if (!e) {
-        c->events_dropped++;
+        c->events.dropped++;
         return;
     }
     e->next = NULL;
@@ -115,15 +115,15 @@ void rm_events_push(redmutex_client *c, redmutex_lock *l, redmutex_state state, 
     e->call = call;
     e->log = log;
     memcpy(e->owner, owner, len + 1);
-    if (c->n_events == RM_EVENTS_MAX)
+    if (c->events.n_due == RM_EVENTS_MAX)
         drop_oldest(c);
-    if (c->events_tail)
-        c->events_tail->next = e;
+    if (c->events.tail)
+        c->events.tail->next = e;
     else
-        c->events_head = e;
-    c->events_tail = e;
-    if (c->n_events++ == 0 && c->event_fd >= 0)
-        fd_signal(c->event_fd);
+        c->events.head = e;
+    c->events.tail = e;
+    if (c->events.n_due++ == 0 && c->events.fd >= 0)
+        fd_signal(c->events.fd);
 }
 
 int redmutex_client_event_fd(redmutex_client *c)
@@ -133,16 +133,16 @@ int redmutex_client_event_fd(redmutex_client *c)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_event_fd: client is NULL"));
     int rc = 0;
     rm_client_lock(c);
-    if (c->event_fd < 0) {
+    if (c->events.fd < 0) {
         /* Made on first use: a client nobody polls needs no descriptor. */
-        c->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (c->event_fd < 0)
+        c->events.fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (c->events.fd < 0)
             rc = rm_fail(err, REDMUTEX_ENOMEM, "cannot create the client's event fd: %s", strerror(errno));
-        else if (c->n_events > 0)
-            fd_signal(c->event_fd);
+        else if (c->events.n_due > 0)
+            fd_signal(c->events.fd);
     }
     if (rc == 0)
-        rc = c->event_fd;
+        rc = c->events.fd;
     rm_client_unlock(c);
     return rm_publish(err, rc);
 }
@@ -166,8 +166,8 @@ int redmutex_client_next_event(redmutex_client *c, uint64_t *lock_id, redmutex_s
                      "(REDMUTEX_OWNER_MAX + 1 always suffices); the event stays queued",
                      owner_size, strlen(e->owner) + 1);
     } else if (e) {
-        if (--c->n_events == 0 && c->event_fd >= 0)
-            fd_drain(c->event_fd);
+        if (--c->events.n_due == 0 && c->events.fd >= 0)
+            fd_drain(c->events.fd);
         *lock_id = e->lock_id;
         *state = e->state;
         if (owner_size)
@@ -197,7 +197,7 @@ bool rm_events_take_callback(redmutex_client *c, rm_callback_event *out)
 
 void rm_events_forget_lock(redmutex_client *c, redmutex_lock *l)
 {
-    for (rm_fd_event *prev = NULL, *e = c->events_head, *next; e; e = next) {
+    for (rm_fd_event *prev = NULL, *e = c->events.head, *next; e; e = next) {
         next = e->next;
         if (e->lock == l) {
             e->lock = NULL;
@@ -216,7 +216,7 @@ uint64_t redmutex_client_events_dropped(const redmutex_client *c)
         return 0;
     redmutex_client *mc = (redmutex_client *)c; /* the mutex is not part of the value */
     rm_client_lock(mc);
-    uint64_t n = mc->events_dropped;
+    uint64_t n = mc->events.dropped;
     rm_client_unlock(mc);
     return n;
 }
@@ -227,14 +227,14 @@ void rm_events_after_fork(redmutex_client *c)
        the parent: the child gets an empty queue (for both consumers) and a
        fresh eventfd under the same number (so a loop that registered the
        number keeps working). */
-    while (c->events_head)
-        unlink_event(c, NULL, c->events_head);
-    c->n_events = 0;
-    c->events_dropped = 0;
-    if (c->event_fd >= 0) {
+    while (c->events.head)
+        unlink_event(c, NULL, c->events.head);
+    c->events.n_due = 0;
+    c->events.dropped = 0;
+    if (c->events.fd >= 0) {
         int fresh = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (fresh >= 0) {
-            dup3(fresh, c->event_fd, O_CLOEXEC);
+            dup3(fresh, c->events.fd, O_CLOEXEC);
             close(fresh);
         }
     }
@@ -242,8 +242,8 @@ void rm_events_after_fork(redmutex_client *c)
 
 void rm_events_destroy(redmutex_client *c)
 {
-    while (c->events_head)
-        unlink_event(c, NULL, c->events_head);
-    if (c->event_fd >= 0)
-        close(c->event_fd);
+    while (c->events.head)
+        unlink_event(c, NULL, c->events.head);
+    if (c->events.fd >= 0)
+        close(c->events.fd);
 }

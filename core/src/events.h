@@ -7,12 +7,20 @@
 #ifndef REDMUTEX_EVENTS_H
 #define REDMUTEX_EVENTS_H
 
-#include "client.h"
-#include "handle.h" /* RM_VALUE_MAX */
+/* Only internal.h: client.h embeds rm_events, so this comes before it. */
+#include "internal.h"
 
 /* ---- pollable events (events.c) ---------------------------------------------- */
 
 typedef struct rm_fd_event rm_fd_event;
+
+/* The queue: c->events, events.c's alone, guarded by c->mu. */
+typedef struct rm_events {
+    rm_fd_event *head, *tail;
+    size_t n_due;     /* entries still due to the event fd */
+    uint64_t dropped; /* entries dropped unread (the queue was full) */
+    int fd;           /* the event fd: -1 until redmutex_client_event_fd() makes it */
+} rm_events;
 
 /* One event as the callback consumer takes it. */
 typedef struct rm_callback_event {

@@ -30,8 +30,7 @@ struct redmutex_lock {
 /* Room for any key derived from a lock name (channel, fencing counter, latch). */
 #define RM_KEY_MAX (REDMUTEX_NAME_MAX + 96)
 
-/* An owner's value on the servers: token, owner id, or owner id + ":write" (kind.h). */
-#define RM_VALUE_MAX (REDMUTEX_CLIENT_ID_LEN + 24 > REDMUTEX_OWNER_MAX ? REDMUTEX_CLIENT_ID_LEN + 24 : REDMUTEX_OWNER_MAX + 8)
+/* RM_VALUE_MAX, an owner's value on the servers: internal.h. */
 
 /* ---- the handle (handle.c, owner.c) ------------------------------------- */
 

@@ -103,6 +103,7 @@ rm_hold *rm_hold_find_by_id(redmutex_lock *l, uint64_t id)
 
 rm_hold *rm_hold_claim(redmutex_client *c, redmutex_lock *l, rm_hold *h)
 {
+    rm_holds_catch_up_locked(c);
     uint64_t id = h->id;
     while (h && h->busy) {
         pthread_cond_wait(&c->renew_done, &c->mu);
@@ -123,6 +124,7 @@ rm_hold *rm_hold_find_foreign(redmutex_lock *l, const char *owner, pid_t pid)
 
 redmutex_state rm_hold_state(redmutex_client *c, rm_hold *h, int64_t now_ns)
 {
+    rm_holds_catch_up_locked(c);
     /* The lost-lock callback fires either way: the watchdog's expiry notice
        or this check, whichever sees the end of validity first. */
     if ((h->state == REDMUTEX_STATE_HELD || h->state == REDMUTEX_STATE_RENEWAL_FAILING) &&
@@ -239,12 +241,8 @@ int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char 
 }
 
 /*
- * Server i restarted (pool.c saw a new run_id, through c->on_server_restart). A restart without persistence loses every lock it
- * held, and a server that may have lost a lock cannot vouch for it: holds
- * that now have fewer than a majority of servers in the life that granted
- * them are lost at once, at the first request that reaches the restarted
- * server, instead of at the next renewal or the end of the lease. Caller
- * holds c->mu.
+ * Asks for the renewal, now, of every renewed hold server i granted (its
+ * deployment's master moved). Caller holds c->mu.
  */
 void rm_holds_renew_now(redmutex_client *c, size_t i)
 {
@@ -256,16 +254,33 @@ void rm_holds_renew_now(redmutex_client *c, size_t i)
             rm_watchdog_renew_by(c, h, now);
 }
 
-void rm_holds_server_restarted(redmutex_client *c, size_t i)
+/*
+ * A restart without persistence loses every lock the server held, and a
+ * server that may have lost a lock cannot vouch for it. The pool records each
+ * restart (a new run_id: the server's generation moves, c->restarts counts
+ * up, c->wake is broadcast); this catches up with those it has not seen:
+ * holds granted by a server whose generation has moved since, and now with
+ * fewer than a majority of servers in the life that granted them, are lost.
+ * It runs before a hold's state is read or a hold is claimed, and on the
+ * watchdog thread that the broadcast wakes, so a hold is lost at the first
+ * request that reaches the restarted server, not at its next renewal or the
+ * end of its lease. Caller holds c->mu.
+ */
+void rm_holds_catch_up_locked(redmutex_client *c)
 {
+    if (c->restarts_seen == c->restarts)
+        return;
+    c->restarts_seen = c->restarts;
     pid_t pid = rm_pid();
     for (rm_hold *h = c->holds; h; h = h->next_in_client) {
-        if (h->pid != pid || h->forgetting || h->state == REDMUTEX_STATE_LOST || h->generations[i] == 0)
+        if (h->pid != pid || h->forgetting || h->state == REDMUTEX_STATE_LOST)
             continue;
-        size_t alive = 0;
-        for (size_t j = 0; j < c->n; j++)
+        size_t granted = 0, alive = 0;
+        for (size_t j = 0; j < c->n; j++) {
+            granted += h->generations[j] != 0;
             alive += h->generations[j] == c->servers[j].generation + 1;
-        if (alive < h->lock->quorum)
+        }
+        if (alive < granted && alive < h->lock->quorum)
             rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
     }
 }

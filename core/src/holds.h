@@ -53,11 +53,14 @@ typedef struct rm_hold {
 } rm_hold;
 
 /**
- * Server i restarted: holds that now have fewer than a majority of servers
- * in the life that granted them are lost at once. The client installs it as
- * c->on_server_restart for the pool. Caller holds c->mu.
+ * Catches up with the server restarts the pool recorded since the last call
+ * (c->restarts): holds that now have fewer than a majority of servers in the
+ * life that granted them are lost. Cheap when nothing restarted. Runs before
+ * a hold's state is read, a hold claimed or a freed handle's hold settled,
+ * and on the watchdog thread, which the pool wakes (c->wake). Caller holds
+ * c->mu.
  */
-void rm_holds_server_restarted(redmutex_client *c, size_t i);
+void rm_holds_catch_up_locked(redmutex_client *c);
 /**
  * Deployment i has a new master (a failover): the watchdog renews every
  * hold there at once, so a lock the new master lacks is reported LOST now,

@@ -165,6 +165,7 @@ static void settle_hold_of_freed_handle(redmutex_client *c, rm_hold *h)
         h->renew_stopped = true;
         return;
     }
+    rm_holds_catch_up_locked(c); /* a restart the pool recorded may have lost it */
     bool held = h->state != REDMUTEX_STATE_LOST && rm_now_ns() < h->validity_end_ns;
     /* A close that is still to release holds (it may have begun) releases this one too. */
     if (held && !c->shut_down && h->pid == getpid()) {

@@ -395,8 +395,12 @@ int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const
         snprintf(srv->run_id, sizeof srv->run_id, "%s", run_id);
         srv->generation++;
         if (restarted) {
-            if (c->on_server_restart)
-                c->on_server_restart(c, (size_t)srv->index);
+            /* Recorded, not acted on: the hold registry, above, loses the
+               holds this life cannot vouch for when it next looks
+               (rm_holds_catch_up_locked: a state query, a claim, or the
+               watchdog thread this wakes). */
+            c->restarts++;
+            pthread_cond_broadcast(&c->wake);
             atomic_store(&srv->restart_seen_ns, rm_now_ns());
         }
     }

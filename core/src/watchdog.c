@@ -46,7 +46,6 @@ typedef struct rm_watchdog {
     pthread_t thread;
     bool stop;
     bool detached;
-    pthread_cond_t cond;
     int64_t sleeping_until; /* the thread's wake-up time; INT64_MAX while it waits for work */
     rm_hold **heap;
     size_t n, cap;
@@ -143,7 +142,7 @@ void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st)
        noticed the change (an expiry seen by a state query, say). */
     if ((call || log) && c->wd) {
         c->wd->sleeping_until = 0;
-        pthread_cond_signal(&c->wd->cond);
+        pthread_cond_signal(&c->wake);
     }
 }
 
@@ -420,7 +419,6 @@ static void watchdog_exit(redmutex_client *c, rm_watchdog *wd)
     }
     rm_client_unlock(c);
     if (detached) {
-        pthread_cond_destroy(&wd->cond);
         free(wd->heap);
         free(wd);
     }
@@ -437,12 +435,13 @@ static void *watchdog_main(void *arg)
        little early costs nothing and saves round trips. */
     int64_t window = c->opts.watchdog_lease_ms * RM_NS_PER_MS / 10;
     while (!wd->stop && batch) {
+        rm_holds_catch_up_locked(c); /* a restart the pool recorded (it broadcast c->wake) */
         run_callbacks_locked(c);
         if (wd->stop)
             break;
         if (wd->n == 0) {
             wd->sleeping_until = INT64_MAX;
-            pthread_cond_wait(&wd->cond, &c->mu);
+            pthread_cond_wait(&c->wake, &c->mu);
             continue;
         }
         int64_t now = rm_now_ns();
@@ -450,7 +449,7 @@ static void *watchdog_main(void *arg)
         if (top->due_ns > now) {
             wd->sleeping_until = top->due_ns;
             struct timespec ts = {top->due_ns / 1000000000, top->due_ns % 1000000000};
-            pthread_cond_timedwait(&wd->cond, &c->mu, &ts);
+            pthread_cond_timedwait(&c->wake, &c->mu, &ts);
             continue;
         }
         wd->sleeping_until = 0; /* working: it looks at the heap again before sleeping */
@@ -474,15 +473,9 @@ static rm_watchdog *ensure_watchdog(redmutex_client *c)
     if (!wd)
         return NULL;
     wd->sleeping_until = 0; /* starting: it looks at the heap before sleeping */
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&wd->cond, &attr);
-    pthread_condattr_destroy(&attr);
     c->wd = wd;
     if (rm_thread_start(&wd->thread, NULL, watchdog_main, c) != 0) {
         c->wd = NULL;
-        pthread_cond_destroy(&wd->cond);
         free(wd);
         return NULL;
     }
@@ -511,7 +504,7 @@ int rm_watchdog_schedule(rm_err *err, redmutex_client *c, rm_hold *h)
        (an entry removed early just makes it wake for nothing). */
     if (h->due_ns < wd->sleeping_until) {
         wd->sleeping_until = h->due_ns;
-        pthread_cond_signal(&wd->cond);
+        pthread_cond_signal(&c->wake);
     }
     return 0;
 }
@@ -525,7 +518,7 @@ void rm_watchdog_renew_by(redmutex_client *c, rm_hold *h, int64_t due_ns)
     h->due_ns = due_ns;
     if (heap_push(wd, h) == 0 && due_ns < wd->sleeping_until) {
         wd->sleeping_until = due_ns;
-        pthread_cond_signal(&wd->cond);
+        pthread_cond_signal(&c->wake);
     }
 }
 
@@ -550,7 +543,7 @@ void rm_watchdog_stop(redmutex_client *c, int64_t deadline_ns)
         return;
     }
     wd->stop = true;
-    pthread_cond_signal(&wd->cond);
+    pthread_cond_signal(&c->wake);
     rm_client_unlock(c);
     if (rm_join_until(wd->thread, deadline_ns)) {
         rm_client_lock(c);
@@ -558,7 +551,6 @@ void rm_watchdog_stop(redmutex_client *c, int64_t deadline_ns)
         for (size_t i = 0; i < wd->n; i++)
             wd->heap[i]->heap_index = SIZE_MAX;
         rm_client_unlock(c);
-        pthread_cond_destroy(&wd->cond);
         free(wd->heap);
         free(wd);
     } else {

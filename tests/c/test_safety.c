@@ -1259,6 +1259,37 @@ static void test_restart_without_persistence_is_lost_at_the_first_request(void)
     rs_stop(&srv[0]);
 }
 
+/* Nobody asks for the state: the first request to reach the restarted server
+   is enough for every hold it granted to be reported lost (on_lost, from the
+   watchdog thread), long before any renewal is due. */
+static void test_restart_without_persistence_reports_every_hold_lost_unasked(void)
+{
+    rs_start(&srv[0], "save \"\"\nappendonly no\n");
+    const char *url = srv[0].url;
+    redmutex_client *c = client_for(&url, 1, 1000, 30000);
+    lost_log log[3] = {{0}};
+    redmutex_lock *l[3] = {
+        lock_for(c, "unasked-rlock", REDMUTEX_KIND_RLOCK, 30000, log_lost, &log[0]),
+        lock_for(c, "unasked-plain", REDMUTEX_KIND_LOCK, 0, log_lost, &log[1]), /* renewed */
+        lock_for(c, "unasked-fair", REDMUTEX_KIND_FAIR, 30000, log_lost, &log[2]),
+    };
+    redmutex_lock *probe = lock_for(c, "unasked-probe", REDMUTEX_KIND_LOCK, 0, NULL, NULL);
+    for (int k = 0; k < 3; k++)
+        CHECK_OK(redmutex_lock_acquire(l[k], NULL, 0));
+    rs_restart(&srv[0]); /* kill -9, back empty */
+    int locked = -1;
+    for (int i = 0; i < 100 && redmutex_lock_is_locked(&locked, probe) != 0; i++)
+        rt_sleep_ms(20);
+    for (int k = 0; k < 3; k++)
+        WAIT_FOR(atomic_load(&log[k].lost) == 1, 2000);
+    redmutex_lock_free(probe);
+    for (int k = 0; k < 3; k++)
+        redmutex_lock_free(l[k]);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    rs_stop(&srv[0]);
+}
+
 static void test_failed_release_still_reports_the_end_of_validity(void)
 {
     rs_start(&srv[0], NULL);
@@ -1641,6 +1672,8 @@ int main(int argc, char **argv)
          test_lost_is_reported_at_validity_end_with_the_server_stopped},
         {"restart_without_persistence_is_lost_at_the_first_request",
          test_restart_without_persistence_is_lost_at_the_first_request},
+        {"restart_without_persistence_reports_every_hold_lost_unasked",
+         test_restart_without_persistence_reports_every_hold_lost_unasked},
         {"failed_release_still_reports_the_end_of_validity", test_failed_release_still_reports_the_end_of_validity},
         {"fenced_acquire_checks_the_counter_first", test_fenced_acquire_checks_the_counter_first},
         {"release_refused_by_the_acl_changes_nothing", test_release_refused_by_the_acl_changes_nothing},
