@@ -439,6 +439,10 @@ static void *watchdog_main(void *arg)
         run_callbacks_locked(c);
         if (wd->stop)
             break;
+        /* A restart recorded while a callback ran (c->mu released) broadcast
+           to nobody: catch up with it before sleeping, not at a renewal. */
+        if (c->restarts != c->restarts_seen)
+            continue;
         if (wd->n == 0) {
             wd->sleeping_until = INT64_MAX;
             pthread_cond_wait(&c->wake, &c->mu);

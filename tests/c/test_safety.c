@@ -1290,6 +1290,53 @@ static void test_restart_without_persistence_reports_every_hold_lost_unasked(voi
     rs_stop(&srv[0]);
 }
 
+/* A lost-lock callback that takes its time (the user's), and says when it started. */
+typedef struct slow_callback {
+    _Atomic int running, may_return;
+} slow_callback;
+
+static void slow_on_lost(redmutex_lock *l, const char *owner, redmutex_state st, void *p)
+{
+    (void)l;
+    (void)owner;
+    slow_callback *s = p;
+    if (st != REDMUTEX_STATE_LOST)
+        return;
+    atomic_store(&s->running, 1);
+    for (int i = 0; i < 2000 && !atomic_load(&s->may_return); i++)
+        rt_sleep_ms(5);
+}
+
+/* The restart is recorded while the watchdog thread runs another lock's
+   callback (the client mutex released): it must still be acted on when the
+   callback returns, not at the next renewal (10 s here). */
+static void test_restart_during_a_callback_is_reported_when_it_returns(void)
+{
+    rs_start(&srv[0], "save \"\"\nappendonly no\n");
+    const char *url = srv[0].url;
+    redmutex_client *c = client_for(&url, 1, 1000, 30000);
+    slow_callback slow = {0};
+    lost_log log = {0};
+    redmutex_lock *a = lock_for(c, "cb-restart-a", REDMUTEX_KIND_LOCK, 300, slow_on_lost, &slow); /* runs out */
+    redmutex_lock *b = lock_for(c, "cb-restart-b", REDMUTEX_KIND_LOCK, 0, log_lost, &log);       /* renewed */
+    redmutex_lock *probe = lock_for(c, "cb-restart-probe", REDMUTEX_KIND_LOCK, 0, NULL, NULL);
+    CHECK_OK(redmutex_lock_acquire(b, NULL, 0));
+    CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
+    WAIT_FOR(atomic_load(&slow.running) == 1, 3000);
+    rs_restart(&srv[0]); /* kill -9, back empty */
+    int locked = -1;
+    for (int i = 0; i < 100 && redmutex_lock_is_locked(&locked, probe) != 0; i++)
+        rt_sleep_ms(20);
+    atomic_store(&slow.may_return, 1);
+    WAIT_FOR(atomic_load(&log.lost) == 1, 2000);
+    redmutex_lock_free(probe);
+    redmutex_lock_free(a);
+    redmutex_lock_free(b);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    rs_stop(&srv[0]);
+}
+
 static void test_failed_release_still_reports_the_end_of_validity(void)
 {
     rs_start(&srv[0], NULL);
@@ -1674,6 +1721,8 @@ int main(int argc, char **argv)
          test_restart_without_persistence_is_lost_at_the_first_request},
         {"restart_without_persistence_reports_every_hold_lost_unasked",
          test_restart_without_persistence_reports_every_hold_lost_unasked},
+        {"restart_during_a_callback_is_reported_when_it_returns",
+         test_restart_during_a_callback_is_reported_when_it_returns},
         {"failed_release_still_reports_the_end_of_validity", test_failed_release_still_reports_the_end_of_validity},
         {"fenced_acquire_checks_the_counter_first", test_fenced_acquire_checks_the_counter_first},
         {"release_refused_by_the_acl_changes_nothing", test_release_refused_by_the_acl_changes_nothing},

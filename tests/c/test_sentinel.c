@@ -450,8 +450,12 @@ static void sigkill_of_the_master(int64_t min_replicas)
     CHECK(doubles == 0);
     if (min_replicas != 0)
         CHECKF(missing == 0, "%d locks acquired with WAIT 1 are missing on the new master", missing);
-    CHECKF(first_ok - switched_at < rt_scaled_ms(1000), "first acquisition %lld ms after the switch",
-           (long long)(first_ok - switched_at));
+    /* The client follows the switch at once (docs/deployments.md measures the gap: 82 ms at p99), but
+       with WAIT 1 an acquisition also needs the other replica re-pointed at the new master by the
+       sentinels, which took 1.6 s once on a loaded machine (another test beside this one). The bound
+       still catches a client that keeps asking the dead master, or gives up on the new one. */
+    CHECKF(first_ok - switched_at < rt_scaled_ms(min_replicas != 0 ? 2500 : 1000),
+           "first acquisition %lld ms after the switch", (long long)(first_ok - switched_at));
     /* No call outlives its own deadline: one round trip's budget (connect and command timeouts: 500 ms), and
        for an acquisition the replica wait (1000 ms). */
     CHECKF(pc.longest_acquire_ms < rt_scaled_ms(500) + CALL_SLACK_MS + 1000, "an acquisition took %lld ms",
