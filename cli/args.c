@@ -11,14 +11,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DEFAULT_URL "redis://127.0.0.1:6379"
 
+/*
+ * A message is one write(2), retried. The signal handlers have no SA_RESTART
+ * (cli/signals.c), and a terminal write with a signal pending fails with
+ * EINTR: through stdio, the SIGCHLD of a CMD that redmutex has just stopped
+ * would drop the very message that says why.
+ */
 static void vmessage(const char *fmt, va_list ap, const char *tail)
 {
-    fputs("redmutex: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs(tail, stderr);
+    int saved = errno;
+    char *body = NULL, *all = NULL;
+    if (vasprintf(&body, fmt, ap) < 0)
+        body = NULL;
+    int n = asprintf(&all, "redmutex: %s%s", body ? body : fmt, tail);
+    free(body);
+    fflush(stderr);
+    for (size_t off = 0; n > 0 && off < (size_t)n;) {
+        ssize_t w = write(STDERR_FILENO, all + off, (size_t)n - off);
+        if (w > 0)
+            off += (size_t)w;
+        else if (w == 0 || errno != EINTR)
+            break;
+    }
+    if (n >= 0)
+        free(all);
+    errno = saved;
 }
 
 void cli_error(const char *fmt, ...)

@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -145,18 +147,73 @@ int rt_run(const rt_test *tests, size_t n, int argc, char **argv)
     return 0;
 }
 
-int rt_free_port(void)
+/*
+ * Ports for the servers of this test process. Test programs run two at a
+ * time (ctest -j2, valgrind.sh), and a server that a test stops and restarts
+ * gives its port back meanwhile: a port the kernel picks (bind to port 0)
+ * could then go to the other program's next server, and the restarted one's
+ * first PING would reach a stranger. So each process takes a block of ports
+ * of its own, below the kernel's ephemeral range (which starts at 32768), by
+ * holding a flock on /tmp/redmutex-test-ports/block-N until it exits, and
+ * hands them out in turn, skipping any that something listens on. Without
+ * the directory it falls back to the kernel's choice.
+ */
+#define PORT_BASE 20000
+#define PORT_BLOCK 96
+#define PORT_BLOCKS 120 /* 20000..31519 */
+static pthread_mutex_t port_mu = PTHREAD_MUTEX_INITIALIZER;
+static int port_block = -2; /* -2: not tried yet, -1: no block (kernel's choice) */
+static unsigned port_next;
+
+static int reserve_port_block(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const char *dir = "/tmp/redmutex-test-ports";
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return -1;
+    for (int k = 0; k < PORT_BLOCKS; k++) {
+        int b = (int)((unsigned)getpid() + (unsigned)k) % PORT_BLOCKS;
+        char path[64];
+        snprintf(path, sizeof path, "%s/block-%d", dir, b);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0)
+            return -1;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return b; /* fd stays open: the block is ours until exit */
+        close(fd);
+    }
+    return -1;
+}
+
+/* Binds port (0: the kernel's choice) as a listening server would; returns the port or 0. */
+static int try_port(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
     struct sockaddr_in sa = {0};
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons((uint16_t)port);
     socklen_t len = sizeof sa;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &len) != 0)
+    bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+              bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+              getsockname(fd, (struct sockaddr *)&sa, &len) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok ? ntohs(sa.sin_port) : 0;
+}
+
+int rt_free_port(void)
+{
+    pthread_mutex_lock(&port_mu);
+    if (port_block == -2)
+        port_block = reserve_port_block();
+    int port = 0;
+    for (int tries = 0; port_block >= 0 && tries < PORT_BLOCK && !port; tries++)
+        port = try_port(PORT_BASE + port_block * PORT_BLOCK + (int)(port_next++ % PORT_BLOCK));
+    pthread_mutex_unlock(&port_mu);
+    if (!port && !(port = try_port(0)))
         rt_fail(__FILE__, __LINE__, "cannot find a free port: %s", strerror(errno));
-    close(fd);
-    return ntohs(sa.sin_port);
+    return port;
 }
 
 static void spawn(rs_server *s)

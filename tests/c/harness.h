@@ -70,7 +70,8 @@ double rt_time_scale(void);
     } while (0)
 
 int64_t rt_now_ms(void);
-/* A loopback TCP port nothing listens on right now. */
+/* A loopback TCP port nothing listens on right now, from a block of ports this process alone hands out
+   (harness.c): a port a stopped server gives back is not taken by another test program meanwhile. */
 int rt_free_port(void);
 int64_t rt_now_us(void);
 void rt_sleep_ms(int64_t ms);
