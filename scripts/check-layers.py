@@ -31,7 +31,7 @@ LAYERS = [
     ["subscriber.c", "shard.c"],
     ["interrupt.c", "waiter.c"],
     ["request.c", "attempt.c", "acquire.c", "release.c", "extend.c", "query.c"],
-    ["pollwait.c", "waitfd.c"],
+    ["pollwait.c", "waitready.c", "waitfd.c"],
     ["lifetime.c", "client.c"],
     ["semaphore.c", "latch.c", "multilock.c", "multiattempt.c"],
 ]

@@ -277,6 +277,7 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
     init_cond(&c->renew_done);
     c->refs = 1;
     c->intr_fd = -1;
+    c->pw_efd = -1;
     c->event_fd = -1;
     c->pid = getpid();
     c->opts = o;

@@ -45,6 +45,7 @@ struct redmutex_client {
     uint64_t events_dropped;
     int event_fd; /* -1 until redmutex_client_event_fd() makes it */
     struct rm_pollwaits *pw; /* pollwait.c: NULL until the first pollable wait or wait fd (c->mu) */
+    _Atomic int pw_efd;      /* ... its ready eventfd, which redmutex_client_interrupt() writes; -1 until made */
     /* Called by the pool (pool.c) when a server comes back with a new
        run_id, with c->mu held: the hold registry's answer to a restart
        (holds.c), installed by the client so the pool need not know holds. */
