@@ -20,7 +20,7 @@ import re
 import sys
 
 LAYERS = [
-    ["util.c", "error.c", "options.c", "stats.c"],
+    ["util.c", "error.c", "options.c", "stats.c", "retry.c"],
     ["redact.c", "url.c", "sentinel_url.c", "resp.c", "scripts.c", "slots.c", "topology.c"],
     ["conn.c", "tls.c"],
     ["pool.c", "deploy.c", "sentinel.c", "sentinel_watch.c"],

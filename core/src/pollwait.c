@@ -22,6 +22,7 @@
 #include "lifetime.h"
 #include "lockops.h"
 #include "pollwait.h"
+#include "retry.h"
 #include "waitready.h"
 #include "waiter.h"
 
@@ -106,7 +107,7 @@ int rm_wait_new(rm_err *err, redmutex_wait **out, redmutex_lock *lock, const cha
     w->id = atomic_fetch_add(&last_wait_id, 1) + 1;
     w->explicit_owner = owner != NULL;
     w->start_ns = rm_now_ns();
-    w->backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
+    rm_retry_init(&w->retry, &c->opts);
     w->due_ns = INT64_MAX;
     rm_lock_channel(lock, w->value, w->channel);
     const rm_kind_ops *ops = rm_kind_ops_of(lock->kind);
@@ -130,7 +131,7 @@ int rm_wait_new_custom(rm_err *err, redmutex_wait **out, redmutex_client *c, con
     w->ops = ops;
     w->obj = obj;
     w->id = atomic_fetch_add(&last_wait_id, 1) + 1;
-    w->backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
+    rm_retry_init(&w->retry, &c->opts);
     w->due_ns = INT64_MAX;
     int rc = register_wait(err, w);
     if (rc == 0)
@@ -181,24 +182,17 @@ uint64_t redmutex_wait_id(const redmutex_wait *wait)
     return wait ? wait->id : 0;
 }
 
-/* Milliseconds until the next attempt after a busy one (as redmutex_lock_acquire pauses). */
-static int64_t next_pause_ms(redmutex_wait *w, int64_t ttl_ms, bool split, bool timed_out, int64_t behind)
+/* When the wait is due again after a busy try: the retry policy of
+   redmutex_lock_acquire (retry.c), with no deadline and no retry_count. */
+static void set_next_due(redmutex_wait *w, int64_t ttl_ms, bool split, bool timed_out, int64_t behind)
 {
     redmutex_client *c = w->c;
-    if (timed_out && w->backoff_ms < c->opts.wait_backoff_cap_ms)
-        w->backoff_ms =
-            w->backoff_ms * 2 > c->opts.wait_backoff_cap_ms ? c->opts.wait_backoff_cap_ms : w->backoff_ms * 2;
-    int64_t pause_ms = w->backoff_ms - (int64_t)rm_random_below((uint64_t)w->backoff_ms / 4 + 1);
-    if (ttl_ms >= 0 && ttl_ms < pause_ms - 1)
-        pause_ms = ttl_ms + 1;
-    if (split && c->opts.retry_delay_ms > 0) {
-        int64_t d = (int64_t)rm_random_below((uint64_t)c->opts.retry_delay_ms) + 1;
-        if (d < pause_ms)
-            pause_ms = d;
-    }
+    int64_t pause_ms = rm_retry_pause_ms(&w->retry, ttl_ms, split, timed_out);
     if (w->fair) /* only the head tries; each try refreshes the wait's place in the queue */
         pause_ms = rm_fair_pause_ms(pause_ms, behind);
-    return pause_ms;
+    rm_client_lock(c);
+    rm_ready_set_due(c->pw, w, rm_retry_next_due(rm_now_ns(), pause_ms, INT64_MAX));
+    rm_client_unlock(c);
 }
 
 /*
@@ -271,19 +265,33 @@ static bool interrupted(const redmutex_wait *w)
     return atomic_load(&w->c->intr_gen) != w->intr_start;
 }
 
-/* A custom wait's try: the creator's try, then, while it is not done, the
-   wait listens on the channel the try named (it may change) until due. */
-static int custom_try(rm_err *err, redmutex_wait *w)
+/* try_begin's result when the try goes on. */
+#define RM_TRY_ON 1
+
+/* The start of a try: RM_TRY_ON with the wait off the ready list and no
+   due time, or the try's result (the client closed, an interrupt). */
+static int try_begin(rm_err *err, redmutex_wait *w)
 {
     redmutex_client *c = w->c;
-    int rc = w->done ? rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: this wait is done; free it")
-                     : rm_client_usable(err, c);
+    int rc = rm_client_usable(err, c);
     if (rc || w->ended || interrupted(w))
         return rc ? rc : end_interrupted(err, w);
     rm_client_lock(c);
     rm_ready_unqueue(c->pw, w);
     w->due_ns = INT64_MAX;
     rm_client_unlock(c);
+    return RM_TRY_ON;
+}
+
+/* A custom wait's try: the creator's try, then, while it is not done, the
+   wait listens on the channel the try named (it may change) until due. */
+static int custom_try(rm_err *err, redmutex_wait *w)
+{
+    redmutex_client *c = w->c;
+    int rc = w->done ? rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: this wait is done; free it")
+                     : try_begin(err, w);
+    if (rc != RM_TRY_ON)
+        return rc;
     int news = w->waiter ? rm_waiter_take(c, w->waiter) : 0; /* no claim offered: 0 or 1 */
     bool first = !w->tried;
     int64_t ttl_ms = -1;
@@ -303,10 +311,7 @@ static int custom_try(rm_err *err, redmutex_wait *w)
     rm_err e;
     if (!w->waiter && channel[0] && join(&e, w) != 0)
         return rm_err_copy(err, &e);
-    int64_t pause_ms = next_pause_ms(w, ttl_ms, false, !first && news == 0, 0);
-    rm_client_lock(c);
-    rm_ready_set_due(c->pw, w, rm_now_ns() + pause_ms * RM_NS_PER_MS);
-    rm_client_unlock(c);
+    set_next_due(w, ttl_ms, false, !first && news == 0, 0);
     if (w->waiter)
         rm_waiter_sleep(c, w->waiter);
     return REDMUTEX_ETIMEDOUT; /* with the try's message */
@@ -343,13 +348,9 @@ static int counted_try(redmutex_wait *w, int rc)
 static int wait_try(rm_err *err, redmutex_wait *w)
 {
     redmutex_client *c = w->c;
-    int rc = rm_client_usable(err, c);
-    if (rc || w->ended || interrupted(w))
-        return rc ? rc : end_interrupted(err, w);
-    rm_client_lock(c);
-    rm_ready_unqueue(c->pw, w);
-    w->due_ns = INT64_MAX;
-    rm_client_unlock(c);
+    int rc = try_begin(err, w);
+    if (rc != RM_TRY_ON)
+        return rc;
     /* Notifications from here on make the wait ready again: none is lost. */
     int news = w->waiter ? rm_waiter_take(c, w->waiter) : 0;
     if (news < 0)
@@ -390,10 +391,7 @@ static int wait_try(rm_err *err, redmutex_wait *w)
         return end_interrupted(err, w);
     if (!w->waiter && (rc = join(err, w)) != 0)
         return rc;
-    int64_t pause_ms = next_pause_ms(w, ttl_ms, split, !first && news == 0, behind);
-    rm_client_lock(c);
-    rm_ready_set_due(c->pw, w, rm_now_ns() + pause_ms * RM_NS_PER_MS);
-    rm_client_unlock(c);
+    set_next_due(w, ttl_ms, split, !first && news == 0, behind);
     if (w->waiter)
         rm_waiter_sleep(c, w->waiter);
     return busy(err, w, why);

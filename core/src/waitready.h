@@ -10,6 +10,7 @@
 #include "client.h"
 #include "lockops.h"
 #include "pollwait.h"
+#include "retry.h"
 #include "waiter.h"
 
 #include <pthread.h>
@@ -40,7 +41,7 @@ struct redmutex_wait {
     bool freeing; /* redmutex_wait_free waits for a hand-off in flight */
     bool ended;   /* interrupted: it gave up, and every try reports REDMUTEX_EINTR */
     uint64_t intr_start; /* the interrupt generation when it began */
-    int64_t backoff_ms;
+    rm_retry retry; /* when it is due again after a busy try (retry.c) */
     int64_t due_ns; /* when it becomes ready if nothing else makes it; INT64_MAX: never */
     redmutex_wait *next_ready;
     redmutex_wait *next_all, *prev_all;
