@@ -195,6 +195,15 @@ static void set_next_due(redmutex_wait *w, int64_t ttl_ms, bool split, bool time
     rm_client_unlock(c);
 }
 
+/* Nothing more to try: acquired. Set under the mutex, as the loop's thread
+   reads it (catch_interrupts) while a worker may be trying. */
+static void mark_done(redmutex_wait *w)
+{
+    rm_client_lock(w->c);
+    w->done = true;
+    rm_client_unlock(w->c);
+}
+
 /*
  * Ends a lock's wait: nothing stays held for it. A lock a releasing thread
  * has just handed it (its try did not see it yet) is released; a fair
@@ -251,7 +260,7 @@ static int end_interrupted(rm_err *err, redmutex_wait *w)
                 rm_waiter_end(c, w->waiter);
             w->waiter = NULL;
         } else if (give_up(w)) {
-            w->done = true; /* as redmutex_lock_acquire: a hand-off that cannot be given back is held */
+            mark_done(w); /* as redmutex_lock_acquire: a hand-off that cannot be given back is held */
             return 0;
         }
     }
@@ -273,7 +282,7 @@ static bool interrupted(const redmutex_wait *w)
 static int try_begin(rm_err *err, redmutex_wait *w)
 {
     redmutex_client *c = w->c;
-    int rc = rm_client_usable(err, c);
+    int rc = w->ended ? 0 : rm_client_usable(err, c); /* ended: EINTR, even after a close */
     if (rc || w->ended || interrupted(w))
         return rc ? rc : end_interrupted(err, w);
     rm_client_lock(c);
@@ -298,7 +307,8 @@ static int custom_try(rm_err *err, redmutex_wait *w)
     char channel[RM_LONG_KEY_MAX] = "";
     w->tried = true;
     if ((rc = w->ops->try_once(err, w->obj, &ttl_ms, channel)) != REDMUTEX_ETIMEDOUT) {
-        w->done = rc == 0;
+        if (rc == 0)
+            mark_done(w);
         return rc;
     }
     if (interrupted(w)) /* during the try: no more waiting */
@@ -356,7 +366,7 @@ static int wait_try(rm_err *err, redmutex_wait *w)
     if (news < 0)
         return busy(err, w, "is held by another owner"); /* a releasing thread acquires for us: its result makes the wait ready */
     if (news == RM_WAIT_GRANTED) {
-        w->done = true;
+        mark_done(w);
         return 0;
     }
     if (news == RM_WAIT_UNKNOWN)
@@ -381,7 +391,7 @@ static int wait_try(rm_err *err, redmutex_wait *w)
         rc = rm_acquire_attempt(err, w->l, w->owner_key, w->value, !first, w->fair ? w->nonce : NULL, &ttl_ms, &split,
                                 &why, &w->in_fair_queue, &behind);
         if (rc == 0) {
-            w->done = true;
+            mark_done(w);
             return 0;
         }
         if (rc < 0)

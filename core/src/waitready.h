@@ -36,10 +36,10 @@ struct redmutex_wait {
     rm_waiter *waiter; /* queue position on the channel; NULL if it could not join */
     bool explicit_owner;
     bool tried;   /* an attempt was made or skipped: later ones are retries */
-    bool done;    /* acquired: nothing more to try */
+    bool done;    /* acquired: nothing more to try (written under c->mu: the loop's thread reads it) */
     bool queued;  /* on the ready list */
-    bool freeing; /* redmutex_wait_free waits for a hand-off in flight */
-    bool ended;   /* interrupted: it gave up, and every try reports REDMUTEX_EINTR */
+    bool freeing; /* ending: redmutex_wait_free, or an interrupted try, gave up (c->mu) */
+    bool ended;   /* interrupted: it gave up, and every try reports REDMUTEX_EINTR (its own thread) */
     uint64_t intr_start; /* the interrupt generation when it began */
     rm_retry retry; /* when it is due again after a busy try (retry.c) */
     int64_t due_ns; /* when it becomes ready if nothing else makes it; INT64_MAX: never */

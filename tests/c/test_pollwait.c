@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 
 static rs_server srv;
@@ -751,6 +752,84 @@ static void test_interrupt_ends_pollable_waits_begun_before_it(void)
     rs_stop(&srv);
 }
 
+#define N_RACERS 8
+
+typedef struct tried_by_worker {
+    redmutex_wait *w[N_RACERS];
+    _Atomic bool ready[N_RACERS]; /* reported by next_ready, not tried since */
+    _Atomic int rc[N_RACERS];     /* of the last try */
+    _Atomic bool stop;
+} tried_by_worker;
+
+/* A worker thread that tries each wait the loop found ready, as asyncio's pool does. */
+static void *try_worker_main(void *arg)
+{
+    tried_by_worker *t = arg;
+    while (!atomic_load(&t->stop)) {
+        bool any = false;
+        for (int i = 0; i < N_RACERS; i++)
+            if (atomic_exchange(&t->ready[i], false)) {
+                atomic_store(&t->rc[i], redmutex_wait_try(t->w[i]));
+                any = true;
+            }
+        if (!any)
+            rt_sleep_ms(1);
+    }
+    return NULL;
+}
+
+/* The loop's thread pops ready waits and interrupts while a worker tries
+   them: every wait ends with REDMUTEX_EINTR and nothing is left held. */
+static void test_interrupt_while_a_worker_tries_ends_every_wait(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(200), *hc = pw_client(200);
+    redmutex_lock *l = pw_lock(c, "pw:intr-race", REDMUTEX_KIND_LOCK), *h = pw_lock(hc, "pw:intr-race", REDMUTEX_KIND_LOCK);
+    CHECK_OK(redmutex_lock_acquire(h, NULL, 0));
+    tried_by_worker t;
+    memset(&t, 0, sizeof t);
+    for (int i = 0; i < N_RACERS; i++) {
+        CHECK_OK(redmutex_wait_new(&t.w[i], l, NULL));
+        atomic_store(&t.ready[i], true);
+    }
+    pthread_t worker;
+    CHECK(pthread_create(&worker, NULL, try_worker_main, &t) == 0);
+    int fd = redmutex_client_wait_fd(c);
+    int64_t start = rt_now_ms(), interrupt_at = start + 300, deadline = start + rt_scaled_ms(5000);
+    bool interrupted = false;
+    for (;;) {
+        uint64_t id;
+        while (redmutex_client_next_ready(c, &id) == 1)
+            for (int i = 0; i < N_RACERS; i++)
+                if (id == redmutex_wait_id(t.w[i]))
+                    atomic_store(&t.ready[i], true);
+        if (!interrupted && rt_now_ms() >= interrupt_at) {
+            redmutex_client_interrupt(c);
+            interrupted = true;
+        }
+        int ended = 0;
+        for (int i = 0; i < N_RACERS; i++)
+            ended += atomic_load(&t.rc[i]) == REDMUTEX_EINTR;
+        if (ended == N_RACERS)
+            break;
+        CHECKF(rt_now_ms() < deadline, "%d of %d waits ended by the interrupt", ended, N_RACERS);
+        readable(fd, 20);
+    }
+    atomic_store(&t.stop, true);
+    pthread_join(worker, NULL);
+    for (int i = 0; i < N_RACERS; i++)
+        redmutex_wait_free(t.w[i]);
+    CHECK(rs_count_keys(&srv, "*") == 1); /* the holder's lock only */
+    CHECK_OK(redmutex_lock_release(h, NULL));
+    redmutex_lock_free(l);
+    redmutex_lock_free(h);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    redmutex_client_close(hc);
+    redmutex_client_free(hc);
+    rs_stop(&srv);
+}
+
 static void test_bad_input_is_refused(void)
 {
     rs_start(&srv, NULL);
@@ -807,6 +886,7 @@ int main(int argc, char **argv)
         {"close_makes_waits_ready_and_frees_work_in_any_order",
          test_close_makes_waits_ready_and_frees_work_in_any_order},
         {"interrupt_ends_pollable_waits_begun_before_it", test_interrupt_ends_pollable_waits_begun_before_it},
+        {"interrupt_while_a_worker_tries_ends_every_wait", test_interrupt_while_a_worker_tries_ends_every_wait},
         {"bad_input_is_refused", test_bad_input_is_refused},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
