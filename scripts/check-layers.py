@@ -29,7 +29,7 @@ import re
 import sys
 
 LAYERS = [
-    ["util.c", "error.c", "options.c", "stats.c"],
+    ["util.c", "error.c", "options.c", "stats.c", "retry.c"],
     ["redact.c", "url.c", "sentinel_url.c", "resp.c", "scripts.c", "slots.c", "topology.c"],
     ["conn.c", "tls.c"],
     ["pool.c", "deploy.c", "sentinel.c", "sentinel_watch.c"],
@@ -40,7 +40,7 @@ LAYERS = [
     ["subscriber.c", "shard.c"],
     ["interrupt.c", "waiter.c"],
     ["request.c", "attempt.c", "acquire.c", "release.c", "extend.c", "query.c"],
-    ["pollwait.c", "waitfd.c"],
+    ["pollwait.c", "waitready.c", "waitfd.c"],
     ["lifetime.c", "client.c"],
     ["semaphore.c", "latch.c", "multilock.c", "multiattempt.c"],
 ]

@@ -14,7 +14,7 @@ export REDMUTEX_TEST_TIME_SCALE=${REDMUTEX_TEST_TIME_SCALE:-4}
 serial=(test_safety) # throughputs compared over seconds: alone
 tests=(test_cluster_moves test_semaphore test_sentinel test_ttl test_redlock test_watchdog test_cluster
        test_races test_fair test_acl test_rwlock test_fair_handoff test_tls test_events test_multilock test_latch
-       test_api test_quorum test_lock test_rlock test_hostile test_concurrency test_interrupt test_lifetimes
+       test_api test_quorum test_retry test_lock test_rlock test_hostile test_concurrency test_interrupt test_lifetimes
        test_options test_pollwait test_thread_signals test_inspect test_stats test_resp)
 run_one() {
   local t=$1 start log rc=0

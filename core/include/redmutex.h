@@ -530,8 +530,12 @@ REDMUTEX_API void redmutex_client_free(redmutex_client *client);
  * subscription to the release channel, return REDMUTEX_EINTR with nothing
  * held (like sqlite3_interrupt). A sleeping wait ends within a few
  * milliseconds; an acquire in the middle of a round trip to a server ends
- * when that round trip does (at most command_timeout_ms). A wait that begins
- * after the call is not affected.
+ * when that round trip does (at most command_timeout_ms). Pollable waits
+ * (redmutex_wait_new() and the other *_wait_new) created before the call
+ * end too: the client's wait fd becomes readable at once,
+ * redmutex_client_next_ready() reports each of them, and their tries
+ * return REDMUTEX_EINTR from then on (since 1.1; see redmutex_wait_try).
+ * A wait that begins after the call is not affected.
  *
  * Callable from any thread and from a signal handler: it is
  * async-signal-safe (an atomic counter and a write(2) to the client's
@@ -1107,9 +1111,10 @@ REDMUTEX_API uint64_t redmutex_client_events_dropped(const redmutex_client *clie
  * worker thread, if the loop must not block for a round trip.
  *
  * Timeouts and cancellation belong to the caller: stop trying and free the
- * wait. redmutex_client_interrupt() does not end pollable waits; closing the
- * client makes every wait ready, and its next try fails with
- * REDMUTEX_ECLOSED. The client's retry_count is not applied (the caller
+ * wait. redmutex_client_interrupt() ends every pollable wait created before
+ * it (since 1.1): each becomes ready, and its tries fail with REDMUTEX_EINTR
+ * (see redmutex_wait_try); closing the client makes every wait ready, and
+ * its next try fails with REDMUTEX_ECLOSED. The client's retry_count is not applied (the caller
  * counts attempts if it wants a cap).
  */
 
@@ -1153,8 +1158,16 @@ REDMUTEX_API uint64_t redmutex_wait_id(const redmutex_wait *wait);
  *    redmutex_client_next_ready() when it may be free (a release message, a
  *    hand-off's result, the holder's lease end, the backoff), and may be
  *    tried again then. Trying earlier is allowed; it costs a round trip.
- *  - any error of redmutex_lock_acquire() but REDMUTEX_EINTR, with nothing
- *    held (REDMUTEX_EINVAL also for a finished wait). The wait stays valid:
+ *  - REDMUTEX_EINTR: redmutex_client_interrupt() was called after the wait
+ *    was created (before this try or during its round trip). The wait has
+ *    ended with nothing held for it: a lock a releasing thread handed it is
+ *    released, and a fair lock's wait has left the server's queue (then
+ *    this try blocks one round trip, bounded by command_timeout_ms). Every
+ *    later try returns REDMUTEX_EINTR again; free the wait. (As with
+ *    redmutex_lock_acquire, a lock handed to it that cannot be given back
+ *    makes the try return 0 instead: it is held.) Since 1.1.
+ *  - any other error of redmutex_lock_acquire(), with nothing held
+ *    (REDMUTEX_EINVAL also for a finished wait). The wait stays valid:
  *    free it, or try again.
  * A new wait whose lock other waits or threads of the client are queued for
  * does not try on its first call: it queues behind them (returns

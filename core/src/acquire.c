@@ -13,6 +13,7 @@
 #include "kind.h"
 #include "lockops.h"
 #include "quorum.h"
+#include "retry.h"
 #include "waiter.h"
 
 #include <inttypes.h>
@@ -37,7 +38,9 @@ typedef struct acquisition {
     bool early;        /* a fair waiter listening before its first attempt */
     char nonce[17];    /* a fair wait's id */
     char channel[RM_LONG_KEY_MAX];
-    int64_t wait_ms, start, deadline, sent_ns, attempts, backoff_ms;
+    int64_t wait_ms, start, deadline, sent_ns, attempts;
+    rm_retry retry;    /* when to try again, when to stop (retry.c) */
+    bool silent;       /* the last pause ended with no news: the backoff doubles */
     rm_wait wait;      /* redmutex_client_interrupt() ends it */
     rm_waiter *w;
     rm_claim claim;    /* offered to releasing threads (kept alive here) */
@@ -252,7 +255,8 @@ static void start_waiting(acquisition *q)
     q->claim = (rm_claim){q->l, q->owner_key, q->value};
     if (q->w && q->ops->local_waiters && c->n == 1 && c->opts.min_replicas == 0)
         rm_waiter_offer(c, q->w, &q->claim);
-    q->backoff_ms = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
+    rm_retry_init(&q->retry, &c->opts);
+    q->silent = false;
     q->attempts = q->queue || q->polite ? 0 : 1;
     rm_stats_waiting(&c->stats, 1); /* until the call ends */
     if (q->polite)
@@ -272,7 +276,7 @@ static int may_pause(acquisition *q, int64_t *now)
     if (rm_wait_interrupted(c, &q->wait) || (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload)))
         return interrupted_wait(q->err, q->l);
     *now = rm_now_ns();
-    if (*now >= q->deadline || (c->opts.retry_count > 0 && q->attempts >= c->opts.retry_count))
+    if (rm_retry_exhausted(&q->retry, *now, q->deadline, q->attempts))
         return rm_fail(q->err, REDMUTEX_ETIMEDOUT, "lock '%s' %s; waited %" PRId64 " ms", q->l->name, q->info.why,
                        (*now - q->start) / RM_NS_PER_MS);
     return RM_ATTEMPT_BUSY;
@@ -280,28 +284,18 @@ static int may_pause(acquisition *q, int64_t *now)
 
 /* Next attempt: on a release message, when the holder's lease ends, or after
    a capped, jittered backoff, whichever comes first. */
-static int64_t pause_until(const acquisition *q, int64_t now)
+static int64_t pause_until(acquisition *q, int64_t now)
 {
-    const redmutex_client *c = q->c;
-    int64_t pause_ms = q->backoff_ms - (int64_t)rm_random_below((uint64_t)q->backoff_ms / 4 + 1);
-    if (q->info.ttl_ms >= 0 && q->info.ttl_ms < pause_ms - 1) /* hostile TTLs cannot overflow */
-        pause_ms = q->info.ttl_ms + 1;
-    if (q->info.split && c->opts.retry_delay_ms > 0) {
-        int64_t d = (int64_t)rm_random_below((uint64_t)c->opts.retry_delay_ms) + 1;
-        if (d < pause_ms)
-            pause_ms = d;
-    }
+    int64_t pause_ms = rm_retry_pause_ms(&q->retry, q->info.ttl_ms, q->info.split, q->silent);
     if (q->fair) /* only the head tries; each attempt refreshes this waiter's place */
         pause_ms = rm_fair_pause_ms(pause_ms, q->info.behind);
-    int64_t until = now + pause_ms * RM_NS_PER_MS;
-    return until > q->deadline ? q->deadline : until;
+    return rm_retry_next_due(now, pause_ms, q->deadline);
 }
 
 /* After a pause that ended with r (rm_waiter_wait's result): RM_ATTEMPT_BUSY
    to try again, or the call's end. */
 static int after_pause(acquisition *q, int r, bool interrupted)
 {
-    redmutex_client *c = q->c;
     if (q->fair && q->w && r == 1) {
         int g = take_grant(q);
         if (g == 0)
@@ -317,9 +311,7 @@ static int after_pause(acquisition *q, int r, bool interrupted)
         return 0;
     if (interrupted || r == REDMUTEX_EINTR)
         return interrupted_wait(q->err, q->l);
-    if (r == 0 && q->backoff_ms < c->opts.wait_backoff_cap_ms)
-        q->backoff_ms = q->backoff_ms * 2 > c->opts.wait_backoff_cap_ms ? c->opts.wait_backoff_cap_ms
-                                                                         : q->backoff_ms * 2;
+    q->silent = r == 0; /* the next pause backs off further */
     return RM_ATTEMPT_BUSY;
 }
 

@@ -281,6 +281,7 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
     c->refs = 1;
     c->intr_fd = -1;
     c->events.fd = -1;
+    c->pw_efd = -1;
     c->pid = getpid();
     c->opts = o;
     c->n = n_urls;

@@ -100,6 +100,9 @@ struct redmutex_client {
 
     /* ---- pollwait.c: NULL until the first pollable wait or wait fd (c->mu) ---- */
     struct rm_pollwaits *pw;
+    /* ... its ready eventfd, which redmutex_client_interrupt() writes (atomic,
+       unlocked: async-signal-safe); -1 until made */
+    _Atomic int pw_efd;
 
     /* ---- stats.c: counts and the log callback (atomics; set once: the callback) ---- */
     rm_stats stats;

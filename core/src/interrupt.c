@@ -16,6 +16,12 @@
  * readable meanwhile polls without it, in short slices, until then. An
  * interrupt that lands during the drain is not lost: the drain re-arms the
  * fd when the generation moved while it read.
+ *
+ * Pollable waits (pollwait.c) do not sleep here: the interrupt also writes
+ * the eventfd of the client's wait fd, so the event loop calls
+ * redmutex_client_next_ready(), which compares the generation with the last
+ * one it saw and makes every pollable wait begun before it ready; their
+ * tries then end with REDMUTEX_EINTR.
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -47,6 +53,9 @@ void redmutex_client_interrupt(redmutex_client *c)
     int saved_errno = errno; /* a signal handler must leave errno as it found it */
     atomic_fetch_add(&c->intr_gen, 1);
     int fd = atomic_load(&c->intr_fd);
+    if (fd >= 0)
+        fd_write(fd);
+    fd = atomic_load(&c->pw_efd);
     if (fd >= 0)
         fd_write(fd);
     errno = saved_errno;

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 
 static rs_server srv;
@@ -626,6 +627,209 @@ static void test_close_makes_waits_ready_and_frees_work_in_any_order(void)
     rs_stop(&srv);
 }
 
+/* Polls the wait fd until every one of the n waits was reported ready; fails after ms. Returns the elapsed ms. */
+static int64_t await_each_ready(redmutex_client *c, redmutex_wait **ws, int n, int ms)
+{
+    int fd = redmutex_client_wait_fd(c);
+    int64_t start = rt_now_ms(), deadline = start + rt_scaled_ms(ms);
+    bool seen[8] = {false};
+    int left_to_see = n;
+    CHECK(fd >= 0 && n <= 8);
+    for (;;) {
+        uint64_t id;
+        while (redmutex_client_next_ready(c, &id) == 1)
+            for (int i = 0; i < n; i++)
+                if (!seen[i] && id == redmutex_wait_id(ws[i])) {
+                    seen[i] = true;
+                    left_to_see--;
+                }
+        if (left_to_see == 0)
+            return rt_now_ms() - start;
+        int64_t left = deadline - rt_now_ms();
+        CHECKF(left > 0, "%d of %d waits not ready within %d ms", left_to_see, n, ms);
+        readable(fd, (int)left);
+    }
+}
+
+/* How many channels matching the pattern have subscribers. */
+static long long n_channels(const char *pattern)
+{
+    redisReply *r = rs_cmd(&srv, "PUBSUB CHANNELS %s", pattern);
+    long long n = r && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* The wait fd stays readable while next_ready pops nothing: a loop would spin.
+   (A timer armed for a wait that has been tried since may fire once; the
+   next call drains it, so only lasting readability counts.) */
+static bool ready_without_a_wait(redmutex_client *c)
+{
+    for (int i = 0; i < 3; i++) {
+        uint64_t id;
+        if (redmutex_client_next_ready(c, &id) == 0 && !readable(redmutex_client_wait_fd(c), 0))
+            return false;
+    }
+    return true;
+}
+
+/*
+ * redmutex_client_interrupt() ends pollable waits too, as it ends blocked
+ * acquires: every wait that began before it (tried or not, a lock's or a
+ * latch's) becomes ready at once and its tries report REDMUTEX_EINTR, with
+ * the fair queue left and nothing held; a wait begun after it is not
+ * affected; the wait fd is not left readable with nothing to pop.
+ */
+static void test_interrupt_ends_pollable_waits_begun_before_it(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(60000), *hc = pw_client(60000);
+    redmutex_lock *l = pw_lock(c, "pw:intr", REDMUTEX_KIND_FAIR), *h = pw_lock(hc, "pw:intr", REDMUTEX_KIND_FAIR);
+    CHECK_OK(redmutex_lock_acquire(h, "holder", 0));
+    redmutex_latch *latch;
+    CHECK_OK(redmutex_latch_new(&latch, c, "pw:intr-latch"));
+    int set;
+    CHECK_OK(redmutex_latch_try_set_count(&set, latch, 1));
+    CHECK(set);
+
+    redmutex_wait *tried, *untried, *lw;
+    CHECK_OK(redmutex_wait_new(&tried, l, "a"));
+    CHECK_OK(redmutex_wait_new(&untried, l, "b"));
+    CHECK_OK(redmutex_latch_wait_new(&lw, latch));
+    CHECK_RC(redmutex_wait_try(tried), REDMUTEX_ETIMEDOUT);
+    CHECK_RC(redmutex_wait_try(lw), REDMUTEX_ETIMEDOUT);
+    CHECK(rs_int(&srv, "LLEN redisson_lock_queue:{pw:intr}") == 1);
+    WAIT_FOR(n_channels("redisson_lock__channel:{pw:intr}:*") == 1, 2000); /* the fair wait's own */
+    drain_ready(c);
+    /* `untried` has made no attempt: nothing but the interrupt can make it
+       ready. All three are ready at once. */
+    redmutex_client_interrupt(c);
+    redmutex_wait *ws[] = {tried, untried, lw};
+    int64_t ms = await_each_ready(c, ws, 3, 2000);
+    CHECKF(ms < rt_scaled_ms(500), "ready %lld ms after the interrupt", (long long)ms);
+    CHECK_RC(redmutex_wait_try(tried), REDMUTEX_EINTR);
+    CHECK(strstr(redmutex_last_error(), "interrupt") != NULL);
+    /* It left the server's queue, and its channel, with its EINTR. */
+    CHECK(rs_int(&srv, "LLEN redisson_lock_queue:{pw:intr}") == 0);
+    CHECK(rs_int(&srv, "ZCARD redisson_lock_timeout:{pw:intr}") == 0);
+    CHECK(rs_int(&srv, "HLEN redmutex_lock_waiters:{pw:intr}") == 0);
+    /* Off its channel too: the client unsubscribes once the channel has
+       been unused for its linger time (2 s). */
+    WAIT_FOR(n_channels("redisson_lock__channel:{pw:intr}:*") == 0, 5000);
+    CHECK_RC(redmutex_wait_try(tried), REDMUTEX_EINTR);             /* ended: every later try says so */
+    CHECK_RC(redmutex_wait_try(untried), REDMUTEX_EINTR);
+    CHECK_RC(redmutex_wait_try(lw), REDMUTEX_EINTR);
+    drain_ready(c);
+    CHECK(!ready_without_a_wait(c));
+
+    /* A wait begun after the interrupt waits as usual. */
+    redmutex_wait *later;
+    CHECK_OK(redmutex_wait_new(&later, l, "c"));
+    CHECK_RC(redmutex_wait_try(later), REDMUTEX_ETIMEDOUT);
+    CHECK(rs_int(&srv, "LLEN redisson_lock_queue:{pw:intr}") == 1);
+    redmutex_wait_free(tried);
+    redmutex_wait_free(untried);
+    redmutex_wait_free(lw);
+    drain_ready(c);
+    CHECK(!ready_without_a_wait(c));
+    CHECK_OK(redmutex_lock_release(h, "holder"));
+    try_until_held(c, later, 10000);
+    redmutex_wait_free(later);
+    CHECK(rs_num(&srv, "HGET pw:intr c") == 1);
+    CHECK(rs_num(&srv, "HGET pw:intr a") == 0 && rs_num(&srv, "HGET pw:intr b") == 0);
+    CHECK(rs_int(&srv, "ZCARD redisson_lock_timeout:{pw:intr}") == 0);
+    CHECK_OK(redmutex_lock_release(l, "c"));
+    CHECK(!rs_exists(&srv, "pw:intr"));
+    CHECK(rs_int(&srv, "LLEN redisson_lock_queue:{pw:intr}") == 0);
+    redmutex_latch_free(latch);
+    redmutex_lock_free(l);
+    redmutex_lock_free(h);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    redmutex_client_close(hc);
+    redmutex_client_free(hc);
+    rs_stop(&srv);
+}
+
+#define N_RACERS 8
+
+typedef struct tried_by_worker {
+    redmutex_wait *w[N_RACERS];
+    _Atomic bool ready[N_RACERS]; /* reported by next_ready, not tried since */
+    _Atomic int rc[N_RACERS];     /* of the last try */
+    _Atomic bool stop;
+} tried_by_worker;
+
+/* A worker thread that tries each wait the loop found ready, as asyncio's pool does. */
+static void *try_worker_main(void *arg)
+{
+    tried_by_worker *t = arg;
+    while (!atomic_load(&t->stop)) {
+        bool any = false;
+        for (int i = 0; i < N_RACERS; i++)
+            if (atomic_exchange(&t->ready[i], false)) {
+                atomic_store(&t->rc[i], redmutex_wait_try(t->w[i]));
+                any = true;
+            }
+        if (!any)
+            rt_sleep_ms(1);
+    }
+    return NULL;
+}
+
+/* The loop's thread pops ready waits and interrupts while a worker tries
+   them: every wait ends with REDMUTEX_EINTR and nothing is left held. */
+static void test_interrupt_while_a_worker_tries_ends_every_wait(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(200), *hc = pw_client(200);
+    redmutex_lock *l = pw_lock(c, "pw:intr-race", REDMUTEX_KIND_LOCK), *h = pw_lock(hc, "pw:intr-race", REDMUTEX_KIND_LOCK);
+    CHECK_OK(redmutex_lock_acquire(h, NULL, 0));
+    tried_by_worker t;
+    memset(&t, 0, sizeof t);
+    for (int i = 0; i < N_RACERS; i++) {
+        CHECK_OK(redmutex_wait_new(&t.w[i], l, NULL));
+        atomic_store(&t.ready[i], true);
+    }
+    pthread_t worker;
+    CHECK(pthread_create(&worker, NULL, try_worker_main, &t) == 0);
+    int fd = redmutex_client_wait_fd(c);
+    int64_t start = rt_now_ms(), interrupt_at = start + 300, deadline = start + rt_scaled_ms(5000);
+    bool interrupted = false;
+    for (;;) {
+        uint64_t id;
+        while (redmutex_client_next_ready(c, &id) == 1)
+            for (int i = 0; i < N_RACERS; i++)
+                if (id == redmutex_wait_id(t.w[i]))
+                    atomic_store(&t.ready[i], true);
+        if (!interrupted && rt_now_ms() >= interrupt_at) {
+            redmutex_client_interrupt(c);
+            interrupted = true;
+        }
+        int ended = 0;
+        for (int i = 0; i < N_RACERS; i++)
+            ended += atomic_load(&t.rc[i]) == REDMUTEX_EINTR;
+        if (ended == N_RACERS)
+            break;
+        CHECKF(rt_now_ms() < deadline, "%d of %d waits ended by the interrupt", ended, N_RACERS);
+        readable(fd, 20);
+    }
+    atomic_store(&t.stop, true);
+    pthread_join(worker, NULL);
+    for (int i = 0; i < N_RACERS; i++)
+        redmutex_wait_free(t.w[i]);
+    CHECK(rs_count_keys(&srv, "*") == 1); /* the holder's lock only */
+    CHECK_OK(redmutex_lock_release(h, NULL));
+    redmutex_lock_free(l);
+    redmutex_lock_free(h);
+    redmutex_client_close(c);
+    redmutex_client_free(c);
+    redmutex_client_close(hc);
+    redmutex_client_free(hc);
+    rs_stop(&srv);
+}
+
 static void test_bad_input_is_refused(void)
 {
     rs_start(&srv, NULL);
@@ -681,6 +885,8 @@ int main(int argc, char **argv)
          test_fair_wait_cancelled_around_a_hand_off_never_orphans_the_lock},
         {"close_makes_waits_ready_and_frees_work_in_any_order",
          test_close_makes_waits_ready_and_frees_work_in_any_order},
+        {"interrupt_ends_pollable_waits_begun_before_it", test_interrupt_ends_pollable_waits_begun_before_it},
+        {"interrupt_while_a_worker_tries_ends_every_wait", test_interrupt_while_a_worker_tries_ends_every_wait},
         {"bad_input_is_refused", test_bad_input_is_refused},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
