@@ -60,6 +60,7 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 OnLost = Callable[["AsyncLock", LockState], object]
 
 _ETIMEDOUT: int = lib.REDMUTEX_ETIMEDOUT
+_EINTR: int = lib.REDMUTEX_EINTR
 _DONE_BATCH = 64
 
 # ---- task owners -------------------------------------------------------------
@@ -138,12 +139,13 @@ class _Readiness:
     """One pollable wait of a task: what the client's wait fd said about it,
     the attempt in flight, and whether the wait was freed (once only)."""
 
-    __slots__ = ("c_wait", "freed", "future", "job", "key", "lock", "owner", "ready")
+    __slots__ = ("c_wait", "freed", "future", "job", "key", "lock", "owner", "ready", "wait_id")
 
     def __init__(self, wait: Any, lock: _Target, owner: bytes | None, key: _OwnerKey) -> None:
         self.ready = False
         self.future: asyncio.Future[bool] | None = None
         self.c_wait = wait  # the redmutex_wait
+        self.wait_id = int(lib.redmutex_wait_id(wait))  # its key in AsyncClient._waits
         self.lock = lock
         self.owner = owner
         self.key = key
@@ -644,19 +646,28 @@ class AsyncClient(ClientBase):
         deadline = None if wait_ms == _WAIT_FOREVER else loop.time() + wait_ms / 1000
         if not await self._after_cleanups(key, deadline):
             return False  # the owner's own clean-up outlasted the wait: not acquired in time
-        if make_wait is not None:
-            wait = make_wait()
-        else:
-            out = ffi.new("redmutex_wait **")
-            check(lib.redmutex_wait_new(out, lock._ptr, ffi.NULL if owner is None else owner))
-            wait = out[0]
-        wait_id = int(lib.redmutex_wait_id(wait))
-        readiness = self._waits[wait_id] = _Readiness(wait, lock, owner, key)
+
+        def begin() -> _Readiness:
+            if make_wait is not None:
+                wait = make_wait()
+            else:
+                out = ffi.new("redmutex_wait **")
+                check(lib.redmutex_wait_new(out, lock._ptr, ffi.NULL if owner is None else owner))
+                wait = out[0]
+            readiness = _Readiness(wait, lock, owner, key)
+            self._waits[readiness.wait_id] = readiness
+            return readiness
+
+        def end(readiness: _Readiness) -> None:
+            self._waits.pop(readiness.wait_id, None)
+            self._give_up_wait(readiness)  # nothing to do if the wait was freed
+
+        readiness = begin()
         retry_count = self._client._retry_count
         try:
             tries, last = 0, False
             while True:
-                job = self._new_job(lib.RMPY_OP_WAIT_TRY, lock, owner, wait)
+                job = self._new_job(lib.RMPY_OP_WAIT_TRY, lock, owner, readiness.c_wait)
                 done = self._start(job, key)
                 # From here until its result is read, the attempt is in flight:
                 # whoever ends the wait meanwhile abandons it (_give_up_wait).
@@ -665,8 +676,16 @@ class AsyncClient(ClientBase):
                 readiness.job = None
                 if job.rc == 0:
                     readiness.freed = True
-                    lib.redmutex_wait_free(wait)  # never blocks after a try that acquired
+                    lib.redmutex_wait_free(readiness.c_wait)  # never blocks after a try that acquired
                     return True
+                if job.rc == _EINTR and not self._closed and not self._client._closed:
+                    # redmutex_client_interrupt() ended every wait of the C
+                    # client: a signal meant for a blocking acquire on the main
+                    # thread (_signals.py), not for this task. It waits on for
+                    # the time it has left (PEP 475), in a new wait.
+                    end(readiness)
+                    readiness = begin()
+                    continue
                 if job.rc != _ETIMEDOUT:
                     _raise_job_error(job)
                 tries += 1
@@ -678,8 +697,7 @@ class AsyncClient(ClientBase):
         finally:
             # Cancelled (in a try or between them), timed out, failed, or its
             # loop closed and its coroutine is being closed: the wait ends here.
-            self._waits.pop(wait_id, None)
-            self._give_up_wait(readiness)
+            end(readiness)
 
 
 # ---- locks ----------------------------------------------------------------------

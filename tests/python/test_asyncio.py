@@ -930,3 +930,36 @@ def test_closing_the_loop_with_waits_pending_ends_them_quietly(redis_url, r):
     asyncio.run(second())
     assert errors == []
     assert lock_keys(r) == []
+
+
+@pytest.mark.parametrize("kind", ["lock", "fair_lock"])
+def test_an_interrupt_of_the_client_leaves_waiting_tasks_waiting(redis_url, r, kind):
+    # A signal during a blocking acquire on the main thread interrupts the whole
+    # C client (redmutex_client_interrupt, _signals.py), and that ends pollable
+    # waits too. A waiting task is not the one the signal was for: it goes on
+    # waiting for the time it has left (PEP 475), as a blocking acquire does.
+    from redmutex._redmutex_cffi import lib
+
+    async def main():
+        async with AsyncClient(redis_url) as client:
+            holder = getattr(client, kind)("intr", owner="holder")
+            await holder.acquire()
+
+            async def waiter() -> bool:
+                lock = getattr(client, kind)("intr")  # owned by this task
+                if not await lock.acquire(timeout=20):
+                    return False
+                await lock.release()
+                return True
+
+            waiting = asyncio.create_task(waiter())
+            await until(lambda: len(client._waits) == 1, what="the task to wait")
+            lib.redmutex_client_interrupt(client._ptr)
+            await asyncio.sleep(0.3)  # the interrupted try has run by now
+            assert not waiting.done(), waiting.exception() if waiting.done() else None
+            await holder.release()
+            assert await asyncio.wait_for(waiting, 15)
+            assert not client._waits
+
+    asyncio.run(main())
+    assert lock_keys(r) == []
