@@ -28,6 +28,8 @@
 #define MAY_DEF RM_LUA_MAY_DEF
 #define NOPERM(what) RM_LUA_NOPERM(what)
 
+/* Lua text, laid out as Lua reads; clang-format would re-indent it around the macros. */
+/* clang-format off */
 static const char *const script_text[RM_SCRIPT_COUNT] = {
     /* RM_SCRIPT_FORCE_RELEASE: KEYS name, channel; ARGV expected type (string|hash),
        the publish command (RM_ARG_PUBLISH: spublish on a 7.0+ cluster).
@@ -218,6 +220,7 @@ static const char *const script_text[RM_SCRIPT_COUNT] = {
         "if mode then kind = 'rw-' .. mode end\n"
         "return {kind, ttl, string.sub(owner, 1, tonumber(ARGV[2])), count, readers, q, fence, mine, side}\n",
 };
+/* clang-format on */
 
 static char script_sha[RM_SCRIPT_COUNT][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
