@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs every redmutex test suite on this machine, installing what is missing:
+#   0. clang-format over the C sources (scripts/format.sh --check);
 #   1. the C tests and the redmutex command-line tests (ctest; pytest drives the built binary),
 #      against redis-servers they start themselves; with them the ABI check against abi/
 #      (abidiff) and the install check (the README's C example built against the installed
@@ -25,6 +26,11 @@ cd "$(dirname "$0")/.."
 # Each stage's heading says how long the run has taken so far.
 stage() { echo "== $*   [$((SECONDS / 60)) min $((SECONDS % 60)) s]"; }
 scripts/deps.sh
+
+# The C sources are formatted as .clang-format says (Debian 12's clang-format 14); a
+# difference fails here, before anything is built. `scripts/format.sh` fixes it.
+stage "clang-format"
+scripts/format.sh --check
 
 build() {
   local dir=$1 type=$2
@@ -69,8 +75,10 @@ if [ -d tests/python ]; then
   python3 -m venv build-venv
   build-venv/bin/python -m pip install -q --upgrade pip
   build-venv/bin/python -m pip install -q . pytest redis ruff hypothesis prometheus_client opentelemetry-sdk mypy types-cffi
-  build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench tests/rmcluster.py tests/rmsentinel.py setup.py packaging
-  build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench tests/rmcluster.py tests/rmsentinel.py setup.py packaging
+  build-venv/bin/ruff check python tests/python tests/cli tests/chaos bench tests/rmcluster.py tests/rmsentinel.py setup.py packaging \
+    tests/rmserver.py tests/errortable.py tests/c/check_versions.py
+  build-venv/bin/ruff format --check python tests/python tests/cli tests/chaos bench tests/rmcluster.py tests/rmsentinel.py setup.py packaging \
+    tests/rmserver.py tests/errortable.py tests/c/check_versions.py
   build-venv/bin/mypy python/redmutex   # --strict, from pyproject.toml
   (cd tests/python && ../../build-venv/bin/python -m pytest -q)
   (cd tests/python && REDMUTEX_TEST_SERVER=$valkey ../../build-venv/bin/python -m pytest -q \

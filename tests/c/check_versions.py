@@ -25,7 +25,8 @@ HEADER = ROOT / "core" / "include" / "redmutex.h"
 
 def exported(lib: str) -> dict[str, str]:
     """Exported function -> its version node, from nm -D."""
-    out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
+    nm = ["nm", "-D", "--defined-only", lib]
+    out = subprocess.run(nm, capture_output=True, text=True, check=True).stdout
     funcs = {}
     for line in out.splitlines():
         parts = line.split()
