@@ -57,8 +57,8 @@ static void give_terminal(int tty, pid_t pgrp)
  * The child between fork() and exec(): the parent has threads, so only
  * async-signal-safe calls. Every signal is blocked on entry.
  */
-static void exec_child(char *const argv[], char *const envp[], int tty, pid_t parent, const sigset_t *mask,
-                       int err_fd, int64_t deadline_ms)
+static void exec_child(char *const argv[], char *const envp[], int tty, pid_t parent, const sigset_t *mask, int err_fd,
+                       int64_t deadline_ms)
 {
     setpgid(0, 0);
     if (tty >= 0)
@@ -206,15 +206,9 @@ bool cli_child_poll(cli_child *ch)
     return ch->ended;
 }
 
-void cli_child_signal(const cli_child *ch, int sig)
-{
-    kill(-ch->pid, sig);
-}
+void cli_child_signal(const cli_child *ch, int sig) { kill(-ch->pid, sig); }
 
-bool cli_child_group_alive(const cli_child *ch)
-{
-    return kill(-ch->pid, 0) == 0 || errno == EPERM;
-}
+bool cli_child_group_alive(const cli_child *ch) { return kill(-ch->pid, 0) == 0 || errno == EPERM; }
 
 void cli_child_release_terminal(cli_child *ch)
 {

@@ -63,10 +63,7 @@ static const char help_text[] =
     "\n"
     "Manual: man redmutex\n";
 
-void cli_print_help(void)
-{
-    fputs(help_text, stdout);
-}
+void cli_print_help(void) { fputs(help_text, stdout); }
 
 int main(int argc, char **argv)
 {

@@ -47,18 +47,18 @@ typedef struct run_opts {
 typedef struct run_ctx {
     run_opts o;
     redmutex_client *client;
-    redmutex_lock *lock;    /* the lock, or (--permits) NULL and: */
+    redmutex_lock *lock; /* the lock, or (--permits) NULL and: */
     redmutex_semaphore *sem;
     char permit[REDMUTEX_PERMIT_ID_SIZE]; /* the permit held ("" while none) */
-    const char *what;       /* "lock" or "semaphore", for messages */
+    const char *what;                     /* "lock" or "semaphore", for messages */
     cli_child child;
     atomic_int news; /* the last state on_lost reported, or -1 */
     int reported;    /* the last state reported on stderr */
     bool lost;
-    bool stop_asked; /* a signal that asks a job to stop was forwarded */
-    int64_t kill_at; /* CLOCK_MONOTONIC ms when SIGKILL goes to CMD's group; 0 = none pending */
-    bool killed;     /* SIGKILL was sent */
-    int die_by;      /* redmutex ends by this signal, once the lock is released; 0 = by its exit status */
+    bool stop_asked;     /* a signal that asks a job to stop was forwarded */
+    int64_t kill_at;     /* CLOCK_MONOTONIC ms when SIGKILL goes to CMD's group; 0 = none pending */
+    bool killed;         /* SIGKILL was sent */
+    int die_by;          /* redmutex ends by this signal, once the lock is released; 0 = by its exit status */
     bool die_with_group; /* and sends it to its whole process group */
 } run_ctx;
 
@@ -93,8 +93,7 @@ static int run_option(run_opts *o, int c, const char *arg)
         return cli_servers_add(&o->servers, arg);
     case OPT_LEASE:
         if (cli_parse_seconds(&o->lease_ms, arg))
-            return cli_usage_error("--lease needs a number of seconds (at most %lld), not '%s'", CLI_SECONDS_MAX,
-                                   arg);
+            return cli_usage_error("--lease needs a number of seconds (at most %lld), not '%s'", CLI_SECONDS_MAX, arg);
         if (o->lease_ms < LEASE_MIN_MS)
             return cli_usage_error("--lease must be at least %g seconds (to start the command under the lock), not "
                                    "'%s'",
@@ -102,8 +101,8 @@ static int run_option(run_opts *o, int c, const char *arg)
         return 0;
     case OPT_WAIT:
         if (cli_parse_seconds(&o->wait_ms, arg))
-            return cli_usage_error("--wait needs a number of seconds >= 0 (at most %lld), not '%s'",
-                                   CLI_SECONDS_MAX, arg);
+            return cli_usage_error("--wait needs a number of seconds >= 0 (at most %lld), not '%s'", CLI_SECONDS_MAX,
+                                   arg);
         o->wait_given = true;
         return 0;
     case 'n':
@@ -120,8 +119,7 @@ static int run_option(run_opts *o, int c, const char *arg)
         return 0;
     case OPT_FENCE_ENV:
         if (!cli_valid_env_name(arg))
-            return cli_usage_error("--fence-env needs a variable name ([A-Za-z_][A-Za-z0-9_]*), not '%s'",
-                                   arg);
+            return cli_usage_error("--fence-env needs a variable name ([A-Za-z_][A-Za-z0-9_]*), not '%s'", arg);
         o->fence_env = arg;
         return 0;
     case OPT_KIND:
@@ -179,8 +177,7 @@ static int parse_run(run_opts *o, int argc, char **argv)
     if (optind == dashdash)
         return cli_usage_error("run: missing the lock NAME");
     if (dashdash - optind > 1)
-        return cli_usage_error("run: unexpected '%s' after the lock name (CMD goes after '--')",
-                               argv[optind + 1]);
+        return cli_usage_error("run: unexpected '%s' after the lock name (CMD goes after '--')", argv[optind + 1]);
     o->name = argv[optind];
     if (dashdash == argc)
         return cli_usage_error("run: missing '--' between the lock name and the command");
@@ -292,10 +289,7 @@ static int open_lock(run_ctx *r)
 }
 
 /* The signals that ask a job to stop: after one, what CMD leaves behind gets --kill-after to end. */
-static bool asks_to_stop(int sig)
-{
-    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
-}
+static bool asks_to_stop(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
 
 /* A signal ended the wait, or came as the lock was taken: CMD does not start. */
 static int stopped_before_cmd(run_ctx *r)
@@ -443,8 +437,8 @@ static void follow_lock_news(run_ctx *r)
     if (st == REDMUTEX_STATE_LOST) {
         lose(r, "while the command ran");
     } else if (st == REDMUTEX_STATE_RENEWAL_FAILING) {
-        cli_error("renewing %s '%s' fails; it stays valid for %lld ms more unless renewal recovers", r->what,
-                  r->o.name, (long long)hold_validity(r));
+        cli_error("renewing %s '%s' fails; it stays valid for %lld ms more unless renewal recovers", r->what, r->o.name,
+                  (long long)hold_validity(r));
     } else if (st == REDMUTEX_STATE_HELD) {
         cli_error("renewing %s '%s' works again", r->what, r->o.name);
     }
@@ -553,8 +547,7 @@ static int finish(run_ctx *r)
         return CLI_EXIT_LOST;
     }
     if (rc)
-        cli_error("could not release %s '%s' (%s); it ends with its lease", r->what, r->o.name,
-                  redmutex_last_error());
+        cli_error("could not release %s '%s' (%s); it ends with its lease", r->what, r->o.name, redmutex_last_error());
     return end_like_cmd(r);
 }
 

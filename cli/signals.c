@@ -105,10 +105,7 @@ int cli_signals_install(void)
     return catch_signal(SIGCHLD, false);
 }
 
-bool cli_signal_inherited_ignored(int sig)
-{
-    return sig > 0 && sig < NSIG && inherited_ignored[sig];
-}
+bool cli_signal_inherited_ignored(int sig) { return sig > 0 && sig < NSIG && inherited_ignored[sig]; }
 
 void cli_signals_die_by(int sig, bool whole_group)
 {
@@ -128,10 +125,7 @@ void cli_signals_die_by(int sig, bool whole_group)
     raise(sig);
 }
 
-int cli_wake_fd(void)
-{
-    return wake_pipe[0];
-}
+int cli_wake_fd(void) { return wake_pipe[0]; }
 
 void cli_wake_drain(void)
 {
@@ -150,10 +144,7 @@ int cli_signal_take(void)
     return 0;
 }
 
-int cli_signal_first(void)
-{
-    return first_forwarded;
-}
+int cli_signal_first(void) { return first_forwarded; }
 
 void cli_signals_block(sigset_t *old)
 {

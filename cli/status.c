@@ -45,8 +45,8 @@ typedef struct watch_opts {
     int64_t interval_ms;
 } watch_opts;
 
-static int parse_common(cli_servers *servers, const char **name, bool *json, bool *force, watch_opts *watch,
-                        int argc, char **argv)
+static int parse_common(cli_servers *servers, const char **name, bool *json, bool *force, watch_opts *watch, int argc,
+                        char **argv)
 {
     static const struct option opts[] = {{"url", required_argument, NULL, 'u'},
                                          {"json", no_argument, NULL, 'j'},
@@ -146,23 +146,33 @@ static void read_server(server_view *v, const char *url, const char *name)
 static const char *kind_name(int kind)
 {
     switch (kind) {
-    case REDMUTEX_KIND_LOCK: return "lock";
-    case REDMUTEX_KIND_RLOCK: return "rlock";
-    case REDMUTEX_KIND_FAIR: return "fair";
+    case REDMUTEX_KIND_LOCK:
+        return "lock";
+    case REDMUTEX_KIND_RLOCK:
+        return "rlock";
+    case REDMUTEX_KIND_FAIR:
+        return "fair";
     case REDMUTEX_KIND_READ:
-    case REDMUTEX_KIND_WRITE: return "rwlock";
-    default: return NULL;
+    case REDMUTEX_KIND_WRITE:
+        return "rwlock";
+    default:
+        return NULL;
     }
 }
 
 static const char *kind_text(int kind)
 {
     switch (kind) {
-    case REDMUTEX_KIND_LOCK: return "lock (plain, redis-py Lock format)";
-    case REDMUTEX_KIND_RLOCK: return "rlock (reentrant, Redisson RLock format)";
-    case REDMUTEX_KIND_FAIR: return "fair (reentrant and fair, Redisson RFairLock format)";
-    case REDMUTEX_KIND_READ: return "rwlock, read-locked (Redisson RReadWriteLock format)";
-    default: return "rwlock, write-locked (Redisson RReadWriteLock format)";
+    case REDMUTEX_KIND_LOCK:
+        return "lock (plain, redis-py Lock format)";
+    case REDMUTEX_KIND_RLOCK:
+        return "rlock (reentrant, Redisson RLock format)";
+    case REDMUTEX_KIND_FAIR:
+        return "fair (reentrant and fair, Redisson RFairLock format)";
+    case REDMUTEX_KIND_READ:
+        return "rwlock, read-locked (Redisson RReadWriteLock format)";
+    default:
+        return "rwlock, write-locked (Redisson RReadWriteLock format)";
     }
 }
 
@@ -369,8 +379,7 @@ static void watch_print(const status_report *s, bool json, bool tty, int64_t int
  * SIGTERM (exit 0). A server that does not answer is reported in place of
  * the lock for that refresh (a JSON line with "error"), and the watch goes on.
  */
-static int watch(status_report *s, redmutex_client *client, const cli_servers *servers, bool json,
-                 int64_t interval_ms)
+static int watch(status_report *s, redmutex_client *client, const cli_servers *servers, bool json, int64_t interval_ms)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -133,9 +133,9 @@ int rmb_seconds(int64_t *out, const rmb_value *v, const char *what, bool allow_z
 /* ------------------------------------------------------------------------ */
 
 typedef enum rmb_scope {
-    RMB_SCOPE_CLIENT, /* Client.new(urls, ...) */
-    RMB_SCOPE_LOCK,   /* client.lock(name, ...), client.rlock(name, ...) */
-    RMB_SCOPE_WAIT,   /* lock.synchronize / guard / with: timeout */
+    RMB_SCOPE_CLIENT,   /* Client.new(urls, ...) */
+    RMB_SCOPE_LOCK,     /* client.lock(name, ...), client.rlock(name, ...) */
+    RMB_SCOPE_WAIT,     /* lock.synchronize / guard / with: timeout */
     RMB_SCOPE_SEMAPHORE /* client.semaphore(name, permits, ...) */
 } rmb_scope;
 
@@ -145,7 +145,7 @@ typedef struct rmb_settings {
     redmutex_lock_options lock;
     int64_t timeout_ms; /* wait of the scoped forms */
     bool has_timeout;
-    const char *owner; /* points into the language's string; NULL: default owner */
+    const char *owner;        /* points into the language's string; NULL: default owner */
     uint32_t semaphore_flags; /* REDMUTEX_SEMAPHORE_RESIZE */
 } rmb_settings;
 
@@ -175,8 +175,8 @@ typedef struct rmb_client {
     redmutex_client *ptr;
     atomic_int refs;
     atomic_bool closed;
-    void *lang;                              /* the language's own state (Tcl: the event-loop watch) */
-    void (*lang_free)(struct rmb_client *c); /* called before the client is freed */
+    void *lang;                               /* the language's own state (Tcl: the event-loop watch) */
+    void (*lang_free)(struct rmb_client *c);  /* called before the client is freed */
     struct rmb_client *prev_live, *next_live; /* every live client, for the exit path (live.c) */
 } rmb_client;
 
@@ -278,12 +278,12 @@ const char *rmb_log_level_name(int level);
 
 /** Calls that ask the servers (one round trip each). */
 typedef enum rmb_query {
-    RMB_QUERY_LOCKED,        /* out: 1 or 0 */
-    RMB_QUERY_OWNED,         /* out: 1 or 0 */
-    RMB_QUERY_TTL,           /* out: ms, -2 not locked, -1 no TTL */
-    RMB_QUERY_HOLD_COUNT,    /* out: hold count */
-    RMB_QUERY_FORCE_RELEASE, /* out: 1 if a lock was deleted */
-    RMB_QUERY_EXTEND,        /* arg: ms to add */
+    RMB_QUERY_LOCKED,         /* out: 1 or 0 */
+    RMB_QUERY_OWNED,          /* out: 1 or 0 */
+    RMB_QUERY_TTL,            /* out: ms, -2 not locked, -1 no TTL */
+    RMB_QUERY_HOLD_COUNT,     /* out: hold count */
+    RMB_QUERY_FORCE_RELEASE,  /* out: 1 if a lock was deleted */
+    RMB_QUERY_EXTEND,         /* arg: ms to add */
     RMB_QUERY_EXTEND_REPLACE, /* arg: new TTL in ms */
     RMB_QUERY_AVAILABLE       /* a semaphore's: out: permits free */
 } rmb_query;

@@ -44,10 +44,7 @@ const rmb_error_class *rmb_error_class_for(int code)
 
 static _Thread_local rmb_error pending;
 
-rmb_error *rmb_error_pending(void)
-{
-    return &pending;
-}
+rmb_error *rmb_error_pending(void) { return &pending; }
 
 void rmb_error_clear(void)
 {

@@ -81,8 +81,8 @@ int rmb_self(const void *obj, rmb_type type)
 {
     const char *name = type_name(type);
     if (!obj)
-        return rmb_fail(REDMUTEX_EINVAL, "a %s method was called on nothing (nil, undef or NULL) instead of a %s",
-                        name, name);
+        return rmb_fail(REDMUTEX_EINVAL, "a %s method was called on nothing (nil, undef or NULL) instead of a %s", name,
+                        name);
     if (!rmb_live_is(obj, type))
         return rmb_fail(REDMUTEX_EINVAL, "this %s was freed (or was never made by redmutex); make a new one", name);
     return 0;
@@ -167,15 +167,9 @@ static void close_all_at_exit(void)
     errno = saved_errno;
 }
 
-static void before_fork(void)
-{
-    pthread_mutex_lock(&mu);
-}
+static void before_fork(void) { pthread_mutex_lock(&mu); }
 
-static void after_fork_in_parent(void)
-{
-    pthread_mutex_unlock(&mu);
-}
+static void after_fork_in_parent(void) { pthread_mutex_unlock(&mu); }
 
 /* The child has none of the parent's threads: it waits for no close of
    theirs. Its clients' holds are the parent's, which a close in the child

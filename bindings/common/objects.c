@@ -31,28 +31,16 @@ static void run_direct(rmb_call *call, rmb_client *client, bool interruptible)
     call->ran = true;
 }
 
-static bool nothing_pending(void)
-{
-    return false;
-}
+static bool nothing_pending(void) { return false; }
 
-static bool wait_on(void)
-{
-    return true;
-}
+static bool wait_on(void) { return true; }
 
 static const rmb_policy direct_policy = {run_direct, nothing_pending, wait_on, false};
 static const rmb_policy *policy = &direct_policy;
 
-void rmb_set_policy(const rmb_policy *p)
-{
-    policy = p ? p : &direct_policy;
-}
+void rmb_set_policy(const rmb_policy *p) { policy = p ? p : &direct_policy; }
 
-const rmb_policy *rmb_policy_get(void)
-{
-    return policy;
-}
+const rmb_policy *rmb_policy_get(void) { return policy; }
 
 /* ---- client ------------------------------------------------------------- */
 
@@ -106,10 +94,7 @@ int rmb_check_open(rmb_client *c)
     return 0;
 }
 
-static int call_close(rmb_call *call)
-{
-    return redmutex_client_close(call->client->ptr);
-}
+static int call_close(rmb_call *call) { return redmutex_client_close(call->client->ptr); }
 
 /* Runs a call through the language's policy, keeping errno. */
 static void run(rmb_call *call, rmb_client *client, bool interruptible)
@@ -278,10 +263,7 @@ static int after_signal(rmb_lock *l, const rmb_call *call)
     return 0;
 }
 
-int rmb_acquire(rmb_lock *l, int64_t wait_ms)
-{
-    return rmb_acquire_permit(l, wait_ms, 1, NULL);
-}
+int rmb_acquire(rmb_lock *l, int64_t wait_ms) { return rmb_acquire_permit(l, wait_ms, 1, NULL); }
 
 int rmb_acquire_permit(rmb_lock *l, int64_t wait_ms, int64_t permits, char *permit)
 {

@@ -133,10 +133,7 @@ void rmb_log_queue(int level, const char *message, const char *lock_name, const 
     pthread_mutex_unlock(&log_mu);
 }
 
-bool rmb_log_pending(void)
-{
-    return atomic_load_explicit(&log_pending, memory_order_relaxed);
-}
+bool rmb_log_pending(void) { return atomic_load_explicit(&log_pending, memory_order_relaxed); }
 
 bool rmb_log_next(int *level, char *message, size_t size)
 {
@@ -153,7 +150,4 @@ bool rmb_log_next(int *level, char *message, size_t size)
     return got;
 }
 
-const char *rmb_log_level_name(int level)
-{
-    return level >= REDMUTEX_LOG_WARNING ? "WARNING" : "INFO";
-}
+const char *rmb_log_level_name(int level) { return level >= REDMUTEX_LOG_WARNING ? "WARNING" : "INFO"; }

@@ -39,8 +39,8 @@
 #define SLOTS 64
 static _Atomic(redmutex_client *) waiting[SLOTS];
 
-static atomic_uint handled; /* signals passed on to a handler during waits */
-static atomic_uint stops;   /* SIGINTs with the default disposition caught during waits */
+static atomic_uint handled;   /* signals passed on to a handler during waits */
+static atomic_uint stops;     /* SIGINTs with the default disposition caught during waits */
 static atomic_int in_handler; /* handlers interrupting clients now, on any thread */
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned waits; /* interruptible calls in progress; under install_lock */
@@ -110,8 +110,7 @@ static void take(int sig)
 static void give_back(int sig)
 {
     struct sigaction cur;
-    if (taken[sig] && sigaction(sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-        cur.sa_sigaction == on_signal)
+    if (taken[sig] && sigaction(sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_signal)
         sigaction(sig, &previous[sig], NULL);
     taken[sig] = false;
 }
@@ -192,7 +191,4 @@ void rmb_signal_run(rmb_call *call, rmb_client *client, bool interruptible)
     rmb_signals_unwatch(&w, call);
 }
 
-unsigned rmb_signals_caught(void)
-{
-    return atomic_load(&handled) + atomic_load(&stops);
-}
+unsigned rmb_signals_caught(void) { return atomic_load(&handled) + atomic_load(&stops); }

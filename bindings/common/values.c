@@ -59,9 +59,8 @@ int rmb_seconds(int64_t *out, const rmb_value *v, const char *what, bool allow_z
     if (s < 0)
         return rmb_fail(REDMUTEX_EINVAL, "%s must not be negative (got %g)", what, s);
     if (s > (double)REDMUTEX_TIME_MAX_MS / 1000)
-        return rmb_fail(REDMUTEX_EINVAL,
-                        "%s of %g seconds is too long; at most %lld seconds (one year) are allowed", what, s,
-                        (long long)(REDMUTEX_TIME_MAX_MS / 1000));
+        return rmb_fail(REDMUTEX_EINVAL, "%s of %g seconds is too long; at most %lld seconds (one year) are allowed",
+                        what, s, (long long)(REDMUTEX_TIME_MAX_MS / 1000));
     /* Round to microseconds first so that 0.1 s is 100 ms, not 101. */
     int64_t ms = (int64_t)ceil(round(s * 1e6) / 1e3);
     if (ms == 0 && !allow_zero)
@@ -180,8 +179,8 @@ static int unknown_option(rmb_scope scope, const char *key, size_t len)
         if (o[1].name)
             strncat(known, ", ", sizeof known - strlen(known) - 1);
     }
-    return rmb_fail(REDMUTEX_EINVAL, "unknown option '%.*s' for %s; known options: %s",
-                    (int)(len > 100 ? 100 : len), key, scope_name(scope), known);
+    return rmb_fail(REDMUTEX_EINVAL, "unknown option '%.*s' for %s; known options: %s", (int)(len > 100 ? 100 : len),
+                    key, scope_name(scope), known);
 }
 
 /* Tcl spells options -lease; the other languages lease. */

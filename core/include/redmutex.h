@@ -369,8 +369,10 @@ typedef struct redmutex_client_options {
     void *log_payload;
 } redmutex_client_options;
 
-#define REDMUTEX_CLIENT_OPTIONS_INIT \
-    {REDMUTEX_CLIENT_OPTIONS_VERSION, 0, 2000, 1000, 30000, 1000, 200, 0, -1, 1000, 2000, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define REDMUTEX_CLIENT_OPTIONS_INIT                                                                                   \
+    {                                                                                                                  \
+        REDMUTEX_CLIENT_OPTIONS_VERSION, 0, 2000, 1000, 30000, 1000, 200, 0, -1, 1000, 2000, 0, 0, 0, 0, 0, 0, 0, 0, 0 \
+    }
 
 /**
  * Fills `opts` with the defaults for `version` (pass
@@ -643,8 +645,7 @@ typedef enum redmutex_state {
  * with or without a callback; a binding whose language may not run on a
  * foreign thread uses that instead.
  */
-typedef void (*redmutex_lost_fn)(redmutex_lock *lock, const char *owner, redmutex_state state,
-                                 void *payload);
+typedef void (*redmutex_lost_fn)(redmutex_lock *lock, const char *owner, redmutex_state state, void *payload);
 
 /** Bits for redmutex_lock_options.flags. */
 enum {
@@ -676,7 +677,10 @@ typedef struct redmutex_lock_options {
     void *on_lost_payload;
 } redmutex_lock_options;
 
-#define REDMUTEX_LOCK_OPTIONS_INIT {REDMUTEX_LOCK_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0}
+#define REDMUTEX_LOCK_OPTIONS_INIT                                                                                     \
+    {                                                                                                                  \
+        REDMUTEX_LOCK_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0                                                                \
+    }
 
 /**
  * Fills `opts` with the defaults for `version` (REDMUTEX_LOCK_OPTIONS_VERSION;
@@ -712,8 +716,8 @@ REDMUTEX_API int redmutex_lock_options_init(redmutex_lock_options *opts, unsigne
  * REDMUTEX_ECLOSED, REDMUTEX_ENOMEM.
  * Does not block. Thread-safe.
  */
-REDMUTEX_API int redmutex_lock_new(redmutex_lock **out, redmutex_client *client, const char *name,
-                                   redmutex_kind kind, const redmutex_lock_options *opts);
+REDMUTEX_API int redmutex_lock_new(redmutex_lock **out, redmutex_client *client, const char *name, redmutex_kind kind,
+                                   const redmutex_lock_options *opts);
 
 /**
  * Frees the handle and drops its reference to the client. Locks it still
@@ -749,7 +753,7 @@ REDMUTEX_API uint64_t redmutex_lock_id(const redmutex_lock *lock);
 /**
  * Acquires the lock for `owner` (NULL: default owner, see redmutex_lock_new).
  *
- * wait_ms = 0 tries once; wait_ms > 0 waits up to that long; 
+ * wait_ms = 0 tries once; wait_ms > 0 waits up to that long;
  * REDMUTEX_WAIT_FOREVER waits until the lock is had or an error occurs.
  * While waiting, the client subscribes to the lock's release channel and
  * retries when a release is published, when the holder's lease runs out, and
@@ -869,8 +873,7 @@ typedef enum redmutex_extend_mode {
  * acquire. Blocking: as release (2 x T at most while only the watchdog
  * competes), plus replica_timeout_ms when min_replicas > 0. Thread-safe.
  */
-REDMUTEX_API int redmutex_lock_extend(redmutex_lock *lock, const char *owner, int64_t ms,
-                                      redmutex_extend_mode mode);
+REDMUTEX_API int redmutex_lock_extend(redmutex_lock *lock, const char *owner, int64_t ms, redmutex_extend_mode mode);
 
 /**
  * Deletes the lock whoever holds it and publishes the release, like
@@ -982,7 +985,10 @@ typedef struct redmutex_lock_info {
     char owner[264];
 } redmutex_lock_info;
 
-#define REDMUTEX_LOCK_INFO_INIT {REDMUTEX_LOCK_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, {0}}
+#define REDMUTEX_LOCK_INFO_INIT                                                                                        \
+    {                                                                                                                  \
+        REDMUTEX_LOCK_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, { 0 }                                                      \
+    }
 
 /**
  * Reads what the servers hold under the lock's name, whatever kind of lock
@@ -1488,7 +1494,10 @@ typedef struct redmutex_semaphore_options {
     void *on_lost_payload;
 } redmutex_semaphore_options;
 
-#define REDMUTEX_SEMAPHORE_OPTIONS_INIT {REDMUTEX_SEMAPHORE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0}
+#define REDMUTEX_SEMAPHORE_OPTIONS_INIT                                                                                \
+    {                                                                                                                  \
+        REDMUTEX_SEMAPHORE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0                                                           \
+    }
 
 /**
  * Fills `opts` with the defaults for `version` (REDMUTEX_SEMAPHORE_OPTIONS_VERSION).
@@ -1616,8 +1625,8 @@ REDMUTEX_API int redmutex_semaphore_fence(int64_t *out, redmutex_semaphore *sem,
  * wait. Errors: as redmutex_semaphore_acquire()'s argument checks, and
  * those of redmutex_wait_new(). Never blocks. Thread-safe. Since 1.1.
  */
-REDMUTEX_API int redmutex_semaphore_wait_new(redmutex_wait **out, char *permit_id, size_t size,
-                                             redmutex_semaphore *sem, int64_t permits);
+REDMUTEX_API int redmutex_semaphore_wait_new(redmutex_wait **out, char *permit_id, size_t size, redmutex_semaphore *sem,
+                                             int64_t permits);
 
 /* ------------------------------------------------------------------------ */
 /* Count-down latches (since 1.1)                                            */

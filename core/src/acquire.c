@@ -26,24 +26,24 @@
 
 /* One call of redmutex_lock_acquire, from its checks to its end. */
 typedef struct acquisition {
-    rm_err *err;       /* the call's error */
+    rm_err *err; /* the call's error */
     redmutex_lock *l;
     redmutex_client *c;
     const char *owner; /* as the caller named it (NULL: the default owner) */
     char owner_key[RM_VALUE_MAX + 1], value[RM_VALUE_MAX + 1];
     const rm_kind_ops *ops;
-    bool fair;         /* the servers keep the queue (kind_fair.c) */
-    bool queue;        /* threads of this process wait already: this one goes behind them */
-    bool polite;       /* lets the waiters its own release woke try first */
-    bool early;        /* a fair waiter listening before its first attempt */
-    char nonce[17];    /* a fair wait's id */
+    bool fair;      /* the servers keep the queue (kind_fair.c) */
+    bool queue;     /* threads of this process wait already: this one goes behind them */
+    bool polite;    /* lets the waiters its own release woke try first */
+    bool early;     /* a fair waiter listening before its first attempt */
+    char nonce[17]; /* a fair wait's id */
     char channel[RM_LONG_KEY_MAX];
     int64_t wait_ms, start, deadline, sent_ns, attempts;
-    rm_retry retry;    /* when to try again, when to stop (retry.c) */
-    bool silent;       /* the last pause ended with no news: the backoff doubles */
-    rm_wait wait;      /* redmutex_client_interrupt() ends it */
+    rm_retry retry; /* when to try again, when to stop (retry.c) */
+    bool silent;    /* the last pause ended with no news: the backoff doubles */
+    rm_wait wait;   /* redmutex_client_interrupt() ends it */
     rm_waiter *w;
-    rm_claim claim;    /* offered to releasing threads (kept alive here) */
+    rm_claim claim; /* offered to releasing threads (kept alive here) */
     rm_attempt_info info;
 } acquisition;
 
@@ -211,8 +211,8 @@ static int acquire_begin(rm_err *err, acquisition *q, redmutex_lock *l, const ch
        race against the waiters its release just woke (they need a message,
        a wake-up and a round trip). It gives them a moment first. */
     rm_client_lock(c);
-    q->polite = !q->fair && !q->queue && wait_ms != 0 && l->contended &&
-                q->start - l->released_ns < RM_POLITE_WINDOW_NS;
+    q->polite =
+        !q->fair && !q->queue && wait_ms != 0 && l->contended && q->start - l->released_ns < RM_POLITE_WINDOW_NS;
     rm_client_unlock(c);
     /* A fair waiter whose channel is still subscribed from its last wait
        starts waiting before its first attempt: nothing published after that

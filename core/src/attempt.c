@@ -407,8 +407,8 @@ static void attempt_request(redmutex_lock *l, const char *value, bool retry, con
     }
     a->reply_index = (int)req->ncmds;
     int mode = !info->waiting ? RM_ACQ_TRY : retry ? RM_ACQ_RETRY : RM_ACQ_FIRST;
-    req->cmds[req->ncmds++] = rm_acquire_command(l, value, nested ? ar->nest_latch : NULL, mode, info->nonce, &ar->ac,
-                                                   &a->form);
+    req->cmds[req->ncmds++] =
+        rm_acquire_command(l, value, nested ? ar->nest_latch : NULL, mode, info->nonce, &ar->ac, &a->form);
     if (a->form == RM_ACQ_SET && retry) {
         /* While waiting, learn the holder's TTL in the same round trip
            (the first failure checked the key's type with INSPECT). */
@@ -462,8 +462,9 @@ static int attempt_verdict(rm_err *err, redmutex_lock *l, const char *owner, rm_
         /* A minority is down or slow and the rest did not settle it: keep
            waiting while a majority can still answer (Redlock's purpose). */
         info->split = v->t.yes > 0;
-        info->why = v->t.errors ? "was not granted by a majority (some servers answered with an error, others not in time)"
-                                : "was not granted by a majority in time (some servers are slow or down)";
+        info->why = v->t.errors
+                        ? "was not granted by a majority (some servers answered with an error, others not in time)"
+                        : "was not granted by a majority in time (some servers are slow or down)";
         return RM_ATTEMPT_BUSY;
     }
 }
@@ -587,8 +588,8 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
     return attempt_run(err, l, owner, value, retry, info, true);
 }
 
-int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
-                       int64_t *ttl_ms, bool *split, const char **why, bool *queued, int64_t *behind)
+int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry,
+                       const char *nonce, int64_t *ttl_ms, bool *split, const char **why, bool *queued, int64_t *behind)
 {
     rm_attempt_info info = {-1, false, "is held by another owner", nonce != NULL, nonce, *queued, 0};
     int rc = rm_attempt(err, l, owner_key, value, retry, &info);

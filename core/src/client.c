@@ -29,23 +29,21 @@
 #include <string.h>
 #include <unistd.h>
 
-
 static const redmutex_client_options default_client_options = REDMUTEX_CLIENT_OPTIONS_INIT;
 
 /* The struct's size in each version (options.c). A new version appends its
    fields and its size here: RM_OPTIONS_END(redmutex_client_options, <its last field>). */
 static const size_t client_options_sizes[] = {
-    0,
-    RM_OPTIONS_END(redmutex_client_options, interrupt_payload), /* 1 */
-    RM_OPTIONS_END(redmutex_client_options, tls_server_name),   /* 2: TLS */
-    RM_OPTIONS_END(redmutex_client_options, log_payload),       /* 3: log messages */
+    0, RM_OPTIONS_END(redmutex_client_options, interrupt_payload), /* 1 */
+    RM_OPTIONS_END(redmutex_client_options, tls_server_name),      /* 2: TLS */
+    RM_OPTIONS_END(redmutex_client_options, log_payload),          /* 3: log messages */
 };
 _Static_assert(sizeof client_options_sizes / sizeof client_options_sizes[0] == REDMUTEX_CLIENT_OPTIONS_VERSION + 1,
                "one size per client options version");
 
-static const rm_options_layout client_options_layout = {
-    "client options", "redmutex_client_options_init", &default_client_options, client_options_sizes,
-    REDMUTEX_CLIENT_OPTIONS_VERSION + 1};
+static const rm_options_layout client_options_layout = {"client options", "redmutex_client_options_init",
+                                                        &default_client_options, client_options_sizes,
+                                                        REDMUTEX_CLIENT_OPTIONS_VERSION + 1};
 
 int redmutex_client_options_init(redmutex_client_options *opts, unsigned int version)
 {
@@ -166,8 +164,7 @@ static int make_uuid(rm_err *err, char out[REDMUTEX_CLIENT_ID_LEN + 1])
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
     char hex[33];
     rm_hex(hex, b, 16);
-    snprintf(out, REDMUTEX_CLIENT_ID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12,
-             hex + 16, hex + 20);
+    snprintf(out, REDMUTEX_CLIENT_ID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
     return 0;
 }
 
@@ -258,8 +255,8 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
     if (n_urls == 0)
         return rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_new: at least one server URL is needed");
     if (n_urls > REDMUTEX_SERVERS_MAX)
-        return rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_new: %zu servers given, at most %d supported",
-                       n_urls, REDMUTEX_SERVERS_MAX);
+        return rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_new: %zu servers given, at most %d supported", n_urls,
+                       REDMUTEX_SERVERS_MAX);
     redmutex_client_options o;
     int rc = rm_options_load(err, &o, opts, &client_options_layout, "redmutex_client_new");
     if (rc == 0)
@@ -364,12 +361,11 @@ int redmutex_client_thread_owner(char *out, size_t size, const redmutex_client *
     if (n < 0 || (size_t)n >= size) {
         if (size)
             out[0] = '\0';
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_thread_owner: buffer of %zu bytes is too small",
-                       size));
+        return rm_publish(
+            err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_thread_owner: buffer of %zu bytes is too small", size));
     }
     return rm_publish(err, 0);
 }
-
 
 int redmutex_client_stats(redmutex_client *c, redmutex_stats *out)
 {

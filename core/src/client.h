@@ -45,9 +45,9 @@ struct redmutex_client {
     struct redmutex_client *next_all, *prev_all; /* the fork registry: client.c's registry_mu, not c->mu */
 
     /* ---- lifetime.c: references and close (c->mu) ---- */
-    int refs;       /* the user's reference (until free) + one per lock handle and per thread */
-    bool closed;    /* redmutex_client_close has begun (read through rm_client_open) */
-    bool shut_down; /* close has finished: no holds are released any more */
+    int refs;                            /* the user's reference (until free) + one per lock handle and per thread */
+    bool closed;                         /* redmutex_client_close has begun (read through rm_client_open) */
+    bool shut_down;                      /* close has finished: no holds are released any more */
     struct redmutex_lock *callback_lock; /* lock whose callback is running now (watchdog.c writes it) */
     pthread_t callback_thread;           /* ... and the thread running it */
 

@@ -17,23 +17,23 @@ struct rm_server;
 
 typedef struct rm_conn {
     int fd;
-    bool connecting;  /* not yet usable: connect() or the TLS handshake in progress */
-    bool fresh;       /* handshake not yet sent */
-    pid_t pid;        /* process that made it */
+    bool connecting; /* not yet usable: connect() or the TLS handshake in progress */
+    bool fresh;      /* handshake not yet sent */
+    pid_t pid;       /* process that made it */
     rm_reader *reader;
     struct rm_server *srv;
-    size_t owed;      /* replies to requests abandoned at a deadline, to be skipped */
-    rm_buf out;       /* bytes of the current request not yet sent (kept allocated) */
-    rm_buf later;     /* fire-and-forget commands sent before the next request */
+    size_t owed;  /* replies to requests abandoned at a deadline, to be skipped */
+    rm_buf out;   /* bytes of the current request not yet sent (kept allocated) */
+    rm_buf later; /* fire-and-forget commands sent before the next request */
     size_t later_count;
-    bool flush_later; /* `later` holds a deferred release: sent as soon as the connection is free */
+    bool flush_later;    /* `later` holds a deferred release: sent as soon as the connection is free */
     uint64_t generation; /* server generation (run_id epoch) when connected */
     /* Per-server order (see client.c, the pool): hashes of the lock names
        whose requests on this connection still owe replies. A later request
        for one of them must travel on this connection, behind them. */
     uint64_t *order_keys;
     size_t n_order_keys, cap_order_keys;
-    bool lent;        /* an owing connection taken out by a call */
+    bool lent; /* an owing connection taken out by a call */
     /* The last time this connection showed its server at work: a request
        sent when no reply was owed, or a reply read. One that owes replies
        and has shown nothing for a command timeout is on a server that
@@ -41,13 +41,13 @@ typedef struct rm_conn {
        connection, read by others under the client mutex. */
     _Atomic int64_t progress_ns;
     /* Transport state kept by conn.c and tls.c only. */
-    void *tls;           /* OpenSSL SSL*, NULL for a plain connection */
-    bool tls_handshaking; /* connect() is done, the TLS handshake is not */
-    short tls_want;      /* poll events the pending handshake step waits for */
+    void *tls;             /* OpenSSL SSL*, NULL for a plain connection */
+    bool tls_handshaking;  /* connect() is done, the TLS handshake is not */
+    short tls_want;        /* poll events the pending handshake step waits for */
     bool write_wants_read; /* TLS: the last write waits for the socket to be readable */
     bool read_wants_write; /* TLS: the last read waits for the socket to be writable */
-    bool received;       /* a byte has arrived (tells "refused TLS" from "closed") */
-    char run_id[48];     /* what the handshake's INFO reported, for the pool to record ("" once taken) */
+    bool received;         /* a byte has arrived (tells "refused TLS" from "closed") */
+    char run_id[48];       /* what the handshake's INFO reported, for the pool to record ("" once taken) */
     /* A handshake that also asked what the deployment is (srv->ask_topology):
        INFO cluster's cluster_enabled (1, 0; -1 not asked) and the CLUSTER
        SLOTS reply, kept for the deployment (deploy.c) to read and free. */
@@ -55,7 +55,7 @@ typedef struct rm_conn {
     int cluster_enabled;
     rm_reply *topo;        /* CLUSTER SLOTS */
     rm_reply *topo_shards; /* CLUSTER SHARDS (7.0+; NULL on 6.x, which answers with an error) */
-    int major;           /* redis_version's major number from INFO server (0: not known) */
+    int major;             /* redis_version's major number from INFO server (0: not known) */
 } rm_conn;
 
 typedef struct rm_server {
@@ -89,9 +89,9 @@ typedef struct rm_server {
        (index i, node true, their TLS settings the deployment's). */
     struct rm_deploy *dep;
     bool node;
-    _Atomic int seed;              /* the seed a new connection goes to (a multi-host URL) */
-    _Atomic bool ask_topology;     /* a new connection's handshake asks what the deployment is */
-    int major;                     /* redis_version's major number, 0 until known */
+    _Atomic int seed;          /* the seed a new connection goes to (a multi-host URL) */
+    _Atomic bool ask_topology; /* a new connection's handshake asks what the deployment is */
+    int major;                 /* redis_version's major number, 0 until known */
     /* The replicas in service this server had when its deployment's
        topology was last read (-1: not known; a Sentinel deployment's master:
        the online replicas its last ROLE listed, at each new connection's
@@ -176,7 +176,6 @@ short rm_conn_events(const rm_conn *c, bool have_output);
 /** While not usable: the pending step, for messages ("while connecting", ...); NULL once usable. */
 const char *rm_conn_pending_step(const rm_conn *c);
 
-
 /* Most fire-and-forget commands a connection keeps for its next request. */
 #define RM_LATER_MAX 64
 /**
@@ -189,6 +188,9 @@ bool rm_conn_queue_later(rm_conn *c, int argc, const char *const *argv);
     are out, their replies are owed. 0, or an error code (message set). */
 int rm_conn_flush_later(rm_err *err, rm_conn *c);
 /** Records that a wait for c's answer starts now (conn->progress_ns). */
-static inline void rm_conn_progress(rm_conn *c) { atomic_store_explicit(&c->progress_ns, rm_now_ns(), memory_order_relaxed); }
+static inline void rm_conn_progress(rm_conn *c)
+{
+    atomic_store_explicit(&c->progress_ns, rm_now_ns(), memory_order_relaxed);
+}
 
 #endif

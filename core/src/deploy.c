@@ -120,7 +120,7 @@ static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int po
     n->index = (int)i;
     n->node = true;
     n->dep = d;
-    n->tls = entry->tls; /* the deployment's settings, freed with it */
+    n->tls = entry->tls;                 /* the deployment's settings, freed with it */
     n->check_role = d->sentinel != NULL; /* a master named by sentinels is confirmed by its ROLE */
     atomic_store(&n->replicas, -1);
     atomic_store(&n->role_replicas, -1);
@@ -286,7 +286,8 @@ rm_server *rm_deploy_route(rm_err *err, redmutex_client *c, size_t i, int slot)
     rm_server *node = k != RM_NO_NODE ? d->nodes[k] : NULL;
     rm_client_unlock(c);
     if (!node)
-        rm_fail(err, REDMUTEX_ECONN, "%s: hash slot %d has no master in the cluster (CLUSTERDOWN, or a slot left uncovered)",
+        rm_fail(err, REDMUTEX_ECONN,
+                "%s: hash slot %d has no master in the cluster (CLUSTERDOWN, or a slot left uncovered)",
                 entry->ep.display, slot);
     return node;
 }
@@ -541,7 +542,8 @@ int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadlin
        Each gets at most half the time left: a node that does not answer
        at all must not use up the refresh. */
     size_t total = n + (size_t)(entry->ep.n_seeds > 0 ? entry->ep.n_seeds : 1);
-    int rc = rm_fail(err, REDMUTEX_ECONN, "%s: no node of the cluster answered CLUSTER SLOTS in time", entry->ep.display);
+    int rc =
+        rm_fail(err, REDMUTEX_ECONN, "%s: no node of the cluster answered CLUSTER SLOTS in time", entry->ep.display);
     for (size_t k = 0; k < total && rm_now_ns() < deadline_ns; k++) {
         rm_server *srv = k < n ? nodes[k] : entry;
         int seed = k < n ? 0 : (int)(k - n);
@@ -550,8 +552,7 @@ int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadlin
         if (!slots)
             continue;
         rm_client_lock(c);
-        bool loaded =
-            map_load(c, i, shards, slots, seed && srv == entry ? entry->ep.seed_host[seed] : srv->ep.host);
+        bool loaded = map_load(c, i, shards, slots, seed && srv == entry ? entry->ep.seed_host[seed] : srv->ep.host);
         size_t other;
         if (loaded && shared_id(c, i, &other))
             entry->duplicate = true; /* it grew into another deployment's cluster: left out from now on */

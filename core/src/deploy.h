@@ -19,14 +19,14 @@
 #define RM_NO_NODE UINT16_MAX
 
 typedef struct rm_deploy {
-    int wanted;            /* enum rm_topology: what the URL asked for */
-    _Atomic int topology;  /* what it is: RM_TOPOLOGY_AUTO until the first handshake tells */
-    _Atomic bool sharded;  /* a cluster of 7.0+ nodes: SSUBSCRIBE and SPUBLISH (written under c->mu) */
+    int wanted;           /* enum rm_topology: what the URL asked for */
+    _Atomic int topology; /* what it is: RM_TOPOLOGY_AUTO until the first handshake tells */
+    _Atomic bool sharded; /* a cluster of 7.0+ nodes: SSUBSCRIBE and SPUBLISH (written under c->mu) */
     /* A cluster's nodes and slot map (c->mu). Nodes are never freed before
        the client: connections and holds point at them. */
     rm_server **nodes;
     size_t n_nodes, cap_nodes;
-    uint16_t *slot_node;   /* RM_SLOTS entries: index into nodes, RM_NO_NODE when uncovered */
+    uint16_t *slot_node;     /* RM_SLOTS entries: index into nodes, RM_NO_NODE when uncovered */
     int64_t next_refresh_ns; /* a full refresh is not done again before this */
     int64_t loaded_ns;       /* when the whole map was last loaded */
     /* A node did not answer in time, or its connection failed: the map is
@@ -37,7 +37,7 @@ typedef struct rm_deploy {
     char (*ids)[41];
     size_t n_ids;
     _Atomic uint64_t redirects, refreshes; /* diagnostics (rm_deploy_counts) */
-    struct rm_sentinel *sentinel; /* a Sentinel deployment's sentinels and master (sentinel.h), else NULL */
+    struct rm_sentinel *sentinel;          /* a Sentinel deployment's sentinels and master (sentinel.h), else NULL */
 } rm_deploy;
 
 /** Sets up deployment i from its URL. 0 or REDMUTEX_ENOMEM. */
@@ -127,10 +127,9 @@ const char *rm_deploy_publish_verb(redmutex_client *c, size_t i);
  * srv->replicas comes from the topology (CLUSTER SHARDS: replicas whose
  * health is not "fail"; CLUSTER SLOTS leaves failed ones out) at every full
  * load; a Sentinel deployment's master sets it from the ROLE every new
- * connection's handshake and the watcher's probe ask (its online replicas). srv->role_replicas comes from a ROLE that rides behind any
- * request with a WAIT to a node that has fewer replicas than min_replicas
- * (rm_deploy_wants_role), so a replica that comes back is counted again at
- * the next request, without waiting for a refresh.
+ * connection's handshake and the watcher's probe ask (its online replicas). srv->role_replicas comes from a ROLE that
+ * rides behind any request with a WAIT to a node that has fewer replicas than min_replicas (rm_deploy_wants_role), so a
+ * replica that comes back is counted again at the next request, without waiting for a refresh.
  */
 int rm_deploy_wait_need(const redmutex_client *c, rm_server *srv);
 /** Whether a request with a WAIT to srv should also ask ROLE (srv has fewer replicas than min_replicas). */

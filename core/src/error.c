@@ -12,26 +12,46 @@ _Static_assert(sizeof(((rm_err *)0)->msg) == sizeof last_message, "an error fits
 const char *redmutex_strerror(int code)
 {
     switch (code) {
-    case REDMUTEX_OK: return "success";
-    case REDMUTEX_EINVAL: return "invalid argument";
-    case REDMUTEX_ENOMEM: return "out of memory";
-    case REDMUTEX_ETIMEDOUT: return "lock held by another owner; wait timed out";
-    case REDMUTEX_ENOTOWNER: return "lock not held by this owner";
-    case REDMUTEX_ELOST: return "lock lost";
-    case REDMUTEX_ECONN: return "connection failed or timed out";
-    case REDMUTEX_EPROTOCOL: return "protocol error";
-    case REDMUTEX_ESERVER: return "server error";
-    case REDMUTEX_EWRONGTYPE: return "key holds a value that is not a lock of this kind";
-    case REDMUTEX_EAUTH: return "authentication or permission failure";
-    case REDMUTEX_EFORKED: return "handle inherited across fork";
-    case REDMUTEX_EDUPLICATE: return "duplicate server endpoint";
-    case REDMUTEX_EREPLICAS: return "not enough replicas acknowledged";
-    case REDMUTEX_ECLOSED: return "client closed";
-    case REDMUTEX_EINTR: return "wait interrupted";
-    case REDMUTEX_ELIMIT: return "limit reached";
-    case REDMUTEX_EUNSUPPORTED: return "not supported by this build";
-    case REDMUTEX_ESYSTEM: return "a system facility failed";
-    default: return "unknown error";
+    case REDMUTEX_OK:
+        return "success";
+    case REDMUTEX_EINVAL:
+        return "invalid argument";
+    case REDMUTEX_ENOMEM:
+        return "out of memory";
+    case REDMUTEX_ETIMEDOUT:
+        return "lock held by another owner; wait timed out";
+    case REDMUTEX_ENOTOWNER:
+        return "lock not held by this owner";
+    case REDMUTEX_ELOST:
+        return "lock lost";
+    case REDMUTEX_ECONN:
+        return "connection failed or timed out";
+    case REDMUTEX_EPROTOCOL:
+        return "protocol error";
+    case REDMUTEX_ESERVER:
+        return "server error";
+    case REDMUTEX_EWRONGTYPE:
+        return "key holds a value that is not a lock of this kind";
+    case REDMUTEX_EAUTH:
+        return "authentication or permission failure";
+    case REDMUTEX_EFORKED:
+        return "handle inherited across fork";
+    case REDMUTEX_EDUPLICATE:
+        return "duplicate server endpoint";
+    case REDMUTEX_EREPLICAS:
+        return "not enough replicas acknowledged";
+    case REDMUTEX_ECLOSED:
+        return "client closed";
+    case REDMUTEX_EINTR:
+        return "wait interrupted";
+    case REDMUTEX_ELIMIT:
+        return "limit reached";
+    case REDMUTEX_EUNSUPPORTED:
+        return "not supported by this build";
+    case REDMUTEX_ESYSTEM:
+        return "a system facility failed";
+    default:
+        return "unknown error";
     }
 }
 

@@ -38,9 +38,9 @@ struct rm_fd_event {
     uint64_t lock_id;
     redmutex_lock *lock; /* for the callbacks: NULL once they are not due (or the handle is freed) */
     redmutex_state state;
-    bool for_fd;       /* still to be taken by redmutex_client_next_event() */
-    bool call, log;    /* still to be given to on_lost, to the log callback */
-    char owner[];      /* "" for a plain lock held by the handle itself */
+    bool for_fd;    /* still to be taken by redmutex_client_next_event() */
+    bool call, log; /* still to be given to on_lost, to the log callback */
+    char owner[];   /* "" for a plain lock held by the handle itself */
 };
 
 static bool for_callbacks(const rm_fd_event *e) { return e->lock && (e->call || e->log); }
@@ -98,8 +98,7 @@ static void drop_oldest(redmutex_client *c)
     settle(c, prev, e);
 }
 
-void rm_events_push(redmutex_client *c, redmutex_lock *l, redmutex_state state, const char *owner, bool call,
-                    bool log)
+void rm_events_push(redmutex_client *c, redmutex_lock *l, redmutex_state state, const char *owner, bool call, bool log)
 {
     size_t len = strlen(owner);
     rm_fd_event *e = malloc(sizeof *e + len + 1);
@@ -153,10 +152,12 @@ int redmutex_client_next_event(redmutex_client *c, uint64_t *lock_id, redmutex_s
     rm_err e_, *err = rm_err_reset(&e_);
     if (!c || !lock_id || !state)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_next_event: %s is NULL",
-                       !c ? "client" : !lock_id ? "lock_id" : "state"));
+                                       !c         ? "client"
+                                       : !lock_id ? "lock_id"
+                                                  : "state"));
     if (!owner && owner_size)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_next_event: owner is NULL but owner_size is %zu",
-                       owner_size));
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL,
+                                       "redmutex_client_next_event: owner is NULL but owner_size is %zu", owner_size));
     int rc = 0;
     rm_client_lock(c);
     rm_fd_event *prev, *e = oldest(c, true, &prev);

@@ -32,8 +32,8 @@ static int check_extend(rm_err *err, redmutex_lock *l, int64_t ms, redmutex_exte
     if (rc)
         return rc;
     if (ms <= 0 || ms > REDMUTEX_TIME_MAX_MS)
-        return rm_fail(err, REDMUTEX_EINVAL, "lock '%s': extension of %" PRId64 " ms is invalid (1..%" PRId64 ")", l->name,
-                       ms, (int64_t)REDMUTEX_TIME_MAX_MS);
+        return rm_fail(err, REDMUTEX_EINVAL, "lock '%s': extension of %" PRId64 " ms is invalid (1..%" PRId64 ")",
+                       l->name, ms, (int64_t)REDMUTEX_TIME_MAX_MS);
     if (mode != REDMUTEX_EXTEND_ADD && mode != REDMUTEX_EXTEND_REPLACE)
         return rm_fail(err, REDMUTEX_EINVAL, "lock '%s': unknown extend mode %d", l->name, (int)mode);
     return 0;
@@ -50,8 +50,8 @@ static int extend_claim(rm_err *err, redmutex_lock *l, const char *owner, const 
     rm_client_lock(c);
     rm_hold *h = rm_hold_find(l, owner_key, pid);
     if (!h && rm_hold_find_foreign(l, owner_key, pid))
-        rc = rm_fail(err, REDMUTEX_EFORKED, "lock '%s' was acquired by the parent process; a forked child cannot extend it",
-                     l->name);
+        rc = rm_fail(err, REDMUTEX_EFORKED,
+                     "lock '%s' was acquired by the parent process; a forked child cannot extend it", l->name);
     else if (!h && !owner && rm_kind_of(l)->anonymous)
         rc = rm_fail(err, REDMUTEX_ENOTOWNER, "lock '%s' is not held through this handle", l->name);
     else if (h && !(h = rm_hold_claim(c, l, h)) && !owner && rm_kind_of(l)->anonymous)
@@ -116,7 +116,8 @@ static int extended(rm_err *err, redmutex_client *c, rm_hold *h, int64_t started
 }
 
 /* Updates the local hold by the answers: the result of the extension. */
-static int extend_settle(rm_err *err, redmutex_lock *l, uint64_t hold_id, const char *value, rm_call *call, extend_tally *t)
+static int extend_settle(rm_err *err, redmutex_lock *l, uint64_t hold_id, const char *value, rm_call *call,
+                         extend_tally *t)
 {
     redmutex_client *c = l->c;
     size_t q = l->quorum;
@@ -130,7 +131,8 @@ static int extend_settle(rm_err *err, redmutex_lock *l, uint64_t hold_id, const 
         if (h) {
             rm_watchdog_cancel(c, h); /* may wait; h stays ours (busy) */
             rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
-            rc = rm_fail(err, REDMUTEX_ELOST, "lock '%s' was lost: its lease ran out or another owner took it", l->name);
+            rc =
+                rm_fail(err, REDMUTEX_ELOST, "lock '%s' was lost: its lease ran out or another owner took it", l->name);
         } else {
             rc = rm_fail(err, REDMUTEX_ENOTOWNER, "lock '%s' is not held by owner '%s'", l->name, value);
         }

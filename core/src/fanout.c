@@ -63,10 +63,7 @@ int rm_call_begin_targets(rm_err *err, rm_call *call, redmutex_client *c, size_t
     return 0;
 }
 
-int rm_call_begin(rm_err *err, rm_call *call, redmutex_client *c)
-{
-    return rm_call_begin_targets(err, call, c, c->n);
-}
+int rm_call_begin(rm_err *err, rm_call *call, redmutex_client *c) { return rm_call_begin_targets(err, call, c, c->n); }
 
 void rm_call_clear(rm_call *call)
 {
@@ -113,8 +110,7 @@ static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
         rm_deploy_node_failed(conn->srv); /* a node silent past the deadline may be gone: read the map again */
     /* Keep it if the request went out whole (a connection still in its
        handshake has sent no request: closing it changes nothing). */
-    bool keep = conn && !conn->connecting && conn->out.len == 0 && !s->handshaking &&
-                s->total - s->got <= RM_OWED_MAX;
+    bool keep = conn && !conn->connecting && conn->out.len == 0 && !s->handshaking && s->total - s->got <= RM_OWED_MAX;
     if (keep && mark_owing(call, conn) != 0)
         keep = false;
     if (keep) {
@@ -131,8 +127,8 @@ static void slot_abandon(rm_call *call, rm_slot *s, const char *why)
         rm_pool_give(call->c, conn, true, call->order_key);
     } else {
         const char *step = conn ? rm_conn_pending_step(conn) : NULL;
-        rm_slot_break(s, REDMUTEX_ECONN, "%s %s%s%s%s", conn ? conn->srv->ep.display : "server", why,
-                   step ? " (" : "", step ? step : "", step ? ")" : "");
+        rm_slot_break(s, REDMUTEX_ECONN, "%s %s%s%s%s", conn ? conn->srv->ep.display : "server", why, step ? " (" : "",
+                      step ? step : "", step ? ")" : "");
     }
 }
 
@@ -179,7 +175,7 @@ static bool slot_target(rm_call *call, rm_slot *s, const rm_req *req)
     rm_err e;
     rm_err_reset(&e);
     if (rm_deploy_is_cluster(call->c, s->dep) ? rm_redirect_route(&e, call, s, req) != 0
-                                               : !(s->node = rm_deploy_route(&e, call->c, s->dep, -1))) {
+                                              : !(s->node = rm_deploy_route(&e, call->c, s->dep, -1))) {
         rm_slot_fail(s, e.code, e.msg);
         s->broken = e.code == REDMUTEX_ECONN; /* a slot with no master: a refresh may find one */
         return false;
@@ -317,8 +313,7 @@ static const rm_req *slot_req(const rm_slot *s, const rm_req *req) { return s->r
 
 /* Starts every slot of the run (or fails it at once: left out, duplicate);
    pending[i]: waiting for a connection lent to another call. */
-static void start_slots(rm_call *call, const rm_req *req, int64_t deadline_ns, int64_t connect_deadline,
-                        bool *pending)
+static void start_slots(rm_call *call, const rm_req *req, int64_t deadline_ns, int64_t connect_deadline, bool *pending)
 {
     redmutex_client *c = call->c;
     for (size_t i = 0; i < call->n; i++) {
@@ -464,8 +459,8 @@ static void end_unwaited(rm_call *call, const bool *pending)
 
 /* Polls and serves the slots until the outcome is decided (and, for a
    release, sent everywhere), every slot is done, or poll() fails. */
-static void run_loop(rm_call *call, const rm_req *req, int64_t connect_deadline, bool *pending,
-                     rm_decided_fn decided, void *ud, poll_set *ps)
+static void run_loop(rm_call *call, const rm_req *req, int64_t connect_deadline, bool *pending, rm_decided_fn decided,
+                     void *ud, poll_set *ps)
 {
     bool decided_now = false;
     for (;;) {

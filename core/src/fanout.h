@@ -45,44 +45,44 @@ enum rm_slot_status { RM_SLOT_IDLE, RM_SLOT_RUNNING, RM_SLOT_DONE };
 typedef struct rm_slot {
     rm_conn *conn;
     int status;
-    int err;              /* 0, or the error code for this server */
-    char msg[256];        /* this server's error message */
-    bool want_info;       /* handshake asks INFO server (N > 1) */
-    size_t handshake_n;   /* handshake replies expected */
-    size_t skip;          /* replies to skip before the handshake (owed + later) */
-    size_t got;           /* replies read in this run */
-    size_t total;         /* replies expected in this run */
-    bool noscript;        /* a script reply said NOSCRIPT: resend with EVAL */
+    int err;            /* 0, or the error code for this server */
+    char msg[256];      /* this server's error message */
+    bool want_info;     /* handshake asks INFO server (N > 1) */
+    size_t handshake_n; /* handshake replies expected */
+    size_t skip;        /* replies to skip before the handshake (owed + later) */
+    size_t got;         /* replies read in this run */
+    size_t total;       /* replies expected in this run */
+    bool noscript;      /* a script reply said NOSCRIPT: resend with EVAL */
     bool used_eval;
-    bool broken;          /* transport failed: the connection was closed */
-    bool handshaking;     /* a fresh connection's handshake is out; the request follows its replies */
-    bool sent;            /* bytes of the request went out: it may have run */
-    bool not_waited;      /* the outcome was decided before this server answered */
-    bool owing;           /* left unanswered: its connection went back to the pool owing the reply */
-    bool stalled;         /* not sent, or unanswered in time: the server stalls (rm_server_stalls) */
-    bool excluded;        /* not part of this run (rm_call.only) */
-    int64_t deadline_ns;  /* this slot's deadline (longer while connecting) */
-    int64_t busy_since;   /* waiting for a lent connection: that one's last progress */
-    rm_reply **replies;   /* one per command: small_replies, or allocated for a long request */
+    bool broken;         /* transport failed: the connection was closed */
+    bool handshaking;    /* a fresh connection's handshake is out; the request follows its replies */
+    bool sent;           /* bytes of the request went out: it may have run */
+    bool not_waited;     /* the outcome was decided before this server answered */
+    bool owing;          /* left unanswered: its connection went back to the pool owing the reply */
+    bool stalled;        /* not sent, or unanswered in time: the server stalls (rm_server_stalls) */
+    bool excluded;       /* not part of this run (rm_call.only) */
+    int64_t deadline_ns; /* this slot's deadline (longer while connecting) */
+    int64_t busy_since;  /* waiting for a lent connection: that one's last progress */
+    rm_reply **replies;  /* one per command: small_replies, or allocated for a long request */
     rm_reply *small_replies[RM_REQ_MAX_CMDS];
-    size_t n_replies;     /* room in replies */
+    size_t n_replies; /* room in replies */
     /* Deployments and clusters: the deployment this slot talks to (its
        index; slot i is deployment i unless the caller made the call with
        rm_call_begin_targets), a node fixed by the caller (a renewal batch
        of that node) and its own request, or NULL. */
     size_t dep;
     rm_server *fixed_node;
-    bool ask_fixed;       /* with fixed_node: every command goes behind ASKING (a renewal following ASK) */
+    bool ask_fixed; /* with fixed_node: every command goes behind ASKING (a renewal following ASK) */
     const rm_req *req;
-    int keyslot;          /* the request's hash slot on a cluster, -1: none */
-    rm_server *node;      /* where this run's request goes (chosen when it starts) */
-    int redirects;        /* MOVED and ASK followed in this run */
-    int retries;          /* TRYAGAIN, CLUSTERDOWN... retried in this run */
-    bool asking;          /* ASK: each command goes behind ASKING */
-    int reroutes;         /* seeds or nodes tried after a connection failed before sending */
-    int64_t retry_at;     /* waiting to retry (TRYAGAIN, CLUSTERDOWN...) until then */
-    int wait_need;        /* the replica count RM_ARG_REPLICAS becomes for this slot's node */
-    bool role_probe;      /* a ROLE rides behind the request (deploy.h, rm_deploy_wants_role) */
+    int keyslot;      /* the request's hash slot on a cluster, -1: none */
+    rm_server *node;  /* where this run's request goes (chosen when it starts) */
+    int redirects;    /* MOVED and ASK followed in this run */
+    int retries;      /* TRYAGAIN, CLUSTERDOWN... retried in this run */
+    bool asking;      /* ASK: each command goes behind ASKING */
+    int reroutes;     /* seeds or nodes tried after a connection failed before sending */
+    int64_t retry_at; /* waiting to retry (TRYAGAIN, CLUSTERDOWN...) until then */
+    int wait_need;    /* the replica count RM_ARG_REPLICAS becomes for this slot's node */
+    bool role_probe;  /* a ROLE rides behind the request (deploy.h, rm_deploy_wants_role) */
     /* Statistics (stats.c): when the request went out (after a new
        connection's handshake) and when its last reply came, or that the
        deadline ended it. */
@@ -100,14 +100,14 @@ struct rm_call {
     redmutex_client *c;
     size_t n;
     rm_slot *slots;
-    int64_t started_ns; /* when the last run's requests started going out */
+    int64_t started_ns;   /* when the last run's requests started going out */
     bool strict_deadline; /* new connections get no connect_timeout beyond the deadline */
     const bool *only;     /* when set, servers i with only[i] false are left out of the run */
     /* Releases: even once decided, a run goes on (to the deadline at most)
        until the request has been sent to every server it is for, so that a
        server whose ordering connection is busy still gets it, in order. */
     bool must_send;
-    uint64_t order_key;   /* the last run's rm_order_key(req->order_name), 0 if none */
+    uint64_t order_key; /* the last run's rm_order_key(req->order_name), 0 if none */
     /* Set by the caller for a request that touches many locks without
        writing them (a renewal batch): a connection left owing replies is
        ordered for each of these keys too, so a later release of one of the
@@ -119,8 +119,8 @@ struct rm_call {
        name, a request that cannot wait for them is queued behind those
        carrying this owner's earlier requests (rm_pool_defer). */
     const char *order_owner;
-    uint64_t owner_key;   /* the last run's rm_owner_key(order_name, order_owner), 0 if none */
-    bool *pending;        /* rm_call_run's: slots waiting to start (a busy connection, a retry's pause) */
+    uint64_t owner_key; /* the last run's rm_owner_key(order_name, order_owner), 0 if none */
+    bool *pending;      /* rm_call_run's: slots waiting to start (a busy connection, a retry's pause) */
     /* Last: a call clears only the fields above and the slots it uses. */
     rm_slot inline_slots[RM_INLINE_SLOTS];
 };
@@ -138,8 +138,7 @@ int rm_call_begin_targets(rm_err *err, rm_call *call, redmutex_client *c, size_t
  * outcome in call->slots[i].err / replies[]. Returns 0, or an error code
  * only for failures that are not per server (ENOMEM).
  */
-int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decided_fn decided,
-                void *ud);
+int rm_call_run(rm_call *call, const rm_req *req, int64_t deadline_ns, rm_decided_fn decided, void *ud);
 /** Frees the replies of the last run (done before each run and at end). */
 void rm_call_clear(rm_call *call);
 void rm_call_end(rm_call *call);
@@ -202,6 +201,5 @@ int rm_redirect_read(rm_call *call, rm_slot *s, const rm_req *req);
 
 /** Whether server i's request went out but its reply did not arrive: it may have run. */
 static inline bool rm_slot_unknown(const rm_slot *s) { return s->err != 0 && s->sent && !s->excluded; }
-
 
 #endif

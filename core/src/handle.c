@@ -19,8 +19,7 @@ static const redmutex_lock_options default_lock_options = REDMUTEX_LOCK_OPTIONS_
 
 /* The struct's size in each version (options.c); a new version appends its size. */
 static const size_t lock_options_sizes[] = {
-    0,
-    RM_OPTIONS_END(redmutex_lock_options, on_lost_payload), /* 1 */
+    0, RM_OPTIONS_END(redmutex_lock_options, on_lost_payload), /* 1 */
 };
 _Static_assert(sizeof lock_options_sizes / sizeof lock_options_sizes[0] == REDMUTEX_LOCK_OPTIONS_VERSION + 1,
                "one size per lock options version");
@@ -40,11 +39,12 @@ static int check_lock_options(rm_err *err, const redmutex_lock_options *o)
     if (o->flags & ~(uint32_t)REDMUTEX_LOCK_FENCING)
         return rm_fail(err, REDMUTEX_EINVAL, "lock options: unknown flags 0x%x", o->flags);
     if (o->lease_ms != 0 && (o->lease_ms < 10 || o->lease_ms > REDMUTEX_TIME_MAX_MS))
-        return rm_fail(err, REDMUTEX_EINVAL, "lease_ms = %" PRId64 " is out of range (0 for the watchdog, or 10..%" PRId64 ")",
-                       o->lease_ms, (int64_t)REDMUTEX_TIME_MAX_MS);
-    if (o->max_hold_ms < 0 || o->max_hold_ms > REDMUTEX_TIME_MAX_MS)
-        return rm_fail(err, REDMUTEX_EINVAL, "max_hold_ms = %" PRId64 " is out of range (0..%" PRId64 ")", o->max_hold_ms,
+        return rm_fail(err, REDMUTEX_EINVAL,
+                       "lease_ms = %" PRId64 " is out of range (0 for the watchdog, or 10..%" PRId64 ")", o->lease_ms,
                        (int64_t)REDMUTEX_TIME_MAX_MS);
+    if (o->max_hold_ms < 0 || o->max_hold_ms > REDMUTEX_TIME_MAX_MS)
+        return rm_fail(err, REDMUTEX_EINVAL, "max_hold_ms = %" PRId64 " is out of range (0..%" PRId64 ")",
+                       o->max_hold_ms, (int64_t)REDMUTEX_TIME_MAX_MS);
     if (o->max_extensions < 0)
         return rm_fail(err, REDMUTEX_EINVAL, "max_extensions = %" PRId64 " is negative", o->max_extensions);
     return 0;
@@ -94,7 +94,10 @@ int redmutex_lock_new(redmutex_lock **out, redmutex_client *c, const char *name,
 {
     rm_err e_, *err = rm_err_reset(&e_);
     if (!out || !c || !name)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_new: %s is NULL", !out ? "out" : !c ? "client" : "name"));
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_new: %s is NULL",
+                                       !out ? "out"
+                                       : !c ? "client"
+                                            : "name"));
     size_t len = strnlen(name, REDMUTEX_NAME_MAX + 1);
     if (len == 0)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "lock name is empty"));

@@ -11,8 +11,8 @@
 
 struct redmutex_lock {
     redmutex_client *c;
-    uint64_t id;           /* redmutex_lock_id(): process-unique, never reused */
-    int refs;              /* user + holds + work in progress on it (c->mu); see lifetime.c */
+    uint64_t id; /* redmutex_lock_id(): process-unique, never reused */
+    int refs;    /* user + holds + work in progress on it (c->mu); see lifetime.c */
     redmutex_kind kind;
     redmutex_lock_options opts;
     struct rm_hold *holds; /* this handle's holds; guarded by c->mu */
@@ -21,10 +21,10 @@ struct redmutex_lock {
     /* Servers that must grant a hold (and vouch for it while it lives): the
        client's majority, or more for a semaphore (semaphore.c). */
     size_t quorum;
-    int64_t permits;       /* a semaphore's capacity (kind_sem.c), else 0 */
-    bool resize;           /* a semaphore whose acquisitions set its capacity to `permits` */
+    int64_t permits; /* a semaphore's capacity (kind_sem.c), else 0 */
+    bool resize;     /* a semaphore whose acquisitions set its capacity to `permits` */
     size_t name_len;
-    char name[];           /* the other keys of the lock are derived from it */
+    char name[]; /* the other keys of the lock are derived from it */
 };
 
 /* Room for any key derived from a lock name (channel, fencing counter, latch). */

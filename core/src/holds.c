@@ -127,8 +127,7 @@ redmutex_state rm_hold_state(redmutex_client *c, rm_hold *h, int64_t now_ns)
     rm_holds_catch_up_locked(c);
     /* The lost-lock callback fires either way: the watchdog's expiry notice
        or this check, whichever sees the end of validity first. */
-    if ((h->state == REDMUTEX_STATE_HELD || h->state == REDMUTEX_STATE_RENEWAL_FAILING) &&
-        now_ns >= h->validity_end_ns)
+    if ((h->state == REDMUTEX_STATE_HELD || h->state == REDMUTEX_STATE_RENEWAL_FAILING) && now_ns >= h->validity_end_ns)
         rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
     return h->state;
 }
@@ -190,7 +189,8 @@ static rm_hold *hold_settled(redmutex_lock *l, const char *owner, pid_t pid)
     return h;
 }
 
-int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char *value, int64_t started_ns, const rm_votes *v)
+int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char *value, int64_t started_ns,
+                   const rm_votes *v)
 {
     redmutex_client *c = l->c;
     int64_t lease = rm_lock_lease_ms(l);
@@ -284,4 +284,3 @@ void rm_holds_catch_up_locked(redmutex_client *c)
             rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);
     }
 }
-

@@ -20,10 +20,10 @@
 
 typedef struct rm_hold {
     redmutex_lock *lock;
-    uint64_t id;          /* unique per client: finds the hold again after a round trip */
-    bool busy;            /* one thread's release, extend or forget owns it; others wait or skip */
-    bool forgetting;      /* being destroyed: invisible to lookups, left alone by the watchdog */
-    bool orphan;          /* its handle was freed: not renewed, released by a close, dropped at expiry */
+    uint64_t id;     /* unique per client: finds the hold again after a round trip */
+    bool busy;       /* one thread's release, extend or forget owns it; others wait or skip */
+    bool forgetting; /* being destroyed: invisible to lookups, left alone by the watchdog */
+    bool orphan;     /* its handle was freed: not renewed, released by a close, dropped at expiry */
     /* The owner as the caller named it: "" for a plain lock's anonymous
        holder, else the explicit owner or the thread's default owner id. */
     char *owner;
@@ -31,23 +31,23 @@ typedef struct rm_hold {
     char *value;
     /* Per server: its generation + 1 when the lock was acquired. */
     uint64_t *generations;
-    int64_t count;        /* hold count as last reported by the servers */
-    int64_t fence;        /* fencing token (0 when fencing is off) */
+    int64_t count; /* hold count as last reported by the servers */
+    int64_t fence; /* fencing token (0 when fencing is off) */
     int64_t lease_ms;
-    bool watchdog;        /* renewed by the watchdog */
-    int64_t acquired_ns;  /* when the winning acquisition was sent */
+    bool watchdog;       /* renewed by the watchdog */
+    int64_t acquired_ns; /* when the winning acquisition was sent */
     int64_t validity_end_ns;
     int64_t hold_deadline_ns; /* max_hold_ms cap, INT64_MAX when none */
     int64_t extensions;
     redmutex_state state;
-    pid_t pid;            /* process that acquired it */
-    char release_id[33];  /* latch id of a release whose outcome is unknown */
+    pid_t pid;           /* process that acquired it */
+    char release_id[33]; /* latch id of a release whose outcome is unknown */
     /* watchdog */
-    size_t heap_index;    /* position in the watchdog heap, SIZE_MAX when absent */
+    size_t heap_index; /* position in the watchdog heap, SIZE_MAX when absent */
     int64_t due_ns;
-    bool renewing;        /* a renewal for this hold is in flight */
-    bool renew_stopped;   /* a cap was reached: no more renewals, expiry notice only */
-    bool counted;         /* in the client's statistics as held (stats.c) until it ends or is lost */
+    bool renewing;      /* a renewal for this hold is in flight */
+    bool renew_stopped; /* a cap was reached: no more renewals, expiry notice only */
+    bool counted;       /* in the client's statistics as held (stats.c) until it ends or is lost */
     struct rm_hold *next_in_lock;
     struct rm_hold *next_in_client, *prev_in_client;
 } rm_hold;
@@ -101,6 +101,7 @@ bool rm_hold_exists(redmutex_lock *l, const char *owner);
  * hold was lost, or a plain lock's is still there), REDMUTEX_ENOMEM: then
  * the caller undoes the acquisition on the servers.
  */
-int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char *value, int64_t started_ns, const rm_votes *v);
+int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char *value, int64_t started_ns,
+                   const rm_votes *v);
 
 #endif

@@ -26,7 +26,8 @@
 /* An owner's value on the servers: token, owner id, or owner id + ":write"
    (kind.h). Here, not in handle.h, because the client's own state (the
    events' queue, events.h) holds owners and client.h comes before handle.h. */
-#define RM_VALUE_MAX (REDMUTEX_CLIENT_ID_LEN + 24 > REDMUTEX_OWNER_MAX ? REDMUTEX_CLIENT_ID_LEN + 24 : REDMUTEX_OWNER_MAX + 8)
+#define RM_VALUE_MAX                                                                                                   \
+    (REDMUTEX_CLIENT_ID_LEN + 24 > REDMUTEX_OWNER_MAX ? REDMUTEX_CLIENT_ID_LEN + 24 : REDMUTEX_OWNER_MAX + 8)
 
 /* ---- time.c / misc --------------------------------------------------- */
 

@@ -14,7 +14,7 @@
 /** One blocking wait of an acquire, from its start to its end (on the waiting thread's stack). */
 typedef struct rm_wait {
     struct rm_wait *next;
-    uint64_t start;  /* interrupt generation when the wait began */
+    uint64_t start; /* interrupt generation when the wait began */
     bool registered;
 } rm_wait;
 

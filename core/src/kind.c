@@ -34,10 +34,7 @@ const rm_kind_ops *rm_kind_ops_of(redmutex_kind kind)
     }
 }
 
-bool rm_kind_valid(int kind)
-{
-    return kind >= REDMUTEX_KIND_LOCK && kind <= REDMUTEX_KIND_WRITE;
-}
+bool rm_kind_valid(int kind) { return kind >= REDMUTEX_KIND_LOCK && kind <= REDMUTEX_KIND_WRITE; }
 
 char rm_kind_renew_tag(redmutex_kind kind)
 {

@@ -122,8 +122,7 @@ char rm_kind_renew_tag(redmutex_kind kind);
  * when the name already holds a '{' (same cluster slot for every key of a
  * lock); with prefix NULL, suffixName(): "{NAME}<suffix>" or "NAME<suffix>".
  */
-const char *rm_derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *out,
-                           size_t size);
+const char *rm_derived_key(const redmutex_lock *l, const char *prefix, const char *suffix, char *out, size_t size);
 
 /** rm_kind_ops.field of the kinds that store the owner id as it is (plain, reentrant). */
 void rm_kind_field_is_owner(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1]);
@@ -237,12 +236,12 @@ extern const char rm_lua_rw_inspect[];
  * an extension of it would succeed without a timeout key (and the next
  * release, finding no key, would delete the lock under its "holder").
  */
-#define RM_LUA_READER_LIVE_DEF                                                                               \
-    "local function live(pre, n)\n"                                                                          \
-    "  for i = 1, n do\n"                                                                                    \
-    "    if redis.call('exists', pre .. ':' .. i) == 1 then return true end\n"                              \
-    "  end\n"                                                                                                \
-    "  return false\n"                                                                                       \
+#define RM_LUA_READER_LIVE_DEF                                                                                         \
+    "local function live(pre, n)\n"                                                                                    \
+    "  for i = 1, n do\n"                                                                                              \
+    "    if redis.call('exists', pre .. ':' .. i) == 1 then return true end\n"                                         \
+    "  end\n"                                                                                                          \
+    "  return false\n"                                                                                                 \
     "end\n"
 
 /*
@@ -256,20 +255,20 @@ extern const char rm_lua_rw_inspect[];
  * field goes, and the lock with it when no other field is left (no hold is
  * left to wake anyone for: waiters try again within the TTL they saw).
  */
-#define RM_LUA_RENEW_READER                                                                                  \
-    "    if t == 'hash' and redis.call('hexists', key, who) == 1 then\n"                                     \
-    "      local pre = key\n"                                                                                \
-    "      if not string.find(key, '{', 1, true) then pre = '{' .. key .. '}' end\n"                         \
-    "      pre = pre .. ':' .. who .. ':rwlock_timeout'\n"                                                   \
-    "      local n = tonumber(redis.call('hget', key, who)) or 0\n"                                          \
-    "      if live(pre, n) then\n"                                                                           \
-    "        ok = 1\n"                                                                                       \
-    "        at_least(key, ARGV[1])\n"                                                                       \
-    "        for i = 1, n do at_least(pre .. ':' .. i, ARGV[1]) end\n"                                       \
-    "      elseif may('hdel', key, who) and may('del', key) then\n"                                          \
-    "        redis.call('hdel', key, who)\n"                                                                 \
-    "        if redis.call('hlen', key) <= 1 then redis.call('del', key) end\n"                              \
-    "      end\n"                                                                                            \
+#define RM_LUA_RENEW_READER                                                                                            \
+    "    if t == 'hash' and redis.call('hexists', key, who) == 1 then\n"                                               \
+    "      local pre = key\n"                                                                                          \
+    "      if not string.find(key, '{', 1, true) then pre = '{' .. key .. '}' end\n"                                   \
+    "      pre = pre .. ':' .. who .. ':rwlock_timeout'\n"                                                             \
+    "      local n = tonumber(redis.call('hget', key, who)) or 0\n"                                                    \
+    "      if live(pre, n) then\n"                                                                                     \
+    "        ok = 1\n"                                                                                                 \
+    "        at_least(key, ARGV[1])\n"                                                                                 \
+    "        for i = 1, n do at_least(pre .. ':' .. i, ARGV[1]) end\n"                                                 \
+    "      elseif may('hdel', key, who) and may('del', key) then\n"                                                    \
+    "        redis.call('hdel', key, who)\n"                                                                           \
+    "        if redis.call('hlen', key) <= 1 then redis.call('del', key) end\n"                                        \
+    "      end\n"                                                                                                      \
     "    end\n"
 
 /* ---- semaphores (kind_sem.c) --------------------------------------------- */
@@ -312,24 +311,24 @@ extern const char rm_lua_sem_force[];
  * run in every acquisition, release and renewal of a permit, and a gsub
  * calling a function per byte cost as much as the rest of a release.
  */
-#define RM_LUA_PERMIT_DEFS                                                                                   \
-    "local function now_ms()\n"                                                                              \
-    "  local t = redis.call('time')\n"                                                                       \
-    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                                   \
-    "end\n"                                                                                                  \
-    "local function b4(n)\n"                                                                                 \
-    "  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, "                    \
-    "math.floor(n / 256) % 256, n % 256)\n"                                                                  \
-    "end\n"                                                                                                  \
-    "local function permit_ids(v)\n"                                                                         \
-    "  local k = 1\n"                                                                                        \
-    "  if #v > 32 then k = tonumber(string.sub(v, 34)) end\n"                                               \
-    "  local head = b4(tonumber(string.sub(v, 1, 8), 16)) .. b4(tonumber(string.sub(v, 9, 16), 16)) .. "    \
-    "b4(tonumber(string.sub(v, 17, 24), 16))\n"                                                              \
-    "  local tail = tonumber(string.sub(v, 25, 32), 16)\n"                                                   \
-    "  local out = {}\n"                                                                                     \
-    "  for j = 0, k - 1 do out[j + 1] = head .. b4((tail + j) % 4294967296) end\n"                          \
-    "  return out\n"                                                                                         \
+#define RM_LUA_PERMIT_DEFS                                                                                             \
+    "local function now_ms()\n"                                                                                        \
+    "  local t = redis.call('time')\n"                                                                                 \
+    "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                                             \
+    "end\n"                                                                                                            \
+    "local function b4(n)\n"                                                                                           \
+    "  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, "                               \
+    "math.floor(n / 256) % 256, n % 256)\n"                                                                            \
+    "end\n"                                                                                                            \
+    "local function permit_ids(v)\n"                                                                                   \
+    "  local k = 1\n"                                                                                                  \
+    "  if #v > 32 then k = tonumber(string.sub(v, 34)) end\n"                                                          \
+    "  local head = b4(tonumber(string.sub(v, 1, 8), 16)) .. b4(tonumber(string.sub(v, 9, 16), 16)) .. "               \
+    "b4(tonumber(string.sub(v, 17, 24), 16))\n"                                                                        \
+    "  local tail = tonumber(string.sub(v, 25, 32), 16)\n"                                                             \
+    "  local out = {}\n"                                                                                               \
+    "  for j = 0, k - 1 do out[j + 1] = head .. b4((tail + j) % 4294967296) end\n"                                     \
+    "  return out\n"                                                                                                   \
     "end\n"
 
 /*
@@ -340,22 +339,22 @@ extern const char rm_lua_sem_force[];
  * extension): never shortened, and never re-created (ZADD XX). `now` is
  * the script's, read once.
  */
-#define RM_LUA_RENEW_PERMIT                                                                                  \
-    "    local pre = key\n"                                                                                  \
-    "    if not string.find(key, '{', 1, true) then pre = '{' .. key .. '}' end\n"                           \
-    "    local tk = pre .. ':timeout'\n"                                                                     \
-    "    if redis.call('type', tk)['ok'] == 'zset' then\n"                                                   \
-    "      if not now then now = now_ms() end\n"                                                            \
-    "      local mine, ends = permit_ids(who), {}\n"                                                        \
-    "      ok = 1\n"                                                                                         \
-    "      for p = 1, #mine do\n"                                                                            \
-    "        ends[p] = tonumber(redis.call('zscore', tk, mine[p]) or '0')\n"                                 \
-    "        if ends[p] <= now then ok = 0 end\n"                                                            \
-    "      end\n"                                                                                            \
-    "      for p = 1, #mine do\n"                                                                            \
-    "        local e = math.max(ends[p], now + tonumber(ARGV[1]))\n"                                         \
-    "        if ok == 1 then redis.call('zadd', tk, 'XX', e, mine[p]) end\n"                                 \
-    "      end\n"                                                                                            \
+#define RM_LUA_RENEW_PERMIT                                                                                            \
+    "    local pre = key\n"                                                                                            \
+    "    if not string.find(key, '{', 1, true) then pre = '{' .. key .. '}' end\n"                                     \
+    "    local tk = pre .. ':timeout'\n"                                                                               \
+    "    if redis.call('type', tk)['ok'] == 'zset' then\n"                                                             \
+    "      if not now then now = now_ms() end\n"                                                                       \
+    "      local mine, ends = permit_ids(who), {}\n"                                                                   \
+    "      ok = 1\n"                                                                                                   \
+    "      for p = 1, #mine do\n"                                                                                      \
+    "        ends[p] = tonumber(redis.call('zscore', tk, mine[p]) or '0')\n"                                           \
+    "        if ends[p] <= now then ok = 0 end\n"                                                                      \
+    "      end\n"                                                                                                      \
+    "      for p = 1, #mine do\n"                                                                                      \
+    "        local e = math.max(ends[p], now + tonumber(ARGV[1]))\n"                                                   \
+    "        if ok == 1 then redis.call('zadd', tk, 'XX', e, mine[p]) end\n"                                           \
+    "      end\n"                                                                                                      \
     "    end\n"
 
 #endif

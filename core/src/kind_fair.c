@@ -462,8 +462,7 @@ int rm_fair_new_nonce(rm_err *err, char out[17])
 {
     unsigned char b[8];
     if (rm_random_bytes(b, sizeof b) != 0)
-        return rm_fail(err, REDMUTEX_ESYSTEM,
-                       "the system gave no random bytes (getrandom failed); nothing was sent");
+        return rm_fail(err, REDMUTEX_ESYSTEM, "the system gave no random bytes (getrandom failed); nothing was sent");
     rm_hex(out, b, sizeof b);
     return 0;
 }

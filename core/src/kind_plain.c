@@ -85,10 +85,7 @@ static rm_cmd plain_acquire(const redmutex_lock *l, const rm_acq_in *in, rm_karg
 }
 
 /* PTTL NAME, pipelined behind the bare SET of plain_acquire (in the same storage). */
-static rm_cmd plain_ttl_probe(const rm_cmd *acquire)
-{
-    return (rm_cmd){-1, 2, acquire->argv + 6, NULL};
-}
+static rm_cmd plain_ttl_probe(const rm_cmd *acquire) { return (rm_cmd){-1, 2, acquire->argv + 6, NULL}; }
 
 static rm_cmd plain_release(const redmutex_lock *l, const char *value, const char *latch_key, int64_t lease_ms,
                             int64_t latch_ms, rm_kargs *st)

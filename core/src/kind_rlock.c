@@ -98,8 +98,8 @@ static rm_cmd rlock_acquire(const redmutex_lock *l, const rm_acq_in *in, rm_karg
     const char *token_key = rm_lock_token_key(l, st->key[0], sizeof st->key[0]);
     if (in->nest_latch) {
         rm_i64_str(st->num[1], in->latch_ms);
-        const char *argv[] = {"3", l->name, token_key, in->nest_latch, st->num[0], in->value,
-                              in->fencing ? "1" : "0", "1", st->num[1]};
+        const char *argv[] = {"3", l->name,   token_key, in->nest_latch, st->num[0], in->value, in->fencing ? "1" : "0",
+                              "1", st->num[1]};
         memcpy(st->argv, argv, sizeof argv);
         return (rm_cmd){RM_SCRIPT_RLOCK_ACQUIRE, 9, st->argv, NULL};
     }
@@ -138,8 +138,7 @@ static rm_cmd rlock_inspect(const redmutex_lock *l, const char *value, rm_kargs 
 
 static rm_cmd rlock_force(const redmutex_lock *l, rm_kargs *st)
 {
-    const char *argv[] = {"2", l->name, rm_lock_channel_key(l, st->key[0], sizeof st->key[0]), "hash",
-                          RM_ARG_PUBLISH};
+    const char *argv[] = {"2", l->name, rm_lock_channel_key(l, st->key[0], sizeof st->key[0]), "hash", RM_ARG_PUBLISH};
     memcpy(st->argv, argv, sizeof argv);
     return (rm_cmd){RM_SCRIPT_FORCE_RELEASE, 5, st->argv, NULL};
 }

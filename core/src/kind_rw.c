@@ -298,10 +298,7 @@ const char rm_lua_rw_inspect[] =
 
 #define WRITE_SUFFIX ":write"
 
-static bool is_write(const redmutex_lock *l)
-{
-    return l->kind == REDMUTEX_KIND_WRITE;
-}
+static bool is_write(const redmutex_lock *l) { return l->kind == REDMUTEX_KIND_WRITE; }
 
 /* A reader is stored as its owner id, a writer as "<owner id>:write" (Redisson). */
 static void rw_field(const redmutex_lock *l, const char *owner_key, char out[RM_VALUE_MAX + 1])
@@ -358,8 +355,8 @@ static rm_cmd rw_acquire(const redmutex_lock *l, const rm_acq_in *in, rm_kargs *
     snprintf(st->key[1], sizeof st->key[1], "%s" WRITE_SUFFIX, in->value);
     const char *prefix = timeout_prefix(l, in->value, st->key[2]);
     if (latch) {
-        const char *argv[] = {"4", l->name, prefix, token, latch, st->num[0], in->value, st->key[1], fencing, "1",
-                              st->num[1]};
+        const char *argv[] = {"4",       l->name,    prefix,  token, latch,     st->num[0],
+                              in->value, st->key[1], fencing, "1",   st->num[1]};
         memcpy(a, argv, sizeof argv);
         return (rm_cmd){RM_SCRIPT_READ_ACQUIRE, 11, a, NULL};
     }
@@ -408,8 +405,7 @@ static rm_cmd rw_extend(const redmutex_lock *l, const char *value, int64_t ms, b
         memcpy(st->argv, argv, sizeof argv);
         return (rm_cmd){RM_SCRIPT_RLOCK_EXTEND, 7, st->argv, NULL};
     }
-    const char *argv[] = {"2",  l->name,   timeout_prefix(l, value, st->key[0]), value, st->num[0],
-                          mode, st->num[1]};
+    const char *argv[] = {"2", l->name, timeout_prefix(l, value, st->key[0]), value, st->num[0], mode, st->num[1]};
     memcpy(st->argv, argv, sizeof argv);
     return (rm_cmd){RM_SCRIPT_READ_EXTEND, 7, st->argv, NULL};
 }
@@ -447,9 +443,12 @@ static rm_cmd rw_nest_undo(const redmutex_lock *l, const char *value, const char
 
 static rm_cmd rw_force(const redmutex_lock *l, rm_kargs *st)
 {
-    const char *argv[] = {"2", l->name,
+    const char *argv[] = {"2",
+                          l->name,
                           rm_derived_key(l, "redisson_rwlock", "", st->key[0], sizeof st->key[0]),
-                          is_write(l) ? "write" : "read", is_write(l) ? "1" : "0", RM_ARG_PUBLISH};
+                          is_write(l) ? "write" : "read",
+                          is_write(l) ? "1" : "0",
+                          RM_ARG_PUBLISH};
     memcpy(st->argv, argv, sizeof argv);
     return (rm_cmd){RM_SCRIPT_RW_FORCE, 6, st->argv, NULL};
 }

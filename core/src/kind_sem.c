@@ -301,9 +301,17 @@ static rm_cmd sem_acquire(const redmutex_lock *l, const rm_acq_in *in, rm_kargs 
     const char *timeout = rm_sem_timeout_key(l, st->key[0], sizeof st->key[0]);
     const char *channel = rm_sem_channel_key(l, st->key[1], sizeof st->key[1]);
     const char *token = rm_lock_token_key(l, st->key[2], sizeof st->key[2]);
-    const char *argv[] = {"4",        l->name,    timeout,          channel,
-                          token,      in->value,  st->num[0],       st->num[1],
-                          in->fencing ? "1" : "0", l->resize ? "1" : "0", RM_ARG_PUBLISH};
+    const char *argv[] = {"4",
+                          l->name,
+                          timeout,
+                          channel,
+                          token,
+                          in->value,
+                          st->num[0],
+                          st->num[1],
+                          in->fencing ? "1" : "0",
+                          l->resize ? "1" : "0",
+                          RM_ARG_PUBLISH};
     memcpy(st->argv, argv, sizeof argv);
     return (rm_cmd){RM_SCRIPT_SEM_ACQUIRE, 11, st->argv, NULL};
 }

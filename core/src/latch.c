@@ -23,7 +23,7 @@
 #include "fanout.h"
 #include "internal.h"
 #include "interrupt.h"
-#include "kind.h" /* RM_LATCH_CHANNEL_PREFIX */
+#include "kind.h"    /* RM_LATCH_CHANNEL_PREFIX */
 #include "lockops.h" /* rm_command_deadline */
 #include "lua.h"
 #include "pollwait.h"
@@ -94,7 +94,9 @@ int redmutex_latch_new(redmutex_latch **out, redmutex_client *c, const char *nam
     rm_err e_, *err = rm_err_reset(&e_);
     if (!out || !c || !name)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_latch_new: %s is NULL",
-                                       !out ? "out" : !c ? "client" : "name"));
+                                       !out ? "out"
+                                       : !c ? "client"
+                                            : "name"));
     size_t len = strnlen(name, REDMUTEX_NAME_MAX + 1);
     if (len == 0 || len > REDMUTEX_NAME_MAX)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "latch name is %s", len ? "too long" : "empty"));
@@ -251,7 +253,8 @@ int redmutex_latch_count(int64_t *out, redmutex_latch *l)
 {
     rm_err e_, *err = rm_err_reset(&e_);
     if (!out || !l)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_latch_count: %s is NULL", !out ? "out" : "latch"));
+        return rm_publish(err,
+                          rm_fail(err, REDMUTEX_EINVAL, "redmutex_latch_count: %s is NULL", !out ? "out" : "latch"));
     int64_t v = 0;
     int rc = latch_query(err, l, &v);
     if (rc == 0)
@@ -303,10 +306,10 @@ static int wait_zero(rm_err *err, redmutex_latch *l, int64_t wait_ms, rm_wait *w
         int64_t until = now + backoff * RM_NS_PER_MS;
         bool interrupted = false;
         int r = rm_waiter_wait(c, *w, until < deadline ? until : deadline, &interrupted);
-        if (interrupted || !rm_client_open(c) ||
-            (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload)))
-            return !rm_client_open(c) ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed while waiting for latch '%s'", l->name)
-                                      : rm_fail(err, REDMUTEX_EINTR, "waiting for latch '%s' was interrupted", l->name);
+        if (interrupted || !rm_client_open(c) || (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload)))
+            return !rm_client_open(c)
+                       ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed while waiting for latch '%s'", l->name)
+                       : rm_fail(err, REDMUTEX_EINTR, "waiting for latch '%s' was interrupted", l->name);
         if (r == 0 && backoff < c->opts.wait_backoff_cap_ms)
             backoff = backoff * 2 > c->opts.wait_backoff_cap_ms ? c->opts.wait_backoff_cap_ms : backoff * 2;
     }
@@ -347,8 +350,8 @@ static int latch_try_once(rm_err *err, void *obj, int64_t *ttl_ms, char *channel
         return rc;
     *ttl_ms = -1;
     snprintf(channel, RM_LONG_KEY_MAX, "%s", l->channel);
-    return rm_fail(err, REDMUTEX_ETIMEDOUT, "latch '%s' is at %" PRId64 "; the wait becomes ready when it may be at zero",
-                   l->name, count);
+    return rm_fail(err, REDMUTEX_ETIMEDOUT,
+                   "latch '%s' is at %" PRId64 "; the wait becomes ready when it may be at zero", l->name, count);
 }
 
 static void latch_wait_end(void *obj) { (void)obj; }
@@ -359,7 +362,8 @@ int redmutex_latch_wait_new(redmutex_wait **out, redmutex_latch *l)
 {
     rm_err e_, *err = rm_err_reset(&e_);
     if (!out || !l)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_latch_wait_new: %s is NULL", !out ? "out" : "latch"));
+        return rm_publish(err,
+                          rm_fail(err, REDMUTEX_EINVAL, "redmutex_latch_wait_new: %s is NULL", !out ? "out" : "latch"));
     int rc = rm_client_usable(err, l->c);
     if (rc == 0)
         rc = rm_wait_new_custom(err, out, l->c, &latch_wait_ops, l);

@@ -63,9 +63,9 @@ rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, const char *nest_
 enum { RM_ATTEMPT_WON = 0, RM_ATTEMPT_BUSY = 1 };
 
 typedef struct rm_attempt_info {
-    int64_t ttl_ms;   /* the holder's remaining lease, -1 when unknown */
-    bool split;       /* some servers granted, but not a majority */
-    const char *why;  /* why it was not won, after "lock 'NAME' ": "is held by another owner" */
+    int64_t ttl_ms;  /* the holder's remaining lease, -1 when unknown */
+    bool split;      /* some servers granted, but not a majority */
+    const char *why; /* why it was not won, after "lock 'NAME' ": "is held by another owner" */
     /* Set by the caller: the attempt is part of a wait (a fair lock then
        queues), and that wait's id (kind.h). */
     bool waiting;
@@ -158,8 +158,9 @@ int rm_acquire_prepare(rm_err *err, redmutex_lock *l, const char *owner, char ow
  * *split: some but not a majority granted, *why: rm_attempt_info's), or an error code. `retry` is
  * false for the first attempt of an acquisition. Blocks one round trip.
  */
-int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry, const char *nonce,
-                       int64_t *ttl_ms, bool *split, const char **why, bool *queued, int64_t *behind);
+int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry,
+                       const char *nonce, int64_t *ttl_ms, bool *split, const char **why, bool *queued,
+                       int64_t *behind);
 /** A fair lock's wait that stops waiting leaves the queue on every server,
     and gives back a hand-off that reached it unless the owner holds the lock
     through a live hold of this client (the field's level is that hold's). */
@@ -191,6 +192,5 @@ bool rm_lock_holds(redmutex_lock *l, const char *owner_key);
 int rm_lock_release_key(rm_err *err, redmutex_lock *l, const char *owner_key, bool explicit_owner);
 /** Releases whatever `value` holds, with no local record (cleanup of an unknown outcome). */
 void rm_lock_release_value(redmutex_lock *l, const char *value);
-
 
 #endif

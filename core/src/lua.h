@@ -20,8 +20,7 @@
 #ifndef REDMUTEX_LUA_H
 #define REDMUTEX_LUA_H
 
-#define RM_LUA_WRONGTYPE                                                                                     \
-    "redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')"
+#define RM_LUA_WRONGTYPE "redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')"
 
 /*
  * The reentrant and fair locks share Redisson's hash of owner -> count; a
@@ -30,31 +29,31 @@
  * or fair kind refuses such a hash (KEYS[1]) as a key of another kind,
  * instead of waiting on it or changing it.
  */
-#define RM_LUA_NOT_RWLOCK                                                                                    \
-    "if redis.call('type', KEYS[1])['ok'] == 'hash' then\n"                                                  \
-    "  local md = redis.call('hget', KEYS[1], 'mode')\n"                                                     \
-    "  if md == 'read' or md == 'write' then return " RM_LUA_WRONGTYPE " end\n"                            \
+#define RM_LUA_NOT_RWLOCK                                                                                              \
+    "if redis.call('type', KEYS[1])['ok'] == 'hash' then\n"                                                            \
+    "  local md = redis.call('hget', KEYS[1], 'mode')\n"                                                               \
+    "  if md == 'read' or md == 'write' then return " RM_LUA_WRONGTYPE " end\n"                                        \
     "end\n"
 
-#define RM_LUA_FENCE_OK_DEF                                                                                  \
-    "local function fence_ok(k)\n"                                                                           \
-    "  local fc = redis.call('get', k)\n"                                                                    \
-    "  return not fc or (string.match(fc, '^%d+$') and not (#fc > 1 and string.sub(fc, 1, 1) == '0') and "   \
-    "#fc <= 19 and not (#fc == 19 and fc >= '9223372036854775807'))\n"                                       \
+#define RM_LUA_FENCE_OK_DEF                                                                                            \
+    "local function fence_ok(k)\n"                                                                                     \
+    "  local fc = redis.call('get', k)\n"                                                                              \
+    "  return not fc or (string.match(fc, '^%d+$') and not (#fc > 1 and string.sub(fc, 1, 1) == '0') and "             \
+    "#fc <= 19 and not (#fc == 19 and fc >= '9223372036854775807'))\n"                                                 \
     "end\n"
 
-#define RM_LUA_FENCE_CHECK(key)                                                                              \
-    "local fc = redis.call('get', " key ")\n"                                                                \
-    "if fc and (not string.match(fc, '^%d+$') or (#fc > 1 and string.sub(fc, 1, 1) == '0') or "              \
-    "#fc > 19 or (#fc == 19 and fc >= '9223372036854775807')) then\n"                                        \
-    "  return redis.error_reply('ERR redmutex: fencing counter ' .. " key " .. "                             \
-    "' is not an integer below 2^63-1; nothing was changed')\n"                                              \
+#define RM_LUA_FENCE_CHECK(key)                                                                                        \
+    "local fc = redis.call('get', " key ")\n"                                                                          \
+    "if fc and (not string.match(fc, '^%d+$') or (#fc > 1 and string.sub(fc, 1, 1) == '0') or "                        \
+    "#fc > 19 or (#fc == 19 and fc >= '9223372036854775807')) then\n"                                                  \
+    "  return redis.error_reply('ERR redmutex: fencing counter ' .. " key " .. "                                       \
+    "' is not an integer below 2^63-1; nothing was changed')\n"                                                        \
     "end\n"
 
-#define RM_LUA_MAY_DEF                                                                                       \
-    "local function may(...)\n"                                                                              \
-    "  if redis.acl_check_cmd == nil or redis.acl_check_cmd(...) then return true end\n"                     \
-    "  return false\n"                                                                                       \
+#define RM_LUA_MAY_DEF                                                                                                 \
+    "local function may(...)\n"                                                                                        \
+    "  if redis.acl_check_cmd == nil or redis.acl_check_cmd(...) then return true end\n"                               \
+    "  return false\n"                                                                                                 \
     "end\n"
 
 /*
@@ -69,11 +68,11 @@
  * Each hold's validity was granted by some script that set the key's TTL to
  * at least that long, and nothing takes it back but the key's deletion.
  */
-#define RM_LUA_AT_LEAST_DEF                                                                                  \
-    "local function at_least(k, ms)\n"                                                                       \
-    "  ms = tonumber(ms)\n"                                                                                  \
-    "  local t = redis.call('pttl', k)\n"                                                                    \
-    "  if t >= 0 and t < ms then redis.call('pexpire', k, ms) end\n"                                        \
+#define RM_LUA_AT_LEAST_DEF                                                                                            \
+    "local function at_least(k, ms)\n"                                                                                 \
+    "  ms = tonumber(ms)\n"                                                                                            \
+    "  local t = redis.call('pttl', k)\n"                                                                              \
+    "  if t >= 0 and t < ms then redis.call('pexpire', k, ms) end\n"                                                   \
     "end\n"
 
 /*
@@ -82,24 +81,24 @@
  * is not known, so the key of the level below, `to`, takes over the top
  * key's TTL when that is longer (re-made if it expired meanwhile).
  */
-#define RM_LUA_PASS_DOWN_DEF                                                                                 \
-    "local function pass_down(from, to)\n"                                                                   \
-    "  local t = redis.call('pttl', from)\n"                                                                 \
-    "  local b = redis.call('pttl', to)\n"                                                                   \
-    "  if t > 0 and b ~= -1 and b < t then redis.call('set', to, '1', 'px', t) end\n"                       \
-    "  redis.call('del', from)\n"                                                                            \
+#define RM_LUA_PASS_DOWN_DEF                                                                                           \
+    "local function pass_down(from, to)\n"                                                                             \
+    "  local t = redis.call('pttl', from)\n"                                                                           \
+    "  local b = redis.call('pttl', to)\n"                                                                             \
+    "  if t > 0 and b ~= -1 and b < t then redis.call('set', to, '1', 'px', t) end\n"                                  \
+    "  redis.call('del', from)\n"                                                                                      \
     "end\n"
 
 /* The rest of an extend script once the owner is found: KEYS[1]'s new TTL
    from ARGV ms, mode (0 add, 1 replace), longest TTL; returns it. For the
    plain lock, whose key carries one hold: that hold's TTL is set as asked. */
-#define RM_LUA_EXTEND_TTL                                                                                    \
-    "local ttl = redis.call('pttl', KEYS[1])\n"                                                              \
-    "if ttl < 0 then ttl = 0 end\n"                                                                          \
-    "local new = tonumber(ARGV[2])\n"                                                                        \
-    "if ARGV[3] == '0' then new = new + ttl end\n"                                                           \
-    "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"                                          \
-    "redis.call('pexpire', KEYS[1], new)\n"                                                                  \
+#define RM_LUA_EXTEND_TTL                                                                                              \
+    "local ttl = redis.call('pttl', KEYS[1])\n"                                                                        \
+    "if ttl < 0 then ttl = 0 end\n"                                                                                    \
+    "local new = tonumber(ARGV[2])\n"                                                                                  \
+    "if ARGV[3] == '0' then new = new + ttl end\n"                                                                     \
+    "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"                                                    \
+    "redis.call('pexpire', KEYS[1], new)\n"                                                                            \
     "return new\n"
 
 /*
@@ -112,19 +111,19 @@
  * be there (a writer may read). Only commands the least-privilege ACL of
  * docs/security.md allows.
  */
-#define RM_LUA_EXTEND_HASH_TTL                                                                               \
-    RM_LUA_AT_LEAST_DEF                                                                                      \
-    "local ttl = redis.call('pttl', KEYS[1])\n"                                                              \
-    "if ttl < 0 then ttl = 0 end\n"                                                                          \
-    "local new = tonumber(ARGV[2])\n"                                                                        \
-    "if ARGV[3] == '0' then new = new + ttl end\n"                                                           \
-    "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"                                          \
-    "if redis.call('hget', KEYS[1], ARGV[1]) == '1' and "                                                    \
-    "(ARGV[5] == nil or redis.call('hexists', KEYS[1], ARGV[5]) == 0) then\n"                               \
-    "  redis.call('pexpire', KEYS[1], new)\n"                                                                \
-    "else\n"                                                                                                 \
-    "  at_least(KEYS[1], new)\n"                                                                             \
-    "end\n"                                                                                                  \
+#define RM_LUA_EXTEND_HASH_TTL                                                                                         \
+    RM_LUA_AT_LEAST_DEF                                                                                                \
+    "local ttl = redis.call('pttl', KEYS[1])\n"                                                                        \
+    "if ttl < 0 then ttl = 0 end\n"                                                                                    \
+    "local new = tonumber(ARGV[2])\n"                                                                                  \
+    "if ARGV[3] == '0' then new = new + ttl end\n"                                                                     \
+    "if new > tonumber(ARGV[4]) then new = tonumber(ARGV[4]) end\n"                                                    \
+    "if redis.call('hget', KEYS[1], ARGV[1]) == '1' and "                                                              \
+    "(ARGV[5] == nil or redis.call('hexists', KEYS[1], ARGV[5]) == 0) then\n"                                          \
+    "  redis.call('pexpire', KEYS[1], new)\n"                                                                          \
+    "else\n"                                                                                                           \
+    "  at_least(KEYS[1], new)\n"                                                                                       \
+    "end\n"                                                                                                            \
     "return new\n"
 
 /*
@@ -138,14 +137,14 @@
  * finds the latch and changes nothing. `mine` must be defined; this is the
  * script's first write on the nested path.
  */
-#define RM_LUA_NEST_GUARD(flag, latch, ms)                                                                   \
-    "if ARGV[" flag "] == '1' then\n"                                                                        \
-    "  if not mine then return {2, redis.call('pttl', KEYS[1])} end\n"                                      \
-    "  if redis.call('exists', " latch ") == 1 then return {0, redis.call('pttl', KEYS[1])} end\n"           \
-    "  redis.call('set', " latch ", '1', 'px', " ms ")\n"                                                   \
+#define RM_LUA_NEST_GUARD(flag, latch, ms)                                                                             \
+    "if ARGV[" flag "] == '1' then\n"                                                                                  \
+    "  if not mine then return {2, redis.call('pttl', KEYS[1])} end\n"                                                 \
+    "  if redis.call('exists', " latch ") == 1 then return {0, redis.call('pttl', KEYS[1])} end\n"                     \
+    "  redis.call('set', " latch ", '1', 'px', " ms ")\n"                                                              \
     "end\n"
 
-#define RM_LUA_NOPERM(what)                                                                                  \
+#define RM_LUA_NOPERM(what)                                                                                            \
     "return redis.error_reply('NOPERM redmutex: this user may not " what "; nothing was changed')"
 
 #endif

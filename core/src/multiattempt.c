@@ -81,7 +81,7 @@ static void undo_values(multi_op *op, rm_call *call, const rm_acq_replies *a, co
     redmutex_multi_lock *m = op->m;
     rm_req req = {0};
     rm_kargs *k = calloc(m->n, sizeof *k);
-    char (*latch)[RM_KEY_MAX] = calloc(m->n, sizeof *latch);
+    char(*latch)[RM_KEY_MAX] = calloc(m->n, sizeof *latch);
     bool dirty[REDMUTEX_SERVERS_MAX] = {false};
     for (size_t j = 0; k && latch && j < m->n; j++) {
         char id[33];
@@ -119,7 +119,8 @@ static int record_all(multi_op *op, const rm_acq_replies *a, const bool *group, 
     int rc = 0;
     rm_client_lock(m->c);
     for (size_t j = 0; j < m->n && rc == 0; j++)
-        if (group[j] && (rc = rm_hold_record(op->err, m->locks[j], op->owner_key[j], op->value[j], started, &a[j].v)) == 0)
+        if (group[j] &&
+            (rc = rm_hold_record(op->err, m->locks[j], op->owner_key[j], op->value[j], started, &a[j].v)) == 0)
             op->held[j] = true;
     for (size_t j = 0; rc && j < m->n; j++) {
         rm_hold *h = group[j] && op->held[j] ? rm_hold_find(m->locks[j], op->owner_key[j], rm_pid()) : NULL;
@@ -212,8 +213,8 @@ static int attempt_one_request(multi_op *op, const bool *group)
         a[j].wait_index = wait ? (int)ncmds : -1;
         rm_acquire_count(&a[j], &call);
         int64_t left = rm_validity_left_ns(a[j].lease_ms, rm_now_ns() - started);
-        verdict[j] = rm_acquire_decide(&a[j].v, c->n, m->locks[j]->quorum, left, false,
-                                       rm_call_failed(&call) + a[j].v.t.errors);
+        verdict[j] =
+            rm_acquire_decide(&a[j].v, c->n, m->locks[j]->quorum, left, false, rm_call_failed(&call) + a[j].v.t.errors);
         all = all && verdict[j] == RM_VERDICT_WON;
     }
     int rc = all ? record_all(op, a, group, started) : not_won(op, &call, a, verdict);
@@ -361,4 +362,3 @@ int rm_multi_attempt(multi_op *op)
     op->tried = true;
     return rc;
 }
-

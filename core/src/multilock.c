@@ -74,7 +74,8 @@ int redmutex_multi_lock_new(redmutex_multi_lock **out, redmutex_lock *const *loc
 {
     rm_err e_, *err = rm_err_reset(&e_);
     if (!out || !locks)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_multi_lock_new: %s is NULL", !out ? "out" : "locks"));
+        return rm_publish(err,
+                          rm_fail(err, REDMUTEX_EINVAL, "redmutex_multi_lock_new: %s is NULL", !out ? "out" : "locks"));
     int rc = check_locks(err, locks, n);
     if (rc)
         return rm_publish(err, rc);
@@ -165,8 +166,9 @@ static int wait_loop(multi_op *op, int64_t wait_ms, rm_wait *wait)
         redmutex_lock *l = op->m->locks[op->blocker];
         int64_t now = rm_now_ns();
         if (now >= deadline) {
-            rc = rm_fail(op->err, REDMUTEX_ETIMEDOUT, "multi-lock: lock '%s' is held by another owner; waited %" PRId64 " ms",
-                         l->name, (now - start) / RM_NS_PER_MS);
+            rc = rm_fail(op->err, REDMUTEX_ETIMEDOUT,
+                         "multi-lock: lock '%s' is held by another owner; waited %" PRId64 " ms", l->name,
+                         (now - start) / RM_NS_PER_MS);
             break;
         }
         char busy[RM_LONG_KEY_MAX];
@@ -194,8 +196,9 @@ static int wait_loop(multi_op *op, int64_t wait_ms, rm_wait *wait)
         bool interrupted = false;
         int r = rm_waiter_wait(c, w, until < deadline ? until : deadline, &interrupted);
         if (interrupted || !rm_client_open(c) || (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload))) {
-            rc = !rm_client_open(c) ? rm_fail(op->err, REDMUTEX_ECLOSED, "the client was closed while waiting for a multi-lock")
-                                    : rm_fail(op->err, REDMUTEX_EINTR, "waiting for a multi-lock was interrupted");
+            rc = !rm_client_open(c)
+                     ? rm_fail(op->err, REDMUTEX_ECLOSED, "the client was closed while waiting for a multi-lock")
+                     : rm_fail(op->err, REDMUTEX_EINTR, "waiting for a multi-lock was interrupted");
             break;
         }
         if (r == 0 && backoff < c->opts.wait_backoff_cap_ms)
@@ -276,8 +279,9 @@ static int multi_try_once(rm_err *err, void *obj, int64_t *ttl_ms, char *channel
                   ? (int64_t)rm_random_below((uint64_t)mw->op.m->c->opts.retry_delay_ms)
                   : mw->op.ttl_ms;
     rm_lock_channel(l, mw->op.value[mw->op.blocker], channel);
-    return rm_fail(err, REDMUTEX_ETIMEDOUT, "multi-lock: lock '%s' is held by another owner; the wait becomes ready "
-                                            "when it may be free",
+    return rm_fail(err, REDMUTEX_ETIMEDOUT,
+                   "multi-lock: lock '%s' is held by another owner; the wait becomes ready "
+                   "when it may be free",
                    l->name);
 }
 
@@ -294,7 +298,8 @@ int redmutex_multi_lock_wait_new(redmutex_wait **out, redmutex_multi_lock *m, co
 {
     rm_err e_, *err = rm_err_reset(&e_);
     if (!out || !m)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_multi_lock_wait_new: %s is NULL", !out ? "out" : "multi-lock"));
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_multi_lock_wait_new: %s is NULL",
+                                       !out ? "out" : "multi-lock"));
     multi_wait *mw = calloc(1, sizeof *mw);
     if (!mw)
         return rm_publish(err, rm_fail(err, REDMUTEX_ENOMEM, "out of memory"));

@@ -22,15 +22,14 @@ typedef struct multi_op {
     bool explicit_owner;
     char (*owner_key)[RM_VALUE_MAX + 1];
     char (*value)[RM_VALUE_MAX + 1];
-    bool *held;       /* won by this attempt (recorded holds) */
-    bool tried;       /* an attempt was made: later ones are retries */
+    bool *held; /* won by this attempt (recorded holds) */
+    bool tried; /* an attempt was made: later ones are retries */
     /* The last busy attempt: the lock that was busy, how long its holder
        still has, whether part of the set had been won. */
     size_t blocker;
     int64_t ttl_ms;
     bool split;
 } multi_op;
-
 
 /**
  * One attempt at the whole set for op's owner: RM_ATTEMPT_WON (every lock

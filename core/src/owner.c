@@ -71,8 +71,8 @@ int rm_lock_check_wait(rm_err *err, const redmutex_lock *l, int64_t ms)
     if (ms == REDMUTEX_WAIT_FOREVER || (ms >= 0 && ms <= REDMUTEX_TIME_MAX_MS))
         return 0;
     return rm_fail(err, REDMUTEX_EINVAL,
-                   "lock '%s': wait of %" PRId64 " ms is invalid (0..%" PRId64 ", or REDMUTEX_WAIT_FOREVER)",
-                   l->name, ms, (int64_t)REDMUTEX_TIME_MAX_MS);
+                   "lock '%s': wait of %" PRId64 " ms is invalid (0..%" PRId64 ", or REDMUTEX_WAIT_FOREVER)", l->name,
+                   ms, (int64_t)REDMUTEX_TIME_MAX_MS);
 }
 
 void rm_lock_channel(const redmutex_lock *l, const char *value, char *buf)

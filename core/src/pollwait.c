@@ -177,10 +177,7 @@ static int join(rm_err *err, redmutex_wait *w)
     return 0;
 }
 
-uint64_t redmutex_wait_id(const redmutex_wait *wait)
-{
-    return wait ? wait->id : 0;
-}
+uint64_t redmutex_wait_id(const redmutex_wait *wait) { return wait ? wait->id : 0; }
 
 /* When the wait is due again after a busy try: the retry policy of
    redmutex_lock_acquire (retry.c), with no deadline and no retry_count. */
@@ -269,10 +266,7 @@ static int end_interrupted(rm_err *err, redmutex_wait *w)
     return rm_fail(err, REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", w->l->name);
 }
 
-static bool interrupted(const redmutex_wait *w)
-{
-    return atomic_load(&w->c->intr_gen) != w->intr_start;
-}
+static bool interrupted(const redmutex_wait *w) { return atomic_load(&w->c->intr_gen) != w->intr_start; }
 
 /* try_begin's result when the try goes on. */
 #define RM_TRY_ON 1
@@ -297,8 +291,8 @@ static int try_begin(rm_err *err, redmutex_wait *w)
 static int custom_try(rm_err *err, redmutex_wait *w)
 {
     redmutex_client *c = w->c;
-    int rc = w->done ? rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: this wait is done; free it")
-                     : try_begin(err, w);
+    int rc =
+        w->done ? rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: this wait is done; free it") : try_begin(err, w);
     if (rc != RM_TRY_ON)
         return rc;
     int news = w->waiter ? rm_waiter_take(c, w->waiter) : 0; /* no claim offered: 0 or 1 */
@@ -364,7 +358,9 @@ static int wait_try(rm_err *err, redmutex_wait *w)
     /* Notifications from here on make the wait ready again: none is lost. */
     int news = w->waiter ? rm_waiter_take(c, w->waiter) : 0;
     if (news < 0)
-        return busy(err, w, "is held by another owner"); /* a releasing thread acquires for us: its result makes the wait ready */
+        return busy(
+            err, w,
+            "is held by another owner"); /* a releasing thread acquires for us: its result makes the wait ready */
     if (news == RM_WAIT_GRANTED) {
         mark_done(w);
         return 0;
@@ -416,8 +412,7 @@ int redmutex_wait_try(redmutex_wait *w)
         return rm_publish(err, custom_try(err, w));
     if (w->done)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL,
-                                       "redmutex_wait_try: this wait acquired lock '%s' already; free it",
-                                       w->l->name));
+                                       "redmutex_wait_try: this wait acquired lock '%s' already; free it", w->l->name));
     return rm_publish(err, counted_try(w, wait_try(err, w)));
 }
 

@@ -233,7 +233,6 @@ bool rm_pool_queue_later(redmutex_client *c, rm_conn *conn, int argc, const char
     return ok;
 }
 
-
 static bool pool_push(rm_server *srv, rm_conn *conn)
 {
     if (srv->n_idle >= RM_POOL_MAX)

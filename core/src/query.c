@@ -118,10 +118,13 @@ static int reading_kind(const rm_reply *k, int64_t queue, redmutex_kind handle_k
 static bool same_format(redmutex_kind handle, int held)
 {
     switch (handle) {
-    case REDMUTEX_KIND_LOCK: return held == REDMUTEX_KIND_LOCK;
+    case REDMUTEX_KIND_LOCK:
+        return held == REDMUTEX_KIND_LOCK;
     case REDMUTEX_KIND_RLOCK:
-    case REDMUTEX_KIND_FAIR: return held == REDMUTEX_KIND_RLOCK || held == REDMUTEX_KIND_FAIR;
-    default: return held == REDMUTEX_KIND_READ || held == REDMUTEX_KIND_WRITE;
+    case REDMUTEX_KIND_FAIR:
+        return held == REDMUTEX_KIND_RLOCK || held == REDMUTEX_KIND_FAIR;
+    default:
+        return held == REDMUTEX_KIND_READ || held == REDMUTEX_KIND_WRITE;
     }
 }
 
@@ -328,7 +331,7 @@ int redmutex_lock_inspect(redmutex_lock_info *out, redmutex_lock *l)
  * owner as a quorum has it.
  */
 typedef struct side_view {
-    size_t held;                        /* servers where the handle's side is held */
+    size_t held; /* servers where the handle's side is held */
     size_t answered;
     int64_t ttl[REDMUTEX_SERVERS_MAX];  /* per answering server; -2 not held, -1 no TTL */
     int64_t mine[REDMUTEX_SERVERS_MAX]; /* the asked owner's count, per answering server */
@@ -353,8 +356,7 @@ static int owner_value(rm_err *err, redmutex_lock *l, const char *owner, char va
 }
 
 /* Checks the handle and out of public query fn, reads the lock and sees it from the handle's side. */
-static int read_side(rm_err *err, redmutex_lock *l, const void *out, const char *fn, const char *value,
-                     side_view *v)
+static int read_side(rm_err *err, redmutex_lock *l, const void *out, const char *fn, const char *value, side_view *v)
 {
     int rc = rm_lock_check_handle(err, l, fn);
     if (rc == 0 && !out)
@@ -487,7 +489,8 @@ int redmutex_lock_fence(int64_t *out, redmutex_lock *l, const char *owner)
     if (!out)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_fence: out is NULL"));
     if (l && !(l->opts.flags & REDMUTEX_LOCK_FENCING))
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "lock '%s' was made without REDMUTEX_LOCK_FENCING", l->name));
+        return rm_publish(err,
+                          rm_fail(err, REDMUTEX_EINVAL, "lock '%s' was made without REDMUTEX_LOCK_FENCING", l->name));
     rm_hold *h = NULL;
     int rc = local_hold(err, l, owner, "redmutex_lock_fence", &h);
     if (rc)

@@ -22,10 +22,7 @@ static inline size_t rm_quorum_of(size_t n) { return n / 2 + 1; }
  * permits, so the permits held at once are at most k * n / q < k + 1: no
  * more than k. With k = 1 it is the majority.
  */
-static inline size_t rm_sem_quorum_of(size_t n, int64_t k)
-{
-    return (size_t)((int64_t)n * k / (k + 1)) + 1;
-}
+static inline size_t rm_sem_quorum_of(size_t n, int64_t k) { return (size_t)((int64_t)n * k / (k + 1)) + 1; }
 
 /**
  * Whether a question put to n servers is settled: `yes` servers gave the
@@ -94,7 +91,7 @@ typedef struct rm_tally {
     bool yes_at[REDMUTEX_SERVERS_MAX];     /* answered yes (an acquisition: part of the hold) */
     bool unknown_at[REDMUTEX_SERVERS_MAX]; /* the request may have run: outcome unknown */
     rm_err error;
-    bool error_replied;                    /* the error kept is a server's answer, not a transport failure */
+    bool error_replied; /* the error kept is a server's answer, not a transport failure */
 } rm_tally;
 
 /** An empty tally. */
@@ -113,18 +110,21 @@ void rm_tally_unanswered(rm_tally *t, size_t i, bool unknown, int code, const ch
 /** Server i answered with an error or with a reply that is no vote (`unknown`: it may have changed something). */
 void rm_tally_error(rm_tally *t, size_t i, bool unknown, const rm_err *e);
 /** Whether the question is settled with majority q of n (rm_quorum_decided). */
-static inline bool rm_tally_decided(const rm_tally *t, size_t n, size_t q) { return rm_quorum_decided(t->yes, t->no, n, q); }
+static inline bool rm_tally_decided(const rm_tally *t, size_t n, size_t q)
+{
+    return rm_quorum_decided(t->yes, t->no, n, q);
+}
 /** Whether an error decides the operation by itself: a wrong type, a refusal of the credentials. */
 static inline bool rm_error_decides(int code) { return code == REDMUTEX_EWRONGTYPE || code == REDMUTEX_EAUTH; }
 
 /* ---- the votes of one acquisition -------------------------------------- */
 
 typedef struct rm_votes {
-    rm_tally t;               /* yes: granted (and old enough); no: refused, or a grant too young */
-    size_t gone;              /* nested acquisitions that found the owner's field gone (among no) */
-    size_t young;             /* grants of servers restarted less than a lease ago (among no) */
-    int64_t count, fence;     /* max over the grants reported */
-    int64_t ttl;              /* min holder's TTL over no votes, -1 when unknown */
+    rm_tally t;           /* yes: granted (and old enough); no: refused, or a grant too young */
+    size_t gone;          /* nested acquisitions that found the owner's field gone (among no) */
+    size_t young;         /* grants of servers restarted less than a lease ago (among no) */
+    int64_t count, fence; /* max over the grants reported */
+    int64_t ttl;          /* min holder's TTL over no votes, -1 when unknown */
     /* A hold handed over by a releasing script (fair) lives shorter than the
        lease until its watchdog extends it: min TTL the grants reported below
        the lease, -1 when none. */

@@ -25,9 +25,9 @@
  */
 static bool value_may_show(const char *name, size_t n)
 {
-    static const char *const shown[] = {"db",           "username",    "topology",      "ssl_ca_certs",       "ssl_certfile",
-                                        "ssl_keyfile",  "ssl_cert_reqs", "ssl_check_hostname", "ssl_server_hostname",
-                                        "sentinel_username"};
+    static const char *const shown[] = {
+        "db",          "username",      "topology",           "ssl_ca_certs",        "ssl_certfile",
+        "ssl_keyfile", "ssl_cert_reqs", "ssl_check_hostname", "ssl_server_hostname", "sentinel_username"};
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
         if (strlen(shown[i]) == n && memcmp(shown[i], name, n) == 0)
             return true;
@@ -188,4 +188,3 @@ int redmutex_url_redact(char *out, size_t size, const char *url)
     size_t len = rm_url_redact(out, size, url);
     return len > INT32_MAX ? INT32_MAX : (int)len;
 }
-

@@ -51,8 +51,8 @@ int rm_redirect_route(rm_err *err, rm_call *call, rm_slot *s, const rm_req *req)
 /* Errors after which the same request may succeed a little later: the command did not run. */
 static bool retry_error(const char *m)
 {
-    return strncmp(m, "TRYAGAIN", 8) == 0 || strncmp(m, "CLUSTERDOWN", 11) == 0 ||
-           strncmp(m, "MASTERDOWN", 10) == 0 || strncmp(m, "LOADING", 7) == 0;
+    return strncmp(m, "TRYAGAIN", 8) == 0 || strncmp(m, "CLUSTERDOWN", 11) == 0 || strncmp(m, "MASTERDOWN", 10) == 0 ||
+           strncmp(m, "LOADING", 7) == 0;
 }
 
 /* The first reply of s that is a redirect or asks for a retry: its text, or NULL. */
@@ -86,8 +86,8 @@ static void note_moves(rm_call *call, rm_slot *s, const rm_req *req)
 static int redirect_fail(rm_slot *s, const char *why, int slot, const char *to)
 {
     s->err = REDMUTEX_ECONN;
-    snprintf(s->msg, sizeof s->msg, "%s: %s (hash slot %d, last sent to %.100s)", s->conn->srv->ep.display, why,
-             slot, to);
+    snprintf(s->msg, sizeof s->msg, "%s: %s (hash slot %d, last sent to %.100s)", s->conn->srv->ep.display, why, slot,
+             to);
     return RM_REDIRECT_FAIL;
 }
 
@@ -107,8 +107,8 @@ int rm_redirect_read(rm_call *call, rm_slot *s, const rm_req *req)
             return redirect_fail(s, "redirect loop: the cluster redirected this request more than 5 times", slot,
                                  m + (kind == 1 ? 6 : 4));
         const char *h = host[0] ? host : s->conn->srv->ep.host; /* a node that does not know its own address */
-        rm_server *node = kind == 1 ? rm_deploy_moved(call->c, s->dep, slot, h, port)
-                                    : rm_deploy_asked(call->c, s->dep, h, port);
+        rm_server *node =
+            kind == 1 ? rm_deploy_moved(call->c, s->dep, slot, h, port) : rm_deploy_asked(call->c, s->dep, h, port);
         if (!node)
             return redirect_fail(s, "out of memory while following a redirect", slot, m);
         s->node = node;

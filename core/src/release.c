@@ -26,17 +26,17 @@
 
 /* One release, from the claim of the local hold to the last latch. */
 typedef struct release {
-    rm_err *err;             /* the call's error */
+    rm_err *err; /* the call's error */
     redmutex_lock *l;
     redmutex_client *c;
     const char *owner_key;
     bool explicit_owner;
-    int64_t deadline_ns;     /* the caller's (shutdown), or INT64_MAX */
+    int64_t deadline_ns; /* the caller's (shutdown), or INT64_MAX */
     char value[RM_VALUE_MAX + 1];
     char latch_key[RM_KEY_MAX];
-    uint64_t hold_id;        /* the local hold, 0 when there is none */
+    uint64_t hold_id; /* the local hold, 0 when there is none */
     bool was_lost, final;
-    bool shared_live;        /* lost, and another handle's live hold uses the same field: send nothing */
+    bool shared_live; /* lost, and another handle's live hold uses the same field: send nothing */
     int64_t lease;
     /* Where the hold may be: a release is not sent to servers that refused
        it (per-server order keeps the others safe, see client.c). */
@@ -44,9 +44,9 @@ typedef struct release {
     rm_req req;
     rm_kargs args;
     char channel[RM_LONG_KEY_MAX]; /* where this kind's local waiters listen */
-    bool local_waiters;      /* this kind's waiters are woken by this process (no server queue) */
+    bool local_waiters;            /* this kind's waiters are woken by this process (no server queue) */
     bool armed[REDMUTEX_SERVERS_MAX];
-    rm_waiter *heir;         /* a waiting thread whose acquisition rides along */
+    rm_waiter *heir; /* a waiting thread whose acquisition rides along */
     rm_claim claim;
     rm_kargs heir_cmd;
     rm_acq_form heir_form;
@@ -247,8 +247,8 @@ static void release_build(release *p, bool heir_ok)
         rm_lock_channel(p->l, p->value, p->channel);
     if (heir_ok && p->final && p->local_waiters && c->n == 1 && c->opts.min_replicas == 0 &&
         p->deadline_ns == INT64_MAX && (p->heir = rm_waiter_claim(c, p->channel, p->l->kind, &p->claim)) != NULL)
-        p->req.cmds[p->req.ncmds++] = rm_acquire_command(p->claim.lock, p->claim.value, NULL, RM_ACQ_TRY, NULL,
-                                                         &p->heir_cmd, &p->heir_form);
+        p->req.cmds[p->req.ncmds++] =
+            rm_acquire_command(p->claim.lock, p->claim.value, NULL, RM_ACQ_TRY, NULL, &p->heir_cmd, &p->heir_form);
     if (p->local_waiters)
         rm_waiter_expect_release(c, p->channel, p->armed);
 }
@@ -270,8 +270,7 @@ static int release_send(release *p, rm_call *call)
     /* With several servers the answer is known at a majority; the others
        still get the release (their replies are skipped later). A hand-off
        needs its one server's reply. */
-    rm_call_run(call, &p->req, dl < p->deadline_ns ? dl : p->deadline_ns, c->n > 1 ? release_decided : NULL,
-                p->l);
+    rm_call_run(call, &p->req, dl < p->deadline_ns ? dl : p->deadline_ns, c->n > 1 ? release_decided : NULL, p->l);
     return 0;
 }
 

@@ -28,9 +28,9 @@ typedef struct renew_at {
 typedef struct renew_follow {
     rm_call call;
     bool begun;
-    rm_req *reqs;  /* per follow-up target */
-    rm_cmd *cmds;  /* their commands */
-    int *wait_of;  /* per follow-up target: its WAIT's command index, -1 without */
+    rm_req *reqs; /* per follow-up target */
+    rm_cmd *cmds; /* their commands */
+    int *wait_of; /* per follow-up target: its WAIT's command index, -1 without */
 } renew_follow;
 
 /* One command answered ASK: where it went (target t, command m), and where it goes again. */
@@ -42,13 +42,13 @@ typedef struct renew_asked {
 } renew_asked;
 
 struct rm_renew_plan {
-    size_t k, n;         /* holds, deployments */
-    renew_at *at;        /* k * n */
-    rm_req *reqs;        /* per target */
-    rm_cmd *cmds;        /* every command of every cluster target */
-    const char **argv;   /* their arguments */
-    char (*nums)[24];    /* their key counts */
-    int *wait_of;        /* per target: its WAIT's command index, -1 without */
+    size_t k, n;          /* holds, deployments */
+    renew_at *at;         /* k * n */
+    rm_req *reqs;         /* per target */
+    rm_cmd *cmds;         /* every command of every cluster target */
+    const char **argv;    /* their arguments */
+    char (*nums)[24];     /* their key counts */
+    int *wait_of;         /* per target: its WAIT's command index, -1 without */
     renew_follow *follow; /* the ASK follow-up, or NULL */
 };
 
@@ -171,8 +171,8 @@ static rm_renew_plan *plan_alloc(redmutex_client *c, size_t k, size_t targets, s
     return p;
 }
 
-rm_renew_plan *rm_renew_plan_make(redmutex_client *c, rm_hold **batch, size_t k, const rm_req *whole,
-                                  const char *lease, rm_call *call)
+rm_renew_plan *rm_renew_plan_make(redmutex_client *c, rm_hold **batch, size_t k, const rm_req *whole, const char *lease,
+                                  rm_call *call)
 {
     /* whole's RENEW carries each hold's tagged value as its ARGV. */
     const char *const *tagged = whole->cmds[0].argv + 2 + k;
@@ -359,8 +359,7 @@ void rm_renew_plan_follow(rm_renew_plan *p, rm_call *call, int64_t deadline_ns)
     size_t *count = n ? calloc(n, sizeof *count) : NULL;
     renew_follow *f = count ? calloc(1, sizeof *f) : NULL;
     size_t nx = f ? group_asks(asked, n, count) : 0;
-    if (f && follow_build(p, f, call, asked, n, nx, count) &&
-        rm_call_begin_targets(NULL, &f->call, call->c, nx) == 0) {
+    if (f && follow_build(p, f, call, asked, n, nx, count) && rm_call_begin_targets(NULL, &f->call, call->c, nx) == 0) {
         f->begun = true;
         for (size_t x = 0; x < nx; x++) {
             f->call.slots[x].fixed_node = NULL;

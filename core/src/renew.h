@@ -20,8 +20,8 @@ typedef struct rm_renew_plan rm_renew_plan;
  * call, and its WAIT), one per node of each cluster deployment carrying its
  * slots' calls. NULL when memory ran out (call not begun).
  */
-rm_renew_plan *rm_renew_plan_make(redmutex_client *c, rm_hold **batch, size_t k, const rm_req *whole,
-                                  const char *lease, rm_call *call);
+rm_renew_plan *rm_renew_plan_make(redmutex_client *c, rm_hold **batch, size_t k, const rm_req *whole, const char *lease,
+                                  rm_call *call);
 /**
  * Hold j's answers after the run: *yes, *no (deployments that renewed it, or
  * answered it is gone), *again when a cluster moved its slot (renew it at

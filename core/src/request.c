@@ -60,8 +60,7 @@ bool rm_release_note_unsettled(redmutex_lock *l, const rm_call *call, const bool
     bool unknown[REDMUTEX_SERVERS_MAX] = {false};
     for (size_t i = 0; call->slots && i < call->n; i++)
         unknown[i] = (!among || among[i]) && rm_slot_unknown(&call->slots[i]);
-    return rm_unsettled_note(l->c, l->name, value, release, latch_key, call->started_ns, rm_latch_ms(l->c),
-                             unknown);
+    return rm_unsettled_note(l->c, l->name, value, release, latch_key, call->started_ns, rm_latch_ms(l->c), unknown);
 }
 
 void rm_release_forget_latch(rm_call *call, const char *latch_key)
@@ -88,14 +87,9 @@ rm_cmd rm_acquire_command(redmutex_lock *l, const char *value, const char *nest_
                           rm_kargs *st, rm_acq_form *form)
 {
     redmutex_client *c = l->c;
-    rm_acq_in in = {value,
-                    rm_lock_lease_ms(l),
-                    (l->opts.flags & REDMUTEX_LOCK_FENCING) != 0,
-                    nest_latch,
-                    rm_latch_ms(c),
-                    mode,
-                    nonce,
-                    rm_handoff_by_script(l)};
+    rm_acq_in in = {value,      rm_lock_lease_ms(l),    (l->opts.flags & REDMUTEX_LOCK_FENCING) != 0,
+                    nest_latch, rm_latch_ms(c),         mode,
+                    nonce,      rm_handoff_by_script(l)};
     rm_cmd cmd = rm_kind_of(l)->acquire(l, &in, st);
     *form = cmd.script < 0 ? RM_ACQ_SET : RM_ACQ_SCRIPT;
     return cmd;

@@ -52,10 +52,18 @@ static void *create_string(const redisReadTask *task, char *str, size_t len)
     if (!r)
         return NULL;
     switch (task->type) {
-    case REDIS_REPLY_STRING: r->type = RM_REPLY_STRING; break;
-    case REDIS_REPLY_STATUS: r->type = RM_REPLY_STATUS; break;
-    case REDIS_REPLY_ERROR: r->type = RM_REPLY_ERROR; break;
-    default: r->type = RM_REPLY_OTHER; break;
+    case REDIS_REPLY_STRING:
+        r->type = RM_REPLY_STRING;
+        break;
+    case REDIS_REPLY_STATUS:
+        r->type = RM_REPLY_STATUS;
+        break;
+    case REDIS_REPLY_ERROR:
+        r->type = RM_REPLY_ERROR;
+        break;
+    default:
+        r->type = RM_REPLY_OTHER;
+        break;
     }
     r->str = malloc(len + 1);
     if (!r->str) {
@@ -214,8 +222,7 @@ int rm_format_command(rm_buf *b, int argc, const char *const *argv, const size_t
         return REDMUTEX_ENOMEM;
     for (int i = 0; i < argc; i++) {
         size_t len = lens ? lens[i] : strlen(argv[i]);
-        if (append_decimal_line(b, '$', len) || rm_buf_append(b, argv[i], len) ||
-            rm_buf_append(b, "\r\n", 2))
+        if (append_decimal_line(b, '$', len) || rm_buf_append(b, argv[i], len) || rm_buf_append(b, "\r\n", 2))
             return REDMUTEX_ENOMEM;
     }
     return 0;

@@ -10,7 +10,7 @@
 /* ---- scripts (scripts.c) ------------------------------------------- */
 
 enum rm_script_id {
-    RM_SCRIPT_LOCK_ACQUIRE,      /* plain lock acquire with fencing / ttl */
+    RM_SCRIPT_LOCK_ACQUIRE, /* plain lock acquire with fencing / ttl */
     RM_SCRIPT_LOCK_RELEASE,
     RM_SCRIPT_LOCK_EXTEND,
     RM_SCRIPT_RLOCK_ACQUIRE,
@@ -20,7 +20,7 @@ enum rm_script_id {
     RM_SCRIPT_INSPECT,
     RM_SCRIPT_RENEW,
     RM_SCRIPT_FENCE_RATCHET,
-    RM_SCRIPT_NEST_UNDO,         /* a failed nested acquisition taken back (lua.h) */
+    RM_SCRIPT_NEST_UNDO, /* a failed nested acquisition taken back (lua.h) */
     /* kinds of the operations table (kind.h) */
     RM_SCRIPT_FAIR_ACQUIRE,
     RM_SCRIPT_FAIR_RELEASE,
@@ -33,16 +33,16 @@ enum rm_script_id {
     RM_SCRIPT_WRITE_RELEASE,
     RM_SCRIPT_RW_FORCE,
     RM_SCRIPT_RW_INSPECT,
-    RM_SCRIPT_SEM_ACQUIRE,       /* semaphores (kind_sem.c) */
+    RM_SCRIPT_SEM_ACQUIRE, /* semaphores (kind_sem.c) */
     RM_SCRIPT_SEM_RELEASE,
     RM_SCRIPT_SEM_EXTEND,
     RM_SCRIPT_SEM_INSPECT,
     RM_SCRIPT_SEM_INFO,
     RM_SCRIPT_SEM_FORCE,
-    RM_SCRIPT_LATCH_TRY_SET,     /* count-down latches (latch.c) */
+    RM_SCRIPT_LATCH_TRY_SET, /* count-down latches (latch.c) */
     RM_SCRIPT_LATCH_COUNT_DOWN,
     RM_SCRIPT_LATCH_DELETE,
-    RM_SCRIPT_LOCK_INFO,         /* redmutex_lock_inspect: any kind (query.c reads its reply) */
+    RM_SCRIPT_LOCK_INFO, /* redmutex_lock_inspect: any kind (query.c reads its reply) */
     RM_SCRIPT_COUNT
 };
 

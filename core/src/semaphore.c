@@ -43,8 +43,7 @@ struct redmutex_semaphore {
 static const redmutex_semaphore_options default_options = REDMUTEX_SEMAPHORE_OPTIONS_INIT;
 
 static const size_t options_sizes[] = {
-    0,
-    RM_OPTIONS_END(redmutex_semaphore_options, on_lost_payload), /* 1 */
+    0, RM_OPTIONS_END(redmutex_semaphore_options, on_lost_payload), /* 1 */
 };
 _Static_assert(sizeof options_sizes / sizeof options_sizes[0] == REDMUTEX_SEMAPHORE_OPTIONS_VERSION + 1,
                "one size per semaphore options version");
@@ -92,7 +91,9 @@ int redmutex_semaphore_new(redmutex_semaphore **out, redmutex_client *c, const c
     rm_err e_, *err = rm_err_reset(&e_);
     if (!out || !c || !name)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_semaphore_new: %s is NULL",
-                                       !out ? "out" : !c ? "client" : "name"));
+                                       !out ? "out"
+                                       : !c ? "client"
+                                            : "name"));
     if (permits < 1 || permits > REDMUTEX_SEMAPHORE_PERMITS_MAX)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL,
                                        "semaphore '%.200s': permits = %" PRId64 " is out of range (1..%" PRId64 ")",
@@ -150,7 +151,8 @@ static int new_permit(rm_err *err, redmutex_semaphore *s, int64_t permits, char 
         return rm_fail(err, REDMUTEX_EINVAL,
                        "semaphore '%s': cannot acquire %" PRId64 " permits (1..%" PRId64 ": it has %" PRId64
                        " permits, and one acquisition takes at most %d)",
-                       l->name, permits, l->permits < REDMUTEX_ACQUIRE_PERMITS_MAX ? l->permits : REDMUTEX_ACQUIRE_PERMITS_MAX,
+                       l->name, permits,
+                       l->permits < REDMUTEX_ACQUIRE_PERMITS_MAX ? l->permits : REDMUTEX_ACQUIRE_PERMITS_MAX,
                        l->permits, REDMUTEX_ACQUIRE_PERMITS_MAX);
     int rc = rm_new_token(err, id);
     if (rc)
@@ -232,8 +234,8 @@ int redmutex_semaphore_release(redmutex_semaphore *s, const char *id)
     if (rc == 0)
         rc = rm_lock_release_key(err, s->l, owner_key, true);
     if (rc == REDMUTEX_ENOTOWNER)
-        rc = rm_fail(err, rc, "semaphore '%s': permit %s is not held (released already, or never acquired)",
-                     s->l->name, id);
+        rc = rm_fail(err, rc, "semaphore '%s': permit %s is not held (released already, or never acquired)", s->l->name,
+                     id);
     else if (rc == REDMUTEX_ELOST)
         rc = rm_fail(err, rc,
                      "semaphore '%s': permit %s was lost before it was released (its lease ended or it was taken "
@@ -291,8 +293,8 @@ int redmutex_semaphore_fence(int64_t *out, redmutex_semaphore *s, const char *id
 {
     rm_err e_, *err = rm_err_reset(&e_);
     if (s && !(s->l->opts.flags & REDMUTEX_LOCK_FENCING))
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "semaphore '%s' was made without REDMUTEX_SEMAPHORE_FENCING",
-                                       s->l->name));
+        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL,
+                                       "semaphore '%s' was made without REDMUTEX_SEMAPHORE_FENCING", s->l->name));
     rm_hold *h;
     int rc = local_permit(err, s, id, "redmutex_semaphore_fence", out, &h);
     if (rc)
@@ -300,7 +302,8 @@ int redmutex_semaphore_fence(int64_t *out, redmutex_semaphore *s, const char *id
     if (h)
         *out = h->fence;
     else
-        rc = rm_fail(err, REDMUTEX_ENOTOWNER, "semaphore '%s': permit %s is not held through this handle", s->l->name, id);
+        rc = rm_fail(err, REDMUTEX_ENOTOWNER, "semaphore '%s': permit %s is not held through this handle", s->l->name,
+                     id);
     rm_client_unlock(s->l->c);
     return rm_publish(err, rc);
 }
@@ -336,8 +339,8 @@ int redmutex_semaphore_available(int64_t *out, int64_t *capacity, redmutex_semap
 {
     rm_err e_, *err = rm_err_reset(&e_);
     if (!out || !s)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_semaphore_available: %s is NULL",
-                                       !out ? "out" : "semaphore"));
+        return rm_publish(
+            err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_semaphore_available: %s is NULL", !out ? "out" : "semaphore"));
     redmutex_lock *l = s->l;
     int rc = rm_lock_check_handle(err, l, "redmutex_semaphore_available");
     if (rc)

@@ -122,7 +122,8 @@ void rm_sentinel_switch(redmutex_client *c, size_t i, const char *host, int port
 
 /* ---- asking the sentinels ---------------------------------------------- */
 
-int rm_sentinel_roundtrip(rm_conn *conn, const rm_buf *out, size_t n, rm_reply **r, int64_t deadline, char *why, size_t size)
+int rm_sentinel_roundtrip(rm_conn *conn, const rm_buf *out, size_t n, rm_reply **r, int64_t deadline, char *why,
+                          size_t size)
 {
     size_t sent = 0, got = 0;
     rm_err e;
@@ -160,8 +161,8 @@ int rm_sentinel_roundtrip(rm_conn *conn, const rm_buf *out, size_t n, rm_reply *
 
 /* What one sentinel said. */
 typedef struct asked {
-    int rc;             /* 0: an address; REDMUTEX_EAUTH; REDMUTEX_ECONN (unreachable or no such service) */
-    bool unknown;       /* it answered, but knows no such service */
+    int rc;       /* 0: an address; REDMUTEX_EAUTH; REDMUTEX_ECONN (unreachable or no such service) */
+    bool unknown; /* it answered, but knows no such service */
     char host[256];
     int port;
     char why[200];
@@ -177,7 +178,7 @@ static void read_answer(asked *a, const rm_endpoint *ep, rm_reply *const *r, siz
         snprintf(a->why, sizeof a->why, "refused the credentials (sentinel_password): %.150s", auth->str);
     } else if (addr->type == RM_REPLY_ERROR) {
         a->rc = strncmp(addr->str, "NOAUTH", 6) == 0 || strncmp(addr->str, "NOPERM", 6) == 0 ? REDMUTEX_EAUTH
-                                                                                              : REDMUTEX_ECONN;
+                                                                                             : REDMUTEX_ECONN;
         snprintf(a->why, sizeof a->why, "%s%.150s", a->rc == REDMUTEX_EAUTH ? "needs credentials: " : "", addr->str);
     } else if (addr->type == RM_REPLY_NIL || (addr->type == RM_REPLY_ARRAY && addr->elements == 0)) {
         a->unknown = true;
@@ -255,14 +256,14 @@ static int none_named(rm_err *err, const rm_endpoint *ep, const asked *a, int n,
     size_t len = 0;
     list[0] = '\0';
     for (int k = 0; k < n && len + 2 < sizeof list; k++)
-        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s:%d %s", k ? "; " : "",
-                                ep->seed_host[k], ep->seed_port[k], a[k].rc == 0 ? "named it again" : a[k].why);
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s:%d %s", k ? "; " : "", ep->seed_host[k],
+                                ep->seed_port[k], a[k].rc == 0 ? "named it again" : a[k].why);
     if (avoided)
         return rm_fail(err, RM_SENTINEL_SAME, "the sentinels still name a master that is not one (%s)", list);
     return rm_fail(err, code, "%s: no sentinel named the master of '%s'%s (%s)", ep->display, ep->service,
                    code == REDMUTEX_EAUTH ? ": wrong sentinel credentials"
-                   : unknown             ? ": unknown service name"
-                                         : "",
+                   : unknown              ? ": unknown service name"
+                                          : "",
                    list);
 }
 

@@ -20,14 +20,14 @@
 #include "conn.h"
 
 typedef struct rm_sentinel {
-    int n;                   /* sentinels: the URL's seeds */
-    rm_server **sentinels;   /* each as a server: the sentinels' credentials, no database */
-    _Atomic int first;       /* the sentinel asked first: the last one that named a master */
+    int n;                 /* sentinels: the URL's seeds */
+    rm_server **sentinels; /* each as a server: the sentinels' credentials, no database */
+    _Atomic int first;     /* the sentinel asked first: the last one that named a master */
     /* Guarded by c->mu. */
-    rm_server *master;       /* the node the sentinels name now, NULL until known */
-    uint64_t epoch;          /* bumped whenever master changes */
-    bool resolving;          /* a thread is asking the sentinels */
-    int64_t resolved_ns;     /* when they last named a master */
+    rm_server *master;                      /* the node the sentinels name now, NULL until known */
+    uint64_t epoch;                         /* bumped whenever master changes */
+    bool resolving;                         /* a thread is asking the sentinels */
+    int64_t resolved_ns;                    /* when they last named a master */
     _Atomic uint64_t resolutions, switches; /* diagnostics (rm_sentinel_counts) */
 } rm_sentinel;
 

@@ -36,7 +36,7 @@ bool rm_url_is_sentinel(const char *url)
 /* The pieces of a sentinel URL, as found. */
 typedef struct sentinel_url {
     bool tls;
-    char shown[320];   /* the URL with its passwords masked, for messages */
+    char shown[320];          /* the URL with its passwords masked, for messages */
     char rest[URL_MAX + 256]; /* the equivalent redis[s]:// URL of the sentinels, for url.c */
     char *service, *user, *password;
 } sentinel_url;

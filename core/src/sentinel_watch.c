@@ -222,9 +222,9 @@ static void drop_conn(watch_conn *wc, int64_t now)
 {
     rm_conn_close(wc->conn);
     wc->conn = NULL;
-    wc->backoff_ms = wc->backoff_ms ? (wc->backoff_ms * 2 > RM_WATCH_BACKOFF_MAX_MS ? RM_WATCH_BACKOFF_MAX_MS
-                                                                                     : wc->backoff_ms * 2)
-                                    : 100;
+    wc->backoff_ms = wc->backoff_ms
+                         ? (wc->backoff_ms * 2 > RM_WATCH_BACKOFF_MAX_MS ? RM_WATCH_BACKOFF_MAX_MS : wc->backoff_ms * 2)
+                         : 100;
     wc->retry_at = now + wc->backoff_ms * RM_NS_PER_MS;
 }
 

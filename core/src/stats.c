@@ -20,10 +20,9 @@
 
 /* Bucket bounds in ns (redmutex.h): from a loopback round trip to an hour's hold. */
 static const uint64_t bounds_ns[REDMUTEX_STATS_BUCKETS] = {
-    100000,        250000,         500000,          1000000,          2500000,           5000000,
-    10000000,      25000000,       50000000,        100000000,        250000000,         500000000,
-    1000000000,    2500000000,     5000000000,      10000000000,      30000000000,       60000000000,
-    300000000000, 3600000000000, UINT64_MAX};
+    100000,     250000,      500000,      1000000,     2500000,      5000000,       10000000,
+    25000000,   50000000,    100000000,   250000000,   500000000,    1000000000,    2500000000,
+    5000000000, 10000000000, 30000000000, 60000000000, 300000000000, 3600000000000, UINT64_MAX};
 
 static void observe(rm_hist *h, int64_t ns)
 {
@@ -123,11 +122,16 @@ rm_stats_server *rm_stats_server_for(rm_stats *st, const char *address)
 static int error_class(int err, bool timed_out)
 {
     switch (err) {
-    case REDMUTEX_EPROTOCOL: return REDMUTEX_SERVER_ERROR_PROTOCOL;
-    case REDMUTEX_EAUTH: return REDMUTEX_SERVER_ERROR_AUTH;
-    case REDMUTEX_EDUPLICATE: return REDMUTEX_SERVER_ERROR_DUPLICATE;
-    case REDMUTEX_ECONN: return timed_out ? REDMUTEX_SERVER_ERROR_TIMEOUT : REDMUTEX_SERVER_ERROR_CONNECTION;
-    default: return REDMUTEX_SERVER_ERROR_REPLY;
+    case REDMUTEX_EPROTOCOL:
+        return REDMUTEX_SERVER_ERROR_PROTOCOL;
+    case REDMUTEX_EAUTH:
+        return REDMUTEX_SERVER_ERROR_AUTH;
+    case REDMUTEX_EDUPLICATE:
+        return REDMUTEX_SERVER_ERROR_DUPLICATE;
+    case REDMUTEX_ECONN:
+        return timed_out ? REDMUTEX_SERVER_ERROR_TIMEOUT : REDMUTEX_SERVER_ERROR_CONNECTION;
+    default:
+        return REDMUTEX_SERVER_ERROR_REPLY;
     }
 }
 
@@ -173,11 +177,15 @@ void rm_stats_server_done(rm_stats_server *sv, int err, bool timed_out, int64_t 
 static int acquire_outcome(int rc)
 {
     switch (rc) {
-    case 0: return REDMUTEX_ACQUIRE_ACQUIRED;
-    case REDMUTEX_ETIMEDOUT: return REDMUTEX_ACQUIRE_TIMEOUT;
+    case 0:
+        return REDMUTEX_ACQUIRE_ACQUIRED;
+    case REDMUTEX_ETIMEDOUT:
+        return REDMUTEX_ACQUIRE_TIMEOUT;
     case REDMUTEX_EINTR:
-    case REDMUTEX_ECLOSED: return REDMUTEX_ACQUIRE_INTERRUPTED; /* a close ends every wait */
-    default: return REDMUTEX_ACQUIRE_ERROR;
+    case REDMUTEX_ECLOSED:
+        return REDMUTEX_ACQUIRE_INTERRUPTED; /* a close ends every wait */
+    default:
+        return REDMUTEX_ACQUIRE_ERROR;
     }
 }
 
@@ -258,8 +266,8 @@ int rm_stats_read_server(rm_err *err, rm_stats *st, size_t index, redmutex_serve
     for (size_t i = 0; sv && i < index; i++)
         sv = atomic_load(&sv->next);
     if (!sv)
-        return rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_server_stats: no server %zu (the client has %zu)",
-                       index, atomic_load(&st->n_servers));
+        return rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_server_stats: no server %zu (the client has %zu)", index,
+                       atomic_load(&st->n_servers));
     out->reachable = atomic_load_explicit(&sv->reachable, RELAXED) > 0;
     out->address = sv->address;
     hist_read(&out->round_trip, &sv->round_trip);
@@ -296,7 +304,8 @@ void rm_log_hold_state(const rm_stats *st, redmutex_state state, const char *nam
         level = REDMUTEX_LOG_INFO;
         snprintf(msg, sizeof msg, "lock '%s'%s: renewal recovered", name, who);
         break;
-    default: return;
+    default:
+        return;
     }
     st->log(level, msg, name, NULL, st->log_payload);
 }

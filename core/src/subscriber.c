@@ -412,7 +412,8 @@ static void *subscriber_main(void *arg)
         size_t connect_i = plan(c, sub, &next_ns);
         if (connect_i != SIZE_MAX) {
             /* A Sentinel deployment's is its master's: none yet, and it is retried later. */
-            rm_server *srv = connect_i < c->n ? rm_deploy_home_locked(c, connect_i) : sub->shards[connect_i - c->n].node;
+            rm_server *srv =
+                connect_i < c->n ? rm_deploy_home_locked(c, connect_i) : sub->shards[connect_i - c->n].node;
             rm_client_unlock(c);
             rm_conn *conn = srv ? rm_pubsub_connect(c, sub, srv) : NULL;
             rm_client_lock(c);
@@ -470,8 +471,8 @@ static rm_subscriber *ensure_subscriber(redmutex_client *c)
     sub->dead = calloc(c->n, sizeof *sub->dead);
     sub->refresh = calloc(c->n, sizeof *sub->refresh);
     c->sub = sub;
-    if (sub->wake_fd < 0 || !sub->conns || !sub->up || !sub->out || !sub->retry_at || !sub->backoff_ms ||
-        !sub->dead || !sub->refresh || rm_thread_start(&sub->thread, NULL, subscriber_main, c) != 0) {
+    if (sub->wake_fd < 0 || !sub->conns || !sub->up || !sub->out || !sub->retry_at || !sub->backoff_ms || !sub->dead ||
+        !sub->refresh || rm_thread_start(&sub->thread, NULL, subscriber_main, c) != 0) {
         c->sub = NULL;
         free_subscriber(c, sub);
         return NULL;

@@ -35,9 +35,9 @@ typedef struct rm_channel {
 /* A pub/sub connection to one node of a cluster that speaks sharded pub/sub
    (shard.c): the channels whose slot that node owns are subscribed there. */
 typedef struct rm_shard_conn {
-    size_t dep;          /* the deployment */
+    size_t dep; /* the deployment */
     rm_server *node;
-    rm_conn *conn;       /* NULL while not connected */
+    rm_conn *conn; /* NULL while not connected */
     rm_buf out;
     int64_t retry_at, backoff_ms;
 } rm_shard_conn;
@@ -45,16 +45,16 @@ typedef struct rm_shard_conn {
 struct rm_waiter {
     rm_waiter *next, *prev;
     rm_channel *ch;
-    int efd;           /* -1 for a pollable wait, which is told through notify() instead */
+    int efd; /* -1 for a pollable wait, which is told through notify() instead */
     void (*notify)(void *ud);
     void *notify_ud;
     bool notified;
-    bool sleeping;     /* in poll(): not attempting on its own right now */
-    bool serial;       /* its channel serves one owner's acquisitions one after another (waiter.h) */
-    rm_wait *wait;     /* the acquire's wait: interrupts end the sleeps */
-    rm_claim claim;    /* claim.lock == NULL: no hand-off offered */
-    int handoff;       /* 0 none, -1 in flight, else the result for rm_waiter_wait */
-    char message[64];  /* the last message that named this waiter's lock (kind.h: fair hand-off), or "" */
+    bool sleeping;    /* in poll(): not attempting on its own right now */
+    bool serial;      /* its channel serves one owner's acquisitions one after another (waiter.h) */
+    rm_wait *wait;    /* the acquire's wait: interrupts end the sleeps */
+    rm_claim claim;   /* claim.lock == NULL: no hand-off offered */
+    int handoff;      /* 0 none, -1 in flight, else the result for rm_waiter_wait */
+    char message[64]; /* the last message that named this waiter's lock (kind.h: fair hand-off), or "" */
 };
 
 typedef struct rm_subscriber {
@@ -123,7 +123,8 @@ void rm_subscriber_push(rm_subscriber *sub, size_t i, rm_reply *r);
 bool rm_subscriber_fill(rm_conn *conn);
 /** Whether the connection that carries ch for deployment i is up. Caller holds c->mu. */
 bool rm_channel_up(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch, size_t i);
-/** Wakes every waiter of ch (its subscription moved or was lost: a release may have been missed). Caller holds c->mu. */
+/** Wakes every waiter of ch (its subscription moved or was lost: a release may have been missed). Caller holds c->mu.
+ */
 void rm_channel_wake_all(rm_channel *ch);
 
 /* ---- sharded pub/sub (shard.c) ------------------------------------------ */
@@ -143,7 +144,8 @@ void rm_shard_connected(redmutex_client *c, rm_subscriber *sub, size_t k, rm_con
 size_t rm_shard_poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pfds, size_t *map, size_t np);
 /** Reads shard k's connection; drops it when it broke. Caller holds c->mu. */
 void rm_shard_read(redmutex_client *c, rm_subscriber *sub, size_t k);
-/** A pub/sub connection to srv with its handshake done, or NULL (deadline: connect_timeout_ms; a wake-up that stops the thread ends it). Called without c->mu. */
+/** A pub/sub connection to srv with its handshake done, or NULL (deadline: connect_timeout_ms; a wake-up that stops the
+ * thread ends it). Called without c->mu. */
 rm_conn *rm_pubsub_connect(redmutex_client *c, rm_subscriber *sub, rm_server *srv);
 /** Closes every shard connection and frees them (teardown, or a forked child's copy). */
 void rm_shard_free(rm_subscriber *sub);

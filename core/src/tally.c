@@ -37,13 +37,18 @@ void rm_tally_call(rm_tally *t, const rm_call *call, const rm_tally_spec *spec)
             continue;
         }
         switch (spec->vote(spec->ud, s, i, r, &e, &unknown)) {
-        case RM_VOTE_YES: rm_tally_yes(t, i); break;
-        case RM_VOTE_NO: rm_tally_no(t, i); break;
+        case RM_VOTE_YES:
+            rm_tally_yes(t, i);
+            break;
+        case RM_VOTE_NO:
+            rm_tally_no(t, i);
+            break;
         case RM_VOTE_ERROR:
             rm_fail(&e, e.code, "%s '%s' on %s: %s", spec->what, spec->name, server, e.msg);
             rm_tally_error(t, i, unknown, &e);
             break;
-        case RM_VOTE_NONE: break;
+        case RM_VOTE_NONE:
+            break;
         }
     }
 }
@@ -51,13 +56,20 @@ void rm_tally_call(rm_tally *t, const rm_call *call, const rm_tally_spec *spec)
 static int severity(int code)
 {
     switch (code) {
-    case REDMUTEX_EAUTH: return 7;
-    case REDMUTEX_EWRONGTYPE: return 6;
-    case REDMUTEX_EDUPLICATE: return 5;
-    case REDMUTEX_ESERVER: return 4;
-    case REDMUTEX_EPROTOCOL: return 3;
-    case REDMUTEX_ENOMEM: return 2;
-    default: return 1;
+    case REDMUTEX_EAUTH:
+        return 7;
+    case REDMUTEX_EWRONGTYPE:
+        return 6;
+    case REDMUTEX_EDUPLICATE:
+        return 5;
+    case REDMUTEX_ESERVER:
+        return 4;
+    case REDMUTEX_EPROTOCOL:
+        return 3;
+    case REDMUTEX_ENOMEM:
+        return 2;
+    default:
+        return 1;
     }
 }
 
@@ -81,10 +93,11 @@ static int call_fail(rm_err *err, const rm_call *call, const char *what, const c
     if (call->n == 1)
         return rm_fail(err, worst->err, "%s '%s': %s", what, name, worst->msg);
     if (t && t->no > 0)
-        return rm_fail(err, worst->err, "%s '%s': %zu of %zu servers failed, %zu refused and %zu agreed, need %zu to agree; %s",
-                       what, name, failed, call->n, t->no, t->yes, call->c->quorum, worst->msg);
-    return rm_fail(err, worst->err, "%s '%s': %zu of %zu servers failed, need %zu answers; %s", what, name,
-                   failed, call->n, call->c->quorum, worst->msg);
+        return rm_fail(err, worst->err,
+                       "%s '%s': %zu of %zu servers failed, %zu refused and %zu agreed, need %zu to agree; %s", what,
+                       name, failed, call->n, t->no, t->yes, call->c->quorum, worst->msg);
+    return rm_fail(err, worst->err, "%s '%s': %zu of %zu servers failed, need %zu answers; %s", what, name, failed,
+                   call->n, call->c->quorum, worst->msg);
 }
 
 int rm_call_fail(rm_err *err, const rm_call *call, const char *what, const char *name)

@@ -42,7 +42,8 @@ typedef struct rm_tally_spec {
  */
 void rm_tally_call(rm_tally *t, const rm_call *call, const rm_tally_spec *spec);
 
-/** How many slots were not sent, or not answered in time, because their server stalls (also counted by rm_call_failed). */
+/** How many slots were not sent, or not answered in time, because their server stalls (also counted by rm_call_failed).
+ */
 size_t rm_call_skipped(const rm_call *call);
 /** How many slots are still running. */
 size_t rm_call_running(const rm_call *call);

@@ -46,10 +46,7 @@ struct rm_tls {
 static BIO_METHOD *bio_method;
 static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
 
-static int bio_fd(BIO *b)
-{
-    return (int)(intptr_t)BIO_get_data(b);
-}
+static int bio_fd(BIO *b) { return (int)(intptr_t)BIO_get_data(b); }
 
 static int bio_write(BIO *b, const char *data, int len)
 {
@@ -92,8 +89,8 @@ static int bio_create(BIO *b)
 static void make_bio_method(void)
 {
     BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "redmutex socket");
-    if (m && BIO_meth_set_write(m, bio_write) && BIO_meth_set_read(m, bio_read) &&
-        BIO_meth_set_ctrl(m, bio_ctrl) && BIO_meth_set_create(m, bio_create))
+    if (m && BIO_meth_set_write(m, bio_write) && BIO_meth_set_read(m, bio_read) && BIO_meth_set_ctrl(m, bio_ctrl) &&
+        BIO_meth_set_create(m, bio_create))
         bio_method = m;
     else
         BIO_meth_free(m);
@@ -226,9 +223,7 @@ int rm_tls_server_init(rm_err *err, rm_server *srv, const redmutex_client_option
     t->check_hostname =
         t->verify && (ep->tls_check_hostname >= 0 ? ep->tls_check_hostname == 1
                                                   : !(o->flags & REDMUTEX_CLIENT_TLS_NO_HOSTNAME_CHECK));
-    const char *name = ep->tls_server_name  ? ep->tls_server_name
-                       : o->tls_server_name ? o->tls_server_name
-                                            : ep->host;
+    const char *name = ep->tls_server_name ? ep->tls_server_name : o->tls_server_name ? o->tls_server_name : ep->host;
     t->name = strdup(name);
     if (!t->name)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
@@ -294,10 +289,7 @@ void rm_tls_free(rm_conn *c)
     c->tls = NULL;
 }
 
-bool rm_tls_pending(const rm_conn *c)
-{
-    return c->tls && SSL_has_pending(c->tls);
-}
+bool rm_tls_pending(const rm_conn *c) { return c->tls && SSL_has_pending(c->tls); }
 
 /* Why the server's certificate was refused, in the words users search for. */
 static const char *verify_hint(long v)
@@ -365,8 +357,8 @@ static int tls_fail(rm_err *err, rm_conn *c, int ssl_error, int saved_errno, con
     ERR_clear_error();
     if (lib == ERR_LIB_SSL && reason == SSL_R_CERTIFICATE_VERIFY_FAILED) {
         long v = SSL_get_verify_result(c->tls);
-        return rm_fail(err, REDMUTEX_ECONN, "%s: TLS %s failed: certificate verification failed: %s (%s)", who,
-                       during, verify_hint(v), X509_verify_cert_error_string(v));
+        return rm_fail(err, REDMUTEX_ECONN, "%s: TLS %s failed: certificate verification failed: %s (%s)", who, during,
+                       verify_hint(v), X509_verify_cert_error_string(v));
     }
     const char *hint = reason_hint(lib, reason);
     if (hint)

@@ -32,7 +32,7 @@ typedef struct rm_unsettled_copy {
     int argc;
     const char *argv[RM_UNSETTLED_ARGS];
     size_t lens[RM_UNSETTLED_ARGS];
-    char *data; /* the arguments, owned; the latch key last */
+    char *data;        /* the arguments, owned; the latch key last */
     const char *latch; /* that latch key, in data */
     /* SET <latch> 0 NX PX <ms>: a release that found nothing to release
        writes no latch, so the latch is written after it in any case. */

@@ -3,8 +3,7 @@
  *   redis://[user[:password]@]host[:port][/db][?option=value&...]
  *   rediss://[user[:password]@]host[:port][/db][?option=value&...]   (TLS)
  *   unix:///path/to/socket[?option=value&...]
- * with redis-py's query options: db, username, password on every scheme,
- * and the ssl_* options on rediss://.
+ * with redis-py's query options: db, username and password on every scheme, ssl_* on rediss://.
  * Several hosts (redis://h1:p1,h2:p2/db) are seeds of one deployment, tried
  * in order; ?topology=auto|standalone|cluster says what that deployment is
  * (default auto: a node that reports cluster_enabled:1 makes it a cluster).
@@ -298,8 +297,7 @@ static int tls_option(rm_err *err, rm_endpoint *ep, const char *name, size_t n, 
     }
     if (given || !value[0]) {
         free(value);
-        return bad(err, ep, shown, "query option '%.*s' is %s", (int)n, name,
-                   given ? "given twice" : "empty");
+        return bad(err, ep, shown, "query option '%.*s' is %s", (int)n, name, given ? "given twice" : "empty");
     }
     if (slot) {
         *slot = value;
@@ -308,8 +306,9 @@ static int tls_option(rm_err *err, rm_endpoint *ep, const char *name, size_t n, 
     int ok = tls_flag(ep, name, n, value);
     free(value);
     if (ok != 0)
-        return bad(err, ep, shown, "%s", IS(name, n, "ssl_cert_reqs") ? "ssl_cert_reqs must be required or none"
-                                                                       : "ssl_check_hostname must be true or false");
+        return bad(err, ep, shown, "%s",
+                   IS(name, n, "ssl_cert_reqs") ? "ssl_cert_reqs must be required or none"
+                                                : "ssl_check_hostname must be true or false");
     return 0;
 }
 
@@ -322,8 +321,8 @@ static int query_option(rm_err *err, rm_endpoint *ep, query_seen *seen, const ch
         int rc = seen->db || parse_uint(value, strlen(value), 1000000, &db);
         free(value);
         if (rc)
-            return bad(err, ep, shown, seen->db ? "query option 'db' is given twice"
-                                                : "query option 'db' must be a database number");
+            return bad(err, ep, shown,
+                       seen->db ? "query option 'db' is given twice" : "query option 'db' must be a database number");
         seen->db = true;
         ep->db = (int)db;
         return 0;
@@ -336,8 +335,9 @@ static int query_option(rm_err *err, rm_endpoint *ep, query_seen *seen, const ch
             k++;
         free(value);
         if (seen->topology || k == 3)
-            return bad(err, ep, shown, seen->topology ? "query option 'topology' is given twice"
-                                                      : "topology must be auto, standalone or cluster");
+            return bad(err, ep, shown,
+                       seen->topology ? "query option 'topology' is given twice"
+                                      : "topology must be auto, standalone or cluster");
         seen->topology = true;
         ep->topology = k;
         return 0;
@@ -528,7 +528,8 @@ int rm_endpoint_derive(rm_err *err, rm_endpoint *out, const rm_endpoint *ep, con
     out->n_seeds = 1;
     out->seed_port[0] = port;
     bool ok = (out->host = strdup(host)) && (out->seed_host[0] = strdup(host)) &&
-              (!ep->user || (out->user = strdup(ep->user))) && (!ep->password || (out->password = strdup(ep->password)));
+              (!ep->user || (out->user = strdup(ep->user))) &&
+              (!ep->password || (out->password = strdup(ep->password)));
     const char *const *files[] = {(const char *const *)&ep->tls_ca_file, (const char *const *)&ep->tls_cert_file,
                                   (const char *const *)&ep->tls_key_file, (const char *const *)&ep->tls_server_name};
     char **dst[] = {&out->tls_ca_file, &out->tls_cert_file, &out->tls_key_file, &out->tls_server_name};

@@ -24,8 +24,8 @@ typedef struct rm_endpoint {
     int n_seeds;
     char *seed_host[RM_SEEDS_MAX];
     int seed_port[RM_SEEDS_MAX];
-    int topology; /* enum rm_topology, ?topology= (default auto) */
-    char *path; /* Unix socket path */
+    int topology;   /* enum rm_topology, ?topology= (default auto) */
+    char *path;     /* Unix socket path */
     char *user;     /* NULL when absent */
     char *password; /* NULL when absent */
     int db;
@@ -33,11 +33,11 @@ typedef struct rm_endpoint {
     /* rediss:// only: the URL's query options (NULL / -1 when absent, so
        client options can supply the default). */
     bool tls;
-    char *tls_ca_file;     /* ssl_ca_certs */
-    char *tls_cert_file;   /* ssl_certfile */
-    char *tls_key_file;    /* ssl_keyfile */
-    char *tls_server_name; /* ssl_server_hostname */
-    int tls_verify;        /* ssl_cert_reqs: 1 required, 0 none, -1 absent */
+    char *tls_ca_file;      /* ssl_ca_certs */
+    char *tls_cert_file;    /* ssl_certfile */
+    char *tls_key_file;     /* ssl_keyfile */
+    char *tls_server_name;  /* ssl_server_hostname */
+    int tls_verify;         /* ssl_cert_reqs: 1 required, 0 none, -1 absent */
     int tls_check_hostname; /* ssl_check_hostname: 1, 0, -1 absent */
     /* redis+sentinel:// (topology RM_TOPOLOGY_SENTINEL): the seeds are the
        sentinels, `service` the name they know the master by, and the

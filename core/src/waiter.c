@@ -68,8 +68,7 @@ static bool subscribed_enough(redmutex_client *c, const rm_subscriber *sub, cons
 static bool take_lead(redmutex_client *c, rm_waiter *w)
 {
     rm_subscriber *sub = c->sub;
-    if (!sub || sub->stop || !w->ch || w->efd < 0 || c->n > LEAD_MAX_SERVERS ||
-        (sub->leader && sub->leader != w))
+    if (!sub || sub->stop || !w->ch || w->efd < 0 || c->n > LEAD_MAX_SERVERS || (sub->leader && sub->leader != w))
         return false;
     if (!sub->leader) {
         sub->leader = w;
@@ -392,8 +391,7 @@ void rm_waiter_expect_release(redmutex_client *c, const char *channel, bool *arm
     rm_client_unlock(c);
 }
 
-void rm_waiter_released(redmutex_client *c, const char *channel, const bool *armed, const bool *deleted,
-                        bool wake)
+void rm_waiter_released(redmutex_client *c, const char *channel, const bool *armed, const bool *deleted, bool wake)
 {
     rm_client_lock(c);
     rm_channel *ch = c->sub ? rm_channel_find(c->sub, channel, strlen(channel)) : NULL;

@@ -103,7 +103,6 @@ void rm_waiter_expect_release(redmutex_client *c, const char *channel, bool *arm
  * false), and, when `wake` and the lock was deleted somewhere, wakes the
  * oldest local waiter at once.
  */
-void rm_waiter_released(redmutex_client *c, const char *channel, const bool *armed, const bool *deleted,
-                        bool wake);
+void rm_waiter_released(redmutex_client *c, const char *channel, const bool *armed, const bool *deleted, bool wake);
 
 #endif

@@ -162,7 +162,8 @@ int redmutex_client_next_ready(redmutex_client *c, uint64_t *wait_id)
 {
     rm_err e_, *err = rm_err_reset(&e_);
     if (!c || !wait_id)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_next_ready: %s is NULL", !c ? "client" : "wait_id"));
+        return rm_publish(
+            err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_next_ready: %s is NULL", !c ? "client" : "wait_id"));
     int rc = 0;
     rm_client_lock(c);
     rm_pollwaits *pw = c->pw;

@@ -35,14 +35,14 @@ struct redmutex_wait {
     uint64_t id;
     rm_waiter *waiter; /* queue position on the channel; NULL if it could not join */
     bool explicit_owner;
-    bool tried;   /* an attempt was made or skipped: later ones are retries */
-    bool done;    /* acquired: nothing more to try (written under c->mu: the loop's thread reads it) */
-    bool queued;  /* on the ready list */
-    bool freeing; /* ending: redmutex_wait_free, or an interrupted try, gave up (c->mu) */
-    bool ended;   /* interrupted: it gave up, and every try reports REDMUTEX_EINTR (its own thread) */
+    bool tried;          /* an attempt was made or skipped: later ones are retries */
+    bool done;           /* acquired: nothing more to try (written under c->mu: the loop's thread reads it) */
+    bool queued;         /* on the ready list */
+    bool freeing;        /* ending: redmutex_wait_free, or an interrupted try, gave up (c->mu) */
+    bool ended;          /* interrupted: it gave up, and every try reports REDMUTEX_EINTR (its own thread) */
     uint64_t intr_start; /* the interrupt generation when it began */
-    rm_retry retry; /* when it is due again after a busy try (retry.c) */
-    int64_t due_ns; /* when it becomes ready if nothing else makes it; INT64_MAX: never */
+    rm_retry retry;      /* when it is due again after a busy try (retry.c) */
+    int64_t due_ns;      /* when it becomes ready if nothing else makes it; INT64_MAX: never */
     redmutex_wait *next_ready;
     redmutex_wait *next_all, *prev_all;
     rm_claim claim; /* what a releasing thread needs to acquire for it (points below) */

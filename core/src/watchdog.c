@@ -217,7 +217,7 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
        for the keys it is sent unordered: a late renewal of a released token
        finds nothing to renew. */
     if (atomic_load(&c->has_cluster) ? !(*plan = rm_renew_plan_make(c, batch, k, &req, lease_s, call))
-                                      : rm_call_begin(NULL, call, c) != 0)
+                                     : rm_call_begin(NULL, call, c) != 0)
         return false;
     /* A renewal must end within its timeout even on a fresh connection:
        the lock's validity does not wait for a slow connect. */
@@ -291,9 +291,9 @@ static void renew_settle(redmutex_client *c, rm_hold *h, size_t yes, size_t no, 
     int64_t lease = c->opts.watchdog_lease_ms;
     h->renewing = false;
     if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
-        return; /* a hold being released or freed gets no news (and no callback) */
+        return;                 /* a hold being released or freed gets no news (and no callback) */
     size_t q = h->lock->quorum; /* a semaphore's may be more than the majority */
-    int outcome = yes >= q ? REDMUTEX_RENEWAL_RENEWED
+    int outcome = yes >= q                                     ? REDMUTEX_RENEWAL_RENEWED
                   : no > c->n - q || now >= h->validity_end_ns ? REDMUTEX_RENEWAL_LOST
                                                                : REDMUTEX_RENEWAL_FAILED;
     rm_stats_renewal(&c->stats, outcome);

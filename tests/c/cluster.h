@@ -16,10 +16,10 @@
 #define RC_MAX_NODES 9
 
 typedef struct rc_cluster {
-    int n;                        /* nodes */
-    int masters;                  /* the first `masters` nodes start as masters */
+    int n;       /* nodes */
+    int masters; /* the first `masters` nodes start as masters */
     rs_server node[RC_MAX_NODES];
-    char url[512];                /* redis://h:p1,h:p2,.../0: every node a seed */
+    char url[512]; /* redis://h:p1,h:p2,.../0: every node a seed */
 } rc_cluster;
 
 /*
@@ -50,7 +50,8 @@ int rc_keyslot(rc_cluster *cl, const char *key, size_t len);
 rs_server *rc_replica_of(rc_cluster *cl, rs_server *m);
 /* The node id (CLUSTER MYID) of s into out[41]. */
 void rc_node_id(rs_server *s, char out[64]);
-/* Moves `slot` with its keys from its owner to `to` (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE on all masters). */
+/* Moves `slot` with its keys from its owner to `to` (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE on all
+ * masters). */
 void rc_migrate_slot(rc_cluster *cl, int slot, rs_server *to);
 /* Starts moving `slot` to `to` and stops halfway: both nodes marked, no key moved yet. */
 void rc_migrate_begin(rc_cluster *cl, int slot, rs_server *from, rs_server *to);

@@ -195,8 +195,7 @@ static int try_port(int port)
     sa.sin_port = htons((uint16_t)port);
     socklen_t len = sizeof sa;
     bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-              bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-              getsockname(fd, (struct sockaddr *)&sa, &len) == 0;
+              bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && getsockname(fd, (struct sockaddr *)&sa, &len) == 0;
     if (fd >= 0)
         close(fd);
     return ok ? ntohs(sa.sin_port) : 0;
@@ -380,8 +379,8 @@ static redisReply *vcmd(rs_server *s, const char *fmt, va_list ap)
 {
     struct timeval tv = {2, 0};
     /* A TLS-only server is reached over its Unix socket. */
-    redisContext *ctx = s->port ? redisConnectWithTimeout("127.0.0.1", s->port, tv)
-                                : redisConnectUnixWithTimeout(s->unix_path, tv);
+    redisContext *ctx =
+        s->port ? redisConnectWithTimeout("127.0.0.1", s->port, tv) : redisConnectUnixWithTimeout(s->unix_path, tv);
     if (!ctx || ctx->err) {
         if (ctx)
             redisFree(ctx);

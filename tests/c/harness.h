@@ -25,25 +25,25 @@ typedef struct rt_test {
 int rt_run(const rt_test *tests, size_t n, int argc, char **argv);
 void rt_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
 
-#define CHECK(cond)                                                                                        \
-    do {                                                                                                   \
-        if (!(cond))                                                                                       \
-            rt_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond);                                         \
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        if (!(cond))                                                                                                   \
+            rt_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond);                                                    \
     } while (0)
 
-#define CHECKF(cond, ...)                                                                                  \
-    do {                                                                                                   \
-        if (!(cond))                                                                                       \
-            rt_fail(__FILE__, __LINE__, __VA_ARGS__);                                                      \
+#define CHECKF(cond, ...)                                                                                              \
+    do {                                                                                                               \
+        if (!(cond))                                                                                                   \
+            rt_fail(__FILE__, __LINE__, __VA_ARGS__);                                                                  \
     } while (0)
 
 /* Expects a redmutex call to return `want`; prints the library's message otherwise. */
-#define CHECK_RC(expr, want)                                                                               \
-    do {                                                                                                   \
-        int rt_rc_ = (expr);                                                                               \
-        if (rt_rc_ != (want))                                                                              \
-            rt_fail(__FILE__, __LINE__, "%s returned %d (%s: %s), expected %d (%s)", #expr, rt_rc_,         \
-                    redmutex_strerror(rt_rc_), redmutex_last_error(), (int)(want), redmutex_strerror(want)); \
+#define CHECK_RC(expr, want)                                                                                           \
+    do {                                                                                                               \
+        int rt_rc_ = (expr);                                                                                           \
+        if (rt_rc_ != (want))                                                                                          \
+            rt_fail(__FILE__, __LINE__, "%s returned %d (%s: %s), expected %d (%s)", #expr, rt_rc_,                    \
+                    redmutex_strerror(rt_rc_), redmutex_last_error(), (int)(want), redmutex_strerror(want));           \
     } while (0)
 
 #define CHECK_OK(expr) CHECK_RC(expr, REDMUTEX_OK)
@@ -59,14 +59,14 @@ int64_t rt_scaled_ms(int64_t ms);
 double rt_time_scale(void);
 
 /* Waits until cond is true, failing the test after ms milliseconds (scaled). */
-#define WAIT_FOR(cond, ms)                                                                                 \
-    do {                                                                                                   \
-        int64_t rt_deadline_ = rt_now_ms() + rt_scaled_ms(ms);                                             \
-        while (!(cond)) {                                                                                  \
-            if (rt_now_ms() > rt_deadline_)                                                                \
-                rt_fail(__FILE__, __LINE__, "timed out after %d ms waiting for %s", (int)(ms), #cond);     \
-            rt_sleep_ms(2);                                                                                \
-        }                                                                                                  \
+#define WAIT_FOR(cond, ms)                                                                                             \
+    do {                                                                                                               \
+        int64_t rt_deadline_ = rt_now_ms() + rt_scaled_ms(ms);                                                         \
+        while (!(cond)) {                                                                                              \
+            if (rt_now_ms() > rt_deadline_)                                                                            \
+                rt_fail(__FILE__, __LINE__, "timed out after %d ms waiting for %s", (int)(ms), #cond);                 \
+            rt_sleep_ms(2);                                                                                            \
+        }                                                                                                              \
     } while (0)
 
 int64_t rt_now_ms(void);
@@ -80,13 +80,13 @@ void rt_sleep_ms(int64_t ms);
 
 typedef struct rs_server {
     pid_t pid;
-    int port;     /* plain-text port; 0 for a TLS-only server */
+    int port; /* plain-text port; 0 for a TLS-only server */
     char dir[256];
     char unix_path[300];
     char url[128];
     char extra[2048];
-    int tls_port; /* TLS port, 0 without TLS */
-    bool keep;    /* rs_keep: left running between the tests of a binary */
+    int tls_port;  /* TLS port, 0 without TLS */
+    bool keep;     /* rs_keep: left running between the tests of a binary */
     bool sentinel; /* rs_start_sentinel: runs with --sentinel */
 } rs_server;
 
@@ -112,14 +112,15 @@ typedef struct rt_certs {
     char dir[256];
 } rt_certs;
 void rt_make_certs(rt_certs *c);
-/* The path of one file of the set, e.g. rt_cert(&certs, "ca.pem"); a static buffer per call site is not needed: 8 rotate. */
+/* The path of one file of the set, e.g. rt_cert(&certs, "ca.pem"); a static buffer per call site is not needed: 8
+ * rotate. */
 const char *rt_cert(const rt_certs *c, const char *file);
 void rt_remove_certs(rt_certs *c);
 
 typedef struct rs_tls_config {
-    const char *cert, *key; /* the server's certificate and key (file names in the cert set) */
+    const char *cert, *key;   /* the server's certificate and key (file names in the cert set) */
     bool require_client_cert; /* tls-auth-clients yes (mutual TLS, clients signed by ca.pem) */
-    bool plain_port;        /* also listen in plain text (s->port); else TLS only */
+    bool plain_port;          /* also listen in plain text (s->port); else TLS only */
 } rs_tls_config;
 
 /*
@@ -166,8 +167,8 @@ typedef struct rs_proxy {
     _Atomic int flights;  /* client->server chunks that follow server->client traffic */
     _Atomic int last_dir; /* 1 client->server, 2 server->client */
     _Atomic int delayed;
-    _Atomic int forwarded;  /* held-back chunks passed on */
-    _Atomic int hold_until; /* > 0: hold chunks only while delayed < hold_until; < 0: hold none */
+    _Atomic int forwarded;   /* held-back chunks passed on */
+    _Atomic int hold_until;  /* > 0: hold chunks only while delayed < hold_until; < 0: hold none */
     _Atomic bool cut_client; /* close the client's side when a chunk is held back (it is still passed on) */
     _Atomic bool drop_held;  /* ... and a held-back chunk is never passed on (a request lost with its connection) */
     _Atomic int stop;

@@ -22,10 +22,12 @@ int main(void)
     /* The statistics snapshots have no padding either: what the caller's
        version names is all that is written. */
     if (sizeof(redmutex_histogram) != (2 + REDMUTEX_STATS_BUCKETS) * 8 ||
-        sizeof(redmutex_stats) != 8 + REDMUTEX_STATS_BUCKETS * 8 +
-                                      (REDMUTEX_STATS_KINDS * (REDMUTEX_STATS_OUTCOMES + 1)) * sizeof(redmutex_histogram) +
-                                      (4 + REDMUTEX_STATS_RENEWAL_OUTCOMES) * 8 ||
-        sizeof(redmutex_server_stats) != 8 + sizeof(void *) + sizeof(redmutex_histogram) + REDMUTEX_STATS_ERROR_CLASSES * 8)
+        sizeof(redmutex_stats) !=
+            8 + REDMUTEX_STATS_BUCKETS * 8 +
+                (REDMUTEX_STATS_KINDS * (REDMUTEX_STATS_OUTCOMES + 1)) * sizeof(redmutex_histogram) +
+                (4 + REDMUTEX_STATS_RENEWAL_OUTCOMES) * 8 ||
+        sizeof(redmutex_server_stats) !=
+            8 + sizeof(void *) + sizeof(redmutex_histogram) + REDMUTEX_STATS_ERROR_CLASSES * 8)
         return 5;
     if (strcmp(redmutex_version(), REDMUTEX_VERSION_STRING) != 0)
         return 4;

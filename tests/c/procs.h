@@ -77,9 +77,6 @@ static inline void proc_client_done(redmutex_client *c)
  * time scale says the code runs many times slower (valgrind), where the point
  * is the memory check of the same paths.
  */
-static inline int proc_rounds(int rounds)
-{
-    return rt_time_scale() > 1 ? rounds / 4 : rounds;
-}
+static inline int proc_rounds(int rounds) { return rt_time_scale() > 1 ? rounds / 4 : rounds; }
 
 #endif

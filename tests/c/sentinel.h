@@ -16,13 +16,13 @@
 #define SN_SENTINELS 3
 
 typedef struct sn_deploy {
-    rs_server node[SN_NODES];         /* data nodes; node[0] starts as the master */
+    rs_server node[SN_NODES]; /* data nodes; node[0] starts as the master */
     rs_server sentinel[SN_SENTINELS];
     char service[32];
-    const char *sentinel_password;    /* requirepass of the sentinels, or NULL */
+    const char *sentinel_password; /* requirepass of the sentinels, or NULL */
     int down_after_ms, failover_timeout_ms;
-    int64_t last_failover_ms;         /* when the last failover began (rt_now_ms) */
-    char url[512];                    /* redis+sentinel://127.0.0.1:s1,...,s3/SERVICE[?sentinel_password=...] */
+    int64_t last_failover_ms; /* when the last failover began (rt_now_ms) */
+    char url[512];            /* redis+sentinel://127.0.0.1:s1,...,s3/SERVICE[?sentinel_password=...] */
 } sn_deploy;
 
 /* Starts the deployment (service "mymaster"); sentinel_password may be NULL. Fails the test on error. */

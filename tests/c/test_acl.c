@@ -87,13 +87,13 @@ static redmutex_lock *new_lock(redmutex_client *c, const char *name, redmutex_ki
 
 /* ---- features: each returns the first failing result code, 0 when all worked ---- */
 
-#define TRY(expr)                                                                                            \
-    do {                                                                                                     \
-        int rc_ = (expr);                                                                                    \
-        if (rc_ != 0) {                                                                                      \
-            rc = rc_;                                                                                        \
-            goto out;                                                                                        \
-        }                                                                                                    \
+#define TRY(expr)                                                                                                      \
+    do {                                                                                                               \
+        int rc_ = (expr);                                                                                              \
+        if (rc_ != 0) {                                                                                                \
+            rc = rc_;                                                                                                  \
+            goto out;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
 static int feature_plain_lock(void)
@@ -404,8 +404,7 @@ static void test_every_rule_is_needed(void)
                 eauth += rc == REDMUTEX_EAUTH;
             }
         }
-        printf("     without %-14s %zu feature(s) fail, %zu of them with EAUTH\n", commands[skip], failing,
-               eauth);
+        printf("     without %-14s %zu feature(s) fail, %zu of them with EAUTH\n", commands[skip], failing, eauth);
         if (optional_command(commands[skip]))
             CHECKF(failing == 0, "the optional %s is needed after all", commands[skip]);
         else

@@ -29,8 +29,8 @@ static void test_options_macro_and_init_function_agree(void)
 /* The layout of version 1 of redmutex_client_options, as a program built against 1.0 has it. */
 typedef struct options_v1 {
     uint32_t version, flags;
-    int64_t connect_timeout_ms, command_timeout_ms, watchdog_lease_ms, wait_backoff_cap_ms, retry_delay_ms,
-        retry_count, min_replicas, replica_timeout_ms, shutdown_timeout_ms;
+    int64_t connect_timeout_ms, command_timeout_ms, watchdog_lease_ms, wait_backoff_cap_ms, retry_delay_ms, retry_count,
+        min_replicas, replica_timeout_ms, shutdown_timeout_ms;
     redmutex_interrupt_fn interrupt;
     void *interrupt_payload;
 } options_v1;
@@ -142,15 +142,20 @@ static void test_malformed_urls_rejected_without_password_leak(void)
     memcpy(huge, "redis://", 8);
     CHECK_RC(new_client(huge), REDMUTEX_EINVAL);
     /* Good ones parse (no connection is made for one server). */
-    const char *good[] = {"redis://127.0.0.1", "redis://localhost:6380/15", "redis://[::1]:6379",
-                          "redis://:pass@h", "redis://user:p%40ss@h:1/0", "unix:///tmp/redis.sock",
-                          "unix:///tmp/redis.sock?db=2", "rediss://h", "rediss://u:p@h:6380/2?ssl_cert_reqs=none",
+    const char *good[] = {"redis://127.0.0.1",
+                          "redis://localhost:6380/15",
+                          "redis://[::1]:6379",
+                          "redis://:pass@h",
+                          "redis://user:p%40ss@h:1/0",
+                          "unix:///tmp/redis.sock",
+                          "unix:///tmp/redis.sock?db=2",
+                          "rediss://h",
+                          "rediss://u:p@h:6380/2?ssl_cert_reqs=none",
                           "rediss://h?ssl_check_hostname=FALSE&ssl_server_hostname=redis.example",
                           "rediss://[::1]:6380?ssl_cert_reqs=required&ssl_check_hostname=1"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         CHECKF(new_client(good[i]) == 0, "URL '%s' refused: %s", good[i], redmutex_last_error());
 }
-
 
 /* What redmutex_url_redact makes of a URL, well formed or not: every secret masked, the rest as typed. */
 static void test_url_redact_masks_every_secret_and_keeps_the_rest(void)
@@ -159,7 +164,7 @@ static void test_url_redact_masks_every_secret_and_keeps_the_rest(void)
         {"redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"},
         {"redis://alice:hunter22@h:1/2", "redis://***@h:1/2"}, /* the user name too: it may be a password */
         {"redis://:hunter22@h", "redis://***@h"},
-        {"redis://hunter22@h", "redis://***@h"},          /* a password typed without its ':' */
+        {"redis://hunter22@h", "redis://***@h"},        /* a password typed without its ':' */
         {"redis://u:hun@ter22@h", "redis://***@h"},     /* '@' in the password, unencoded */
         {"redis://u:hun/ter22@h/0", "redis://***@h/0"}, /* '/' in the password, unencoded */
         {"redis://h?password=hunter22", "redis://h?password=***"},
@@ -262,8 +267,8 @@ static void test_query_password_is_used_and_never_shown(void)
     CHECK_OK(redmutex_client_new(&c, &u, 1, NULL));
     CHECK_OK(redmutex_lock_new(&l, c, "job", REDMUTEX_KIND_LOCK, NULL));
     CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_EAUTH);
-    CHECKF(!strstr(redmutex_last_error(), "hunter22") && strstr(redmutex_last_error(), "redis://***@"),
-           "message: %s", redmutex_last_error());
+    CHECKF(!strstr(redmutex_last_error(), "hunter22") && strstr(redmutex_last_error(), "redis://***@"), "message: %s",
+           redmutex_last_error());
     redmutex_lock_free(l);
     redmutex_client_free(c);
     rs_stop(&s);
@@ -317,8 +322,12 @@ static void test_query_option_refusals_say_what_is_wrong(void)
             CHECKF(!strstr(redmutex_last_error(), "rediss") && !strstr(redmutex_last_error(), "TLS"),
                    "'%s' blamed on TLS: %s", cases[i][0], redmutex_last_error());
     }
-    const char *good[] = {"redis://h?db=3", "rediss://h?db=3&ssl_cert_reqs=none", "unix:///s?db=2&password=p",
-                          "unix:///s?username=u&password=p", "redis://u@h?password=p", "redis://:p@h?username=u"};
+    const char *good[] = {"redis://h?db=3",
+                          "rediss://h?db=3&ssl_cert_reqs=none",
+                          "unix:///s?db=2&password=p",
+                          "unix:///s?username=u&password=p",
+                          "redis://u@h?password=p",
+                          "redis://:p@h?username=u"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         CHECKF(new_client(good[i]) == 0, "URL '%s' refused: %s", good[i], redmutex_last_error());
 }

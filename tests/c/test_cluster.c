@@ -30,8 +30,23 @@ static void ensure_cluster(void)
 static void keyslot_matches_cluster_keyslot_on_a_real_node(void)
 {
     ensure_cluster();
-    static const char *fixed[] = {"", "a", "{", "}", "{}", "{}a", "a{}b", "{x}y", "y{x}", "{{x}}", "}{x}", "a}b",
-                                  "{a}{b}", "foo{bar}{zap}", "{user1000}.following", "jobs:nightly", "123456789"};
+    static const char *fixed[] = {"",
+                                  "a",
+                                  "{",
+                                  "}",
+                                  "{}",
+                                  "{}a",
+                                  "a{}b",
+                                  "{x}y",
+                                  "y{x}",
+                                  "{{x}}",
+                                  "}{x}",
+                                  "a}b",
+                                  "{a}{b}",
+                                  "foo{bar}{zap}",
+                                  "{user1000}.following",
+                                  "jobs:nightly",
+                                  "123456789"};
     for (size_t k = 0; k < sizeof fixed / sizeof fixed[0]; k++) {
         int want = rc_keyslot(&cl, fixed[k], strlen(fixed[k]));
         CHECKF(rm_keyslot(fixed[k], strlen(fixed[k])) == want, "'%s': core %d, server %d", fixed[k],
@@ -57,8 +72,13 @@ static rm_reply *to_rm(const redisReply *r)
 {
     rm_reply *o = calloc(1, sizeof *o);
     switch (r->type) {
-    case REDIS_REPLY_INTEGER: o->type = RM_REPLY_INTEGER; o->integer = r->integer; break;
-    case REDIS_REPLY_NIL: o->type = RM_REPLY_NIL; break;
+    case REDIS_REPLY_INTEGER:
+        o->type = RM_REPLY_INTEGER;
+        o->integer = r->integer;
+        break;
+    case REDIS_REPLY_NIL:
+        o->type = RM_REPLY_NIL;
+        break;
     case REDIS_REPLY_ARRAY:
         o->type = RM_REPLY_ARRAY;
         o->elements = r->elements;
@@ -67,8 +87,9 @@ static rm_reply *to_rm(const redisReply *r)
             o->element[k] = to_rm(r->element[k]);
         break;
     default:
-        o->type = r->type == REDIS_REPLY_ERROR ? RM_REPLY_ERROR : r->type == REDIS_REPLY_STATUS ? RM_REPLY_STATUS
-                                                                                                : RM_REPLY_STRING;
+        o->type = r->type == REDIS_REPLY_ERROR    ? RM_REPLY_ERROR
+                  : r->type == REDIS_REPLY_STATUS ? RM_REPLY_STATUS
+                                                  : RM_REPLY_STRING;
         o->len = r->len;
         o->str = malloc(r->len + 1);
         memcpy(o->str, r->str, r->len + 1);
@@ -89,7 +110,8 @@ static void note_range(void *ud, const rm_topo_range *r)
 /* Seed lists and ?topology= parse, or are refused with a clear message that never shows a password. */
 static void seed_lists_and_topology_options_parse_or_are_refused_clearly(void)
 {
-    static const char *good[] = {"redis://127.0.0.1:7000,127.0.0.1:7001/0", "redis://[::1]:7000,h-2:7001/0?topology=cluster",
+    static const char *good[] = {"redis://127.0.0.1:7000,127.0.0.1:7001/0",
+                                 "redis://[::1]:7000,h-2:7001/0?topology=cluster",
                                  "rediss://u:pw@a:1,b:2/0?topology=standalone&ssl_cert_reqs=none", "redis://a,b,c"};
     for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
         redmutex_client *c = NULL;
@@ -133,12 +155,15 @@ static rm_reply *shards_reply(const char *resp)
  */
 static void a_shard_with_two_online_masters_is_read_from_cluster_slots(void)
 {
-#define NODE(port, role) "*8\r\n$4\r\nport\r\n:" #port "\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$4\r\nrole\r\n$" \
-    role "\r\n$6\r\nhealth\r\n$6\r\nonline\r\n"
-    static const char two[] = "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*2\r\n" NODE(
-        7001, "6\r\nmaster") NODE(7002, "6\r\nmaster");
-    static const char one[] = "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*2\r\n" NODE(
-        7001, "7\r\nreplica") NODE(7002, "6\r\nmaster");
+#define NODE(port, role)                                                                                               \
+    "*8\r\n$4\r\nport\r\n:" #port "\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$4\r\nrole\r\n$" role                            \
+    "\r\n$6\r\nhealth\r\n$6\r\nonline\r\n"
+    static const char two[] =
+        "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*2\r\n" NODE(7001, "6\r\nmaster")
+            NODE(7002, "6\r\nmaster");
+    static const char one[] =
+        "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*2\r\n" NODE(7001, "7\r\nreplica")
+            NODE(7002, "6\r\nmaster");
 #undef NODE
     rm_reply *r = shards_reply(two);
     CHECK(rm_topo_read_shards(r, false, note_range, NULL) == -1);
@@ -162,7 +187,8 @@ static void topology_replies_read_as_the_cluster_says(void)
         rm_reply *m = to_rm(r);
         int n = which ? rm_topo_read_slots(m, note_range, NULL) : rm_topo_read_shards(m, false, note_range, NULL);
         CHECKF(n >= 3, "%s: %d ranges", which ? "SLOTS" : "SHARDS", n);
-        CHECK(which ? rm_topo_read_shards(m, false, note_range, NULL) == -1 : true); /* a SLOTS reply is no SHARDS reply */
+        CHECK(which ? rm_topo_read_shards(m, false, note_range, NULL) == -1
+                    : true); /* a SLOTS reply is no SHARDS reply */
         rm_reply_free(m);
         freeReplyObject(r);
         for (int slot = 0; slot < 16384; slot++) {
@@ -171,8 +197,8 @@ static void topology_replies_read_as_the_cluster_says(void)
             CHECK(range_owner[slot] != 0);
             /* 3 masters, 3 replicas, all in service (CLUSTER SLOTS of 7.0+ also leaves out a replica that
                has seen no write yet: offset 0; only 6.x nodes are asked it). */
-            CHECKF(which ? range_replicas[slot] <= 1 : range_replicas[slot] == 1, "%s: slot %d's master has %d replicas",
-                   which ? "SLOTS" : "SHARDS", slot, range_replicas[slot]);
+            CHECKF(which ? range_replicas[slot] <= 1 : range_replicas[slot] == 1,
+                   "%s: slot %d's master has %d replicas", which ? "SLOTS" : "SHARDS", slot, range_replicas[slot]);
             if (which)
                 CHECK(range_owner[slot] == slots_owner[slot]);
             else
@@ -181,8 +207,8 @@ static void topology_replies_read_as_the_cluster_says(void)
     }
     char host[256];
     int slot, port;
-    CHECK(rm_topo_read_redirect("MOVED 3999 127.0.0.1:6381", &slot, host, &port) == 1 && slot == 3999 &&
-          port == 6381 && strcmp(host, "127.0.0.1") == 0);
+    CHECK(rm_topo_read_redirect("MOVED 3999 127.0.0.1:6381", &slot, host, &port) == 1 && slot == 3999 && port == 6381 &&
+          strcmp(host, "127.0.0.1") == 0);
     CHECK(rm_topo_read_redirect("ASK 1 [::1]:7000", &slot, host, &port) == 2 && strcmp(host, "::1") == 0);
     CHECK(rm_topo_read_redirect("MOVED 1 :7000", &slot, host, &port) == 1 && host[0] == '\0' && port == 7000);
     CHECK(rm_topo_read_redirect("MOVED 16384 h:1", &slot, host, &port) == 0);
@@ -296,7 +322,8 @@ static void *release_later(void *arg)
     return redmutex_lock_release(arg, "holder") == 0 ? NULL : arg;
 }
 
-/* A waiter is woken by the release message (sharded pub/sub on the slot's node), long before its backoff would retry. */
+/* A waiter is woken by the release message (sharded pub/sub on the slot's node), long before its backoff would retry.
+ */
 static void waiter_is_woken_by_the_release_on_a_cluster(void)
 {
     ensure_cluster();
@@ -413,8 +440,8 @@ static void *contend(void *p)
     for (int k = 0; k < 5; k++) {
         char name[32];
         snprintf(name, sizeof name, "contend:%d", k);
-        CHECK_OK(redmutex_lock_new(&l[k], w->c, name, all_kinds[k] == REDMUTEX_KIND_READ ? REDMUTEX_KIND_WRITE : all_kinds[k],
-                                   NULL));
+        CHECK_OK(redmutex_lock_new(&l[k], w->c, name,
+                                   all_kinds[k] == REDMUTEX_KIND_READ ? REDMUTEX_KIND_WRITE : all_kinds[k], NULL));
     }
     int64_t end = rt_now_ms() + 2000;
     for (unsigned i = (unsigned)w->id; rt_now_ms() < end; i++) {
@@ -451,7 +478,8 @@ static void contending_clients_exclude_each_other_on_a_cluster(void)
     }
     for (int i = 0; i < 8; i++)
         pthread_join(t[i], NULL);
-    printf("     %ld holds, %ld overlaps, %ld errors\n", atomic_load(&holds), atomic_load(&overlaps), atomic_load(&errors));
+    printf("     %ld holds, %ld overlaps, %ld errors\n", atomic_load(&holds), atomic_load(&overlaps),
+           atomic_load(&errors));
     CHECK(atomic_load(&overlaps) == 0);
     CHECK(atomic_load(&errors) == 0);
     CHECK(atomic_load(&holds) > 50);
@@ -482,7 +510,9 @@ static void redlock_over_a_cluster_and_two_servers(void)
         CHECK_OK(redmutex_lock_new(&l[k], a, name, all_kinds[k % 5], NULL));
         CHECK_OK(redmutex_lock_acquire(l[k], NULL, 0));
         /* A majority holds it (the cluster may be the one not waited for: its first request finds its topology). */
-        CHECK(rs_exists(&s1, name) + rs_exists(&s2, name) + rs_exists(rc_owner(&cl, rm_keyslot(name, strlen(name))), name) >= 2);
+        CHECK(rs_exists(&s1, name) + rs_exists(&s2, name) +
+                  rs_exists(rc_owner(&cl, rm_keyslot(name, strlen(name))), name) >=
+              2);
     }
     rt_sleep_ms(rt_scaled_ms(2000)); /* several renewals: per node on the cluster, one call per server */
     int on_cluster = 0;
@@ -587,7 +617,8 @@ static void an_uncovered_slot_is_a_clear_error_within_the_deadline(void)
     int rc = redmutex_lock_acquire(l, NULL, 0);
     int64_t took = rt_now_ms() - t0;
     CHECKF(rc == REDMUTEX_ECONN, "acquire on an uncovered slot returned %d: %s", rc, redmutex_last_error());
-    CHECKF(strstr(redmutex_last_error(), "slot") && !strstr(redmutex_last_error(), "MOVED"), "%s", redmutex_last_error());
+    CHECKF(strstr(redmutex_last_error(), "slot") && !strstr(redmutex_last_error(), "MOVED"), "%s",
+           redmutex_last_error());
     CHECKF(took < rt_scaled_ms(1500), "the error took %lld ms", (long long)took);
     printf("     %lld ms: %s\n", (long long)took, redmutex_last_error());
     /* Covered again: served again. */
@@ -612,7 +643,8 @@ int main(int argc, char **argv)
         {"seed_lists_and_topology_options_parse_or_are_refused_clearly",
          seed_lists_and_topology_options_parse_or_are_refused_clearly},
         {"topology_replies_read_as_the_cluster_says", topology_replies_read_as_the_cluster_says},
-        {"a_shard_with_two_online_masters_is_read_from_cluster_slots", a_shard_with_two_online_masters_is_read_from_cluster_slots},
+        {"a_shard_with_two_online_masters_is_read_from_cluster_slots",
+         a_shard_with_two_online_masters_is_read_from_cluster_slots},
         {"every_kind_on_200_names_over_all_masters_excludes_another_client",
          every_kind_on_200_names_over_all_masters_excludes_another_client},
         {"watchdog_renews_holds_over_all_masters_by_slot", watchdog_renews_holds_over_all_masters_by_slot},
@@ -623,7 +655,8 @@ int main(int argc, char **argv)
         {"contending_clients_exclude_each_other_on_a_cluster", contending_clients_exclude_each_other_on_a_cluster},
         {"redlock_over_a_cluster_and_two_servers", redlock_over_a_cluster_and_two_servers},
         {"deployments_that_reach_one_cluster_are_duplicates", deployments_that_reach_one_cluster_are_duplicates},
-        {"an_uncovered_slot_is_a_clear_error_within_the_deadline", an_uncovered_slot_is_a_clear_error_within_the_deadline},
+        {"an_uncovered_slot_is_a_clear_error_within_the_deadline",
+         an_uncovered_slot_is_a_clear_error_within_the_deadline},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

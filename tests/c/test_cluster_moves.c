@@ -110,7 +110,8 @@ static void *end_migration_later(void *p)
     return NULL;
 }
 
-/* A release sent while its slot is half moved: ASK is followed, TRYAGAIN retried until the move ends, within the deadline. */
+/* A release sent while its slot is half moved: ASK is followed, TRYAGAIN retried until the move ends, within the
+ * deadline. */
 static void a_release_during_a_migration_follows_ask_and_retries(void)
 {
     ensure_cluster();
@@ -133,8 +134,9 @@ static void a_release_during_a_migration_follows_ask_and_retries(void)
     int64_t took = rt_now_ms() - t0;
     pthread_join(t, NULL);
     CHECK(!rs_exists(to, name) && !rs_exists(from, name));
-    printf("     released in %lld ms; the cluster answered ASK %lld, TRYAGAIN %lld, MOVED %lld times\n", (long long)took,
-           rc_errorstat_all(&cl, "ASK"), rc_errorstat_all(&cl, "TRYAGAIN"), rc_errorstat_all(&cl, "MOVED"));
+    printf("     released in %lld ms; the cluster answered ASK %lld, TRYAGAIN %lld, MOVED %lld times\n",
+           (long long)took, rc_errorstat_all(&cl, "ASK"), rc_errorstat_all(&cl, "TRYAGAIN"),
+           rc_errorstat_all(&cl, "MOVED"));
     CHECK(rc_errorstat_all(&cl, "ASK") >= 1);
     redmutex_lock_free(l);
     redmutex_client_free(a);
@@ -327,10 +329,11 @@ static void kill_case(const char *pattern, int64_t min_replicas, int64_t lease_m
        the kill), or reported LOST. */
     redmutex_state st = REDMUTEX_STATE_RENEWAL_FAILING;
     int64_t v = 0;
-    WAIT_FOR(redmutex_lock_state(&st, la, NULL) == 0 &&
-                 (st == REDMUTEX_STATE_LOST ||
-                  (st == REDMUTEX_STATE_HELD && redmutex_lock_validity(&v, la, NULL) == 0 && rt_now_ms() + v > end0 + 100)),
-             lease_ms + 12000);
+    WAIT_FOR(
+        redmutex_lock_state(&st, la, NULL) == 0 &&
+            (st == REDMUTEX_STATE_LOST ||
+             (st == REDMUTEX_STATE_HELD && redmutex_lock_validity(&v, la, NULL) == 0 && rt_now_ms() + v > end0 + 100)),
+        lease_ms + 12000);
     bool there = rs_exists(r, name);
     printf("     min_replicas %lld: first acquisition %lld ms after the SIGKILL; key %s the promoted replica; the "
            "hold is then %s (key %s)\n",
@@ -513,8 +516,10 @@ int main(int argc, char **argv)
         {"held_lock_slot_migrated_while_a_waiter_waits", held_lock_slot_migrated_while_a_waiter_waits},
         {"a_release_during_a_migration_follows_ask_and_retries", a_release_during_a_migration_follows_ask_and_retries},
         {"renewals_follow_ask_while_the_slot_is_half_moved", renewals_follow_ask_while_the_slot_is_half_moved},
-        {"cluster_failover_keeps_a_lock_taken_with_min_replicas", cluster_failover_keeps_a_lock_taken_with_min_replicas},
-        {"a_renewal_asks_a_master_for_the_replicas_it_really_has", a_renewal_asks_a_master_for_the_replicas_it_really_has},
+        {"cluster_failover_keeps_a_lock_taken_with_min_replicas",
+         cluster_failover_keeps_a_lock_taken_with_min_replicas},
+        {"a_renewal_asks_a_master_for_the_replicas_it_really_has",
+         a_renewal_asks_a_master_for_the_replicas_it_really_has},
         {"a_master_that_stops_answering_is_routed_around_after_a_failover",
          a_master_that_stops_answering_is_routed_around_after_a_failover},
         {"sigkill_of_a_master_without_min_replicas", sigkill_of_a_master_without_min_replicas},

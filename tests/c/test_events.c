@@ -112,8 +112,7 @@ static void test_stopped_server_gives_failing_then_lost_events(void)
     CHECK(e.lock_id == redmutex_lock_id(l) && e.state == REDMUTEX_STATE_LOST);
     int64_t lost_after = rt_now_ms() - paused;
     /* At the end of validity (at most a lease after the stop), not a renewal attempt later. */
-    CHECKF(lost_after <= rt_scaled_ms(lease + 600),
-           "LOST came %lld ms after the stop", (long long)lost_after);
+    CHECKF(lost_after <= rt_scaled_ms(lease + 600), "LOST came %lld ms after the stop", (long long)lost_after);
     rs_resume(&srv);
     check_empty(c);
     redmutex_lock_free(l);
@@ -147,8 +146,8 @@ static void test_explicit_lease_expiry_gives_lost_event(void)
     CHECK_OK(redmutex_lock_acquire(l, "job-7", 0));
     event e = next_event(c, 2000);
     int64_t at = rt_now_ms() - t0;
-    CHECKF(at >= rt_scaled_ms(280) && at <= rt_scaled_ms(1000),
-           "expiry event after %lld ms for a 300 ms lease", (long long)at);
+    CHECKF(at >= rt_scaled_ms(280) && at <= rt_scaled_ms(1000), "expiry event after %lld ms for a 300 ms lease",
+           (long long)at);
     CHECK(e.lock_id == redmutex_lock_id(l) && e.state == REDMUTEX_STATE_LOST && strcmp(e.owner, "job-7") == 0);
     check_empty(c);
     CHECK_RC(redmutex_lock_release(l, "job-7"), REDMUTEX_ELOST);
@@ -392,8 +391,7 @@ int main(int argc, char **argv)
         {"short_stall_gives_failing_then_held_events", test_short_stall_gives_failing_then_held_events},
         {"explicit_lease_expiry_gives_lost_event", test_explicit_lease_expiry_gives_lost_event},
         {"callback_and_event_both_report_a_loss", test_callback_and_event_both_report_a_loss},
-        {"events_outlive_the_handle_and_ids_are_never_reused",
-         test_events_outlive_the_handle_and_ids_are_never_reused},
+        {"events_outlive_the_handle_and_ids_are_never_reused", test_events_outlive_the_handle_and_ids_are_never_reused},
         {"small_owner_buffer_keeps_the_event", test_small_owner_buffer_keeps_the_event},
         {"full_queue_drops_the_oldest_and_counts_them", test_full_queue_drops_the_oldest_and_counts_them},
         {"events_are_readable_after_close", test_events_are_readable_after_close},

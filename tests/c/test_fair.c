@@ -26,10 +26,7 @@ static redmutex_lock *fair(redmutex_client *c, const char *name, int64_t lease_m
     return l;
 }
 
-static long long queue_len(const char *name)
-{
-    return rs_int(&srv, "LLEN redisson_lock_queue:{%s}", name);
-}
+static long long queue_len(const char *name) { return rs_int(&srv, "LLEN redisson_lock_queue:{%s}", name); }
 
 /* Nothing of the lock is left: lock, queue, timeouts, waiter records. */
 static bool all_gone(const char *name)
@@ -222,8 +219,7 @@ static void test_handoff_by_the_releasing_script(void)
     freeReplyObject(head);
     CHECK_OK(redmutex_lock_release(l, NULL));
     r = NULL;
-    CHECK(redisGetReply(sub, (void **)&r) == REDIS_OK && r && r->type == REDIS_REPLY_ARRAY &&
-          r->elements == 3);
+    CHECK(redisGetReply(sub, (void **)&r) == REDIS_OK && r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
     char id[32];
     long long token = 0;
     CHECKF(sscanf(r->element[2]->str, "g %31s %lld", id, &token) == 2 && strlen(id) == 16, "message '%s'",
@@ -369,10 +365,8 @@ static void test_sigkill_of_a_queued_waiter_does_not_stall_the_queue(void)
     long long at[2];
     CHECK(served(name, ids, at, 2) == 1 && ids[0] == 1);
     long long stalled = at[0] - killed;
-    printf("     next waiter served %lld ms after the kill (bound %d ms)\n", stalled,
-           WAITER_LEASE_MS + REFRESH_MS);
-    CHECKF(stalled <= WAITER_LEASE_MS + REFRESH_MS + rt_scaled_ms(1500), "the queue stalled %lld ms",
-           stalled);
+    printf("     next waiter served %lld ms after the kill (bound %d ms)\n", stalled, WAITER_LEASE_MS + REFRESH_MS);
+    CHECKF(stalled <= WAITER_LEASE_MS + REFRESH_MS + rt_scaled_ms(1500), "the queue stalled %lld ms", stalled);
     CHECK(all_gone(name));
 }
 
@@ -907,8 +901,7 @@ int main(int argc, char **argv)
         {"fifo_of_8_processes_exact", test_fifo_of_8_processes_exact},
         {"sigkill_of_a_queued_waiter_does_not_stall_the_queue",
          test_sigkill_of_a_queued_waiter_does_not_stall_the_queue},
-        {"live_waiter_keeps_its_place_past_the_waiter_lease",
-         test_live_waiter_keeps_its_place_past_the_waiter_lease},
+        {"live_waiter_keeps_its_place_past_the_waiter_lease", test_live_waiter_keeps_its_place_past_the_waiter_lease},
         {"waiter_keeps_its_place_however_long_it_waits", test_waiter_keeps_its_place_however_long_it_waits},
         {"keys_of_dead_waiters_carry_a_ttl", test_keys_of_dead_waiters_carry_a_ttl},
         {"8_processes_200_increments_exact", test_8_processes_200_increments_exact},

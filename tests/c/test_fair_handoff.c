@@ -113,8 +113,8 @@ static double scripts_per_acquisition(int n, double *bound)
     double mean_wait = (double)atomic_load(&q.waited_ms) / (double)acquired;
     *bound = 2.0 + mean_wait / REFRESH_MS + 0.4;
     double per = (double)scripts / (double)acquired;
-    fprintf(stderr, "  %d waiters: %.2f scripts per acquisition (bound %.2f; mean wait %.0f ms)\n", n, per,
-            *bound, mean_wait);
+    fprintf(stderr, "  %d waiters: %.2f scripts per acquisition (bound %.2f; mean wait %.0f ms)\n", n, per, *bound,
+            mean_wait);
     return per;
 }
 
@@ -163,8 +163,7 @@ static void test_waiter_behind_gets_an_unannounced_turn_by_its_timer(void)
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
-        {"scripts_per_acquisition_do_not_grow_with_the_queue",
-         test_scripts_per_acquisition_do_not_grow_with_the_queue},
+        {"scripts_per_acquisition_do_not_grow_with_the_queue", test_scripts_per_acquisition_do_not_grow_with_the_queue},
         {"waiter_behind_gets_an_unannounced_turn_by_its_timer",
          test_waiter_behind_gets_an_unannounced_turn_by_its_timer},
     };

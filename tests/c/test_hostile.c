@@ -170,12 +170,12 @@ static int run_case(const char *payload, size_t len, bool close_after, bool neve
     return rc;
 }
 
-#define CASE(payload, close_after, kind, want)                                                                \
-    do {                                                                                                      \
-        int64_t took;                                                                                         \
-        int rc = run_case(payload, sizeof(payload) - 1, close_after, false, kind, &took);                     \
-        CHECKF(rc == (want), "payload %s: got %d (%s), want %d", #payload, rc, redmutex_last_error(), want); \
-        CHECKF(took < rt_scaled_ms(1000), "payload %s took %lld ms", #payload, (long long)took);                           \
+#define CASE(payload, close_after, kind, want)                                                                         \
+    do {                                                                                                               \
+        int64_t took;                                                                                                  \
+        int rc = run_case(payload, sizeof(payload) - 1, close_after, false, kind, &took);                              \
+        CHECKF(rc == (want), "payload %s: got %d (%s), want %d", #payload, rc, redmutex_last_error(), want);           \
+        CHECKF(took < rt_scaled_ms(1000), "payload %s took %lld ms", #payload, (long long)took);                       \
     } while (0)
 
 static void test_garbage_is_a_protocol_error(void)

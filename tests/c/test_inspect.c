@@ -60,8 +60,8 @@ static void test_plain_and_reentrant_locks_show_owner_count_ttl_and_fence(void)
     redmutex_lock_info info = inspect(c, "p", REDMUTEX_KIND_RLOCK);
     redisReply *token = rs_cmd(&srv, "GET p");
     CHECK(info.held == 1 && info.kind == REDMUTEX_KIND_LOCK && info.hold_count == 1);
-    CHECKF(strlen(info.owner) == 8 && strncmp(info.owner, token->str, 8) == 0,
-           "only the start of the token: %s", info.owner);
+    CHECKF(strlen(info.owner) == 8 && strncmp(info.owner, token->str, 8) == 0, "only the start of the token: %s",
+           info.owner);
     freeReplyObject(token);
     CHECK(info.ttl_ms > 15000 && info.ttl_ms <= 20000);
     CHECK(info.fence == rs_num(&srv, "GET redisson_lock_token:{p}") && info.fence >= 1);
@@ -300,8 +300,10 @@ int main(int argc, char **argv)
         {"plain_and_reentrant_locks_show_owner_count_ttl_and_fence",
          test_plain_and_reentrant_locks_show_owner_count_ttl_and_fence},
         {"a_fair_lock_shows_its_queue", test_a_fair_lock_shows_its_queue},
-        {"a_read_write_lock_shows_its_mode_writer_and_readers", test_a_read_write_lock_shows_its_mode_writer_and_readers},
-        {"bad_arguments_and_keys_that_are_no_lock_are_refused", test_bad_arguments_and_keys_that_are_no_lock_are_refused},
+        {"a_read_write_lock_shows_its_mode_writer_and_readers",
+         test_a_read_write_lock_shows_its_mode_writer_and_readers},
+        {"bad_arguments_and_keys_that_are_no_lock_are_refused",
+         test_bad_arguments_and_keys_that_are_no_lock_are_refused},
         {"redlock_answers_with_a_majority", test_redlock_answers_with_a_majority},
         {"every_query_runs_the_one_inspect_script", test_every_query_runs_the_one_inspect_script},
         {"a_cluster_is_read_on_each_names_master", test_a_cluster_is_read_on_each_names_master},

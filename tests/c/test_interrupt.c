@@ -140,8 +140,8 @@ static void promptly(int64_t (*round)(void))
         if (worst < best)
             best = worst;
     }
-    CHECKF(best < PROMPT_MS * 1000, "no round ended its waits within %lld ms (best %lld us)",
-           (long long)PROMPT_MS, (long long)best);
+    CHECKF(best < PROMPT_MS * 1000, "no round ended its waits within %lld ms (best %lld us)", (long long)PROMPT_MS,
+           (long long)best);
 }
 
 /* Waits until `n` threads of the client wait on the lock's channel, then a little into their pause. */
@@ -238,7 +238,8 @@ static int64_t thread_cpu_ms(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_THREAD, &ru);
-    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 }
 
 static void test_waits_that_begin_after_an_interrupt_are_not_affected(void)

@@ -20,8 +20,8 @@ static rs_server servers[3];
 static rc_cluster cl;
 
 /* Redisson 3.27.2's countDown script, as a Java service runs it. */
-#define REDISSON_COUNT_DOWN                                                                                \
-    "local v = redis.call('decr', KEYS[1]);if v <= 0 then redis.call('del', KEYS[1]) end;if v == 0 then " \
+#define REDISSON_COUNT_DOWN                                                                                            \
+    "local v = redis.call('decr', KEYS[1]);if v <= 0 then redis.call('del', KEYS[1]) end;if v == 0 then "              \
     "redis.call(ARGV[2], KEYS[2], ARGV[1]) end;"
 
 static redmutex_client *latch_client(const rs_server *s, int64_t backoff_cap_ms)
@@ -118,8 +118,8 @@ static void test_a_count_down_by_another_service_releases_every_waiter(void)
        only the message can end its wait within the bound below. */
     rt_sleep_ms(2500);
     int64_t t0 = rt_now_ms();
-    freeReplyObject(rs_cmd(&srv, "EVAL %s 2 start redisson_countdownlatch__channel__{start} 0 publish",
-                           REDISSON_COUNT_DOWN));
+    freeReplyObject(
+        rs_cmd(&srv, "EVAL %s 2 start redisson_countdownlatch__channel__{start} 0 publish", REDISSON_COUNT_DOWN));
     for (int i = 0; i < WAITERS; i++) {
         pthread_join(t[i], NULL);
         CHECK_OK(w[i].rc);
@@ -342,7 +342,8 @@ int main(int argc, char **argv)
         {"a_latch_is_kept_in_redissons_key_and_channel", test_a_latch_is_kept_in_redissons_key_and_channel},
         {"a_count_down_by_another_service_releases_every_waiter",
          test_a_count_down_by_another_service_releases_every_waiter},
-        {"a_wait_is_bounded_and_an_open_latch_returns_at_once", test_a_wait_is_bounded_and_an_open_latch_returns_at_once},
+        {"a_wait_is_bounded_and_an_open_latch_returns_at_once",
+         test_a_wait_is_bounded_and_an_open_latch_returns_at_once},
         {"interrupt_ends_a_latch_wait", test_interrupt_ends_a_latch_wait},
         {"a_pollable_wait_is_ready_when_the_count_reaches_zero",
          test_a_pollable_wait_is_ready_when_the_count_reaches_zero},

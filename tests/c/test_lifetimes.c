@@ -105,8 +105,8 @@ static void test_client_and_handles_freed_in_every_order(void)
             free_object(&o, perm[i]);
         /* Held locks are released: by the background close, or (handles
            freed first) by the close that releases what they left behind. */
-        CHECKF(wait_no_keys(rt_scaled_ms(5000)), "keys left after freeing in the order %d %d %d %d", perm[0], perm[1], perm[2],
-               perm[3]);
+        CHECKF(wait_no_keys(rt_scaled_ms(5000)), "keys left after freeing in the order %d %d %d %d", perm[0], perm[1],
+               perm[2], perm[3]);
         orders++;
         /* next permutation */
         int i = N_OBJECTS - 2;

@@ -83,7 +83,6 @@ static void test_second_acquire_of_plain_lock_times_out(void)
     redmutex_client_free(c);
 }
 
-
 static void test_raw_set_nx_holder_excludes_and_is_excluded(void)
 {
     /* A redis-py Lock is SET name token NX PX: it and redmutex exclude each other. */
@@ -281,8 +280,7 @@ static void test_waiter_of_silent_holder_retries_within_backoff_cap(void)
     pthread_join(t, NULL);
     CHECK_OK(a.rc);
     int64_t latency_ms = (a.acquired_at_us - deleted_at) / 1000;
-    CHECKF(latency_ms <= 200 + rt_scaled_ms(200),
-           "waiter took %lld ms with a 200 ms cap", (long long)latency_ms);
+    CHECKF(latency_ms <= 200 + rt_scaled_ms(200), "waiter took %lld ms with a 200 ms cap", (long long)latency_ms);
     redmutex_lock_free(l);
     redmutex_client_close(c);
     redmutex_client_free(c);
@@ -302,8 +300,8 @@ static void test_waiter_retries_when_holder_ttl_ends(void)
     int64_t t0 = rt_now_ms();
     CHECK_OK(redmutex_lock_acquire(l, NULL, 4000));
     int64_t waited = rt_now_ms() - t0;
-    CHECKF(waited >= 600 && waited < 700 + rt_scaled_ms(300),
-           "acquired after %lld ms, holder TTL was 700 ms", (long long)waited);
+    CHECKF(waited >= 600 && waited < 700 + rt_scaled_ms(300), "acquired after %lld ms, holder TTL was 700 ms",
+           (long long)waited);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
     redmutex_client_close(c);
@@ -407,8 +405,8 @@ static void test_sigkilled_holder_frees_lock_after_ttl(void)
     CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_ETIMEDOUT);
     CHECK_OK(redmutex_lock_acquire(l, NULL, rt_scaled_ms(3000)));
     int64_t after = rt_now_ms() - held_at;
-    CHECKF(after < rt_scaled_ms(1500),
-           "took %lld ms to get a lock whose holder died with 800 ms left", (long long)after);
+    CHECKF(after < rt_scaled_ms(1500), "took %lld ms to get a lock whose holder died with 800 ms left",
+           (long long)after);
     CHECK_OK(redmutex_lock_release(l, NULL));
     redmutex_lock_free(l);
     redmutex_client_close(c);

@@ -145,7 +145,9 @@ static int run_set(void *p)
     const char *names[3] = {"dl:x", "dl:y", "dl:z"};
     redmutex_lock *ls[3];
     for (int i = 0; i < 3; i++) {
-        redmutex_kind kind = a->with_fair && i == 1 ? REDMUTEX_KIND_FAIR : i == 2 ? REDMUTEX_KIND_RLOCK : REDMUTEX_KIND_LOCK;
+        redmutex_kind kind = a->with_fair && i == 1 ? REDMUTEX_KIND_FAIR
+                             : i == 2               ? REDMUTEX_KIND_RLOCK
+                                                    : REDMUTEX_KIND_LOCK;
         if (redmutex_lock_new(&ls[a->reversed ? 2 - i : i], c, names[i], kind, NULL) != 0)
             return 3;
     }

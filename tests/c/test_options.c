@@ -82,8 +82,8 @@ static void test_unknown_versions_are_refused(void)
 typedef struct client_options_v1 {
     uint32_t version;
     uint32_t flags;
-    int64_t connect_timeout_ms, command_timeout_ms, watchdog_lease_ms, wait_backoff_cap_ms, retry_delay_ms,
-        retry_count, min_replicas, replica_timeout_ms, shutdown_timeout_ms;
+    int64_t connect_timeout_ms, command_timeout_ms, watchdog_lease_ms, wait_backoff_cap_ms, retry_delay_ms, retry_count,
+        min_replicas, replica_timeout_ms, shutdown_timeout_ms;
     redmutex_interrupt_fn interrupt;
     void *interrupt_payload;
 } client_options_v1;

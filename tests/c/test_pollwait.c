@@ -274,8 +274,7 @@ static void test_backoff_cap_bounds_a_silent_release(void)
         await_ready(c, w, 2000);
         CHECK_RC(redmutex_wait_try(w), REDMUTEX_ETIMEDOUT);
     }
-    CHECKF(rt_now_ms() - start >= 150, "4 retries within %lld ms: no backoff",
-           (long long)(rt_now_ms() - start));
+    CHECKF(rt_now_ms() - start >= 150, "4 retries within %lld ms: no backoff", (long long)(rt_now_ms() - start));
     CHECK(rs_int(&srv, "DEL pw:silent") == 1);
     int64_t deleted_at = rt_now_ms();
     for (;;) {
@@ -488,7 +487,7 @@ static void test_fair_wait_cancelled_at_a_hand_off_and_retried_before_its_free_l
     CHECK_OK(redmutex_wait_new(&retry, l, me));
     CHECK_RC(redmutex_wait_try(retry), REDMUTEX_ETIMEDOUT);
     CHECK(rs_num(&srv, "HGET pw:fair me") == 1); /* nothing added to the hand-off */
-    redmutex_wait_free(cancelled);             /* gives the hand-off back, and lets the retry go */
+    redmutex_wait_free(cancelled);               /* gives the hand-off back, and lets the retry go */
     try_until_held(c, retry, 5000);
     redmutex_wait_free(retry);
     CHECK(rs_num(&srv, "HGET pw:fair me") == 1);
@@ -717,7 +716,7 @@ static void test_interrupt_ends_pollable_waits_begun_before_it(void)
     /* Off its channel too: the client unsubscribes once the channel has
        been unused for its linger time (2 s). */
     WAIT_FOR(n_channels("redisson_lock__channel:{pw:intr}:*") == 0, 5000);
-    CHECK_RC(redmutex_wait_try(tried), REDMUTEX_EINTR);             /* ended: every later try says so */
+    CHECK_RC(redmutex_wait_try(tried), REDMUTEX_EINTR); /* ended: every later try says so */
     CHECK_RC(redmutex_wait_try(untried), REDMUTEX_EINTR);
     CHECK_RC(redmutex_wait_try(lw), REDMUTEX_EINTR);
     drain_ready(c);
@@ -784,7 +783,8 @@ static void test_interrupt_while_a_worker_tries_ends_every_wait(void)
 {
     rs_start(&srv, NULL);
     redmutex_client *c = pw_client(200), *hc = pw_client(200);
-    redmutex_lock *l = pw_lock(c, "pw:intr-race", REDMUTEX_KIND_LOCK), *h = pw_lock(hc, "pw:intr-race", REDMUTEX_KIND_LOCK);
+    redmutex_lock *l = pw_lock(c, "pw:intr-race", REDMUTEX_KIND_LOCK),
+                  *h = pw_lock(hc, "pw:intr-race", REDMUTEX_KIND_LOCK);
     CHECK_OK(redmutex_lock_acquire(h, NULL, 0));
     tried_by_worker t;
     memset(&t, 0, sizeof t);
@@ -868,8 +868,7 @@ int main(int argc, char **argv)
     static const rt_test tests[] = {
         {"release_message_makes_the_wait_ready", test_release_message_makes_the_wait_ready},
         {"uncontended_wait_does_not_subscribe", test_uncontended_wait_does_not_subscribe},
-        {"release_by_the_same_client_hands_the_lock_over",
-         test_release_by_the_same_client_hands_the_lock_over},
+        {"release_by_the_same_client_hands_the_lock_over", test_release_by_the_same_client_hands_the_lock_over},
         {"free_gives_back_a_lock_handed_over_meanwhile", test_free_gives_back_a_lock_handed_over_meanwhile},
         {"lease_end_makes_the_wait_ready", test_lease_end_makes_the_wait_ready},
         {"backoff_cap_bounds_a_silent_release", test_backoff_cap_bounds_a_silent_release},

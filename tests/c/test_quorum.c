@@ -36,8 +36,8 @@ static void test_a_semaphore_quorum_never_lets_more_than_its_permits_hold(void)
             CHECKF((int64_t)n * k / (int64_t)q <= k, "%zu servers, %lld permits, quorum %zu: %lld could hold", n,
                    (long long)k, q, (long long)((int64_t)n * k / (int64_t)q));
             /* One server fewer would let k + 1 hold. */
-            CHECKF(q == 1 || (int64_t)n * k / (int64_t)(q - 1) > k, "quorum %zu of %zu for %lld is not the least",
-                   q, n, (long long)k);
+            CHECKF(q == 1 || (int64_t)n * k / (int64_t)(q - 1) > k, "quorum %zu of %zu for %lld is not the least", q, n,
+                   (long long)k);
         }
     }
     CHECK(rm_sem_quorum_of(5, 2) == 4 && rm_sem_quorum_of(5, 3) == 4 && rm_sem_quorum_of(5, 5) == 5);
@@ -137,7 +137,8 @@ static void test_a_tally_keeps_the_first_error_unless_a_later_one_decides(void)
     rm_tally_unanswered(&t, 4, false, REDMUTEX_ETIMEDOUT, "timed out");
     rm_err e = error_of(REDMUTEX_EREPLICAS, "replicas");
     rm_tally_error(&t, 5, true, &e);
-    CHECK(t.failed == 3 && t.errors == 1 && t.error.code == REDMUTEX_ETIMEDOUT && strcmp(t.error.msg, "timed out") == 0);
+    CHECK(t.failed == 3 && t.errors == 1 && t.error.code == REDMUTEX_ETIMEDOUT &&
+          strcmp(t.error.msg, "timed out") == 0);
     CHECK(!t.unknown_at[4] && t.unknown_at[5]);
     /* A wrong type decides by itself: it replaces what was kept, with its own message. */
     e = error_of(REDMUTEX_EWRONGTYPE, "wrong type on server 7");

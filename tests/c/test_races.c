@@ -104,9 +104,9 @@ static void test_lock_free_during_renewal_runs_no_callback_after(void)
     redmutex_lock *l;
     CHECK_OK(redmutex_lock_new(&l, c, "freed", REDMUTEX_KIND_LOCK, &o));
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
-    CHECK(rs_int(&srv, "DEL freed") == 1);        /* the renewal in flight will find it gone */
+    CHECK(rs_int(&srv, "DEL freed") == 1); /* the renewal in flight will find it gone */
     WAIT_FOR(atomic_load(&proxy->delayed) > 0, 2000);
-    redmutex_lock_free(l);                         /* waits for the renewal, drops its news */
+    redmutex_lock_free(l); /* waits for the renewal, drops its news */
     atomic_store(&handle_freed, true);
     rt_sleep_ms(400);
     CHECK(atomic_load(&callbacks_after_free) == 0);
@@ -163,7 +163,8 @@ static void test_client_free_while_a_thread_waits_for_its_subscription(void)
 {
     rs_start(&srv, NULL);
     rs_proxy *proxy = rs_proxy_start(&srv, "SUBSCRIBE", (int)rt_scaled_ms(1500)); /* the confirmation is slow */
-    redmutex_client *waiting = client_via(proxy->url, rt_scaled_ms(30000), rt_scaled_ms(3000)), *holding = rt_client(&srv, 0);
+    redmutex_client *waiting = client_via(proxy->url, rt_scaled_ms(30000), rt_scaled_ms(3000)),
+                    *holding = rt_client(&srv, 0);
     redmutex_lock *held, *wanted;
     CHECK_OK(redmutex_lock_new(&held, holding, "sub", REDMUTEX_KIND_LOCK, NULL));
     CHECK_OK(redmutex_lock_new(&wanted, waiting, "sub", REDMUTEX_KIND_LOCK, NULL));
@@ -195,7 +196,7 @@ static void test_retried_release_latch_is_not_reused_after_reacquire(void)
     rs_pause(&srv);
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ECONN); /* outcome unknown... */
     rs_resume(&srv);
-    WAIT_FOR(!rs_exists(&srv, "latch2"), 2000); /* ...it did run */
+    WAIT_FOR(!rs_exists(&srv, "latch2"), 2000);  /* ...it did run */
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0)); /* the owner takes it again instead of retrying */
     CHECK(rs_exists(&srv, "latch2"));
     CHECK_OK(redmutex_lock_release(l, NULL)); /* a new request id: really released */
@@ -448,7 +449,8 @@ int main(int argc, char **argv)
         {"release_waits_for_an_extend_in_flight", test_release_waits_for_an_extend_in_flight},
         {"client_free_while_a_thread_waits_for_its_subscription",
          test_client_free_while_a_thread_waits_for_its_subscription},
-        {"retried_release_latch_is_not_reused_after_reacquire", test_retried_release_latch_is_not_reused_after_reacquire},
+        {"retried_release_latch_is_not_reused_after_reacquire",
+         test_retried_release_latch_is_not_reused_after_reacquire},
         {"extend_replace_on_a_watchdog_hold_renews_sooner", test_extend_replace_on_a_watchdog_hold_renews_sooner},
         {"handoff_never_revives_a_lost_hold", test_handoff_never_revives_a_lost_hold},
         {"own_release_message_never_swallows_the_next", test_own_release_message_never_swallows_the_next},

@@ -83,8 +83,7 @@ static void run_scenario(size_t n, const enum srv_state *st, int64_t timeout_ms,
     CHECKF(want ? rc == 0 : rc != 0, "N=%zu [%s]: acquire returned %d (%s), expected %s", n, desc, rc,
            redmutex_last_error(), want ? "success" : "failure");
     if (!want)
-        CHECKF(rc == REDMUTEX_ETIMEDOUT || rc == REDMUTEX_ECONN,
-               "N=%zu [%s]: unexpected code %d", n, desc, rc);
+        CHECKF(rc == REDMUTEX_ETIMEDOUT || rc == REDMUTEX_ECONN, "N=%zu [%s]: unexpected code %d", n, desc, rc);
     if (rc == 0)
         CHECK_OK(redmutex_lock_release(l, NULL));
     for (size_t i = 0; i < n; i++)
@@ -191,8 +190,7 @@ static void test_holder_survives_two_of_five_dead_loses_on_third(void)
     rs_kill(&servers[2]);
     WAIT_FOR(atomic_load(&flag.lost) == 1, 3000);
     int64_t after = rt_now_ms() - t0;
-    CHECKF(after <= lease + rt_scaled_ms(300),
-           "lost reported %lld ms after the third server died", (long long)after);
+    CHECKF(after <= lease + rt_scaled_ms(300), "lost reported %lld ms after the third server died", (long long)after);
     CHECK_OK(redmutex_lock_state(&st, l, NULL));
     CHECK(st == REDMUTEX_STATE_LOST);
     CHECK_RC(redmutex_lock_release(l, NULL), REDMUTEX_ELOST);
@@ -256,8 +254,7 @@ static void test_restarted_server_is_no_vote_for_a_lease(void)
     CHECK(rs_int(&servers[1], "DEL young") == 1);
     CHECK_RC(redmutex_lock_acquire(x, NULL, 0), REDMUTEX_ETIMEDOUT);
     CHECK(rt_now_ms() - held_at < lease); /* ... while the holder's validity could still be open */
-    CHECKF(strstr(redmutex_last_error(),
-           "restarted less than a lease ago"), "message: %s", redmutex_last_error());
+    CHECKF(strstr(redmutex_last_error(), "restarted less than a lease ago"), "message: %s", redmutex_last_error());
     CHECK(!rs_exists(&servers[2], "young")); /* its grant there was taken back */
     /* Once the lease has passed since the restart was seen, s3 counts again. */
     WAIT_FOR(redmutex_lock_acquire(x, NULL, 0) == 0, 3 * lease);
@@ -305,8 +302,8 @@ static void test_stalled_server_costs_one_timeout_not_n(void)
     CHECK_RC(redmutex_lock_acquire(l, NULL, 0), REDMUTEX_ETIMEDOUT);
     int64_t fail_ms = rt_now_ms() - t0;
     /* One timeout for the attempt and one for the cleanup on all five: not five of each. */
-    CHECKF(fail_ms >= timeout - 20 && fail_ms < 2 * timeout + rt_scaled_ms(200),
-           "failed acquire took %lld ms", (long long)fail_ms);
+    CHECKF(fail_ms >= timeout - 20 && fail_ms < 2 * timeout + rt_scaled_ms(200), "failed acquire took %lld ms",
+           (long long)fail_ms);
     printf("     acquire %lld ms, release %lld ms, failed acquire %lld ms (per-server timeout %lld ms)\n",
            (long long)acquire_ms, (long long)release_ms, (long long)fail_ms, (long long)timeout);
     rs_resume(&servers[3]);
@@ -543,8 +540,8 @@ static void test_fencing_redlock_n5_reentrant(void) { fencing_case(5, REDMUTEX_K
 static bool replica_online(rs_server *master)
 {
     redisReply *r = rs_cmd(master, "INFO replication");
-    bool ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "connected_slaves:1") &&
-              strstr(r->str, "state=online");
+    bool ok =
+        r && r->type == REDIS_REPLY_STRING && strstr(r->str, "connected_slaves:1") && strstr(r->str, "state=online");
     if (r)
         freeReplyObject(r);
     return ok;

@@ -133,12 +133,12 @@ static void test_redisson_holder_excludes_and_is_excluded(void)
     CHECK(rs_int(&srv, "PUBLISH redisson_lock__channel:{shared-r} 0") >= 0);
     CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
     /* Now Java's tryLock script finds another owner's field and gets the PTTL back. */
-    redisReply *r = rs_cmd(&srv,
-                           "EVAL %s 1 shared-r 30000 %s",
-                           "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) "
-                           "then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); "
-                           "return nil; end; return redis.call('pttl', KEYS[1]);",
-                           java);
+    redisReply *r =
+        rs_cmd(&srv, "EVAL %s 1 shared-r 30000 %s",
+               "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) "
+               "then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); "
+               "return nil; end; return redis.call('pttl', KEYS[1]);",
+               java);
     CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer > 29000);
     freeReplyObject(r);
     CHECK_OK(redmutex_lock_release(l, NULL));
@@ -252,7 +252,7 @@ static void test_two_handles_of_one_owner_count_their_own_levels(void)
     CHECK_OK(redmutex_lock_release(b, NULL));
     redmutex_state st;
     CHECK_OK(redmutex_lock_state(&st, b, NULL));
-    CHECK(st != REDMUTEX_STATE_HELD); /* b's one level is released: b holds nothing */
+    CHECK(st != REDMUTEX_STATE_HELD);            /* b's one level is released: b holds nothing */
     CHECK(field_count("shared-owner", me) == 2); /* ... and a's two levels are intact */
     CHECK_OK(redmutex_lock_state(&st, a, NULL));
     CHECK(st == REDMUTEX_STATE_HELD);

@@ -22,8 +22,7 @@ static redmutex_lock *side(redmutex_client *c, const char *name, redmutex_kind k
 static void mode_is(const char *name, const char *want)
 {
     redisReply *r = rs_cmd(&srv, "HGET %s mode", name);
-    CHECKF(r && r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0, "mode of %s is not %s", name,
-           want);
+    CHECKF(r && r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0, "mode of %s is not %s", name, want);
     freeReplyObject(r);
 }
 
@@ -187,8 +186,7 @@ static void test_lost_read_and_write_holds_are_reported(void)
         redmutex_lock_options o = REDMUTEX_LOCK_OPTIONS_INIT;
         o.on_lost = on_lost;
         o.on_lost_payload = &seen[i];
-        CHECK_OK(
-            redmutex_lock_new(&l[i], c, i ? "lw" : "lr", i ? REDMUTEX_KIND_WRITE : REDMUTEX_KIND_READ, &o));
+        CHECK_OK(redmutex_lock_new(&l[i], c, i ? "lw" : "lr", i ? REDMUTEX_KIND_WRITE : REDMUTEX_KIND_READ, &o));
         CHECK_OK(redmutex_lock_acquire(l[i], NULL, 0));
     }
     freeReplyObject(rs_cmd(&srv, "DEL lr lw"));
@@ -786,8 +784,7 @@ int main(int argc, char **argv)
         {"8_processes_200_increments_exact_under_the_write_lock",
          test_8_processes_200_increments_exact_under_the_write_lock},
         {"mixed_readers_and_writers_exact", test_mixed_readers_and_writers_exact},
-        {"readers_share_a_writer_excludes_in_redisson_format",
-         test_readers_share_a_writer_excludes_in_redisson_format},
+        {"readers_share_a_writer_excludes_in_redisson_format", test_readers_share_a_writer_excludes_in_redisson_format},
         {"reentrant_and_writer_may_read", test_reentrant_and_writer_may_read},
         {"watchdog_renews_every_reader_timeout_key", test_watchdog_renews_every_reader_timeout_key},
         {"lost_read_and_write_holds_are_reported", test_lost_read_and_write_holds_are_reported},

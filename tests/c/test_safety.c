@@ -74,14 +74,16 @@ static void test_late_release_never_deletes_the_next_hold(void)
     const char *urls[3] = {srv[0].url, srv[1].url, p->url};
     redmutex_client *c = client_for(urls, 3, 1000, 5000);
     redmutex_lock *l = lock_for(c, "order:rel", REDMUTEX_KIND_RLOCK, 5000, NULL, NULL);
-    CHECK(rs_int(&srv[2], "EVAL %s 1 %s", "redis.call('hset', KEYS[1], 'foreign', 1) "
-                                           "return redis.call('pexpire', KEYS[1], 200)",
+    CHECK(rs_int(&srv[2], "EVAL %s 1 %s",
+                 "redis.call('hset', KEYS[1], 'foreign', 1) "
+                 "return redis.call('pexpire', KEYS[1], 200)",
                  "order:rel") == 1);
     CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0)); /* s1, s2 */
     CHECK_OK(redmutex_lock_release(l, "owner-1"));
     /* Hold 2 can only have a majority with s3: s2 is taken by someone else. */
-    CHECK(rs_int(&srv[1], "EVAL %s 1 %s", "redis.call('hset', KEYS[1], 'foreign', 1) "
-                                           "return redis.call('pexpire', KEYS[1], 5000)",
+    CHECK(rs_int(&srv[1], "EVAL %s 1 %s",
+                 "redis.call('hset', KEYS[1], 'foreign', 1) "
+                 "return redis.call('pexpire', KEYS[1], 5000)",
                  "order:rel") == 1);
     WAIT_FOR(!rs_exists(&srv[2], "order:rel"), 2000);
     CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0)); /* s1, s3 */
@@ -136,8 +138,8 @@ static void test_late_acquire_leaves_no_orphan_key(void)
         CHECK_OK(redmutex_lock_acquire(l, NULL, 0));
         CHECK_OK(redmutex_lock_release(l, NULL));
         WAIT_FOR(atomic_load(&p->delayed) > delayed, 2000); /* the SET NX to s3 really was held back */
-        WAIT_FOR(set_calls(&srv[2]) > sets, 2000); /* ... and has run there now */
-        WAIT_FOR(!rs_exists(&srv[2], "order:acq"), 1000); /* an orphan key would stay */
+        WAIT_FOR(set_calls(&srv[2]) > sets, 2000);          /* ... and has run there now */
+        WAIT_FOR(!rs_exists(&srv[2], "order:acq"), 1000);   /* an orphan key would stay */
     }
     redmutex_lock_free(l);
     redmutex_client_close(c);
@@ -206,8 +208,8 @@ static void test_release_behind_a_busy_order_is_queued_not_dropped(void)
         raced += atomic_load(&p->delayed) - delayed >= 2;
         WAIT_FOR(!rs_exists(&srv[2], "order:busy"), 1500);
         for (int i = 0; i < 3; i++)
-            CHECKF(!rs_exists(&srv[i], "order:busy"), "round %d: a key was left on s%d (results %d %d)", round,
-                   i + 1, r[0].rc, r[1].rc);
+            CHECKF(!rs_exists(&srv[i], "order:busy"), "round %d: a key was left on s%d (results %d %d)", round, i + 1,
+                   r[0].rc, r[1].rc);
         redmutex_lock_free(l[0]);
         redmutex_lock_free(l[1]);
         redmutex_client_close(c);
@@ -246,17 +248,18 @@ static void test_late_release_on_a_lost_connection_changes_nothing(void)
         CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0));
         WAIT_FOR(rs_exists(&srv[2], "order:cut"), 2000); /* hold 1 has reached s3 too (a majority may answer first) */
         int held = atomic_load(&p->delayed);
-        atomic_store(&p->hold_until, held + 1); /* this release only */
+        atomic_store(&p->hold_until, held + 1);        /* this release only */
         CHECK_OK(redmutex_lock_release(l, "owner-1")); /* s1 and s2: a majority */
         /* The proxy has taken the release and cut s3's connection (a majority
            may answer before the proxy even reads it: under valgrind, say). */
         WAIT_FOR(atomic_load(&p->delayed) > held, 2000);
         CHECK(rs_int(&srv[2], "DEL order:cut") == 1);
-        CHECK(rs_int(&srv[1], "EVAL %s 1 %s", "redis.call('hset', KEYS[1], 'foreign', 1) "
-                                               "return redis.call('pexpire', KEYS[1], 5000)",
+        CHECK(rs_int(&srv[1], "EVAL %s 1 %s",
+                     "redis.call('hset', KEYS[1], 'foreign', 1) "
+                     "return redis.call('pexpire', KEYS[1], 5000)",
                      "order:cut") == 1);
-        CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0)); /* s1 and s3 */
-        CHECK(atomic_load(&p->forwarded) == forwarded);   /* ... before the late release landed */
+        CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0));       /* s1 and s3 */
+        CHECK(atomic_load(&p->forwarded) == forwarded);         /* ... before the late release landed */
         WAIT_FOR(atomic_load(&p->forwarded) > forwarded, 2000); /* the late release has reached s3 */
         CHECKF(rs_num(&srv[2], "HGET order:cut owner-1") == 1, "round %d: the late release changed hold 2 on s3",
                round);
@@ -321,8 +324,8 @@ static void nested_cut_case(const nest_case *t)
     redmutex_client *other = client_for(urls, n, 1000, 5000);
     redmutex_lock *l = lock_for(c, "nest:cut", t->kind, 5000, NULL, NULL);
     redmutex_lock *l2 = lock_for(c, "nest:cut", t->kind, 5000, NULL, NULL);
-    redmutex_lock *lo = lock_for(other, "nest:cut", t->kind == REDMUTEX_KIND_READ ? REDMUTEX_KIND_WRITE : t->kind,
-                                 5000, NULL, NULL);
+    redmutex_lock *lo =
+        lock_for(other, "nest:cut", t->kind == REDMUTEX_KIND_READ ? REDMUTEX_KIND_WRITE : t->kind, 5000, NULL, NULL);
     CHECK_OK(redmutex_lock_acquire(l, "owner-1", 0));
     for (size_t i = 0; i < n; i++)
         WAIT_FOR(rs_num(&srv[i], "HGET nest:cut %s", t->field) == 1, 2000);
@@ -449,8 +452,8 @@ static void check_renewal_ran_before_release(redisContext **mon, size_t n, int r
 
 /* The shared set-up: n servers with every script loaded, each behind a proxy
    that holds back the first renewal for `hold_ms`, and their monitors. */
-static redmutex_client *renewal_setup(size_t n, rs_proxy **px, redisContext **mon, int64_t timeout_ms,
-                                      int64_t lease_ms, int hold_ms)
+static redmutex_client *renewal_setup(size_t n, rs_proxy **px, redisContext **mon, int64_t timeout_ms, int64_t lease_ms,
+                                      int hold_ms)
 {
     const char *urls[MAXN];
     for (size_t i = 0; i < n; i++) {
@@ -562,7 +565,10 @@ static void unanswered_renewal_then_next_hold(size_t n)
 }
 
 static void test_unanswered_renewal_never_stretches_the_next_hold(void) { unanswered_renewal_then_next_hold(1); }
-static void test_unanswered_renewal_never_stretches_the_next_hold_redlock(void) { unanswered_renewal_then_next_hold(3); }
+static void test_unanswered_renewal_never_stretches_the_next_hold_redlock(void)
+{
+    unanswered_renewal_then_next_hold(3);
+}
 
 /* ---- straggler stress (point 1, 11) ---------------------------------------- */
 
@@ -835,7 +841,8 @@ static void test_stalling_minority_costs_only_its_votes(void)
     CHECKF(run.sh.overlaps == 0, "%ld overlapping holds", (long)run.sh.overlaps);
     CHECKF(errors[2] - errors[1] == 0, "%ld errors while one of three servers stalled", errors[2] - errors[1]);
     CHECKF(run.sh.errors == 0, "%ld errors", (long)run.sh.errors);
-    CHECKF(hung * 4 >= healthy, "%.0f holds/s with one of three servers hung, %.0f/s with all answering", hung, healthy);
+    CHECKF(hung * 4 >= healthy, "%.0f holds/s with one of three servers hung, %.0f/s with all answering", hung,
+           healthy);
     CHECKF(stalling * 3 >= hung, "%.0f holds/s while a server stalled, %.0f/s with it hung for good", stalling, hung);
     stress_close_and_check_keys(&run);
     stop_all(3);
@@ -971,8 +978,9 @@ static void test_nested_levels_and_extends_ride_out_a_stalling_minority(void)
     for (int t = 0; t < NEST_THREADS; t++)
         pthread_join(threads[t], NULL);
     double stalling = per_second(h0, t0, h1, t1), hung = per_second(h2, t2, h3, t3);
-    fprintf(stderr, "    stalling again and again: %.0f holds/s, %ld timeouts; hung for good: %.0f/s, %ld timeouts; "
-                    "%ld errors, %ld overlaps\n",
+    fprintf(stderr,
+            "    stalling again and again: %.0f holds/s, %ld timeouts; hung for good: %.0f/s, %ld timeouts; "
+            "%ld errors, %ld overlaps\n",
             stalling, to1 - to0, hung, to3 - to2, (long)sh.errors, (long)sh.overlaps);
     CHECKF(sh.overlaps == 0, "%ld overlapping holds", (long)sh.overlaps);
     /* Throughput is asserted in the plain build only: under the sanitizers and valgrind this case
@@ -1318,7 +1326,7 @@ static void test_restart_during_a_callback_is_reported_when_it_returns(void)
     slow_callback slow = {0};
     lost_log log = {0};
     redmutex_lock *a = lock_for(c, "cb-restart-a", REDMUTEX_KIND_LOCK, 300, slow_on_lost, &slow); /* runs out */
-    redmutex_lock *b = lock_for(c, "cb-restart-b", REDMUTEX_KIND_LOCK, 0, log_lost, &log);       /* renewed */
+    redmutex_lock *b = lock_for(c, "cb-restart-b", REDMUTEX_KIND_LOCK, 0, log_lost, &log);        /* renewed */
     redmutex_lock *probe = lock_for(c, "cb-restart-probe", REDMUTEX_KIND_LOCK, 0, NULL, NULL);
     CHECK_OK(redmutex_lock_acquire(b, NULL, 0));
     CHECK_OK(redmutex_lock_acquire(a, NULL, 0));
@@ -1377,15 +1385,14 @@ static void test_fenced_acquire_checks_the_counter_first(void)
             redmutex_lock *l;
             CHECK_OK(redmutex_lock_new(&l, c, "fenced", kinds[k], &lo));
             int rc = redmutex_lock_acquire(l, NULL, 0);
-            CHECKF(rc == (b == 2 ? REDMUTEX_EWRONGTYPE : REDMUTEX_ESERVER), "kind %d counter %s: %d (%s)", k,
-                   bad[b], rc, redmutex_last_error());
+            CHECKF(rc == (b == 2 ? REDMUTEX_EWRONGTYPE : REDMUTEX_ESERVER), "kind %d counter %s: %d (%s)", k, bad[b],
+                   rc, redmutex_last_error());
             CHECKF(!rs_exists(&srv[0], "fenced"), "kind %d counter %s: the lock was taken", k, bad[b]);
             redmutex_lock_free(l);
         }
     /* A nested acquisition too: the counter went bad while the owner held
        the lock; the reentrant kinds refuse it before adding a level. */
-    const redmutex_kind nesting[4] = {REDMUTEX_KIND_RLOCK, REDMUTEX_KIND_FAIR, REDMUTEX_KIND_READ,
-                                      REDMUTEX_KIND_WRITE};
+    const redmutex_kind nesting[4] = {REDMUTEX_KIND_RLOCK, REDMUTEX_KIND_FAIR, REDMUTEX_KIND_READ, REDMUTEX_KIND_WRITE};
     for (int k = 0; k < 4; k++) {
         rs_int(&srv[0], "DEL redisson_lock_token:{fenced}");
         redmutex_lock_options lo = REDMUTEX_LOCK_OPTIONS_INIT;
@@ -1601,7 +1608,8 @@ static void test_release_with_a_majority_stopped_is_bounded(void)
         int64_t t0 = rt_now_ms();
         int rc = redmutex_lock_release(l, NULL);
         int64_t took = rt_now_ms() - t0;
-        CHECKF(rc == REDMUTEX_ECONN || rc == REDMUTEX_ELOST, "round %d: release returned %d: %s", round, rc, rc ? redmutex_last_error() : "success");
+        CHECKF(rc == REDMUTEX_ECONN || rc == REDMUTEX_ELOST, "round %d: release returned %d: %s", round, rc,
+               rc ? redmutex_last_error() : "success");
         CHECKF(took <= 2 * 300 + rt_scaled_ms(150), "round %d: release took %lld ms with T = 300 ms", round,
                (long long)took);
         rs_resume(&srv[0]);
@@ -1684,8 +1692,8 @@ static void test_no_randomness_fails_closed(void)
 
 static void test_passwords_never_appear_in_url_errors(void)
 {
-    const char *bad[] = {"redis://:S3cret", "redis://S3cret:", "redis://u:S3cret@", "redis://:S3cret/x",
-                         "rediz://:S3cret@host", "redis://host:S3cret"};
+    const char *bad[] = {"redis://:S3cret",   "redis://S3cret:",      "redis://u:S3cret@",
+                         "redis://:S3cret/x", "rediz://:S3cret@host", "redis://host:S3cret"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         redmutex_client *c = NULL;
         int rc = redmutex_client_new(&c, &bad[i], 1, NULL);

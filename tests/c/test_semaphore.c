@@ -52,10 +52,7 @@ static void done(redmutex_client *c)
 }
 
 /* ZCARD of the semaphore's timeout zset. */
-static long long held_on_server(rs_server *s, const char *name)
-{
-    return rs_int(s, "ZCARD {%s}:timeout", name);
-}
+static long long held_on_server(rs_server *s, const char *name) { return rs_int(s, "ZCARD {%s}:timeout", name); }
 
 /* ---- the wire format ----------------------------------------------------------- */
 
@@ -329,16 +326,23 @@ static void killed_holder(deployment d)
     int64_t t0 = rt_now_ms();
     CHECK_OK(redmutex_semaphore_acquire(id, sizeof id, s, 1, rt_scaled_ms(5000)));
     int64_t took = rt_now_ms() - t0;
-    CHECKF(took < rt_scaled_ms(800), "the waiter got the dead holder's permit %lld ms after its lease end", (long long)took);
+    CHECKF(took < rt_scaled_ms(800), "the waiter got the dead holder's permit %lld ms after its lease end",
+           (long long)took);
     CHECK_OK(redmutex_semaphore_release(s, id));
     redmutex_semaphore_free(s);
     done(c);
     stop_deployment(&d);
 }
 
-static void test_a_killed_holders_permit_returns_when_its_lease_ends_and_not_before(void) { killed_holder(one_server()); }
+static void test_a_killed_holders_permit_returns_when_its_lease_ends_and_not_before(void)
+{
+    killed_holder(one_server());
+}
 
-static void test_a_killed_holders_permit_returns_at_its_lease_end_on_five_servers(void) { killed_holder(five_servers()); }
+static void test_a_killed_holders_permit_returns_at_its_lease_end_on_five_servers(void)
+{
+    killed_holder(five_servers());
+}
 
 static void test_a_killed_holders_permit_returns_at_its_lease_end_on_a_cluster(void) { killed_holder(a_cluster()); }
 
@@ -611,7 +615,8 @@ static void test_bad_input_is_refused_and_changes_nothing(void)
     CHECK_RC(redmutex_semaphore_release(s, "0123456789abcdef0123456789abcdeF"), REDMUTEX_EINVAL);
     CHECK_RC(redmutex_semaphore_release(s, "0123456789abcdef0123456789abcdef*0"), REDMUTEX_EINVAL);
     CHECK_RC(redmutex_semaphore_release(s, "0123456789abcdef0123456789abcdef*99999"), REDMUTEX_EINVAL);
-    CHECK_RC(redmutex_semaphore_extend(s, "0123456789abcdef0123456789abcdef", -1, REDMUTEX_EXTEND_ADD), REDMUTEX_EINVAL);
+    CHECK_RC(redmutex_semaphore_extend(s, "0123456789abcdef0123456789abcdef", -1, REDMUTEX_EXTEND_ADD),
+             REDMUTEX_EINVAL);
     int64_t v;
     CHECK_RC(redmutex_semaphore_fence(&v, s, "0123456789abcdef0123456789abcdef"), REDMUTEX_EINVAL);
     /* Nothing of any of that reached the server. */

@@ -331,7 +331,7 @@ typedef struct pacer {
     int64_t longest_acquire_ms, longest_release_ms;
     _Atomic long ok;
     long failed;
-    pthread_mutex_t mu;  /* last_err: what the latest failed call said (for a failure's message) */
+    pthread_mutex_t mu; /* last_err: what the latest failed call said (for a failure's message) */
     char last_err[300];
 } pacer;
 
@@ -446,7 +446,8 @@ static void sigkill_of_the_master(int64_t min_replicas)
            "holders; switch %lld ms after the kill, first acquisition %lld ms after the switch; longest acquire "
            "%lld ms, release %lld ms\n",
            (long long)min_replicas, missing, N_HELD, atomic_load(&lc.lost), doubles,
-           (long long)(switched_at - killed_at), (long long)(first_ok - switched_at), (long long)pc.longest_acquire_ms, (long long)pc.longest_release_ms);
+           (long long)(switched_at - killed_at), (long long)(first_ok - switched_at), (long long)pc.longest_acquire_ms,
+           (long long)pc.longest_release_ms);
     CHECK(doubles == 0);
     if (min_replicas != 0)
         CHECKF(missing == 0, "%d locks acquired with WAIT 1 are missing on the new master", missing);
@@ -546,8 +547,8 @@ static void readonly_and_wait_on_a_replica_make_the_client_ask_again(void)
     rs_start(&m0, conf0);
     rs_start(&m1, conf0);
     char conf[256];
-    snprintf(conf, sizeof conf, "sentinel monitor moving 127.0.0.1 %d 1\nsentinel down-after-milliseconds moving 60000\n",
-             m0.port);
+    snprintf(conf, sizeof conf,
+             "sentinel monitor moving 127.0.0.1 %d 1\nsentinel down-after-milliseconds moving 60000\n", m0.port);
     rs_start_sentinel(&s, conf);
     char url[200];
     snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/moving", s.port);
@@ -725,19 +726,22 @@ int main(int argc, char **argv)
         {"every_kind_works_on_the_master_the_sentinels_name", every_kind_works_on_the_master_the_sentinels_name},
         {"wrong_service_and_wrong_sentinel_password_are_clear_errors",
          wrong_service_and_wrong_sentinel_password_are_clear_errors},
-        {"a_node_named_master_that_says_role_replica_gets_nothing", a_node_named_master_that_says_role_replica_gets_nothing},
+        {"a_node_named_master_that_says_role_replica_gets_nothing",
+         a_node_named_master_that_says_role_replica_gets_nothing},
         {"readonly_and_wait_on_a_replica_make_the_client_ask_again",
          readonly_and_wait_on_a_replica_make_the_client_ask_again},
         {"standalone_url_reconnects_on_readonly", standalone_url_reconnects_on_readonly},
         {"failover_keeps_a_held_lock_and_the_waiter_follows", failover_keeps_a_held_lock_and_the_waiter_follows},
         {"a_lock_the_new_master_lacks_is_lost_at_once", a_lock_the_new_master_lacks_is_lost_at_once},
-        {"sigkill_of_the_master_with_min_replicas_keeps_every_lock", sigkill_of_the_master_with_min_replicas_keeps_every_lock},
+        {"sigkill_of_the_master_with_min_replicas_keeps_every_lock",
+         sigkill_of_the_master_with_min_replicas_keeps_every_lock},
         {"sigkill_of_the_master_without_min_replicas_reports_what_is_lost",
          sigkill_of_the_master_without_min_replicas_reports_what_is_lost},
         {"old_master_restarted_is_never_written", old_master_restarted_is_never_written},
         {"waits_count_the_replicas_the_master_really_has", waits_count_the_replicas_the_master_really_has},
         {"one_sentinel_stopped_is_passed_over", one_sentinel_stopped_is_passed_over},
-        {"all_sentinels_down_is_a_clear_error_within_the_deadline", all_sentinels_down_is_a_clear_error_within_the_deadline},
+        {"all_sentinels_down_is_a_clear_error_within_the_deadline",
+         all_sentinels_down_is_a_clear_error_within_the_deadline},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -67,7 +67,8 @@ static void logs_clear(void)
 
 /* ---- helpers ----------------------------------------------------------------- */
 
-static redmutex_client *stats_client(const char *const *urls, size_t n, int64_t lease_ms, int64_t cmd_ms, uint32_t flags)
+static redmutex_client *stats_client(const char *const *urls, size_t n, int64_t lease_ms, int64_t cmd_ms,
+                                     uint32_t flags)
 {
     redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
     o.watchdog_lease_ms = rt_scaled_ms(lease_ms);
@@ -146,7 +147,8 @@ static void test_n_uncontended_acquisitions_give_n_acquisitions_and_n_hold_sampl
     redmutex_stats s = snap(c);
     CHECK(s.version == REDMUTEX_STATS_VERSION && s.counting == 1 && s.server_count == 1);
     CHECK(s.bucket_bounds_ns[0] == 100000 && s.bucket_bounds_ns[REDMUTEX_STATS_BUCKETS - 1] == UINT64_MAX);
-    CHECK(outcome_count(&s, REDMUTEX_KIND_LOCK, REDMUTEX_ACQUIRE_ACQUIRED) == 0 && s.hold[REDMUTEX_KIND_LOCK].count == 0);
+    CHECK(outcome_count(&s, REDMUTEX_KIND_LOCK, REDMUTEX_ACQUIRE_ACQUIRED) == 0 &&
+          s.hold[REDMUTEX_KIND_LOCK].count == 0);
 
     redmutex_lock *l = new_lock(c, "pairs", REDMUTEX_KIND_LOCK);
     pthread_t reader;
@@ -252,7 +254,8 @@ static void test_k_timeouts_give_k_timeout_outcomes_and_waiters_while_waiting(vo
     pthread_join(th, NULL);
     CHECK_OK(a.rc);
     s = snap(c);
-    CHECK(s.waiters == 0 && s.locks_held == 1 && outcome_count(&s, REDMUTEX_KIND_RLOCK, REDMUTEX_ACQUIRE_ACQUIRED) == 1);
+    CHECK(s.waiters == 0 && s.locks_held == 1 &&
+          outcome_count(&s, REDMUTEX_KIND_RLOCK, REDMUTEX_ACQUIRE_ACQUIRED) == 1);
     CHECK_OK(redmutex_lock_release(l, "waiter"));
     CHECK(snap(c).locks_held == 0 && snap(holder).hold[REDMUTEX_KIND_RLOCK].count == 1);
     redmutex_lock_free(l);
@@ -444,7 +447,8 @@ static void test_cluster_nodes_are_counted_by_their_own_address(void)
         CHECKF(round_trips >= 2, "node %s (owner of '%s') has %llu round trips", address, names[k],
                (unsigned long long)round_trips);
     }
-    CHECK(outcome_count(&s, REDMUTEX_KIND_RLOCK, REDMUTEX_ACQUIRE_ACQUIRED) == 3 && s.hold[REDMUTEX_KIND_RLOCK].count == 3);
+    CHECK(outcome_count(&s, REDMUTEX_KIND_RLOCK, REDMUTEX_ACQUIRE_ACQUIRED) == 3 &&
+          s.hold[REDMUTEX_KIND_RLOCK].count == 3);
     redmutex_client_close(c);
     redmutex_client_free(c);
 }
@@ -587,8 +591,8 @@ static void test_counting_allocates_nothing_on_the_fast_path(void)
     const int n = 50;
     uint64_t with = allocations_for_pairs(on, "alloc-on", n);
     uint64_t without = allocations_for_pairs(off, "alloc-off", n);
-    CHECKF(with == without, "%d pairs allocate %llu times with counting, %llu without", n,
-           (unsigned long long)with, (unsigned long long)without);
+    CHECKF(with == without, "%d pairs allocate %llu times with counting, %llu without", n, (unsigned long long)with,
+           (unsigned long long)without);
     redmutex_stats s = snap(on);
     CHECK(outcome_count(&s, REDMUTEX_KIND_LOCK, REDMUTEX_ACQUIRE_ACQUIRED) == (uint64_t)n + 3);
 #if COUNT_ALLOCATIONS
@@ -609,8 +613,10 @@ int main(int argc, char **argv)
          test_k_timeouts_give_k_timeout_outcomes_and_waiters_while_waiting},
         {"pollable_waits_count_as_acquisitions", test_pollable_waits_count_as_acquisitions},
         {"a_lock_deleted_under_the_watchdog_counts_one_loss", test_a_lock_deleted_under_the_watchdog_counts_one_loss},
-        {"a_stalled_server_logs_failing_renewal_then_recovery", test_a_stalled_server_logs_failing_renewal_then_recovery},
-        {"a_stopped_server_counts_errors_for_that_server_only", test_a_stopped_server_counts_errors_for_that_server_only},
+        {"a_stalled_server_logs_failing_renewal_then_recovery",
+         test_a_stalled_server_logs_failing_renewal_then_recovery},
+        {"a_stopped_server_counts_errors_for_that_server_only",
+         test_a_stopped_server_counts_errors_for_that_server_only},
         {"cluster_nodes_are_counted_by_their_own_address", test_cluster_nodes_are_counted_by_their_own_address},
         {"counting_off_reports_zeros_and_still_logs", test_counting_off_reports_zeros_and_still_logs},
         {"bad_arguments_to_the_snapshots_are_refused", test_bad_arguments_to_the_snapshots_are_refused},

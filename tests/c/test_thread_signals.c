@@ -21,8 +21,8 @@
 
 static rs_server srv;
 
-static atomic_int created;      /* threads created while checking */
-static atomic_int unprotected;  /* ... of which some could get a signal at birth */
+static atomic_int created;     /* threads created while checking */
+static atomic_int unprotected; /* ... of which some could get a signal at birth */
 static atomic_bool checking;
 static _Atomic int first_unblocked;
 

@@ -61,8 +61,7 @@ static void expect_refused(const char *url, const redmutex_client_options *opts,
     int64_t t0 = rt_now_ms();
     CHECK_RC(redmutex_lock_acquire(l, NULL, 0), want);
     int64_t took = rt_now_ms() - t0;
-    CHECKF(strstr(redmutex_last_error(), words), "message '%s' does not say '%s'", redmutex_last_error(),
-           words);
+    CHECKF(strstr(redmutex_last_error(), words), "message '%s' does not say '%s'", redmutex_last_error(), words);
     CHECKF(!strstr(redmutex_last_error(), "hunter2"), "password shown: %s", redmutex_last_error());
     CHECKF(took <= rt_scaled_ms(1500), "took %lld ms with a 1000 ms connect timeout", (long long)took);
     printf("     refused in %lld ms: %s\n", (long long)took, redmutex_last_error());
@@ -97,8 +96,7 @@ static void test_locks_waiting_and_watchdog_over_tls(void)
     redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
     o.connect_timeout_ms = rt_scaled_ms(2000);
     o.watchdog_lease_ms = rt_scaled_ms(600);
-    o.wait_backoff_cap_ms =
-        rt_scaled_ms(5000); /* a waiter that wakes quickly was woken by the release message */
+    o.wait_backoff_cap_ms = rt_scaled_ms(5000); /* a waiter that wakes quickly was woken by the release message */
     redmutex_client *c = new_client(tls_url(srv.tls_port, "ssl_ca_certs=%s", rt_cert(&certs, "ca.pem")), &o);
 
     /* Plain lock, reentrant lock (reentry), fencing. */
@@ -192,9 +190,8 @@ static void test_host_name_and_explicit_server_name_verified(void)
     redmutex_lock_free(l);
     redmutex_client_close(c);
     redmutex_client_free(c);
-    expect_refused(
-        tls_url(srv.tls_port, "ssl_ca_certs=%s&ssl_check_hostname=false", rt_cert(&certs, "other_ca.pem")),
-        NULL, REDMUTEX_ECONN, "unknown CA");
+    expect_refused(tls_url(srv.tls_port, "ssl_ca_certs=%s&ssl_check_hostname=false", rt_cert(&certs, "other_ca.pem")),
+                   NULL, REDMUTEX_ECONN, "unknown CA");
 }
 
 static void test_mutual_tls_required_by_the_server(void)
@@ -206,8 +203,8 @@ static void test_mutual_tls_required_by_the_server(void)
                            rt_cert(&certs, "rogue.pem"), rt_cert(&certs, "rogue.key")),
                    NULL, REDMUTEX_ECONN, "refused this client's certificate");
     /* With the client certificate, in the URL or in the C options. */
-    redmutex_client *c = new_client(tls_url(srv.tls_port, "ssl_ca_certs=%s&ssl_certfile=%s&ssl_keyfile=%s",
-                                            ca, rt_cert(&certs, "client.pem"), rt_cert(&certs, "client.key")),
+    redmutex_client *c = new_client(tls_url(srv.tls_port, "ssl_ca_certs=%s&ssl_certfile=%s&ssl_keyfile=%s", ca,
+                                            rt_cert(&certs, "client.pem"), rt_cert(&certs, "client.key")),
                                     NULL);
     redmutex_lock *l;
     CHECK_OK(redmutex_lock_new(&l, c, "mtls", REDMUTEX_KIND_RLOCK, NULL));
@@ -234,8 +231,8 @@ static void test_mutual_tls_required_by_the_server(void)
 static void test_unknown_ca_and_expired_certificate_refused(void)
 {
     start_server("server.pem", "server.key", false);
-    expect_refused(tls_url(srv.tls_port, "ssl_ca_certs=%s", rt_cert(&certs, "other_ca.pem")), NULL,
-                   REDMUTEX_ECONN, "unknown CA");
+    expect_refused(tls_url(srv.tls_port, "ssl_ca_certs=%s", rt_cert(&certs, "other_ca.pem")), NULL, REDMUTEX_ECONN,
+                   "unknown CA");
     /* The system trust store does not know the test CA either. */
     char url[256];
     snprintf(url, sizeof url, "rediss://admin:hunter2@127.0.0.1:%d", srv.tls_port);
@@ -265,8 +262,7 @@ static void test_plain_and_tls_mixed_up_ports(void)
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.tls_port);
     expect_refused(url, NULL, REDMUTEX_ECONN, "rediss://");
     /* TLS to the plain port. */
-    expect_refused(tls_url(srv.port, "ssl_ca_certs=%s", rt_cert(&certs, "ca.pem")), NULL, REDMUTEX_ECONN,
-                   "TLS");
+    expect_refused(tls_url(srv.port, "ssl_ca_certs=%s", rt_cert(&certs, "ca.pem")), NULL, REDMUTEX_ECONN, "TLS");
 }
 
 static void test_tls_files_and_options_checked_at_creation(void)
@@ -279,14 +275,13 @@ static void test_tls_files_and_options_checked_at_creation(void)
         {"ssl_ca_certs", "/nonexistent/ca.pem", NULL, NULL, "/nonexistent/ca.pem"},
         {"ssl_ca_certs", rt_cert(&certs, "client.key"), NULL, NULL, "ssl_ca_certs"},
         {"ssl_certfile", rt_cert(&certs, "missing.pem"), NULL, NULL, "ssl_certfile"},
-        {"ssl_certfile", rt_cert(&certs, "client.pem"), "ssl_keyfile", rt_cert(&certs, "rogue.key"),
-         "does not belong"},
+        {"ssl_certfile", rt_cert(&certs, "client.pem"), "ssl_keyfile", rt_cert(&certs, "rogue.key"), "does not belong"},
         {"ssl_keyfile", rt_cert(&certs, "client.key"), NULL, NULL, "needs ssl_certfile"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        const char *u = bad[i].option2 ? tls_url(6379, "%s=%s&%s=%s", bad[i].option, bad[i].file,
-                                                 bad[i].option2, bad[i].file2)
-                                       : tls_url(6379, "%s=%s", bad[i].option, bad[i].file);
+        const char *u = bad[i].option2
+                            ? tls_url(6379, "%s=%s&%s=%s", bad[i].option, bad[i].file, bad[i].option2, bad[i].file2)
+                            : tls_url(6379, "%s=%s", bad[i].option, bad[i].file);
         redmutex_client *c = NULL;
         CHECK_RC(redmutex_client_new(&c, &u, 1, NULL), REDMUTEX_EINVAL);
         CHECKF(strstr(redmutex_last_error(), bad[i].words), "%s: %s", u, redmutex_last_error());
@@ -306,7 +301,6 @@ static void test_tls_files_and_options_checked_at_creation(void)
     SSL_CTX_free(ctx);
 }
 
-
 /* A file that cannot be loaded is blamed on what is wrong with it, in words the user can act on. */
 static void test_tls_file_problems_name_their_cause(void)
 {
@@ -324,14 +318,15 @@ static void test_tls_file_problems_name_their_cause(void)
     snprintf(queries[4], sizeof queries[4], "ssl_certfile=%s", garbage);
     snprintf(queries[5], sizeof queries[5], "ssl_certfile=%s&ssl_keyfile=/nonexistent/client.key",
              rt_cert(&certs, "client.pem"));
-    const char *words[] = {"No such file or directory", "No such file or directory", "is a directory",
-                           "no PEM data",               "no PEM data",               "No such file or directory"};
+    const char *words[] = {
+        "No such file or directory", "No such file or directory", "is a directory", "no PEM data", "no PEM data",
+        "No such file or directory"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         const char *u = tls_url(6379, "%s", queries[i]);
         redmutex_client *c = NULL;
         CHECK_RC(redmutex_client_new(&c, &u, 1, NULL), REDMUTEX_EINVAL);
-        CHECKF(strstr(redmutex_last_error(), words[i]) && !strstr(redmutex_last_error(), "system lib"), "%s: %s",
-               u, redmutex_last_error());
+        CHECKF(strstr(redmutex_last_error(), words[i]) && !strstr(redmutex_last_error(), "system lib"), "%s: %s", u,
+               redmutex_last_error());
     }
     remove(garbage);
 }
@@ -388,8 +383,7 @@ static int first_acquire_flights(int upstream_port, bool tls)
     rs_proxy *p = rs_flight_proxy_start(upstream_port, 30000);
     char url[1024];
     if (tls)
-        snprintf(url, sizeof url, "rediss://127.0.0.1:%d?ssl_ca_certs=%s", p->port,
-                 rt_cert(&certs, "ca.pem"));
+        snprintf(url, sizeof url, "rediss://127.0.0.1:%d?ssl_ca_certs=%s", p->port, rt_cert(&certs, "ca.pem"));
     else
         snprintf(url, sizeof url, "redis://127.0.0.1:%d", p->port);
     redmutex_client *c = new_client(url, NULL);
@@ -477,7 +471,7 @@ static void test_a_tls_cluster_is_reached_on_its_tls_ports(void)
         CHECKF(holder, "%s is on no node", name);
         on[holder - tcl.node] = true;
     }
-    CHECK(on[0] && on[1] && on[2]); /* every master, each on its TLS port */
+    CHECK(on[0] && on[1] && on[2]);                        /* every master, each on its TLS port */
     int64_t until = rt_now_ms() + 3 * o.watchdog_lease_ms; /* renewals over TLS, per node */
     while (rt_now_ms() < until) {
         CHECK(holder_of(&tcl, "tlscl:0") != NULL);
@@ -521,8 +515,7 @@ int main(int argc, char **argv)
         {"tls_file_problems_name_their_cause", test_tls_file_problems_name_their_cause},
         {"tls_files_and_options_checked_at_creation", test_tls_files_and_options_checked_at_creation},
         {"caller_tls_context_is_verified", test_caller_tls_context_is_verified},
-        {"server_gone_mid_session_is_an_error_not_sigpipe",
-         test_server_gone_mid_session_is_an_error_not_sigpipe},
+        {"server_gone_mid_session_is_an_error_not_sigpipe", test_server_gone_mid_session_is_an_error_not_sigpipe},
         {"tls_costs_one_round_trip_at_connect", test_tls_costs_one_round_trip_at_connect},
         {"a_tls_cluster_is_reached_on_its_tls_ports", test_a_tls_cluster_is_reached_on_its_tls_ports},
     };

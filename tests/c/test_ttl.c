@@ -68,8 +68,8 @@ static void key_covers(const char *name, redmutex_lock *l, const char *when)
     long long pttl = rs_int(&srv, "PTTL %s", name);
     int64_t t2 = rt_now_ms();
     CHECKF(validity > 0, "%s: %s: the long hold is not valid any more", name, when);
-    CHECKF(pttl + (t2 - t1) >= validity, "%s: %s: the key's TTL is %lld ms, the hold is valid for %lld ms", name,
-           when, pttl, (long long)validity);
+    CHECKF(pttl + (t2 - t1) >= validity, "%s: %s: the key's TTL is %lld ms, the hold is valid for %lld ms", name, when,
+           pttl, (long long)validity);
 }
 
 /* Another client cannot take the lock (a writer for a read-write lock). */

@@ -507,8 +507,7 @@ static void test_churn_no_renewal_after_release_no_orphans(void)
     CHECK(rs_count_keys(&srv, "churn:*") == 0);
     long long calls = script_calls(&srv);
     rt_sleep_ms(3 * lease);
-    CHECKF(script_calls(&srv) == calls, "%lld script calls after every lock was released",
-           script_calls(&srv) - calls);
+    CHECKF(script_calls(&srv) == calls, "%lld script calls after every lock was released", script_calls(&srv) - calls);
     CHECK(rs_count_keys(&srv, "churn:*") == 0);
     printf("     %d acquisitions by %d threads\n", atomic_load(&acquisitions), THREADS);
     redmutex_client_close(c);
@@ -661,8 +660,10 @@ static void test_close_with_stopped_server_returns_within_timeout(void)
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
-        {"plain_held_three_leases_pttl_stays_above_two_thirds", test_plain_held_three_leases_pttl_stays_above_two_thirds},
-        {"rlock_held_three_leases_pttl_stays_above_two_thirds", test_rlock_held_three_leases_pttl_stays_above_two_thirds},
+        {"plain_held_three_leases_pttl_stays_above_two_thirds",
+         test_plain_held_three_leases_pttl_stays_above_two_thirds},
+        {"rlock_held_three_leases_pttl_stays_above_two_thirds",
+         test_rlock_held_three_leases_pttl_stays_above_two_thirds},
         {"renewals_are_batched", test_renewals_are_batched},
         {"plain_deleted_key_reported_lost", test_plain_deleted_key_reported_lost},
         {"plain_overwritten_key_reported_lost", test_plain_overwritten_key_reported_lost},
