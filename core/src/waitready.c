@@ -175,6 +175,12 @@ int redmutex_client_next_ready(redmutex_client *c, uint64_t *wait_id)
             rm_ready_unqueue(pw, w);
             *wait_id = w->id;
             rc = 1;
+        } else {
+            /* Nothing to pop, so the fd must not stay readable: an interrupt
+               bumps the generation before it writes the eventfd, and a write
+               landing after catch_interrupts() saw that generation would
+               otherwise make an event loop spin on it. */
+            drain_ready_fd(pw);
         }
     }
     rm_client_unlock(c);

@@ -637,11 +637,13 @@ class AsyncClient(ClientBase):
         owner: bytes | None,
         wait_ms: int,
         key: _OwnerKey,
-        make_wait: Callable[[], Any] | None = None,
+        make_wait: Callable[[], tuple[Any, bytes | None, _OwnerKey]] | None = None,
     ) -> bool:
         """Acquires within wait_ms (or forever) through a pollable wait of the
-        core: a lock's, or the one make_wait() returns (a semaphore's, a
-        multi-lock's, a latch's; its try's success is the acquisition)."""
+        core: a lock's, or the one make_wait() returns with its owner and key
+        (a semaphore's, whose permit id is the wait's own, a multi-lock's, a
+        latch's; its try's success is the acquisition). make_wait() makes a
+        new wait at each call: an interrupted wait is followed by another."""
         loop = self._bind()
         deadline = None if wait_ms == _WAIT_FOREVER else loop.time() + wait_ms / 1000
         if not await self._after_cleanups(key, deadline):
@@ -649,12 +651,12 @@ class AsyncClient(ClientBase):
 
         def begin() -> _Readiness:
             if make_wait is not None:
-                wait = make_wait()
+                wait, wait_owner, wait_key = make_wait()
             else:
                 out = ffi.new("redmutex_wait **")
                 check(lib.redmutex_wait_new(out, lock._ptr, ffi.NULL if owner is None else owner))
-                wait = out[0]
-            readiness = _Readiness(wait, lock, owner, key)
+                wait, wait_owner, wait_key = out[0], owner, key
+            readiness = _Readiness(wait, lock, wait_owner, wait_key)
             self._waits[readiness.wait_id] = readiness
             return readiness
 
@@ -667,8 +669,8 @@ class AsyncClient(ClientBase):
         try:
             tries, last = 0, False
             while True:
-                job = self._new_job(lib.RMPY_OP_WAIT_TRY, lock, owner, readiness.c_wait)
-                done = self._start(job, key)
+                job = self._new_job(lib.RMPY_OP_WAIT_TRY, lock, readiness.owner, readiness.c_wait)
+                done = self._start(job, readiness.key)
                 # From here until its result is read, the attempt is in flight:
                 # whoever ends the wait meanwhile abandons it (_give_up_wait).
                 readiness.job = job
@@ -685,6 +687,7 @@ class AsyncClient(ClientBase):
                     # the time it has left (PEP 475), in a new wait.
                     end(readiness)
                     readiness = begin()
+                    last = last or (deadline is not None and loop.time() >= deadline)
                     continue
                 if job.rc != _ETIMEDOUT:
                     _raise_job_error(job)

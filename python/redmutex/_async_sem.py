@@ -94,13 +94,21 @@ class AsyncSemaphore(SemaphoreBase[AsyncClient]):
             _raise_job_error(job)
             permit = ffi.string(job.owner)
         else:
-            out = ffi.new("redmutex_wait **")
-            buf = ffi.new("char[]", _PERMIT_ID_SIZE)
-            check(lib.redmutex_semaphore_wait_new(out, buf, len(buf), self._ptr, permits))
-            permit = ffi.string(buf)
-            key = (self._c_name, permit)
-            if not await client._acquire_waiting(self, permit, wait_ms, key, make_wait=lambda: out[0]):
+            permits_made: list[bytes] = []  # each wait chooses its permit id
+
+            def make_wait() -> tuple[Any, bytes, Any]:
+                out = ffi.new("redmutex_wait **")
+                buf = ffi.new("char[]", _PERMIT_ID_SIZE)
+                check(lib.redmutex_semaphore_wait_new(out, buf, len(buf), self._ptr, permits))
+                permits_made.append(ffi.string(buf))
+                return out[0], permits_made[-1], (self._c_name, permits_made[-1])
+
+            # A new permit id has no clean-up of its own to wait for.
+            if not await client._acquire_waiting(
+                self, None, wait_ms, (self._c_name, b""), make_wait=make_wait
+            ):
                 return None
+            permit = permits_made[-1]
         self._push(permit)
         return permit
 
@@ -187,14 +195,14 @@ class AsyncCountDownLatch(LatchBase[AsyncClient]):
         forever) ran out first; the task holds no thread meanwhile."""
         wait_ms = _wait_ms(timeout)
 
-        def make_wait() -> Any:
+        key = (self._c_name, next(_calls))
+
+        def make_wait() -> tuple[Any, None, Any]:
             out = ffi.new("redmutex_wait **")
             check(lib.redmutex_latch_wait_new(out, self._ptr))
-            return out[0]
+            return out[0], None, key
 
-        return await self.client._acquire_waiting(
-            self, None, wait_ms, (self._c_name, next(_calls)), make_wait=make_wait
-        )
+        return await self.client._acquire_waiting(self, None, wait_ms, key, make_wait=make_wait)
 
 
 class AsyncMultiLock(MultiLockBase[AsyncClient, AsyncLock]):
@@ -227,10 +235,10 @@ class AsyncMultiLock(MultiLockBase[AsyncClient, AsyncLock]):
         if wait_ms == 0:
             return await client._acquire_now(self, owner, key)
 
-        def make_wait() -> Any:
+        def make_wait() -> tuple[Any, bytes, Any]:
             out = ffi.new("redmutex_wait **")
             check(lib.redmutex_multi_lock_wait_new(out, self._ptr, owner))
-            return out[0]
+            return out[0], owner, key
 
         return await client._acquire_waiting(self, owner, wait_ms, key, make_wait=make_wait)
 

@@ -228,3 +228,30 @@ def test_an_async_semaphore_keeps_what_an_awaitable_on_lost_raised(redis_url: st
             assert sem.state == redmutex.LockState.UNLOCKED  # raised once
 
     asyncio.run(main())
+
+
+def test_a_waiter_goes_on_after_an_interrupt_of_the_client(redis_url: str, r: redis.Redis) -> None:
+    # redmutex_client_interrupt (a signal during a blocking acquire on the main
+    # thread) ends the pollable waits of the C client: a semaphore's wait is
+    # followed by a new one, with a permit id of its own, and the permit it
+    # finally takes is the one release() gives back.
+    from redmutex._redmutex_cffi import lib
+
+    async def main() -> None:
+        async with AsyncClient(redis_url) as c:
+            sem = c.semaphore("a:intr", 1)
+            assert await sem.acquire()
+            other = c.semaphore("a:intr", 1)
+            waiter = asyncio.ensure_future(other.acquire(timeout=30))
+            await asyncio.sleep(0.3)
+            for _ in range(3):
+                lib.redmutex_client_interrupt(c._ptr)
+                await asyncio.sleep(0.1)
+            assert not waiter.done(), waiter.exception() if waiter.done() else None
+            await sem.release()
+            assert await asyncio.wait_for(waiter, 15)
+            assert r.zcard("{a:intr}:timeout") == 1
+            await other.release()
+            assert r.zcard("{a:intr}:timeout") == 0
+
+    asyncio.run(main())
