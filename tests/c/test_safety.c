@@ -746,17 +746,28 @@ static void wait_until_quiet(rs_server *s)
 /* Closes the clients, then checks that every server is left without a lock
    key once it has run what it was sent: one still there was left by a
    request that ran out of order. (Checked at once: a key of a 2 s lease
-   left in order would be gone, one left out of order outlives the check.) */
+   left in order would be gone, one left out of order outlives the check.)
+   The servers first run their backlog (a server that was stopped owes
+   seconds of requests): a release queued behind it is sent by the close,
+   which gives up after shutdown_timeout_ms (500 ms here) and leaves such a
+   lock to expire, as documented; that is not what this checks. */
 static void stress_close_and_check_keys(stress_run *r)
 {
+    for (int i = 0; i < 3; i++)
+        wait_until_quiet(&srv[i]);
     for (int c = 0; c < STRESS_CLIENTS; c++) {
         redmutex_client_close(r->clients[c]);
         redmutex_client_free(r->clients[c]);
     }
     for (int i = 0; i < 3; i++) {
         wait_until_quiet(&srv[i]);
-        for (int k = 0; k < 2; k++)
-            CHECKF(!rs_exists(&srv[i], stress_names[k]), "server %d kept %s", i, stress_names[k]);
+        for (int k = 0; k < 2; k++) {
+            if (!rs_exists(&srv[i], stress_names[k]))
+                continue;
+            redisReply *ttl = rs_cmd(&srv[i], "PTTL %s", stress_names[k]);
+            CHECKF(false, "server %d kept %s (PTTL %lld ms)", i, stress_names[k],
+                   ttl && ttl->type == REDIS_REPLY_INTEGER ? (long long)ttl->integer : -3LL);
+        }
     }
 }
 
