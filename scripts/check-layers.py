@@ -39,7 +39,7 @@ LAYERS = [
     ["handle.c", "owner.c", "holds.c", "watchdog.c", "renew.c", "events.c", "unsettled.c"],
     ["subscriber.c", "shard.c"],
     ["interrupt.c", "waiter.c"],
-    ["request.c", "attempt.c", "acquire.c", "release.c", "extend.c", "query.c"],
+    ["request.c", "attempt.c", "waitstep.c", "acquire.c", "release.c", "extend.c", "query.c"],
     ["pollwait.c", "waitready.c", "waitfd.c"],
     ["lifetime.c", "client.c"],
     ["semaphore.c", "latch.c", "multilock.c", "multiattempt.c"],

@@ -588,19 +588,6 @@ int rm_attempt(rm_err *err, redmutex_lock *l, const char *owner, const char *val
     return attempt_run(err, l, owner, value, retry, info, true);
 }
 
-int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry,
-                       const char *nonce, int64_t *ttl_ms, bool *split, const char **why, bool *queued, int64_t *behind)
-{
-    rm_attempt_info info = {-1, false, "is held by another owner", nonce != NULL, nonce, *queued, 0};
-    int rc = rm_attempt(err, l, owner_key, value, retry, &info);
-    *ttl_ms = info.ttl_ms;
-    *behind = info.behind;
-    *split = info.split;
-    *why = info.why;
-    *queued = info.queued;
-    return rc;
-}
-
 void rm_fair_stop_waiting(redmutex_lock *l, const char *value)
 {
     rm_fair_leave(l, value, NULL, !rm_hold_value_live(l, value));

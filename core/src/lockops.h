@@ -139,8 +139,6 @@ void rm_release_value(redmutex_lock *l, const char *value);
 
 /** Releases every hold of the client (shutdown). */
 void rm_release_all(redmutex_client *c, int64_t deadline_ns);
-/** Sleeps until `until_ns` without a waiter; 0, or REDMUTEX_EINTR when `wait` was interrupted. */
-int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns);
 
 /**
  * Checks the handle and owner and fills owner_key (the key of the local hold)
@@ -149,48 +147,13 @@ int rm_sleep_until(redmutex_client *c, rm_wait *wait, int64_t until_ns);
  */
 int rm_acquire_prepare(rm_err *err, redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
                        char value[RM_VALUE_MAX + 1]);
-/* (For a fair lock, `nonce` below names the wait (kind.h), and an attempt
-   with a nonce joins or refreshes the lock's queue; NULL: a try that never
-   queues.) */
-/**
- * One acquisition attempt (rm_attempt, attempt.c): 0 when won (hold
- * recorded), 1 when busy (*ttl_ms: the holder's remaining lease or -1,
- * *split: some but not a majority granted, *why: rm_attempt_info's), or an error code. `retry` is
- * false for the first attempt of an acquisition. Blocks one round trip.
- */
-int rm_acquire_attempt(rm_err *err, redmutex_lock *l, const char *owner_key, const char *value, bool retry,
-                       const char *nonce, int64_t *ttl_ms, bool *split, const char **why, bool *queued,
-                       int64_t *behind);
 /** A fair lock's wait that stops waiting leaves the queue on every server,
     and gives back a hand-off that reached it unless the owner holds the lock
     through a live hold of this client (the field's level is that hold's). */
 void rm_fair_stop_waiting(redmutex_lock *l, const char *value);
-/**
- * The cancellation path of every wait (acquire.c): gives back what a
- * releasing thread's hand-off gave a wait that stops without taking it
- * (`news`: rm_waiter_take's or rm_waiter_wait's result). True when a granted
- * hold could not be given back: it stays recorded and the caller reports it
- * held. Blocks one round trip when there is something to give back.
- */
-bool rm_handoff_give_back(redmutex_lock *l, const char *owner_key, const char *value, bool explicit_owner, int news);
-/**
- * Ends a wait: with fair_queued it leaves the fair lock's queue first
- * (giving back a hand-off by the releasing script), then leaves its channel
- * (w may be NULL), which lets the next wait of the same owner go.
- */
-void rm_wait_leave(redmutex_lock *l, const char *value, bool fair_queued, rm_waiter *w);
-/**
- * Whether a fair acquisition of `value` must wait for another acquisition
- * of the same owner in this client that a releasing script may hand the
- * lock to (rm_waiter_serial): when the owner holds no live hold and such a
- * wait is on its channel (w NULL: before joining), or ahead of w.
- */
-bool rm_fair_wait_behind(redmutex_lock *l, const char *value, const char *channel, rm_waiter *w);
 /** Whether this process holds the lock for owner_key through this handle. */
 bool rm_lock_holds(redmutex_lock *l, const char *owner_key);
 /** redmutex_lock_release for an owner key already resolved. */
 int rm_lock_release_key(rm_err *err, redmutex_lock *l, const char *owner_key, bool explicit_owner);
-/** Releases whatever `value` holds, with no local record (cleanup of an unknown outcome). */
-void rm_lock_release_value(redmutex_lock *l, const char *value);
 
 #endif

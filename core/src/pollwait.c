@@ -25,6 +25,7 @@
 #include "retry.h"
 #include "waitready.h"
 #include "waiter.h"
+#include "waitstep.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -59,8 +60,8 @@ static void release_refs(redmutex_wait *w)
         pw->all = w->next_all;
     if (w->next_all)
         w->next_all->prev_all = w->prev_all;
-    if (w->l)
-        rm_lock_unref_locked(c, w->l); /* never the last client reference: the wait has its own */
+    if (w->ws.l)
+        rm_lock_unref_locked(c, w->ws.l); /* never the last client reference: the wait has its own */
     rm_client_unlock(c);
     rm_client_unref(c);
     free(w);
@@ -79,10 +80,10 @@ static int register_wait(rm_err *err, redmutex_wait *w)
         return c->closed ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed") : REDMUTEX_ENOMEM;
     }
     c->refs++;
-    if (w->l)
-        w->l->refs++;
+    if (w->ws.l)
+        w->ws.l->refs++;
     /* Read after the eventfd is published: a later interrupt reaches it. */
-    w->intr_start = atomic_load(&c->intr_gen);
+    w->ws.intr_start = atomic_load(&c->intr_gen);
     w->next_all = pw->all;
     if (pw->all)
         pw->all->prev_all = w;
@@ -96,27 +97,23 @@ int rm_wait_new(rm_err *err, redmutex_wait **out, redmutex_lock *lock, const cha
     redmutex_wait *w = calloc(1, sizeof *w);
     if (!w)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
-    int rc = rm_acquire_prepare(err, lock, owner, w->owner_key, w->value);
+    int rc = rm_lock_check_handle(err, lock, "redmutex_wait_new");
+    if (rc == 0)
+        rc = rm_waitstep_begin(err, &w->ws, lock, owner, true);
     if (rc) {
         free(w);
         return rc;
     }
-    redmutex_client *c = lock->c;
-    w->c = c;
-    w->l = lock;
+    /* Only a fair lock's attempts are a wait's on the wire (they queue);
+       others are tries, as they always were for pollable waits. */
+    w->ws.info.waiting = w->ws.fair;
+    w->ws.notify = notify;
+    w->ws.ud = w;
+    rm_waitstep_arm(&w->ws);
+    w->c = lock->c;
     w->id = atomic_fetch_add(&last_wait_id, 1) + 1;
-    w->explicit_owner = owner != NULL;
-    w->start_ns = rm_now_ns();
-    rm_retry_init(&w->retry, &c->opts);
+    w->start_ns = w->ws.sent_ns;
     w->due_ns = INT64_MAX;
-    rm_lock_channel(lock, w->value, w->channel);
-    const rm_kind_ops *ops = rm_kind_ops_of(lock->kind);
-    w->fair = ops && ops->server_queue;
-    if (w->fair && (rc = rm_fair_new_nonce(err, w->nonce)) != 0) {
-        free(w);
-        return rc;
-    }
-
     if ((rc = register_wait(err, w)) == 0)
         *out = w;
     return rc;
@@ -127,11 +124,15 @@ int rm_wait_new_custom(rm_err *err, redmutex_wait **out, redmutex_client *c, con
     redmutex_wait *w = calloc(1, sizeof *w);
     if (!w)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
-    w->c = c;
+    w->c = w->ws.c = c;
     w->ops = ops;
     w->obj = obj;
     w->id = atomic_fetch_add(&last_wait_id, 1) + 1;
-    rm_retry_init(&w->retry, &c->opts);
+    w->ws.notify = notify;
+    w->ws.ud = w;
+    w->ws.deadline = INT64_MAX;
+    w->ws.info.ttl_ms = -1;
+    rm_waitstep_arm(&w->ws);
     w->due_ns = INT64_MAX;
     int rc = register_wait(err, w);
     if (rc == 0)
@@ -147,49 +148,20 @@ int redmutex_wait_new(redmutex_wait **out, redmutex_lock *lock, const char *owne
     return rm_publish(err, rm_wait_new(err, out, lock, owner));
 }
 
-/*
- * Queues the wait on the lock's release channel, as a blocked acquire does
- * after its first failed attempt. A release published between that attempt
- * and the subscription is not missed: the subscription's confirmation makes
- * the wait ready (one more attempt), and so does joining a channel that is
- * subscribed already. 0, or REDMUTEX_ENOMEM (then timers alone wake it).
- */
-static int join(rm_err *err, redmutex_wait *w)
-{
-    redmutex_client *c = w->c;
-    bool subscribed;
-    if (rm_waiter_join(c, w->channel, notify, w, &w->waiter, &subscribed) != 0)
-        return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
-    if (w->l && rm_handoff_by_script(w->l))
-        rm_waiter_serial(c, w->waiter); /* a hand-off to it is for it alone (waiter.h) */
-    /* As for a blocked acquire: with one server and no replica wait, a
-       releasing thread of this client may acquire for this wait in its
-       release's round trip (see release.c). */
-    if (w->l && c->n == 1 && c->opts.min_replicas == 0 && rm_kind_ops_of(w->l->kind)->local_waiters) {
-        w->claim = (rm_claim){w->l, w->owner_key, w->value};
-        rm_waiter_offer(c, w->waiter, &w->claim);
-    }
-    if (subscribed) {
-        rm_client_lock(c);
-        rm_ready_push(c->pw, w);
-        rm_client_unlock(c);
-    }
-    return 0;
-}
-
 uint64_t redmutex_wait_id(const redmutex_wait *wait) { return wait ? wait->id : 0; }
 
-/* When the wait is due again after a busy try: the retry policy of
-   redmutex_lock_acquire (retry.c), with no deadline and no retry_count. */
-static void set_next_due(redmutex_wait *w, int64_t ttl_ms, bool split, bool timed_out, int64_t behind)
+/* After a busy try: the wait becomes ready at due_ns (and now, when it
+   joined a channel subscribed already), and hand-offs may reach it. */
+static void set_due(redmutex_wait *w, const rm_step_out *out)
 {
     redmutex_client *c = w->c;
-    int64_t pause_ms = rm_retry_pause_ms(&w->retry, ttl_ms, split, timed_out);
-    if (w->fair) /* only the head tries; each try refreshes the wait's place in the queue */
-        pause_ms = rm_fair_pause_ms(pause_ms, behind);
     rm_client_lock(c);
-    rm_ready_set_due(c->pw, w, rm_retry_next_due(rm_now_ns(), pause_ms, INT64_MAX));
+    if (out->ready_now)
+        rm_ready_push(c->pw, w);
+    rm_ready_set_due(c->pw, w, out->due_ns);
     rm_client_unlock(c);
+    if (w->ws.waiter)
+        rm_waiter_sleep(c, w->ws.waiter);
 }
 
 /* Nothing more to try: acquired. Set under the mutex, as the loop's thread
@@ -211,33 +183,23 @@ static void mark_done(redmutex_wait *w)
 static bool give_up(redmutex_wait *w)
 {
     redmutex_client *c = w->c;
-    bool kept = false;
     rm_client_lock(c);
     w->freeing = true; /* notifications now only end the wait below */
     rm_ready_unqueue(c->pw, w);
     w->due_ns = INT64_MAX;
     rm_client_unlock(c);
-    if (w->waiter) {
-        int news = rm_waiter_take(c, w->waiter); /* no new hand-off can start after this */
-        if (news < 0) {
-            /* A releasing thread is acquiring for this wait: its request is
-               out, and it will record the result in the waiter. Wait for it
-               (one round trip of that thread, bounded by its deadline). */
-            rm_client_lock(c);
-            while (rm_waiter_handoff_in_flight(w->waiter))
-                pthread_cond_wait(&c->pw->handoff_done, &c->mu);
-            rm_client_unlock(c);
-            news = rm_waiter_take(c, w->waiter);
-        }
-        kept = rm_handoff_give_back(w->l, w->owner_key, w->value, w->explicit_owner, news);
+    int news = 0;
+    if (w->ws.waiter && (news = rm_waiter_take(c, w->ws.waiter)) < 0) { /* no new hand-off can start after this */
+        /* A releasing thread is acquiring for this wait: its request is
+           out, and it will record the result in the waiter. Wait for it
+           (one round trip of that thread, bounded by its deadline). */
+        rm_client_lock(c);
+        while (rm_waiter_handoff_in_flight(w->ws.waiter))
+            pthread_cond_wait(&c->pw->handoff_done, &c->mu);
+        rm_client_unlock(c);
+        news = rm_waiter_take(c, w->ws.waiter);
     }
-    /* Out of the queue (a hand-off by the script given back), then off the
-       channel: a release message it did not use, and the turn of its owner's
-       next wait, go on from there. */
-    rm_wait_leave(w->l, w->value, w->fair && w->in_fair_queue && !w->done, w->waiter);
-    w->waiter = NULL;
-    w->in_fair_queue = false;
-    return kept;
+    return rm_waitstep_give_up(&w->ws, news, w->done);
 }
 
 /* A try of a wait an interrupt ended: the first gives up (a custom wait
@@ -253,9 +215,7 @@ static int end_interrupted(rm_err *err, redmutex_wait *w)
             rm_ready_unqueue(c->pw, w);
             w->due_ns = INT64_MAX;
             rm_client_unlock(c);
-            if (w->waiter)
-                rm_waiter_end(c, w->waiter);
-            w->waiter = NULL;
+            rm_waitstep_give_up(&w->ws, 0, false); /* leaves its channel */
         } else if (give_up(w)) {
             mark_done(w); /* as redmutex_lock_acquire: a hand-off that cannot be given back is held */
             return 0;
@@ -263,10 +223,10 @@ static int end_interrupted(rm_err *err, redmutex_wait *w)
     }
     if (w->ops)
         return rm_fail(err, REDMUTEX_EINTR, "the wait was interrupted (redmutex_client_interrupt)");
-    return rm_fail(err, REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", w->l->name);
+    return rm_fail(err, REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", w->ws.l->name);
 }
 
-static bool interrupted(const redmutex_wait *w) { return atomic_load(&w->c->intr_gen) != w->intr_start; }
+static bool interrupted(const redmutex_wait *w) { return atomic_load(&w->c->intr_gen) != w->ws.intr_start; }
 
 /* try_begin's result when the try goes on. */
 #define RM_TRY_ON 1
@@ -291,39 +251,38 @@ static int try_begin(rm_err *err, redmutex_wait *w)
 static int custom_try(rm_err *err, redmutex_wait *w)
 {
     redmutex_client *c = w->c;
+    rm_waitstep *s = &w->ws;
     int rc =
         w->done ? rm_fail(err, REDMUTEX_EINVAL, "redmutex_wait_try: this wait is done; free it") : try_begin(err, w);
     if (rc != RM_TRY_ON)
         return rc;
-    int news = w->waiter ? rm_waiter_take(c, w->waiter) : 0; /* no claim offered: 0 or 1 */
-    bool first = !w->tried;
-    int64_t ttl_ms = -1;
+    int news = s->waiter ? rm_waiter_take(c, s->waiter) : 0; /* no claim offered: 0 or 1 */
+    bool silent = s->tried && news == 0;
     char channel[RM_LONG_KEY_MAX] = "";
-    w->tried = true;
-    if ((rc = w->ops->try_once(err, w->obj, &ttl_ms, channel)) != REDMUTEX_ETIMEDOUT) {
+    s->tried = true;
+    s->info.ttl_ms = -1;
+    if ((rc = w->ops->try_once(err, w->obj, &s->info.ttl_ms, channel)) != REDMUTEX_ETIMEDOUT) {
         if (rc == 0)
             mark_done(w);
         return rc;
     }
     if (interrupted(w)) /* during the try: no more waiting */
         return end_interrupted(err, w);
-    if (w->waiter && strcmp(channel, w->channel) != 0) {
-        rm_waiter_end(c, w->waiter);
-        w->waiter = NULL;
-    }
-    snprintf(w->channel, sizeof w->channel, "%s", channel);
+    if (s->waiter && strcmp(channel, s->channel) != 0)
+        rm_waitstep_give_up(s, 0, false); /* leaves the old channel */
+    snprintf(s->channel, sizeof s->channel, "%s", channel);
     rm_err e;
-    if (!w->waiter && channel[0] && join(&e, w) != 0)
+    rm_step_out out = {INT64_MAX, false, false};
+    if (!s->waiter && channel[0] && rm_waitstep_join(&e, s, &out.ready_now) != 0)
         return rm_err_copy(err, &e);
-    set_next_due(w, ttl_ms, false, !first && news == 0, 0);
-    if (w->waiter)
-        rm_waiter_sleep(c, w->waiter);
+    out.due_ns = rm_waitstep_due(s, silent);
+    set_due(w, &out);
     return REDMUTEX_ETIMEDOUT; /* with the try's message */
 }
 
 static int busy(rm_err *err, const redmutex_wait *w, const char *why)
 {
-    return rm_fail(err, REDMUTEX_ETIMEDOUT, "lock '%s' %s; the wait becomes ready when it may be free", w->l->name,
+    return rm_fail(err, REDMUTEX_ETIMEDOUT, "lock '%s' %s; the wait becomes ready when it may be free", w->ws.l->name,
                    why);
 }
 
@@ -333,7 +292,7 @@ static void count_end(redmutex_wait *w, int rc)
     if (w->waiting)
         rm_stats_waiting(&w->c->stats, -1);
     w->waiting = false;
-    rm_stats_acquire(&w->c->stats, w->l->kind, rc, w->start_ns);
+    rm_stats_acquire(&w->c->stats, w->ws.l->kind, rc, w->start_ns);
 }
 
 static int counted_try(redmutex_wait *w, int rc)
@@ -348,7 +307,8 @@ static int counted_try(redmutex_wait *w, int rc)
     return rc;
 }
 
-/* One step of redmutex_wait_try for a wait that has not acquired yet. */
+/* One step of redmutex_wait_try for a wait that has not acquired yet: one
+   step of the wait engine, with the news since the last. */
 static int wait_try(rm_err *err, redmutex_wait *w)
 {
     redmutex_client *c = w->c;
@@ -356,51 +316,18 @@ static int wait_try(rm_err *err, redmutex_wait *w)
     if (rc != RM_TRY_ON)
         return rc;
     /* Notifications from here on make the wait ready again: none is lost. */
-    int news = w->waiter ? rm_waiter_take(c, w->waiter) : 0;
-    if (news < 0)
-        return busy(
-            err, w,
-            "is held by another owner"); /* a releasing thread acquires for us: its result makes the wait ready */
-    if (news == RM_WAIT_GRANTED) {
+    int news = w->ws.waiter ? rm_waiter_take(c, w->ws.waiter) : 0;
+    rm_step_out out;
+    rc = rm_waitstep_step(err, &w->ws, news, &out);
+    if (rc == 0)
         mark_done(w);
-        return 0;
-    }
-    if (news == RM_WAIT_UNKNOWN)
-        rm_lock_release_value(w->l, w->value); /* the acquisition made for us may have happened */
-
-    /* Like a blocked acquire, a new wait queues behind the client's waits
-       for the same lock instead of racing them (unless it re-enters). A
-       fair wait makes no attempt while another wait of its owner in this
-       client goes first, however often it is tried: that wait may have
-       been handed the lock on the server (rm_fair_wait_behind). */
-    bool first = !w->tried;
-    bool skip = w->fair ? rm_fair_wait_behind(w->l, w->value, w->channel, w->waiter)
-                        : first && rm_waiters_queued(c, w->channel) > 0 && !rm_lock_holds(w->l, w->owner_key);
-    int64_t ttl_ms = -1, behind = 0;
-    bool split = false;
-    const char *why = w->fair && skip ? "is waited for by another wait of this owner in this client, which goes first"
-                                      : "is held by another owner";
-    w->tried = true;
-    if (!skip) {
-        /* A fair lock's try takes a hand-off to this wait from the server
-           (its field is there): one round trip, not none, for a wait. */
-        rc = rm_acquire_attempt(err, w->l, w->owner_key, w->value, !first, w->fair ? w->nonce : NULL, &ttl_ms, &split,
-                                &why, &w->in_fair_queue, &behind);
-        if (rc == 0) {
-            mark_done(w);
-            return 0;
-        }
-        if (rc < 0)
-            return rc;
-    }
-    if (interrupted(w)) /* during the attempt: no more waiting */
-        return end_interrupted(err, w);
-    if (!w->waiter && (rc = join(err, w)) != 0)
+    if (rc != RM_ATTEMPT_BUSY)
         return rc;
-    set_next_due(w, ttl_ms, split, !first && news == 0, behind);
-    if (w->waiter)
-        rm_waiter_sleep(c, w->waiter);
-    return busy(err, w, why);
+    if (out.interrupted)
+        return end_interrupted(err, w);
+    if (news >= 0) /* else a releasing thread acquires for us: its result makes the wait ready */
+        set_due(w, &out);
+    return busy(err, w, w->ws.info.why);
 }
 
 int redmutex_wait_try(redmutex_wait *w)
@@ -411,8 +338,9 @@ int redmutex_wait_try(redmutex_wait *w)
     if (w->ops)
         return rm_publish(err, custom_try(err, w));
     if (w->done)
-        return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL,
-                                       "redmutex_wait_try: this wait acquired lock '%s' already; free it", w->l->name));
+        return rm_publish(err,
+                          rm_fail(err, REDMUTEX_EINVAL,
+                                  "redmutex_wait_try: this wait acquired lock '%s' already; free it", w->ws.l->name));
     return rm_publish(err, counted_try(w, wait_try(err, w)));
 }
 
@@ -425,8 +353,7 @@ void redmutex_wait_free(redmutex_wait *w)
         rm_client_lock(c);
         w->freeing = true;
         rm_client_unlock(c);
-        if (w->waiter)
-            rm_waiter_end(c, w->waiter);
+        rm_waitstep_give_up(&w->ws, 0, false); /* leaves its channel */
         w->ops->end(w->obj);
         release_refs(w);
         return;

@@ -146,8 +146,6 @@ void rm_release_value(redmutex_lock *l, const char *value)
     rm_call_end(&call);
 }
 
-void rm_lock_release_value(redmutex_lock *l, const char *value) { rm_release_value(l, value); }
-
 /*
  * The hand-off. When the last hold of a lock is released on a single server
  * and a thread of this client is asleep waiting for the same lock, the

@@ -117,7 +117,7 @@ static void catch_interrupts(rm_pollwaits *pw)
         return;
     pw->intr_seen = gen;
     for (redmutex_wait *w = pw->all; w; w = w->next_all)
-        if (w->intr_start != gen && !w->done && !w->freeing) /* an ended wait is freeing */
+        if (w->ws.intr_start != gen && !w->done && !w->freeing) /* an ended wait is freeing */
             rm_ready_push(pw, w);
     if (!pw->ready_head)
         drain_ready_fd(pw);

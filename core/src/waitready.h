@@ -12,6 +12,7 @@
 #include "pollwait.h"
 #include "retry.h"
 #include "waiter.h"
+#include "waitstep.h"
 
 #include <pthread.h>
 
@@ -31,32 +32,18 @@ struct rm_pollwaits {
 
 struct redmutex_wait {
     redmutex_client *c;
-    redmutex_lock *l;
+    rm_waitstep ws; /* a lock's wait, run by the wait engine (waitstep.h); ws.l NULL: a custom wait */
     uint64_t id;
-    rm_waiter *waiter; /* queue position on the channel; NULL if it could not join */
-    bool explicit_owner;
-    bool tried;          /* an attempt was made or skipped: later ones are retries */
-    bool done;           /* acquired: nothing more to try (written under c->mu: the loop's thread reads it) */
-    bool queued;         /* on the ready list */
-    bool freeing;        /* ending: redmutex_wait_free, or an interrupted try, gave up (c->mu) */
-    bool ended;          /* interrupted: it gave up, and every try reports REDMUTEX_EINTR (its own thread) */
-    uint64_t intr_start; /* the interrupt generation when it began */
-    rm_retry retry;      /* when it is due again after a busy try (retry.c) */
-    int64_t due_ns;      /* when it becomes ready if nothing else makes it; INT64_MAX: never */
+    bool done;      /* acquired: nothing more to try (written under c->mu: the loop's thread reads it) */
+    bool queued;    /* on the ready list */
+    bool freeing;   /* ending: redmutex_wait_free, or an interrupted try, gave up (c->mu) */
+    bool ended;     /* interrupted: it gave up, and every try reports REDMUTEX_EINTR (its own thread) */
+    int64_t due_ns; /* when it becomes ready if nothing else makes it; INT64_MAX: never */
     redmutex_wait *next_ready;
     redmutex_wait *next_all, *prev_all;
-    rm_claim claim; /* what a releasing thread needs to acquire for it (points below) */
-    char owner_key[RM_VALUE_MAX + 1];
-    char value[RM_VALUE_MAX + 1];
-    char channel[RM_LONG_KEY_MAX];
-    /* A fair lock's wait queues on the server (kind_fair.c): its id, and
-       whether it may have joined the queue (then freeing it leaves; a
-       nested wait never joins it). */
-    bool fair;
-    bool in_fair_queue;
-    char nonce[17];
     /* A wait for something else than a lock (pollwait.h, rm_wait_new_custom):
-       l is NULL, and the tries are these. */
+       ws.l is NULL, only ws's channel, waiter, retry and figures serve, and
+       the tries are these. */
     const rm_wait_ops *ops;
     void *obj;
     /* Statistics (stats.c): a wait is one acquisition from its creation to
