@@ -7,9 +7,10 @@
  * lease end, the capped backoff) after each failed attempt. Instead of
  * sleeping in poll(), it is put on the client's ready list, and the loop
  * learns of that through one descriptor per client, so a thousand waits cost
- * three descriptors, not a thousand. The attempts themselves are the same as
- * a blocking acquire's (rm_acquire_attempt); the loop runs them where a round
- * trip may block: a worker thread, or the loop itself if it does not mind.
+ * three descriptors, not a thousand. Its tries are steps of the wait engine
+ * that redmutex_lock_acquire() runs too (waitstep.h); the loop runs them
+ * where a round trip may block: a worker thread, or the loop itself if it
+ * does not mind.
  * The client's ready list, timer and wait fd are waitready.c's; an
  * interrupt (redmutex_client_interrupt) makes every wait begun before it
  * ready there, and its next try gives up and reports REDMUTEX_EINTR.
@@ -178,7 +179,7 @@ static void mark_done(redmutex_wait *w)
  * has just handed it (its try did not see it yet) is released; a fair
  * lock's hand-off by the script is given back as it leaves the queue, then
  * it leaves its channel. True when a lock handed to it could not be given
- * back (it stays recorded for the owner, see rm_handoff_give_back).
+ * back (it stays recorded for the owner, see rm_waitstep_give_up).
  */
 static bool give_up(redmutex_wait *w)
 {

@@ -18,7 +18,7 @@
 /** One acquisition's wait (not thread-safe: stepped by one thread at a time). */
 typedef struct rm_waitstep {
     redmutex_client *c;
-    redmutex_lock *l; /* NULL: a pollable wait for something else (pollwait.h) */
+    redmutex_lock *l;                 /* NULL: a pollable wait for something else (pollwait.h) */
     char owner_key[RM_VALUE_MAX + 1]; /* the key of the local hold */
     char value[RM_VALUE_MAX + 1];     /* the token or hash field stored on the servers */
     bool explicit_owner;
@@ -69,7 +69,9 @@ void rm_waitstep_arm(rm_waitstep *s);
  * Whether an acquisition goes behind others of this process before
  * trying: threads of this client wait for the lock already (it does not
  * barge ahead of them, unless the owner holds it), or, for a fair lock, a
- * wait of the same owner may have been handed it (rm_fair_wait_behind).
+ * wait of the same owner may have been handed it: a wait marked by
+ * rm_waiter_serial is ahead of this one on its channel (on it at all before
+ * joining), while the owner holds no live hold.
  */
 bool rm_waitstep_behind(rm_waitstep *s);
 /**
