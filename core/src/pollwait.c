@@ -105,9 +105,6 @@ int rm_wait_new(rm_err *err, redmutex_wait **out, redmutex_lock *lock, const cha
         free(w);
         return rc;
     }
-    /* Only a fair lock's attempts are a wait's on the wire (they queue);
-       others are tries, as they always were for pollable waits. */
-    w->ws.info.waiting = w->ws.fair;
     w->ws.notify = notify;
     w->ws.ud = w;
     rm_waitstep_arm(&w->ws);

@@ -349,6 +349,47 @@ static void test_many_waits_share_three_descriptors_and_are_served_in_order(void
     rs_stop(&srv);
 }
 
+/*
+ * A pollable wait is a wait, as a blocking acquire's is: a server that
+ * stalls (it will answer when its stall ends) makes its tries busy, not
+ * fail with REDMUTEX_ECONN, and the wait acquires once the server answers
+ * again (test_safety: waiting_acquire_rides_out_a_stall, for the blocking
+ * acquire).
+ */
+static void test_wait_rides_out_a_stall(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client_options o = REDMUTEX_CLIENT_OPTIONS_INIT;
+    o.command_timeout_ms = 300;
+    o.shutdown_timeout_ms = 1000;
+    const char *url = srv.url;
+    redmutex_client *c;
+    CHECK_OK(redmutex_client_new(&c, &url, 1, &o));
+    redmutex_lock *l = pw_lock(c, "pw:stall", REDMUTEX_KIND_LOCK);
+    CHECK_OK(redmutex_lock_acquire(l, NULL, 0)); /* the server has answered this client */
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    redmutex_wait *w;
+    CHECK_OK(redmutex_wait_new(&w, l, NULL));
+    rs_pause(&srv);
+    for (int i = 0; i < 2; i++) { /* the try that meets the stall, and one after it */
+        int rc = redmutex_wait_try(w);
+        CHECKF(rc == REDMUTEX_ETIMEDOUT, "try %d during the stall: %d (%s)", i, rc, redmutex_last_error());
+        CHECKF(strstr(redmutex_last_error(), "slow or down") != NULL, "message: %s", redmutex_last_error());
+    }
+    rs_resume(&srv);
+    int rc;
+    int64_t deadline = rt_now_ms() + rt_scaled_ms(5000);
+    while ((rc = redmutex_wait_try(w)) == REDMUTEX_ETIMEDOUT && rt_now_ms() < deadline)
+        await_ready(c, w, (int)rt_scaled_ms(5000));
+    CHECKF(rc == 0, "after the stall: %d (%s)", rc, redmutex_last_error());
+    redmutex_wait_free(w);
+    CHECK_OK(redmutex_lock_release(l, NULL));
+    CHECK(!rs_exists(&srv, "pw:stall"));
+    redmutex_lock_free(l);
+    redmutex_client_free(c);
+    rs_stop(&srv);
+}
+
 /* A new wait queues behind the client's waits instead of racing them, unless it re-enters. */
 static void test_new_wait_queues_behind_older_ones(void)
 {
@@ -875,6 +916,7 @@ int main(int argc, char **argv)
         {"many_waits_share_three_descriptors_and_are_served_in_order",
          test_many_waits_share_three_descriptors_and_are_served_in_order},
         {"new_wait_queues_behind_older_ones", test_new_wait_queues_behind_older_ones},
+        {"wait_rides_out_a_stall", test_wait_rides_out_a_stall},
         {"free_racing_a_hand_off_leaves_nothing", test_free_racing_a_hand_off_leaves_nothing},
         {"fair_wait_cancelled_at_a_hand_off_and_retried_before_its_free_leaves_no_orphan",
          test_fair_wait_cancelled_at_a_hand_off_and_retried_before_its_free_leaves_no_orphan},
