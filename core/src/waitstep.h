@@ -50,7 +50,7 @@ typedef struct rm_waitstep {
 typedef struct rm_step_out {
     int64_t due_ns;   /* step again then if no news comes first; INT64_MAX: only on news */
     bool ready_now;   /* joined a channel subscribed already: no confirmation will come, step again */
-    bool interrupted; /* an interrupt arrived before the wait began (s->wait / s->intr_start): stop */
+    bool interrupted; /* an interrupt came after the wait began (s->wait, s->intr_start): the caller stops */
 } rm_step_out;
 
 /** rm_waitstep_step's news when there was a release message, or the wait is to try now. */
