@@ -115,7 +115,7 @@ static inline void rm_client_unlock(redmutex_client *c) { pthread_mutex_unlock(&
 static inline bool rm_client_open(redmutex_client *c)
 {
     rm_client_lock(c);
-    bool closed = c->closed;
+    bool closed = c->life.closed;
     rm_client_unlock(c);
     return !closed;
 }

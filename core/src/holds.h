@@ -54,10 +54,10 @@ typedef struct rm_hold {
 
 /**
  * Catches up with the server restarts the pool recorded since the last call
- * (c->restarts): holds that now have fewer than a majority of servers in the
+ * (c->pool.restarts): holds that now have fewer than a majority of servers in the
  * life that granted them are lost. Cheap when nothing restarted. Runs before
  * a hold's state is read, a hold claimed or a freed handle's hold settled,
- * and on the watchdog thread, which the pool wakes (c->wake). Caller holds
+ * and on the watchdog thread, which the pool wakes (c->holds.wake). Caller holds
  * c->mu.
  */
 void rm_holds_catch_up_locked(redmutex_client *c);

@@ -40,7 +40,7 @@ static _Atomic uint64_t last_wait_id;
 static void notify(void *ud)
 {
     redmutex_wait *w = ud;
-    rm_pollwaits *pw = w->c->pw;
+    rm_pollwaits *pw = w->c->pollwait.pw;
     if (w->freeing)
         pthread_cond_broadcast(&pw->handoff_done);
     else
@@ -53,7 +53,7 @@ static void release_refs(redmutex_wait *w)
 {
     redmutex_client *c = w->c;
     rm_client_lock(c);
-    rm_pollwaits *pw = c->pw;
+    rm_pollwaits *pw = c->pollwait.pw;
     rm_ready_unqueue(pw, w);
     if (w->prev_all)
         w->prev_all->next_all = w->next_all;
@@ -74,17 +74,17 @@ static int register_wait(rm_err *err, redmutex_wait *w)
 {
     redmutex_client *c = w->c;
     rm_client_lock(c);
-    rm_pollwaits *pw = c->closed ? NULL : rm_ready_ensure(err, c);
+    rm_pollwaits *pw = c->life.closed ? NULL : rm_ready_ensure(err, c);
     if (!pw) {
         rm_client_unlock(c);
         free(w);
-        return c->closed ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed") : REDMUTEX_ENOMEM;
+        return c->life.closed ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed") : REDMUTEX_ENOMEM;
     }
-    c->refs++;
+    c->life.refs++;
     if (w->ws.l)
         w->ws.l->refs++;
     /* Read after the eventfd is published: a later interrupt reaches it. */
-    w->ws.intr_start = atomic_load(&c->intr_gen);
+    w->ws.intr_start = atomic_load(&c->intr.gen);
     w->next_all = pw->all;
     if (pw->all)
         pw->all->prev_all = w;
@@ -155,8 +155,8 @@ static void set_due(redmutex_wait *w, const rm_step_out *out)
     redmutex_client *c = w->c;
     rm_client_lock(c);
     if (out->ready_now)
-        rm_ready_push(c->pw, w);
-    rm_ready_set_due(c->pw, w, out->due_ns);
+        rm_ready_push(c->pollwait.pw, w);
+    rm_ready_set_due(c->pollwait.pw, w, out->due_ns);
     rm_client_unlock(c);
     if (w->ws.waiter)
         rm_waiter_sleep(c, w->ws.waiter);
@@ -183,7 +183,7 @@ static bool give_up(redmutex_wait *w)
     redmutex_client *c = w->c;
     rm_client_lock(c);
     w->freeing = true; /* notifications now only end the wait below */
-    rm_ready_unqueue(c->pw, w);
+    rm_ready_unqueue(c->pollwait.pw, w);
     w->due_ns = INT64_MAX;
     rm_client_unlock(c);
     int news = 0;
@@ -193,7 +193,7 @@ static bool give_up(redmutex_wait *w)
            (one round trip of that thread, bounded by its deadline). */
         rm_client_lock(c);
         while (rm_waiter_handoff_in_flight(w->ws.waiter))
-            pthread_cond_wait(&c->pw->handoff_done, &c->mu);
+            pthread_cond_wait(&c->pollwait.pw->handoff_done, &c->mu);
         rm_client_unlock(c);
         news = rm_waiter_take(c, w->ws.waiter);
     }
@@ -210,7 +210,7 @@ static int end_interrupted(rm_err *err, redmutex_wait *w)
         if (w->ops) {
             rm_client_lock(c);
             w->freeing = true;
-            rm_ready_unqueue(c->pw, w);
+            rm_ready_unqueue(c->pollwait.pw, w);
             w->due_ns = INT64_MAX;
             rm_client_unlock(c);
             rm_waitstep_give_up(&w->ws, 0, false); /* leaves its channel */
@@ -224,7 +224,7 @@ static int end_interrupted(rm_err *err, redmutex_wait *w)
     return rm_fail(err, REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", w->ws.l->name);
 }
 
-static bool interrupted(const redmutex_wait *w) { return atomic_load(&w->c->intr_gen) != w->ws.intr_start; }
+static bool interrupted(const redmutex_wait *w) { return atomic_load(&w->c->intr.gen) != w->ws.intr_start; }
 
 /* try_begin's result when the try goes on. */
 #define RM_TRY_ON 1
@@ -238,7 +238,7 @@ static int try_begin(rm_err *err, redmutex_wait *w)
     if (rc || w->ended || interrupted(w))
         return rc ? rc : end_interrupted(err, w);
     rm_client_lock(c);
-    rm_ready_unqueue(c->pw, w);
+    rm_ready_unqueue(c->pollwait.pw, w);
     w->due_ns = INT64_MAX;
     rm_client_unlock(c);
     return RM_TRY_ON;

@@ -30,7 +30,7 @@
 
 int rm_sentinel_init(rm_err *err, redmutex_client *c, size_t i)
 {
-    rm_server *entry = &c->servers[i];
+    rm_server *entry = &c->pool.servers[i];
     const rm_endpoint *ep = &entry->ep;
     rm_sentinel *s = calloc(1, sizeof *s);
     if (!s)
@@ -77,13 +77,13 @@ void rm_sentinel_free(rm_sentinel *s)
 
 rm_server *rm_sentinel_master_locked(redmutex_client *c, size_t i)
 {
-    rm_sentinel *s = c->servers[i].dep->sentinel;
+    rm_sentinel *s = c->pool.servers[i].dep->sentinel;
     return s ? s->master : NULL;
 }
 
 void rm_sentinel_counts(redmutex_client *c, size_t i, uint64_t *resolutions, uint64_t *switches)
 {
-    rm_sentinel *s = c->servers[i].dep->sentinel;
+    rm_sentinel *s = c->pool.servers[i].dep->sentinel;
     *resolutions = s ? atomic_load(&s->resolutions) : 0;
     *switches = s ? atomic_load(&s->switches) : 0;
 }
@@ -91,7 +91,7 @@ void rm_sentinel_counts(redmutex_client *c, size_t i, uint64_t *resolutions, uin
 /* Makes node deployment i's master. Caller holds c->mu. */
 static void set_master_locked(redmutex_client *c, size_t i, rm_server *node)
 {
-    rm_sentinel *s = c->servers[i].dep->sentinel;
+    rm_sentinel *s = c->pool.servers[i].dep->sentinel;
     rm_server *old = s->master;
     s->resolved_ns = rm_now_ns();
     if (old == node)
@@ -269,7 +269,7 @@ static int none_named(rm_err *err, const rm_endpoint *ep, const asked *a, int n,
 
 int rm_sentinel_resolve(rm_err *err, redmutex_client *c, size_t i, rm_server *avoid, int64_t deadline_ns)
 {
-    rm_server *entry = &c->servers[i];
+    rm_server *entry = &c->pool.servers[i];
     rm_sentinel *s = entry->dep->sentinel;
     bool same;
     rm_client_lock(c);

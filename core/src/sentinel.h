@@ -37,7 +37,7 @@ typedef struct rm_sentinel {
 /** Whether deployment i is a Sentinel deployment (no lock taken). */
 static inline bool rm_deploy_is_sentinel(const redmutex_client *c, size_t i)
 {
-    return c->servers[i].ep.topology == RM_TOPOLOGY_SENTINEL;
+    return c->pool.servers[i].ep.topology == RM_TOPOLOGY_SENTINEL;
 }
 
 /** Sets up deployment i's sentinels from its URL. 0 or REDMUTEX_ENOMEM. */

@@ -477,7 +477,7 @@ static rm_subscriber *ensure_subscriber(redmutex_client *c)
         free_subscriber(c, sub);
         return NULL;
     }
-    c->refs++; /* the thread's reference, dropped when it exits */
+    c->life.refs++; /* the thread's reference, dropped when it exits */
     return sub;
 }
 
@@ -486,7 +486,7 @@ static rm_subscriber *ensure_subscriber(redmutex_client *c)
    or memory ran out: w then waits without notifications (timers only). */
 bool rm_channel_join(redmutex_client *c, const char *channel, rm_waiter *w)
 {
-    rm_subscriber *sub = c->closed ? NULL : ensure_subscriber(c);
+    rm_subscriber *sub = c->life.closed ? NULL : ensure_subscriber(c);
     if (!sub)
         return false;
     size_t len = strlen(channel);
@@ -593,7 +593,7 @@ void rm_subscriber_forget(redmutex_client *c)
     /* The thread did not survive fork: drop its reference and its state.
        Waiters of other parent threads do not exist here either. */
     c->sub = NULL;
-    c->refs--;
+    c->life.refs--;
     detach_waiters(sub, false); /* their eventfds are shared with the parent: do not touch them */
     free_subscriber(c, sub);
 }

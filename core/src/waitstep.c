@@ -153,7 +153,7 @@ static int take_news(rm_err *err, rm_waitstep *s, int news)
 
 static bool interrupted(const rm_waitstep *s)
 {
-    return s->wait ? rm_wait_interrupted(s->c, s->wait) : atomic_load(&s->c->intr_gen) != s->intr_start;
+    return s->wait ? rm_wait_interrupted(s->c, s->wait) : atomic_load(&s->c->intr.gen) != s->intr_start;
 }
 
 /* Whether this step makes no attempt: the caller held it back, or it goes
