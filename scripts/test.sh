@@ -9,7 +9,7 @@
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
 #   4. the same test binaries under valgrind memcheck (scripts/valgrind.sh);
-#   5. the libFuzzer targets, 60 s each under ASan + UBSan (scripts/fuzz.sh);
+#   5. the libFuzzer targets, 60 s each, all at once, under ASan + UBSan (scripts/fuzz.sh);
 #   6. the Python package, installed with pip into a fresh virtualenv: ruff, mypy --strict, then
 #      pytest (including interop with the real redis-py and Redisson), and its cluster tests and a
 #      smoke subset against Valkey 9.1;
