@@ -36,7 +36,7 @@
 static bool restarted_recently(const redmutex_lock *l, size_t i)
 {
     redmutex_client *c = l->c;
-    int64_t seen = atomic_load(&c->servers[i].restart_seen_ns);
+    int64_t seen = atomic_load(&c->pool.servers[i].restart_seen_ns);
     int64_t lease = rm_lock_lease_ms(l);
     int64_t longest = c->opts.watchdog_lease_ms > lease ? c->opts.watchdog_lease_ms : lease;
     return seen != 0 && rm_restart_too_young(rm_now_ns(), seen, c->n, longest);

@@ -133,8 +133,8 @@ static void atfork_child(void)
         rm_watchdog_forget(c);
         rm_subscriber_forget(c);
         rm_watch_forget(c);
-        init_cond(&c->renew_done);
-        init_cond(&c->wake);
+        init_cond(&c->holds.renew_done);
+        init_cond(&c->holds.wake);
         rm_interrupt_after_fork(c);
         rm_events_after_fork(c);
         rm_pollwaits_after_fork(c);
@@ -171,29 +171,22 @@ static int make_uuid(rm_err *err, char out[REDMUTEX_CLIENT_ID_LEN + 1])
 static void client_destroy(redmutex_client *c)
 {
     for (size_t i = 0; i < c->n; i++) {
-        rm_server *srv = &c->servers[i];
+        rm_server *srv = &c->pool.servers[i];
         rm_pool_clear(srv);
         rm_deploy_free(srv);
         rm_tls_server_clear(srv);
         rm_endpoint_clear(&srv->ep);
     }
-    free(c->servers);
+    free(c->pool.servers);
     rm_unsettled_free(c);
     rm_events_destroy(c);
     rm_pollwaits_destroy(c);
     rm_interrupt_destroy(c);
     rm_stats_destroy(&c->stats);
     pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->renew_done);
-    pthread_cond_destroy(&c->wake);
+    pthread_cond_destroy(&c->holds.renew_done);
+    pthread_cond_destroy(&c->holds.wake);
     free(c);
-}
-
-/* A deployment's master moved (sentinel.c, c->mu held): its waiters and renewals follow. */
-static void deploy_moved(redmutex_client *c, size_t i)
-{
-    rm_subscriber_moved(c, i);
-    rm_holds_renew_now(c, i);
 }
 
 /*
@@ -267,41 +260,41 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
     redmutex_client *c = calloc(1, sizeof *c);
     if (!c)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
-    c->servers = calloc(n_urls, sizeof *c->servers);
-    if (!c->servers) {
+    c->pool.servers = calloc(n_urls, sizeof *c->pool.servers);
+    if (!c->pool.servers) {
         free(c);
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     }
     pthread_mutex_init(&c->mu, NULL);
-    init_cond(&c->renew_done);
-    init_cond(&c->wake);
-    c->refs = 1;
-    c->intr_fd = -1;
+    init_cond(&c->holds.renew_done);
+    init_cond(&c->holds.wake);
+    c->life.refs = 1;
+    c->intr.fd = -1;
     c->events.fd = -1;
-    c->pw_efd = -1;
+    c->pollwait.efd = -1;
     c->pid = getpid();
     c->opts = o;
     c->n = n_urls;
     c->quorum = rm_quorum_of(n_urls);
-    c->on_deploy_moved = deploy_moved;
+    c->pool.news_fd = -1; /* no subscriber yet */
     rm_stats_init(&c->stats, &o);
     if ((rc = make_uuid(err, c->id)) != 0) {
         client_destroy(c);
         return rc;
     }
     for (size_t i = 0; i < n_urls; i++) {
-        c->servers[i].client = c;
-        c->servers[i].index = (int)i;
-        rc = rm_endpoint_parse(err, &c->servers[i].ep, urls[i]);
-        if (rc == 0 && !c->servers[i].ep.tls && rm_tls_options_given(&o))
+        c->pool.servers[i].client = c;
+        c->pool.servers[i].index = (int)i;
+        rc = rm_endpoint_parse(err, &c->pool.servers[i].ep, urls[i]);
+        if (rc == 0 && !c->pool.servers[i].ep.tls && rm_tls_options_given(&o))
             rc = rm_fail(err, REDMUTEX_EINVAL,
                          "%s is not a TLS URL, but TLS options are set: use rediss:// (nothing is sent "
                          "in plain text when TLS was asked for)",
-                         c->servers[i].ep.display);
+                         c->pool.servers[i].ep.display);
         if (rc == 0)
-            rc = rm_tls_server_init(err, &c->servers[i], &o);
+            rc = rm_tls_server_init(err, &c->pool.servers[i], &o);
         if (rc == 0 && (rc = rm_deploy_init(err, c, i)) == 0) /* counted by address (stats.c) */
-            c->servers[i].stats = rm_stats_server_for(&c->stats, c->servers[i].ep.display);
+            c->pool.servers[i].stats = rm_stats_server_for(&c->stats, c->pool.servers[i].ep.display);
         if (rc != 0) {
             if (n_urls > 1)
                 rm_fail(err, rc, "server %zu: %s", i + 1, err->msg);
@@ -333,7 +326,7 @@ int redmutex_client_new(redmutex_client **out, const char *const *urls, size_t n
 void rm_client_unref(redmutex_client *c)
 {
     rm_client_lock(c);
-    int refs = --c->refs;
+    int refs = --c->life.refs;
     rm_client_unlock(c);
     if (refs > 0)
         return;

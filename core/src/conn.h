@@ -84,7 +84,7 @@ typedef struct rm_server {
     _Atomic int64_t answered_ns;
     _Atomic int64_t stall_seen_ns;
     struct rm_tls *tls; /* rediss:// servers: the TLS settings (tls.c), else NULL */
-    /* Deployments (deploy.c): c->servers[i] is deployment i, reached at its
+    /* Deployments (deploy.c): c->pool.servers[i] is deployment i, reached at its
        seeds; a cluster's nodes are more rm_servers of the same deployment
        (index i, node true, their TLS settings the deployment's). */
     struct rm_deploy *dep;

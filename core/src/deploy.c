@@ -23,7 +23,7 @@
 
 int rm_deploy_init(rm_err *err, redmutex_client *c, size_t i)
 {
-    rm_server *srv = &c->servers[i];
+    rm_server *srv = &c->pool.servers[i];
     rm_deploy *d = calloc(1, sizeof *d);
     if (!d)
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
@@ -65,7 +65,7 @@ void rm_deploy_free(rm_server *srv)
 void rm_deploy_after_fork(redmutex_client *c)
 {
     for (size_t i = 0; i < c->n; i++) {
-        rm_deploy *d = c->servers[i].dep;
+        rm_deploy *d = c->pool.servers[i].dep;
         for (size_t k = 0; d && k < d->n_nodes; k++) {
             rm_server *n = d->nodes[k];
             for (size_t j = 0; j < n->n_idle; j++)
@@ -89,12 +89,12 @@ rm_server *rm_deploy_node_locked(redmutex_client *c, size_t i, const char *host,
 
 rm_server *rm_deploy_home_locked(redmutex_client *c, size_t i)
 {
-    return rm_deploy_is_sentinel(c, i) ? rm_sentinel_master_locked(c, i) : &c->servers[i];
+    return rm_deploy_is_sentinel(c, i) ? rm_sentinel_master_locked(c, i) : &c->pool.servers[i];
 }
 
 static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int port, size_t *index)
 {
-    rm_server *entry = &c->servers[i];
+    rm_server *entry = &c->pool.servers[i];
     rm_deploy *d = entry->dep;
     for (size_t k = 0; k < d->n_nodes; k++)
         if (d->nodes[k]->ep.port == port && strcmp(d->nodes[k]->ep.host, host) == 0) {
@@ -141,7 +141,7 @@ typedef struct map_build {
 static void map_range(void *ud, const rm_topo_range *r)
 {
     map_build *mb = ud;
-    rm_deploy *d = mb->c->servers[mb->i].dep;
+    rm_deploy *d = mb->c->pool.servers[mb->i].dep;
     size_t k;
     if (!node_at(mb->c, mb->i, r->host[0] ? r->host : mb->reached_host, r->port, &k)) {
         mb->failed = true;
@@ -196,9 +196,9 @@ static void ids_load(rm_deploy *d, const rm_reply *shards, const rm_reply *slots
 /* A node id deployment i shares with another cluster deployment (*other), or NULL. Caller holds c->mu. */
 static const char *shared_id(redmutex_client *c, size_t i, size_t *other)
 {
-    const rm_deploy *d = c->servers[i].dep;
+    const rm_deploy *d = c->pool.servers[i].dep;
     for (size_t j = 0; j < c->n; j++) {
-        const rm_deploy *e = c->servers[j].dep;
+        const rm_deploy *e = c->pool.servers[j].dep;
         for (size_t x = 0; j != i && x < d->n_ids; x++)
             if (e->n_ids && bsearch(d->ids[x], e->ids, e->n_ids, sizeof *e->ids, id_cmp)) {
                 *other = j;
@@ -213,7 +213,7 @@ const rm_server *rm_deploy_same_process_locked(redmutex_client *c, const rm_serv
     for (size_t j = 0; run_id[0] && j < c->n; j++) {
         if ((int)j == srv->index)
             continue;
-        const rm_server *entry = &c->servers[j];
+        const rm_server *entry = &c->pool.servers[j];
         if (strcmp(entry->run_id, run_id) == 0)
             return entry;
         const rm_deploy *e = entry->dep;
@@ -229,14 +229,14 @@ const rm_server *rm_deploy_same_process_locked(redmutex_client *c, const rm_serv
 static bool map_load(redmutex_client *c, size_t i, const rm_reply *shards, const rm_reply *slots,
                      const char *reached_host)
 {
-    rm_deploy *d = c->servers[i].dep;
+    rm_deploy *d = c->pool.servers[i].dep;
     if (!d->slot_node && !(d->slot_node = malloc(RM_SLOTS * sizeof *d->slot_node)))
         return false;
     for (int s = 0; s < RM_SLOTS; s++)
         d->slot_node[s] = RM_NO_NODE;
     d->loaded_ns = rm_now_ns();
     map_build mb = {c, i, reached_host, 0, false};
-    int n = rm_topo_read_shards(shards, c->servers[i].ep.tls, map_range, &mb);
+    int n = rm_topo_read_shards(shards, c->pool.servers[i].ep.tls, map_range, &mb);
     if (n < 0)
         n = rm_topo_read_slots(slots, map_range, &mb);
     ids_load(d, shards, slots);
@@ -245,20 +245,20 @@ static bool map_load(redmutex_client *c, size_t i, const rm_reply *shards, const
 
 rm_server *rm_deploy_route_locked(redmutex_client *c, size_t i, int slot)
 {
-    rm_deploy *d = c->servers[i].dep;
+    rm_deploy *d = c->pool.servers[i].dep;
     uint16_t k = d->slot_node && slot >= 0 ? d->slot_node[slot] : RM_NO_NODE;
     return k != RM_NO_NODE ? d->nodes[k] : NULL;
 }
 
 bool rm_deploy_sharded_locked(redmutex_client *c, size_t i)
 {
-    rm_deploy *d = c->servers[i].dep;
+    rm_deploy *d = c->pool.servers[i].dep;
     return atomic_load(&d->topology) == RM_TOPOLOGY_CLUSTER && atomic_load(&d->sharded);
 }
 
 rm_server *rm_deploy_moved_locked(redmutex_client *c, size_t i, int slot, const char *host, int port)
 {
-    rm_deploy *d = c->servers[i].dep;
+    rm_deploy *d = c->pool.servers[i].dep;
     size_t k;
     rm_server *node = d->slot_node ? node_at(c, i, host, port, &k) : NULL;
     if (node)
@@ -269,7 +269,7 @@ rm_server *rm_deploy_moved_locked(redmutex_client *c, size_t i, int slot, const 
 
 rm_server *rm_deploy_route(rm_err *err, redmutex_client *c, size_t i, int slot)
 {
-    rm_server *entry = &c->servers[i];
+    rm_server *entry = &c->pool.servers[i];
     rm_deploy *d = entry->dep;
     if (d->sentinel) { /* the master as known now (the fan-out asks the sentinels when there is none) */
         rm_client_lock(c);
@@ -298,7 +298,7 @@ int rm_deploy_learn(rm_err *err, redmutex_client *c, rm_conn *conn)
         return 0;
     conn->topo_asked = false;
     size_t i = (size_t)conn->srv->index;
-    rm_server *entry = &c->servers[i];
+    rm_server *entry = &c->pool.servers[i];
     rm_deploy *d = entry->dep;
     int rc = 0;
     rm_client_lock(c);
@@ -314,11 +314,11 @@ int rm_deploy_learn(rm_err *err, redmutex_client *c, rm_conn *conn)
             rc = rm_fail(err, REDMUTEX_EDUPLICATE,
                          "%s and %s reach the same cluster (node %s is in both); a Redlock majority needs "
                          "independent deployments",
-                         c->servers[other].ep.display, entry->ep.display, id);
+                         c->pool.servers[other].ep.display, entry->ep.display, id);
         }
         if (rc == 0) {
             atomic_store(&d->topology, RM_TOPOLOGY_CLUSTER);
-            atomic_store(&c->has_cluster, true);
+            atomic_store(&c->pool.has_cluster, true);
         }
     } else if (d->wanted == RM_TOPOLOGY_CLUSTER) {
         rc = rm_fail(err, REDMUTEX_EINVAL,
@@ -350,13 +350,13 @@ rm_server *rm_deploy_asked(redmutex_client *c, size_t i, const char *host, int p
     rm_client_lock(c);
     rm_server *node = node_at(c, i, host, port, &k);
     rm_client_unlock(c);
-    atomic_fetch_add(&c->servers[i].dep->redirects, 1);
+    atomic_fetch_add(&c->pool.servers[i].dep->redirects, 1);
     return node;
 }
 
 int rm_deploy_refresh_stale(rm_err *err, redmutex_client *c, size_t i, int64_t max_age_ns, int64_t deadline_ns)
 {
-    rm_deploy *d = c->servers[i].dep;
+    rm_deploy *d = c->pool.servers[i].dep;
     if (atomic_load(&d->topology) != RM_TOPOLOGY_CLUSTER)
         return 0;
     rm_client_lock(c);
@@ -367,7 +367,7 @@ int rm_deploy_refresh_stale(rm_err *err, redmutex_client *c, size_t i, int64_t m
 
 const char *rm_deploy_publish_verb(redmutex_client *c, size_t i)
 {
-    rm_deploy *d = c->servers[i].dep;
+    rm_deploy *d = c->pool.servers[i].dep;
     return atomic_load(&d->topology) == RM_TOPOLOGY_CLUSTER && atomic_load(&d->sharded) ? "spublish" : "publish";
 }
 
@@ -412,8 +412,8 @@ void rm_deploy_note_role(rm_server *srv, const rm_reply *r)
 
 void rm_deploy_counts(redmutex_client *c, size_t i, uint64_t *redirects, uint64_t *refreshes)
 {
-    *redirects = atomic_load(&c->servers[i].dep->redirects);
-    *refreshes = atomic_load(&c->servers[i].dep->refreshes);
+    *redirects = atomic_load(&c->pool.servers[i].dep->redirects);
+    *refreshes = atomic_load(&c->pool.servers[i].dep->refreshes);
 }
 
 /* The commands of a refresh: AUTH (when the URL has a password), CLUSTER SHARDS and CLUSTER SLOTS. */
@@ -518,13 +518,13 @@ void rm_deploy_node_failed(rm_server *srv)
 
 int rm_deploy_refresh_if_wanted(redmutex_client *c, size_t i, int64_t deadline_ns)
 {
-    rm_deploy *d = c->servers[i].dep;
+    rm_deploy *d = c->pool.servers[i].dep;
     return atomic_load(&d->refresh_wanted) ? rm_deploy_refresh(NULL, c, i, deadline_ns) : 0;
 }
 
 int rm_deploy_refresh(rm_err *err, redmutex_client *c, size_t i, int64_t deadline_ns)
 {
-    rm_server *entry = &c->servers[i];
+    rm_server *entry = &c->pool.servers[i];
     rm_deploy *d = entry->dep;
     if (atomic_load(&d->topology) != RM_TOPOLOGY_CLUSTER)
         return 0;

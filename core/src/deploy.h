@@ -1,5 +1,5 @@
 /*
- * Deployments (deploy.c): what one URL names. c->servers[i] is deployment
+ * Deployments (deploy.c): what one URL names. c->pool.servers[i] is deployment
  * i as it is reached at its seeds; a standalone deployment is that one
  * server, a cluster has more nodes (rm_servers of its own, each with its
  * pool) and a map from hash slot to the master that owns it. A Sentinel
@@ -50,7 +50,7 @@ void rm_deploy_after_fork(redmutex_client *c);
 /** Whether deployment i is known to be a cluster (no lock taken). */
 static inline bool rm_deploy_is_cluster(const redmutex_client *c, size_t i)
 {
-    return atomic_load(&c->servers[i].dep->topology) == RM_TOPOLOGY_CLUSTER;
+    return atomic_load(&c->pool.servers[i].dep->topology) == RM_TOPOLOGY_CLUSTER;
 }
 /**
  * The server a request for hash slot `slot` (-1: a request without keys)

@@ -49,7 +49,7 @@ bool rm_failover_route(rm_call *call, rm_slot *s)
     for (int tries = 0;; tries++) {
         rm_client_lock(c);
         s->node = rm_sentinel_master_locked(c, s->dep);
-        bool watched = c->watch != NULL;
+        bool watched = c->pool.watch != NULL;
         rm_client_unlock(c);
         if (!watched) /* a forked child: the parent's watcher did not come along */
             rm_watch_start(NULL, c);
@@ -214,7 +214,7 @@ void rm_failover_reroute_failed(rm_call *call, const rm_req *req, int64_t connec
             rm_failover_reroute(call, s, (s->req ? s->req : req), connect_deadline);
             continue;
         }
-        rm_server *entry = &c->servers[s->dep];
+        rm_server *entry = &c->pool.servers[s->dep];
         bool cluster = rm_deploy_is_cluster(c, s->dep);
         int seeds = entry->ep.n_seeds;
         if (cluster ? s->reroutes >= 2 : seeds < 2 || s->reroutes >= seeds - 1)

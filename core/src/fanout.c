@@ -324,7 +324,7 @@ static void start_slots(rm_call *call, const rm_req *req, int64_t deadline_ns, i
             rm_slot_fail(s, REDMUTEX_ENOTOWNER, "not sent: this server did not grant the lock");
             continue;
         }
-        if (atomic_load(&c->servers[s->dep].duplicate)) {
+        if (atomic_load(&c->pool.servers[s->dep].duplicate)) {
             rm_slot_fail(s, REDMUTEX_EDUPLICATE, "server is a duplicate of another endpoint");
             continue;
         }
@@ -500,7 +500,7 @@ static void count_servers(const rm_call *call)
         for (size_t k = 0; k < s->n_replies && !s->err && !refused; k++)
             if (s->replies[k] && s->replies[k]->type == RM_REPLY_ERROR)
                 refused = s->replies[k]->str;
-        const rm_server *srv = s->node ? s->node : &call->c->servers[s->dep];
+        const rm_server *srv = s->node ? s->node : &call->c->pool.servers[s->dep];
         if (s->status == RM_SLOT_DONE && !s->excluded && !s->not_waited)
             rm_stats_server_done(srv->stats, s->err, s->timed_out, s->done_ns - s->req_ns, s->err ? s->msg : refused);
     }

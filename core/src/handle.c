@@ -78,12 +78,12 @@ int rm_lock_make(rm_err *err, redmutex_lock **out, redmutex_client *c, const cha
     l->name_len = len;
     memcpy(l->name, name, len + 1);
     rm_client_lock(c);
-    if (c->closed) {
+    if (c->life.closed) {
         rm_client_unlock(c);
         free(l);
         return rm_fail(err, REDMUTEX_ECLOSED, "the client was closed");
     }
-    c->refs++;
+    c->life.refs++;
     rm_client_unlock(c);
     *out = l;
     return 0;

@@ -54,7 +54,7 @@ void rm_lock_owner_field(const redmutex_lock *l, const char *owner_key, char out
 /** A fresh 128-bit random token in hex (lock value, latch id). 0 or REDMUTEX_ESYSTEM: fails closed. */
 int rm_new_token(rm_err *err, char out[33]);
 /** A server's name for messages (its URL, password masked). */
-static inline const char *rm_lock_server(const redmutex_lock *l, size_t i) { return l->c->servers[i].ep.display; }
+static inline const char *rm_lock_server(const redmutex_lock *l, size_t i) { return l->c->pool.servers[i].ep.display; }
 
 /**
  * The channel a waiter for `value` listens on, written into buf (RM_KEY_MAX +

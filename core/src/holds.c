@@ -9,6 +9,7 @@
 #include "kind.h"
 #include "lifetime.h"
 #include "quorum.h"
+#include "sentinel.h"
 #include "watchdog.h"
 
 #include <stdlib.h>
@@ -34,8 +35,8 @@ void rm_hold_destroy(redmutex_client *c, rm_hold *h)
         }
     if (h->prev_in_client)
         h->prev_in_client->next_in_client = h->next_in_client;
-    else if (c->holds == h)
-        c->holds = h->next_in_client;
+    else if (c->holds.all == h)
+        c->holds.all = h->next_in_client;
     if (h->next_in_client)
         h->next_in_client->prev_in_client = h->prev_in_client;
     free(h);
@@ -45,7 +46,7 @@ void rm_hold_destroy(redmutex_client *c, rm_hold *h)
 void rm_hold_unbusy(redmutex_client *c, rm_hold *h)
 {
     h->busy = false;
-    pthread_cond_broadcast(&c->renew_done);
+    pthread_cond_broadcast(&c->holds.renew_done);
 }
 
 void rm_hold_forget(redmutex_client *c, rm_hold *h)
@@ -54,7 +55,7 @@ void rm_hold_forget(redmutex_client *c, rm_hold *h)
     h->forgetting = true;
     rm_watchdog_cancel(c, h); /* may wait for a renewal in flight */
     rm_hold_destroy(c, h);
-    pthread_cond_broadcast(&c->renew_done);
+    pthread_cond_broadcast(&c->holds.renew_done);
 }
 
 rm_hold *rm_hold_find(redmutex_lock *l, const char *owner, pid_t pid)
@@ -75,7 +76,7 @@ static bool same_field(const rm_hold *h, const redmutex_lock *l, const char *val
 
 rm_hold *rm_hold_find_shared(redmutex_lock *l, const char *value, pid_t pid)
 {
-    for (rm_hold *h = l->c->holds; h; h = h->next_in_client)
+    for (rm_hold *h = l->c->holds.all; h; h = h->next_in_client)
         if (h->lock != l && same_field(h, l, value, pid))
             return h;
     return NULL;
@@ -87,7 +88,7 @@ bool rm_hold_value_live(redmutex_lock *l, const char *value)
     pid_t pid = rm_pid();
     bool live = false;
     rm_client_lock(c);
-    for (rm_hold *h = c->holds; h && !live; h = h->next_in_client)
+    for (rm_hold *h = c->holds.all; h && !live; h = h->next_in_client)
         live = same_field(h, l, value, pid) && rm_hold_state(c, h, rm_now_ns()) != REDMUTEX_STATE_LOST;
     rm_client_unlock(c);
     return live;
@@ -106,7 +107,7 @@ rm_hold *rm_hold_claim(redmutex_client *c, redmutex_lock *l, rm_hold *h)
     rm_holds_catch_up_locked(c);
     uint64_t id = h->id;
     while (h && h->busy) {
-        pthread_cond_wait(&c->renew_done, &c->mu);
+        pthread_cond_wait(&c->holds.renew_done, &c->mu);
         h = rm_hold_find_by_id(l, id);
     }
     if (h)
@@ -151,7 +152,7 @@ static rm_hold *hold_new(redmutex_lock *l, const char *owner, const char *value,
         return NULL;
     h->lock = l;
     l->refs++;
-    h->id = ++c->next_hold_id;
+    h->id = ++c->holds.next_id;
     h->heap_index = SIZE_MAX;
     h->pid = pid;
     h->generations = (uint64_t *)(h + 1);
@@ -161,10 +162,10 @@ static rm_hold *hold_new(redmutex_lock *l, const char *owner, const char *value,
     memcpy(h->value, value, vlen);
     h->next_in_lock = l->holds;
     l->holds = h;
-    h->next_in_client = c->holds;
-    if (c->holds)
-        c->holds->prev_in_client = h;
-    c->holds = h;
+    h->next_in_client = c->holds.all;
+    if (c->holds.all)
+        c->holds.all->prev_in_client = h;
+    c->holds.all = h;
     h->acquired_ns = started_ns;
     h->hold_deadline_ns = l->opts.max_hold_ms ? started_ns + l->opts.max_hold_ms * RM_NS_PER_MS : INT64_MAX;
     return h;
@@ -181,7 +182,7 @@ static rm_hold *hold_settled(redmutex_lock *l, const char *owner, pid_t pid)
     rm_hold *h = rm_hold_find(l, owner, pid);
     while (h && h->busy && !rm_kind_of(l)->reentrant) {
         uint64_t id = h->id;
-        pthread_cond_wait(&l->c->renew_done, &l->c->mu);
+        pthread_cond_wait(&l->c->holds.renew_done, &l->c->mu);
         h = rm_hold_find_by_id(l, id);
         if (!h || h->forgetting)
             h = rm_hold_find(l, owner, pid);
@@ -195,7 +196,7 @@ int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char 
     redmutex_client *c = l->c;
     int64_t lease = rm_lock_lease_ms(l);
     pid_t pid = rm_pid();
-    if (c->closed)
+    if (c->life.closed)
         return rm_fail(err, REDMUTEX_ECLOSED, "the client was closed while lock '%s' was being acquired", l->name);
     rm_hold *h = hold_settled(l, owner, pid);
     if (h && (!rm_kind_of(l)->reentrant || rm_hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST))
@@ -214,7 +215,7 @@ int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char 
        hold. A nested acquisition adds the servers that granted it. */
     for (size_t i = 0; i < c->n; i++)
         if (v->t.yes_at[i] || v->t.unknown_at[i])
-            h->generations[i] = c->servers[i].generation + 1;
+            h->generations[i] = c->pool.servers[i].generation + 1;
     /* Levels taken through this handle: the server's count also holds the
        levels of the same owner's other handles (one thread, one field), and
        a release through this handle must only give back its own. */
@@ -244,21 +245,32 @@ int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char 
  * Asks for the renewal, now, of every renewed hold server i granted (its
  * deployment's master moved). Caller holds c->mu.
  */
-void rm_holds_renew_now(redmutex_client *c, size_t i)
+/* Deployment i has a new master: the watchdog renews every hold there now. */
+static void renew_now(redmutex_client *c, size_t i)
 {
     pid_t pid = rm_pid();
     int64_t now = rm_now_ns();
-    for (rm_hold *h = c->holds; h; h = h->next_in_client)
+    for (rm_hold *h = c->holds.all; h; h = h->next_in_client)
         if (h->pid == pid && !h->forgetting && h->watchdog && !h->renew_stopped && h->generations[i] != 0 &&
             h->state != REDMUTEX_STATE_LOST)
             rm_watchdog_renew_by(c, h, now);
 }
 
+void rm_holds_follow_moves_locked(redmutex_client *c)
+{
+    if (c->holds.moves_seen == c->pool.moves)
+        return;
+    c->holds.moves_seen = c->pool.moves;
+    for (size_t i = 0; i < c->n; i++)
+        if (rm_deploy_is_sentinel(c, i))
+            renew_now(c, i);
+}
+
 /*
  * A restart without persistence loses every lock the server held, and a
  * server that may have lost a lock cannot vouch for it. The pool records each
- * restart (a new run_id: the server's generation moves, c->restarts counts
- * up, c->wake is broadcast); this catches up with those it has not seen:
+ * restart (a new run_id: the server's generation moves, c->pool.restarts counts
+ * up, c->holds.wake is broadcast); this catches up with those it has not seen:
  * holds granted by a server whose generation has moved since, and now with
  * fewer than a majority of servers in the life that granted them, are lost.
  * It runs before a hold's state is read or a hold is claimed, and on the
@@ -268,17 +280,17 @@ void rm_holds_renew_now(redmutex_client *c, size_t i)
  */
 void rm_holds_catch_up_locked(redmutex_client *c)
 {
-    if (c->restarts_seen == c->restarts)
+    if (c->holds.restarts_seen == c->pool.restarts)
         return;
-    c->restarts_seen = c->restarts;
+    c->holds.restarts_seen = c->pool.restarts;
     pid_t pid = rm_pid();
-    for (rm_hold *h = c->holds; h; h = h->next_in_client) {
+    for (rm_hold *h = c->holds.all; h; h = h->next_in_client) {
         if (h->pid != pid || h->forgetting || h->state == REDMUTEX_STATE_LOST)
             continue;
         size_t granted = 0, alive = 0;
         for (size_t j = 0; j < c->n; j++) {
             granted += h->generations[j] != 0;
-            alive += h->generations[j] == c->servers[j].generation + 1;
+            alive += h->generations[j] == c->pool.servers[j].generation + 1;
         }
         if (alive < granted && alive < h->lock->quorum)
             rm_hold_set_state(c, h, REDMUTEX_STATE_LOST);

@@ -54,19 +54,20 @@ typedef struct rm_hold {
 
 /**
  * Catches up with the server restarts the pool recorded since the last call
- * (c->restarts): holds that now have fewer than a majority of servers in the
+ * (c->pool.restarts): holds that now have fewer than a majority of servers in the
  * life that granted them are lost. Cheap when nothing restarted. Runs before
  * a hold's state is read, a hold claimed or a freed handle's hold settled,
- * and on the watchdog thread, which the pool wakes (c->wake). Caller holds
+ * and on the watchdog thread, which the pool wakes (c->holds.wake). Caller holds
  * c->mu.
  */
 void rm_holds_catch_up_locked(redmutex_client *c);
 /**
- * Deployment i has a new master (a failover): the watchdog renews every
- * hold there at once, so a lock the new master lacks is reported LOST now,
- * not at its next renewal. Caller holds c->mu.
+ * Catches up with the failovers the pool counted (c->pool.moves; it
+ * broadcast c->holds.wake): every hold on a Sentinel deployment is renewed
+ * at once, so a lock the new master lacks is reported LOST now, not at its
+ * next renewal. Runs on the watchdog thread. Caller holds c->mu.
  */
-void rm_holds_renew_now(redmutex_client *c, size_t i);
+void rm_holds_follow_moves_locked(redmutex_client *c);
 /** Statistics: h's hold ends (released, forgotten, or lost): counted once, by this process. */
 void rm_hold_count_end(redmutex_client *c, rm_hold *h, bool lost);
 /** Unlinks and frees h; caller holds c->mu and h is not scheduled. */

@@ -48,14 +48,14 @@ static void fd_write(int fd)
 
 void redmutex_client_interrupt(redmutex_client *c)
 {
-    if (!c || atomic_load(&c->closing))
+    if (!c || atomic_load(&c->intr.closing))
         return;
     int saved_errno = errno; /* a signal handler must leave errno as it found it */
-    atomic_fetch_add(&c->intr_gen, 1);
-    int fd = atomic_load(&c->intr_fd);
+    atomic_fetch_add(&c->intr.gen, 1);
+    int fd = atomic_load(&c->intr.fd);
     if (fd >= 0)
         fd_write(fd);
-    fd = atomic_load(&c->pw_efd);
+    fd = atomic_load(&c->pollwait.efd);
     if (fd >= 0)
         fd_write(fd);
     errno = saved_errno;
@@ -64,8 +64,8 @@ void redmutex_client_interrupt(redmutex_client *c)
 void rm_interrupt_wake_all(redmutex_client *c)
 {
     /* Close: waits see `closing` when they wake, and end with ECLOSED. */
-    atomic_store(&c->closing, true);
-    int fd = atomic_load(&c->intr_fd);
+    atomic_store(&c->intr.closing, true);
+    int fd = atomic_load(&c->intr.fd);
     if (fd >= 0)
         fd_write(fd);
 }
@@ -74,19 +74,19 @@ int rm_wait_begin(rm_err *err, redmutex_client *c, rm_wait *w)
 {
     memset(w, 0, sizeof *w);
     rm_client_lock(c);
-    if (atomic_load(&c->intr_fd) < 0) {
+    if (atomic_load(&c->intr.fd) < 0) {
         int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (fd < 0) {
             rm_client_unlock(c);
             return rm_fail(err, REDMUTEX_ENOMEM, "cannot create the client's interrupt eventfd: %s", strerror(errno));
         }
-        atomic_store(&c->intr_fd, fd);
+        atomic_store(&c->intr.fd, fd);
     }
     /* Read after the fd is published: an interrupt from now on either moves
        the generation past `start` before this wait looks, or wakes its poll. */
-    w->start = atomic_load(&c->intr_gen);
-    w->next = c->waits;
-    c->waits = w;
+    w->start = atomic_load(&c->intr.gen);
+    w->next = c->intr.waits;
+    c->intr.waits = w;
     w->registered = true;
     rm_client_unlock(c);
     return 0;
@@ -94,7 +94,7 @@ int rm_wait_begin(rm_err *err, redmutex_client *c, rm_wait *w)
 
 bool rm_wait_interrupted(redmutex_client *c, const rm_wait *w)
 {
-    return w && w->registered && (atomic_load(&c->intr_gen) != w->start || atomic_load(&c->closing));
+    return w && w->registered && (atomic_load(&c->intr.gen) != w->start || atomic_load(&c->intr.closing));
 }
 
 /*
@@ -104,18 +104,18 @@ bool rm_wait_interrupted(redmutex_client *c, const rm_wait *w)
  */
 static bool drain_if_stale(redmutex_client *c)
 {
-    uint64_t gen = atomic_load(&c->intr_gen);
-    for (rm_wait *w = c->waits; w; w = w->next)
+    uint64_t gen = atomic_load(&c->intr.gen);
+    for (rm_wait *w = c->intr.waits; w; w = w->next)
         if (w->start != gen)
             return false;
-    int fd = atomic_load(&c->intr_fd);
+    int fd = atomic_load(&c->intr.fd);
     uint64_t v;
     ssize_t r = read(fd, &v, sizeof v);
     (void)r;
-    c->intr_drained = gen;
+    c->intr.drained = gen;
     /* An interrupt between the generation read above and the read(2) may have
        had its write swallowed: it bumped the generation first, so re-arm. */
-    if (atomic_load(&c->intr_gen) != gen)
+    if (atomic_load(&c->intr.gen) != gen)
         fd_write(fd);
     return true;
 }
@@ -127,7 +127,7 @@ void rm_wait_end(redmutex_client *c, rm_wait *w)
     rm_client_lock(c);
     /* Found by walking the list: after fork() the child starts with an empty
        one, and a wait of the forking thread must not unlink a stale neighbour. */
-    for (rm_wait **p = &c->waits; *p; p = &(*p)->next)
+    for (rm_wait **p = &c->intr.waits; *p; p = &(*p)->next)
         if (*p == w) {
             *p = w->next;
             break;
@@ -135,7 +135,7 @@ void rm_wait_end(redmutex_client *c, rm_wait *w)
     w->registered = false;
     /* An interrupt since the last drain left the fd readable: drain it once
        no older wait needs it (else the last of those does). */
-    if (atomic_load(&c->intr_gen) != c->intr_drained && !atomic_load(&c->closing))
+    if (atomic_load(&c->intr.gen) != c->intr.drained && !atomic_load(&c->intr.closing))
         drain_if_stale(c);
     rm_client_unlock(c);
 }
@@ -152,7 +152,7 @@ int rm_wait_poll_set(redmutex_client *c, rm_wait *w, struct pollfd *p, size_t n,
             return 0;
         if (ms > 60000)
             ms = 60000;
-        int ifd = interruptible ? atomic_load(&c->intr_fd) : -1;
+        int ifd = interruptible ? atomic_load(&c->intr.fd) : -1;
         if (interruptible && !watch) {
             /* The fd was readable for an older wait. Watch it again once it
                has been drained; until then look every few milliseconds. */
@@ -191,8 +191,8 @@ void rm_interrupt_after_fork(redmutex_client *c)
     /* The parent's waits do not exist here, and its interrupts are not ours:
        a fresh eventfd under the same number, so nothing the parent does
        wakes the child's waits. */
-    c->waits = NULL;
-    int fd = atomic_load(&c->intr_fd);
+    c->intr.waits = NULL;
+    int fd = atomic_load(&c->intr.fd);
     if (fd >= 0) {
         int fresh = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (fresh >= 0) {
@@ -204,7 +204,7 @@ void rm_interrupt_after_fork(redmutex_client *c)
 
 void rm_interrupt_destroy(redmutex_client *c)
 {
-    int fd = atomic_load(&c->intr_fd);
+    int fd = atomic_load(&c->intr.fd);
     if (fd >= 0)
         close(fd);
 }

@@ -111,7 +111,7 @@ int redmutex_latch_new(redmutex_latch **out, redmutex_client *c, const char *nam
     memcpy(l->name, name, len + 1);
     snprintf(l->channel, sizeof l->channel, RM_LATCH_CHANNEL_PREFIX "{%s}", name);
     rm_client_lock(c);
-    c->refs++; /* the handle keeps the client's memory */
+    c->life.refs++; /* the handle keeps the client's memory */
     rm_client_unlock(c);
     *out = l;
     return rm_publish(err, 0);

@@ -45,7 +45,7 @@ void rm_lock_unref_locked(redmutex_client *c, redmutex_lock *l)
     /* The handle's reference to the client. Never the last one: whoever runs
        this (a call on another handle, the watchdog, a closing thread) holds
        a reference of its own. */
-    c->refs--;
+    c->life.refs--;
 }
 
 /* ---- closing ------------------------------------------------------------ */
@@ -53,7 +53,7 @@ void rm_lock_unref_locked(redmutex_client *c, redmutex_lock *l)
 /* Drops orphaned holds nobody else is working on. Caller holds c->mu and a client reference. */
 void rm_orphans_drop_locked(redmutex_client *c)
 {
-    for (rm_hold *h = c->holds, *next; h; h = next) {
+    for (rm_hold *h = c->holds.all, *next; h; h = next) {
         next = h->next_in_client;
         if (h->orphan && !h->busy && !h->renewing && !h->forgetting) {
             rm_watchdog_cancel(c, h); /* not renewing: does not wait */
@@ -71,11 +71,11 @@ static void shut_down(redmutex_client *c, int64_t deadline_ns, bool release)
     rm_subscriber_stop(c, deadline_ns);
     rm_watch_stop(c, deadline_ns);
     rm_client_lock(c);
-    c->shut_down = true;
+    c->life.shut_down = true;
     rm_orphans_drop_locked(c);
     /* Idle connections are of no further use. */
     for (size_t i = 0; i < c->n; i++) {
-        rm_server *srv = &c->servers[i];
+        rm_server *srv = &c->pool.servers[i];
         for (size_t k = 0; k < srv->n_idle; k++)
             rm_conn_close(srv->idle[k]);
         srv->n_idle = 0;
@@ -87,7 +87,7 @@ static void shut_down(redmutex_client *c, int64_t deadline_ns, bool release)
 
 static bool in_own_callback(redmutex_client *c)
 {
-    return c->callback_lock && pthread_equal(c->callback_thread, pthread_self());
+    return c->life.callback_lock && pthread_equal(c->life.callback_thread, pthread_self());
 }
 
 int redmutex_client_close(redmutex_client *c)
@@ -98,9 +98,9 @@ int redmutex_client_close(redmutex_client *c)
         return rm_publish(&err, rm_fail(&err, REDMUTEX_EINVAL, "redmutex_client_close: client is NULL"));
     rm_client_lock(c);
     bool refused = in_own_callback(c);
-    bool already = c->closed;
+    bool already = c->life.closed;
     if (!refused)
-        c->closed = true;
+        c->life.closed = true;
     rm_client_unlock(c);
     if (refused)
         return rm_publish(&err, rm_fail(&err, REDMUTEX_EINVAL,
@@ -125,12 +125,12 @@ void redmutex_client_free(redmutex_client *c)
     if (!c)
         return;
     rm_client_lock(c);
-    bool already = c->closed;
-    c->closed = true;
+    bool already = c->life.closed;
+    c->life.closed = true;
     /* Without holds or threads there is nothing to wait for: close here. */
-    bool background = !already && (c->holds || c->wd || c->sub);
+    bool background = !already && (c->holds.all || c->holds.wd || c->sub);
     if (background)
-        c->refs++; /* the closing thread's */
+        c->life.refs++; /* the closing thread's */
     rm_client_unlock(c);
     if (background) {
         pthread_attr_t attr;
@@ -168,7 +168,7 @@ static void settle_hold_of_freed_handle(redmutex_client *c, rm_hold *h)
     rm_holds_catch_up_locked(c); /* a restart the pool recorded may have lost it */
     bool held = h->state != REDMUTEX_STATE_LOST && rm_now_ns() < h->validity_end_ns;
     /* A close that is still to release holds (it may have begun) releases this one too. */
-    if (held && !c->shut_down && h->pid == getpid()) {
+    if (held && !c->life.shut_down && h->pid == getpid()) {
         h->orphan = true;
         h->renew_stopped = true;
         rm_watchdog_schedule(NULL, c, h); /* expiry at the end of validity; failing that, the close */
@@ -187,8 +187,8 @@ void redmutex_lock_free(redmutex_lock *l)
     /* A callback of this handle running on another thread may still use it:
        let it finish. Freed from inside its own callback, the handle stays
        valid until that callback returns (the callback holds a reference). */
-    while (c->callback_lock == l && !pthread_equal(c->callback_thread, pthread_self()))
-        pthread_cond_wait(&c->renew_done, &c->mu);
+    while (c->life.callback_lock == l && !pthread_equal(c->life.callback_thread, pthread_self()))
+        pthread_cond_wait(&c->holds.renew_done, &c->mu);
     rm_events_forget_lock(c, l);
     for (rm_hold *h = l->holds, *next; h; h = next) {
         next = h->next_in_lock;

@@ -29,7 +29,7 @@ static bool one_request(const multi_op *op)
     redmutex_multi_lock *m = op->m;
     redmutex_client *c = m->c;
     size_t room = RM_REQ_MAX_CMDS - (c->opts.min_replicas > 0 ? 1 : 0);
-    if (c->n != 1 || m->n > room || atomic_load(&c->n_unsettled) > 0)
+    if (c->n != 1 || m->n > room || atomic_load(&c->unsettled.n) > 0)
         return false;
     for (size_t j = 0; j < m->n; j++)
         if (rm_kind_of(m->locks[j])->server_queue || rm_hold_value_live(m->locks[j], op->value[j]))
@@ -240,7 +240,7 @@ static int attempt_one_request(multi_op *op, const bool *group)
  */
 static bool slots_of(const redmutex_multi_lock *m, int *slot)
 {
-    int topology = atomic_load(&m->c->servers[0].dep->topology);
+    int topology = atomic_load(&m->c->pool.servers[0].dep->topology);
     if (topology == RM_TOPOLOGY_AUTO)
         return false;
     for (size_t j = 0; j < m->n; j++)
@@ -273,7 +273,7 @@ int rm_multi_release_held(multi_op *op, const char *why)
        replies for one of them but the first's (per-server order, fanout.h):
        with N servers (a majority may have left a slow one owing) or a
        release of unknown outcome pending, each lock goes alone. */
-    bool grouped = m->c->n == 1 && atomic_load(&m->c->n_unsettled) == 0 && slots_of(m, slot);
+    bool grouped = m->c->n == 1 && atomic_load(&m->c->unsettled.n) == 0 && slots_of(m, slot);
     bool left[REDMUTEX_MULTI_LOCK_MAX], group[REDMUTEX_MULTI_LOCK_MAX];
     for (size_t j = 0; j < m->n; j++) {
         left[j] = op->held[j];

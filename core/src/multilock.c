@@ -97,7 +97,7 @@ int redmutex_multi_lock_new(redmutex_multi_lock **out, redmutex_lock *const *loc
         }
     redmutex_client *c = ls[0]->c;
     rm_client_lock(c);
-    c->refs++; /* the multi-lock's: it unreferences its locks under the client's mutex */
+    c->life.refs++; /* the multi-lock's: it unreferences its locks under the client's mutex */
     for (size_t j = 0; j < n; j++)
         ls[j]->refs++;
     rm_client_unlock(c);

@@ -38,7 +38,7 @@ static _Atomic uint64_t last_wait_id;
 static void notify(void *ud)
 {
     redmutex_wait *w = ud;
-    rm_pollwaits *pw = w->c->pw;
+    rm_pollwaits *pw = w->c->pollwait.pw;
     if (w->freeing)
         pthread_cond_broadcast(&pw->handoff_done);
     else
@@ -51,7 +51,7 @@ static void release_refs(redmutex_wait *w)
 {
     redmutex_client *c = w->c;
     rm_client_lock(c);
-    rm_pollwaits *pw = c->pw;
+    rm_pollwaits *pw = c->pollwait.pw;
     rm_ready_unqueue(pw, w);
     if (w->prev_all)
         w->prev_all->next_all = w->next_all;
@@ -72,17 +72,17 @@ static int register_wait(rm_err *err, redmutex_wait *w)
 {
     redmutex_client *c = w->c;
     rm_client_lock(c);
-    rm_pollwaits *pw = c->closed ? NULL : rm_ready_ensure(err, c);
+    rm_pollwaits *pw = c->life.closed ? NULL : rm_ready_ensure(err, c);
     if (!pw) {
         rm_client_unlock(c);
         free(w);
-        return c->closed ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed") : REDMUTEX_ENOMEM;
+        return c->life.closed ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed") : REDMUTEX_ENOMEM;
     }
-    c->refs++;
+    c->life.refs++;
     if (w->l)
         w->l->refs++;
     /* Read after the eventfd is published: a later interrupt reaches it. */
-    w->intr_start = atomic_load(&c->intr_gen);
+    w->intr_start = atomic_load(&c->intr.gen);
     w->next_all = pw->all;
     if (pw->all)
         pw->all->prev_all = w;
@@ -171,7 +171,7 @@ static int join(rm_err *err, redmutex_wait *w)
     }
     if (subscribed) {
         rm_client_lock(c);
-        rm_ready_push(c->pw, w);
+        rm_ready_push(c->pollwait.pw, w);
         rm_client_unlock(c);
     }
     return 0;
@@ -188,7 +188,7 @@ static void set_next_due(redmutex_wait *w, int64_t ttl_ms, bool split, bool time
     if (w->fair) /* only the head tries; each try refreshes the wait's place in the queue */
         pause_ms = rm_fair_pause_ms(pause_ms, behind);
     rm_client_lock(c);
-    rm_ready_set_due(c->pw, w, rm_retry_next_due(rm_now_ns(), pause_ms, INT64_MAX));
+    rm_ready_set_due(c->pollwait.pw, w, rm_retry_next_due(rm_now_ns(), pause_ms, INT64_MAX));
     rm_client_unlock(c);
 }
 
@@ -214,7 +214,7 @@ static bool give_up(redmutex_wait *w)
     bool kept = false;
     rm_client_lock(c);
     w->freeing = true; /* notifications now only end the wait below */
-    rm_ready_unqueue(c->pw, w);
+    rm_ready_unqueue(c->pollwait.pw, w);
     w->due_ns = INT64_MAX;
     rm_client_unlock(c);
     if (w->waiter) {
@@ -225,7 +225,7 @@ static bool give_up(redmutex_wait *w)
                (one round trip of that thread, bounded by its deadline). */
             rm_client_lock(c);
             while (rm_waiter_handoff_in_flight(w->waiter))
-                pthread_cond_wait(&c->pw->handoff_done, &c->mu);
+                pthread_cond_wait(&c->pollwait.pw->handoff_done, &c->mu);
             rm_client_unlock(c);
             news = rm_waiter_take(c, w->waiter);
         }
@@ -250,7 +250,7 @@ static int end_interrupted(rm_err *err, redmutex_wait *w)
         if (w->ops) {
             rm_client_lock(c);
             w->freeing = true;
-            rm_ready_unqueue(c->pw, w);
+            rm_ready_unqueue(c->pollwait.pw, w);
             w->due_ns = INT64_MAX;
             rm_client_unlock(c);
             if (w->waiter)
@@ -266,7 +266,7 @@ static int end_interrupted(rm_err *err, redmutex_wait *w)
     return rm_fail(err, REDMUTEX_EINTR, "waiting for lock '%s' was interrupted", w->l->name);
 }
 
-static bool interrupted(const redmutex_wait *w) { return atomic_load(&w->c->intr_gen) != w->intr_start; }
+static bool interrupted(const redmutex_wait *w) { return atomic_load(&w->c->intr.gen) != w->intr_start; }
 
 /* try_begin's result when the try goes on. */
 #define RM_TRY_ON 1
@@ -280,7 +280,7 @@ static int try_begin(rm_err *err, redmutex_wait *w)
     if (rc || w->ended || interrupted(w))
         return rc ? rc : end_interrupted(err, w);
     rm_client_lock(c);
-    rm_ready_unqueue(c->pw, w);
+    rm_ready_unqueue(c->pollwait.pw, w);
     w->due_ns = INT64_MAX;
     rm_client_unlock(c);
     return RM_TRY_ON;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Idle connections kept per server; more concurrent callers open more. */
 #define RM_POOL_MAX 32
@@ -69,7 +70,7 @@ static void owing_settle(redmutex_client *c, rm_server *srv)
         if (rm_conn_drain(conn) != 0 || (conn->owed == 0 && conn->later_count == 0) || conn->pid != rm_pid()) {
             srv->owing[k] = srv->owing[--srv->n_owing];
             conn->n_order_keys = 0;
-            if (!(conn->owed == 0 && conn->pid == rm_pid() && !c->closed && pool_push(srv, conn)))
+            if (!(conn->owed == 0 && conn->pid == rm_pid() && !c->life.closed && pool_push(srv, conn)))
                 rm_conn_close(conn);
             continue;
         }
@@ -164,7 +165,7 @@ int rm_pool_take(rm_err *err, redmutex_client *c, rm_server *srv, uint64_t order
     rm_client_lock(c);
     /* A request for this name may have been left unanswered meanwhile. */
     rc = take_owing(c, srv, order_key, out, busy_since);
-    if (rc == -1 && !c->closed && rm_server_stalls(c, srv, 0, rm_now_ns()))
+    if (rc == -1 && !c->life.closed && rm_server_stalls(c, srv, 0, rm_now_ns()))
         rc = ride_owing(c, srv, out);
     rm_client_unlock(c);
     if (rc != -1)
@@ -323,7 +324,7 @@ void rm_pool_give(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t orde
     rm_client_lock(c);
     if (usable && conn->flush_later)
         flush_quietly(conn); /* a release queued behind this connection's call */
-    if (usable && !c->closed && (conn->owed > 0 || conn->flush_later)) {
+    if (usable && !c->life.closed && (conn->owed > 0 || conn->flush_later)) {
         /* Without its key the order could not be kept: then it is closed. */
         kept = (!order_key || rm_conn_add_order_key(conn, order_key) == 0) && owing_push(srv, conn);
     }
@@ -332,7 +333,7 @@ void rm_pool_give(redmutex_client *c, rm_conn *conn, bool healthy, uint64_t orde
             owing_remove(srv, conn);
         conn->lent = false;
         conn->n_order_keys = 0;
-        kept = usable && !c->closed && conn->owed == 0 && pool_push(srv, conn);
+        kept = usable && !c->life.closed && conn->owed == 0 && pool_push(srv, conn);
     }
     rm_client_unlock(c);
     if (!kept)
@@ -355,7 +356,8 @@ bool rm_pool_settle(redmutex_client *c, rm_server *srv)
 static bool others_answer(const redmutex_client *c, const rm_server *srv)
 {
     for (size_t i = 0; c->n > 1 && i < c->n; i++)
-        if (&c->servers[i] != srv && atomic_load_explicit(&c->servers[i].answered_ns, memory_order_relaxed) > 0)
+        if (&c->pool.servers[i] != srv &&
+            atomic_load_explicit(&c->pool.servers[i].answered_ns, memory_order_relaxed) > 0)
             return true;
     return false;
 }
@@ -398,8 +400,8 @@ int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const
                holds this life cannot vouch for when it next looks
                (rm_holds_catch_up_locked: a state query, a claim, or the
                watchdog thread this wakes). */
-            c->restarts++;
-            pthread_cond_broadcast(&c->wake);
+            c->pool.restarts++;
+            pthread_cond_broadcast(&c->holds.wake);
             atomic_store(&srv->restart_seen_ns, rm_now_ns());
         }
     }
@@ -409,7 +411,7 @@ int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const
        on; a cluster stays so, a standalone server until its run_id no
        longer matches. */
     dup = rm_deploy_same_process_locked(c, srv, run_id);
-    rm_server *entry = &c->servers[srv->index];
+    rm_server *entry = &c->pool.servers[srv->index];
     if (dup) {
         entry->duplicate = true;
         rc = REDMUTEX_EDUPLICATE;
@@ -430,7 +432,7 @@ void rm_pool_after_fork(redmutex_client *c)
     /* The parent's connections are not ours: closing our copies of the
        sockets does not affect the parent. */
     for (size_t i = 0; i < c->n; i++) {
-        rm_server *srv = &c->servers[i];
+        rm_server *srv = &c->pool.servers[i];
         for (size_t k = 0; k < srv->n_idle; k++)
             rm_conn_close(srv->idle[k]);
         srv->n_idle = 0;
@@ -449,3 +451,16 @@ void rm_pool_clear(rm_server *srv)
         rm_conn_close(srv->owing[k]);
     free(srv->owing);
 }
+
+void rm_pool_moved_locked(redmutex_client *c)
+{
+    c->pool.moves++;
+    pthread_cond_broadcast(&c->holds.wake);
+    if (c->pool.news_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t r = write(c->pool.news_fd, &one, sizeof one);
+        (void)r; /* a full counter already means "wake up" */
+    }
+}
+
+void rm_pool_listen_locked(redmutex_client *c, int fd) { c->pool.news_fd = fd; }

@@ -499,7 +499,7 @@ void rm_release_all(redmutex_client *c, int64_t deadline_ns)
             return;
         /* Take one hold at a time: releasing changes the list. */
         rm_client_lock(c);
-        rm_hold *h = c->holds;
+        rm_hold *h = c->holds.all;
         while (h && (h->pid != pid || h->busy || rm_hold_state(c, h, rm_now_ns()) == REDMUTEX_STATE_LOST))
             h = h->next_in_client;
         redmutex_lock *l = h ? h->lock : NULL;

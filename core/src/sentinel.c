@@ -6,8 +6,9 @@
  * request follows (conn.c). When it is no longer (READONLY, WAIT refused,
  * ROLE of a replica, refused at its address: failover.c) they are asked
  * again; when they announce a new one (+switch-master, sentinel_watch.c) it
- * is taken at once. Either way the client's pub/sub connection, waiters and
- * renewals follow through c->on_deploy_moved.
+ * is taken at once. Either way the pool counts the move and wakes the
+ * subscriber and the watchdog (rm_pool_moved_locked), whose threads catch
+ * up: the client's pub/sub connection, waiters and renewals follow.
  *
  * Layering: servers (with deploy.c): above conn, below the fan-out.
  */
@@ -16,6 +17,7 @@
 #include "conn.h"
 #include "deploy.h"
 #include "internal.h"
+#include "pool.h"
 #include "resp.h"
 #include "sentinel.h"
 #include "url.h"
@@ -30,7 +32,7 @@
 
 int rm_sentinel_init(rm_err *err, redmutex_client *c, size_t i)
 {
-    rm_server *entry = &c->servers[i];
+    rm_server *entry = &c->pool.servers[i];
     const rm_endpoint *ep = &entry->ep;
     rm_sentinel *s = calloc(1, sizeof *s);
     if (!s)
@@ -77,13 +79,13 @@ void rm_sentinel_free(rm_sentinel *s)
 
 rm_server *rm_sentinel_master_locked(redmutex_client *c, size_t i)
 {
-    rm_sentinel *s = c->servers[i].dep->sentinel;
+    rm_sentinel *s = c->pool.servers[i].dep->sentinel;
     return s ? s->master : NULL;
 }
 
 void rm_sentinel_counts(redmutex_client *c, size_t i, uint64_t *resolutions, uint64_t *switches)
 {
-    rm_sentinel *s = c->servers[i].dep->sentinel;
+    rm_sentinel *s = c->pool.servers[i].dep->sentinel;
     *resolutions = s ? atomic_load(&s->resolutions) : 0;
     *switches = s ? atomic_load(&s->switches) : 0;
 }
@@ -91,7 +93,7 @@ void rm_sentinel_counts(redmutex_client *c, size_t i, uint64_t *resolutions, uin
 /* Makes node deployment i's master. Caller holds c->mu. */
 static void set_master_locked(redmutex_client *c, size_t i, rm_server *node)
 {
-    rm_sentinel *s = c->servers[i].dep->sentinel;
+    rm_sentinel *s = c->pool.servers[i].dep->sentinel;
     rm_server *old = s->master;
     s->resolved_ns = rm_now_ns();
     if (old == node)
@@ -106,8 +108,7 @@ static void set_master_locked(redmutex_client *c, size_t i, rm_server *node)
         for (size_t k = 0; k < old->n_idle; k++)
             rm_conn_close(old->idle[k]);
         old->n_idle = 0;
-        if (c->on_deploy_moved)
-            c->on_deploy_moved(c, i);
+        rm_pool_moved_locked(c); /* the subscriber and the watchdog follow */
     }
 }
 
@@ -269,7 +270,7 @@ static int none_named(rm_err *err, const rm_endpoint *ep, const asked *a, int n,
 
 int rm_sentinel_resolve(rm_err *err, redmutex_client *c, size_t i, rm_server *avoid, int64_t deadline_ns)
 {
-    rm_server *entry = &c->servers[i];
+    rm_server *entry = &c->pool.servers[i];
     rm_sentinel *s = entry->dep->sentinel;
     bool same;
     rm_client_lock(c);

@@ -10,8 +10,9 @@
  *
  * Layering: servers (with deploy.c and the pool): above conn; below the
  * fan-out (which routes through rm_sentinel_master and asks again through
- * rm_sentinel_resolve). News of a new master goes up through
- * c->on_deploy_moved, installed by the client.
+ * rm_sentinel_resolve). News of a new master goes up as data, not as a
+ * call: the pool counts it (c->pool.moves) and wakes the threads that
+ * follow it (rm_pool_moved_locked).
  */
 #ifndef REDMUTEX_SENTINEL_H
 #define REDMUTEX_SENTINEL_H
@@ -37,7 +38,7 @@ typedef struct rm_sentinel {
 /** Whether deployment i is a Sentinel deployment (no lock taken). */
 static inline bool rm_deploy_is_sentinel(const redmutex_client *c, size_t i)
 {
-    return c->servers[i].ep.topology == RM_TOPOLOGY_SENTINEL;
+    return c->pool.servers[i].ep.topology == RM_TOPOLOGY_SENTINEL;
 }
 
 /** Sets up deployment i's sentinels from its URL. 0 or REDMUTEX_ENOMEM. */

@@ -14,7 +14,7 @@
  * reached the watcher (its subscriptions being made again, say).
  *
  * What it learns goes to sentinel.c (rm_sentinel_switch, resolve), which
- * tells the subscriber and the watchdog (c->on_deploy_moved). Its setup
+ * tells the subscriber and the watchdog (rm_pool_moved_locked). Its setup
  * steps (connect, subscribe; a probe) block for up to
  * RM_WATCH_STEP_MS each: a slow sentinel delays the others' news by that
  * much at most, never a caller.
@@ -93,7 +93,7 @@ static void watch_free(redmutex_client *c, rm_watch *w)
 }
 
 /* The service name of deployment i. */
-static const char *service(redmutex_client *c, size_t i) { return c->servers[i].ep.service; }
+static const char *service(redmutex_client *c, size_t i) { return c->pool.servers[i].ep.service; }
 
 /* AUTH (with srv's credentials) when it has a password; returns the count of commands added. */
 static size_t add_auth(rm_buf *b, const rm_server *srv)
@@ -123,7 +123,7 @@ static bool read_addr(const rm_reply *r, char host[256], int *port)
  */
 static rm_conn *subscribe(redmutex_client *c, watch_conn *wc)
 {
-    rm_server *srv = c->servers[wc->dep].dep->sentinel->sentinels[wc->k];
+    rm_server *srv = c->pool.servers[wc->dep].dep->sentinel->sentinels[wc->k];
     rm_conn *conn = NULL;
     if (rm_conn_open(NULL, &conn, srv) != 0)
         return NULL;
@@ -352,7 +352,7 @@ static void *watch_main(void *arg)
 {
     redmutex_client *c = arg;
     rm_client_lock(c);
-    rm_watch *w = c->watch;
+    rm_watch *w = c->pool.watch;
     struct pollfd *pfds = calloc(w->n + 1, sizeof *pfds);
     size_t *map = calloc(w->n + 1, sizeof *map);
     while (!w->stop && pfds && map) {
@@ -394,7 +394,7 @@ static void *watch_main(void *arg)
     bool detached = w->detached;
     w->exiting = true;
     if (detached)
-        c->watch = NULL;
+        c->pool.watch = NULL;
     rm_client_unlock(c);
     if (detached)
         watch_free(c, w);
@@ -407,7 +407,7 @@ int rm_watch_start(rm_err *err, redmutex_client *c)
     size_t n = 0;
     for (size_t i = 0; i < c->n; i++)
         if (rm_deploy_is_sentinel(c, i))
-            n += (size_t)c->servers[i].dep->sentinel->n;
+            n += (size_t)c->pool.servers[i].dep->sentinel->n;
     if (n == 0)
         return 0;
     rm_watch *w = calloc(1, sizeof *w);
@@ -421,13 +421,13 @@ int rm_watch_start(rm_err *err, redmutex_client *c)
         return rm_fail(err, REDMUTEX_ENOMEM, "cannot set up the sentinels' watcher: out of memory or descriptors");
     }
     for (size_t i = 0; i < c->n; i++)
-        for (int k = 0; rm_deploy_is_sentinel(c, i) && k < c->servers[i].dep->sentinel->n; k++)
+        for (int k = 0; rm_deploy_is_sentinel(c, i) && k < c->pool.servers[i].dep->sentinel->n; k++)
             w->conns[w->n++] = (watch_conn){i, k, NULL, 0, 0, 0, false};
     rm_client_lock(c);
-    bool none = !c->watch && !c->closed;
+    bool none = !c->pool.watch && !c->life.closed;
     if (none) {
-        c->watch = w;
-        c->refs++; /* the thread's reference, dropped when it exits */
+        c->pool.watch = w;
+        c->life.refs++; /* the thread's reference, dropped when it exits */
     }
     rm_client_unlock(c);
     if (!none) { /* another thread started it (a forked child's first requests), or the client is closed */
@@ -436,8 +436,8 @@ int rm_watch_start(rm_err *err, redmutex_client *c)
     }
     if (rm_thread_start(&w->thread, NULL, watch_main, c) != 0) {
         rm_client_lock(c);
-        c->watch = NULL;
-        c->refs--;
+        c->pool.watch = NULL;
+        c->life.refs--;
         rm_client_unlock(c);
         watch_free(c, w);
         return rm_fail(err, REDMUTEX_ESYSTEM, "cannot start the sentinels' watcher thread");
@@ -454,7 +454,7 @@ static void wake(rm_watch *w)
 
 void rm_watch_probe_soon(redmutex_client *c, size_t i)
 {
-    rm_watch *w = c->watch;
+    rm_watch *w = c->pool.watch;
     if (!w)
         return;
     w->probes[i].soon = true;
@@ -464,7 +464,7 @@ void rm_watch_probe_soon(redmutex_client *c, size_t i)
 void rm_watch_stop(redmutex_client *c, int64_t deadline_ns)
 {
     rm_client_lock(c);
-    rm_watch *w = c->watch;
+    rm_watch *w = c->pool.watch;
     if (!w || w->stop) {
         rm_client_unlock(c);
         return;
@@ -480,7 +480,7 @@ void rm_watch_stop(redmutex_client *c, int64_t deadline_ns)
         rm_client_unlock(c);
         return;
     }
-    c->watch = NULL;
+    c->pool.watch = NULL;
     rm_client_unlock(c);
     if (!joined) /* it ended as the wait gave up: only its last unlock and unref are left */
         pthread_join(w->thread, NULL);
@@ -489,7 +489,7 @@ void rm_watch_stop(redmutex_client *c, int64_t deadline_ns)
 
 void rm_watch_forget(redmutex_client *c)
 {
-    rm_watch *w = c->watch;
+    rm_watch *w = c->pool.watch;
     if (!w)
         return;
     /*
@@ -506,6 +506,6 @@ void rm_watch_forget(redmutex_client *c)
         if (w->probes[i].conn && w->probes[i].conn->fd >= 0)
             close(w->probes[i].conn->fd);
     close(w->wake_fd);
-    c->watch = NULL;
-    c->refs--;
+    c->pool.watch = NULL;
+    c->life.refs--;
 }

@@ -1,18 +1,16 @@
 /*
- * The subscriber: one thread per client keeps one pub/sub connection per
- * server and subscribes to the release channel of every lock somebody in
- * this process waits for. A release message wakes one waiter of that
- * channel (the oldest not yet woken), so a release costs one retry per
+ * The subscriber: one thread per client keeps one pub/sub connection per server and subscribes
+ * to the release channel of every lock somebody in this process waits for. A release message
+ * wakes one waiter of that channel (the oldest not yet woken), so a release costs one retry per
  * process rather than one per waiting thread.
  *
- * The thread owns the connections (it connects, subscribes, closes); a
- * waiter that leads (waiter.c) reads them meanwhile through
- * rm_subscriber_read. All reading and writing on them happens under the
- * client mutex. An unused channel stays subscribed for a while, so
+ * The thread owns the connections (it connects, subscribes, closes); a waiter that leads
+ * (waiter.c) reads them meanwhile through rm_subscriber_read. All reading and writing on them
+ * happens under the client mutex. An unused channel stays subscribed for a while, so
  * back-to-back waits do not churn.
  *
- * Layering: above conn; below the waiters (waiter.c), whose queues on each
- * channel it keeps and wakes.
+ * Layering: above conn; below the waiters (waiter.c), whose queues on each channel it keeps
+ * and wakes.
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -20,7 +18,9 @@
 #include "deploy.h"
 #include "internal.h"
 #include "kind.h" /* what a message means: rm_message_wakes */
+#include "pool.h"
 #include "resp.h"
+#include "sentinel.h"
 #include "subscriber.h"
 
 #include <errno.h>
@@ -398,6 +398,25 @@ static void refresh_maps(redmutex_client *c, rm_subscriber *sub)
     }
 }
 
+/* A Sentinel deployment's master moved (the pool counted it and wrote the wake-up fd): a
+   connection that leads elsewhere is dropped (its waiters look at their locks: a release may
+   have been missed), and a missing one is made at once. Caller holds c->mu. */
+static void follow_moves(redmutex_client *c, rm_subscriber *sub)
+{
+    if (sub->moves_seen == c->pool.moves)
+        return;
+    sub->moves_seen = c->pool.moves;
+    for (size_t i = 0; i < c->n; i++) {
+        if (!rm_deploy_is_sentinel(c, i) || rm_deploy_sharded_locked(c, i))
+            continue;
+        if (sub->conns[i] && sub->conns[i]->srv != rm_deploy_home_locked(c, i))
+            sub->dead[i] = true; /* dropped below (plan) */
+        else if (!sub->conns[i])
+            sub->backoff_ms[i] = 0;
+        sub->retry_at[i] = 0;
+    }
+}
+
 static void *subscriber_main(void *arg)
 {
     redmutex_client *c = arg;
@@ -407,6 +426,7 @@ static void *subscriber_main(void *arg)
     struct pollfd *pfds = NULL;
     size_t *map = NULL;
     while (!sub->stop && poll_room(c, sub, &pfds, &map, &cap)) {
+        follow_moves(c, sub);
         refresh_maps(c, sub);
         int64_t next_ns = INT64_MAX;
         size_t connect_i = plan(c, sub, &next_ns);
@@ -477,7 +497,9 @@ static rm_subscriber *ensure_subscriber(redmutex_client *c)
         free_subscriber(c, sub);
         return NULL;
     }
-    c->refs++; /* the thread's reference, dropped when it exits */
+    c->life.refs++; /* the thread's reference, dropped when it exits */
+    sub->moves_seen = c->pool.moves;
+    rm_pool_listen_locked(c, sub->wake_fd); /* a failover wakes the thread (follow_moves) */
     return sub;
 }
 
@@ -486,7 +508,7 @@ static rm_subscriber *ensure_subscriber(redmutex_client *c)
    or memory ran out: w then waits without notifications (timers only). */
 bool rm_channel_join(redmutex_client *c, const char *channel, rm_waiter *w)
 {
-    rm_subscriber *sub = c->closed ? NULL : ensure_subscriber(c);
+    rm_subscriber *sub = c->life.closed ? NULL : ensure_subscriber(c);
     if (!sub)
         return false;
     size_t len = strlen(channel);
@@ -557,6 +579,7 @@ void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns)
        memory) find their channel gone and the client closed. */
     detach_waiters(sub, true);
     sub->stop = true;
+    rm_pool_listen_locked(c, -1); /* its fd is closed with it */
     rm_fd_signal(sub->wake_fd);
     rm_client_unlock(c);
     if (rm_join_until(sub->thread, deadline_ns)) {
@@ -572,19 +595,6 @@ void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns)
     }
 }
 
-void rm_subscriber_moved(redmutex_client *c, size_t i)
-{
-    rm_subscriber *sub = c->sub;
-    if (!sub || rm_deploy_sharded_locked(c, i))
-        return;
-    if (sub->conns[i] && sub->conns[i]->srv != rm_deploy_home_locked(c, i))
-        sub->dead[i] = true; /* the thread drops it: waiters are woken, a release may have been missed */
-    else if (!sub->conns[i])
-        sub->backoff_ms[i] = 0;
-    sub->retry_at[i] = 0;
-    rm_fd_signal(sub->wake_fd);
-}
-
 void rm_subscriber_forget(redmutex_client *c)
 {
     rm_subscriber *sub = c->sub;
@@ -593,7 +603,8 @@ void rm_subscriber_forget(redmutex_client *c)
     /* The thread did not survive fork: drop its reference and its state.
        Waiters of other parent threads do not exist here either. */
     c->sub = NULL;
-    c->refs--;
+    rm_pool_listen_locked(c, -1);
+    c->life.refs--;
     detach_waiters(sub, false); /* their eventfds are shared with the parent: do not touch them */
     free_subscriber(c, sub);
 }

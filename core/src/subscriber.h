@@ -78,6 +78,7 @@ typedef struct rm_subscriber {
     rm_shard_conn *shards;
     size_t n_shards, cap_shards;
     bool *refresh;
+    uint64_t moves_seen; /* the pool's failovers (c->pool.moves) the thread has followed */
 } rm_subscriber;
 
 /* Wakes whoever polls the eventfd fd. */
@@ -158,11 +159,5 @@ void rm_shard_free(rm_subscriber *sub);
 void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns);
 /** In a forked child: drops the thread's state (the thread did not survive fork). */
 void rm_subscriber_forget(redmutex_client *c);
-/**
- * Deployment i's pub/sub connection belongs elsewhere now (a Sentinel
- * deployment's new master): it is dropped, its waiters are woken to look
- * at their locks, and a new one is made at once. Caller holds c->mu.
- */
-void rm_subscriber_moved(redmutex_client *c, size_t i);
 
 #endif

@@ -8,7 +8,7 @@ void rm_tally_call(rm_tally *t, const rm_call *call, const rm_tally_spec *spec)
 {
     for (size_t i = 0; i < call->n; i++) {
         const rm_slot *s = &call->slots[i];
-        const char *server = call->c->servers[i].ep.display;
+        const char *server = call->c->pool.servers[i].ep.display;
         rm_err e;
         rm_err_reset(&e);
         bool unknown = false;

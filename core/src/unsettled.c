@@ -39,7 +39,7 @@ static void entry_clear(redmutex_client *c, rm_unsettled *e)
     free(e->cmd.data);
     e->cmd.data = NULL;
     e->serial = 0;
-    atomic_fetch_sub(&c->n_unsettled, 1);
+    atomic_fetch_sub(&c->unsettled.n, 1);
 }
 
 /* A deep copy of cmd's arguments and the latch key into out (out->data
@@ -104,15 +104,15 @@ bool rm_unsettled_note(redmutex_client *c, const char *name, const char *value, 
         return false;
     bool noted = false;
     rm_client_lock(c);
-    if (!c->unsettled)
-        c->unsettled = calloc(1, sizeof *c->unsettled);
-    if (c->unsettled) {
-        struct rm_unsettled_list *u = c->unsettled;
+    if (!c->unsettled.list)
+        c->unsettled.list = calloc(1, sizeof *c->unsettled.list);
+    if (c->unsettled.list) {
+        struct rm_unsettled_list *u = c->unsettled.list;
         rm_unsettled *slot = free_slot(c, u);
         if (copy_cmd(&slot->cmd, release, latch_key, latch_ms)) {
             slot->latch_ms = latch_ms;
             slot->serial = ++u->next_serial;
-            atomic_fetch_add(&c->n_unsettled, 1);
+            atomic_fetch_add(&c->unsettled.n, 1);
             slot->order_key = rm_order_key(name);
             slot->value_key = rm_order_key(value);
             /* The release ran no earlier than its call started, so its latch
@@ -130,10 +130,10 @@ bool rm_unsettled_note(redmutex_client *c, const char *name, const char *value, 
 void rm_unsettled_take(redmutex_client *c, const char *name, const char *value, rm_unsettled_cmds *out)
 {
     out->n = 0;
-    if (atomic_load(&c->n_unsettled) == 0)
+    if (atomic_load(&c->unsettled.n) == 0)
         return;
     rm_client_lock(c);
-    struct rm_unsettled_list *u = c->unsettled;
+    struct rm_unsettled_list *u = c->unsettled.list;
     uint64_t key = rm_order_key(name), vkey = rm_order_key(value);
     int64_t now = rm_now_ns();
     for (size_t k = 0; u && k < RM_UNSETTLED_MAX && out->n < RM_UNSETTLED_PER_REQ; k++) {
@@ -161,7 +161,7 @@ void rm_unsettled_done(redmutex_client *c, const rm_unsettled_cmds *cmds, const 
     if (cmds->n == 0)
         return;
     rm_client_lock(c);
-    struct rm_unsettled_list *u = c->unsettled;
+    struct rm_unsettled_list *u = c->unsettled.list;
     for (size_t j = 0; u && j < cmds->n; j++) {
         rm_unsettled *e = NULL;
         for (size_t k = 0; k < RM_UNSETTLED_MAX && !e; k++)
@@ -186,10 +186,10 @@ void rm_unsettled_done(redmutex_client *c, const rm_unsettled_cmds *cmds, const 
 
 void rm_unsettled_free(redmutex_client *c)
 {
-    if (!c->unsettled)
+    if (!c->unsettled.list)
         return;
     for (size_t k = 0; k < RM_UNSETTLED_MAX; k++)
-        entry_clear(c, &c->unsettled->e[k]);
-    free(c->unsettled);
-    c->unsettled = NULL;
+        entry_clear(c, &c->unsettled.list->e[k]);
+    free(c->unsettled.list);
+    c->unsettled.list = NULL;
 }

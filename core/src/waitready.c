@@ -31,8 +31,8 @@
 
 rm_pollwaits *rm_ready_ensure(rm_err *err, redmutex_client *c)
 {
-    if (c->pw)
-        return c->pw;
+    if (c->pollwait.pw)
+        return c->pollwait.pw;
     rm_pollwaits *pw = calloc(1, sizeof *pw);
     if (!pw) {
         rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
@@ -46,9 +46,9 @@ rm_pollwaits *rm_ready_ensure(rm_err *err, redmutex_client *c)
     pw->timer_ns = INT64_MAX;
     rm_cond_init_monotonic(&pw->handoff_done);
     pw->c = c;
-    pw->intr_seen = atomic_load(&c->intr_gen);
-    c->pw = pw;
-    atomic_store(&c->pw_efd, pw->efd); /* interrupts write it from now on */
+    pw->intr_seen = atomic_load(&c->intr.gen);
+    c->pollwait.pw = pw;
+    atomic_store(&c->pollwait.efd, pw->efd); /* interrupts write it from now on */
     return pw;
 }
 
@@ -70,7 +70,7 @@ static void arm_timer(rm_pollwaits *pw, int64_t at_ns)
 static void drain_ready_fd(rm_pollwaits *pw)
 {
     rm_waitfd_drain(pw->efd);
-    if (atomic_load(&pw->c->intr_gen) != pw->intr_seen)
+    if (atomic_load(&pw->c->intr.gen) != pw->intr_seen)
         rm_waitfd_signal(pw->efd);
 }
 
@@ -112,7 +112,7 @@ void rm_ready_unqueue(rm_pollwaits *pw, redmutex_wait *w)
 /* After an interrupt: every wait begun before it that is still waiting is ready. */
 static void catch_interrupts(rm_pollwaits *pw)
 {
-    uint64_t gen = atomic_load(&pw->c->intr_gen);
+    uint64_t gen = atomic_load(&pw->c->intr.gen);
     if (gen == pw->intr_seen)
         return;
     pw->intr_seen = gen;
@@ -166,7 +166,7 @@ int redmutex_client_next_ready(redmutex_client *c, uint64_t *wait_id)
             err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_client_next_ready: %s is NULL", !c ? "client" : "wait_id"));
     int rc = 0;
     rm_client_lock(c);
-    rm_pollwaits *pw = c->pw;
+    rm_pollwaits *pw = c->pollwait.pw;
     if (pw) {
         catch_interrupts(pw);
         scan_due(pw, rm_now_ns());
@@ -191,7 +191,7 @@ int redmutex_client_next_ready(redmutex_client *c, uint64_t *wait_id)
 
 void rm_pollwaits_after_fork(redmutex_client *c)
 {
-    rm_pollwaits *pw = c->pw;
+    rm_pollwaits *pw = c->pollwait.pw;
     if (!pw)
         return;
     /* The descriptors are shared with the parent (the epoll instance would
@@ -212,14 +212,14 @@ void rm_pollwaits_after_fork(redmutex_client *c)
 
 void rm_pollwaits_destroy(redmutex_client *c)
 {
-    rm_pollwaits *pw = c->pw;
+    rm_pollwaits *pw = c->pollwait.pw;
     if (!pw)
         return;
-    atomic_store(&c->pw_efd, -1);
+    atomic_store(&c->pollwait.efd, -1);
     close(pw->epfd);
     close(pw->efd);
     close(pw->tfd);
     pthread_cond_destroy(&pw->handoff_done);
     free(pw);
-    c->pw = NULL;
+    c->pollwait.pw = NULL;
 }

@@ -140,9 +140,9 @@ void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st)
     rm_events_push(c, h->lock, st, h->owner, call, log);
     /* Callbacks run on the watchdog thread: wake it if another thread
        noticed the change (an expiry seen by a state query, say). */
-    if ((call || log) && c->wd) {
-        c->wd->sleeping_until = 0;
-        pthread_cond_signal(&c->wake);
+    if ((call || log) && c->holds.wd) {
+        c->holds.wd->sleeping_until = 0;
+        pthread_cond_signal(&c->holds.wake);
     }
 }
 
@@ -152,8 +152,8 @@ static void run_callbacks_locked(redmutex_client *c)
     rm_callback_event e;
     while (rm_events_take_callback(c, &e)) {
         redmutex_lock *l = e.lock;
-        c->callback_lock = l;
-        c->callback_thread = pthread_self();
+        c->life.callback_lock = l;
+        c->life.callback_thread = pthread_self();
         l->refs++; /* the callback may free the handle: it stays valid until the callback returns */
         redmutex_lost_fn fn = e.call ? l->opts.on_lost : NULL;
         void *payload = l->opts.on_lost_payload;
@@ -163,9 +163,9 @@ static void run_callbacks_locked(redmutex_client *c)
         if (fn)
             fn(l, e.owner[0] ? e.owner : NULL, e.state, payload);
         rm_client_lock(c);
-        c->callback_lock = NULL;
+        c->life.callback_lock = NULL;
         rm_lock_unref_locked(c, l);
-        pthread_cond_broadcast(&c->renew_done);
+        pthread_cond_broadcast(&c->holds.renew_done);
     }
 }
 
@@ -216,8 +216,8 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
        release of any of these locks (fanout.h, order_keys). Without memory
        for the keys it is sent unordered: a late renewal of a released token
        finds nothing to renew. */
-    if (atomic_load(&c->has_cluster) ? !(*plan = rm_renew_plan_make(c, batch, k, &req, lease_s, call))
-                                     : rm_call_begin(NULL, call, c) != 0)
+    if (atomic_load(&c->pool.has_cluster) ? !(*plan = rm_renew_plan_make(c, batch, k, &req, lease_s, call))
+                                          : rm_call_begin(NULL, call, c) != 0)
         return false;
     /* A renewal must end within its timeout even on a fresh connection:
        the lock's validity does not wait for a slow connect. */
@@ -260,7 +260,7 @@ static rm_vote renew_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *
             return RM_VOTE_NONE;
     }
     /* A server restarted since it granted the lock no longer counts. */
-    bool same_life = it->h->generations[i] == c->servers[i].generation + 1;
+    bool same_life = it->h->generations[i] == c->pool.servers[i].generation + 1;
     return r->element[it->j]->integer == 1 && same_life ? RM_VOTE_YES : RM_VOTE_NO;
 }
 
@@ -268,7 +268,7 @@ static rm_vote renew_vote(void *ud, const rm_slot *s, size_t i, const rm_reply *
 static bool same_life(void *ud, size_t i)
 {
     const renew_item *it = ud;
-    return it->h->generations[i] == it->c->servers[i].generation + 1;
+    return it->h->generations[i] == it->c->pool.servers[i].generation + 1;
 }
 
 /* A cluster moved h's slot: renewed again at once on the new owner (the map
@@ -281,7 +281,7 @@ static void renew_again(redmutex_client *c, rm_hold *h, int64_t now)
     if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
         return;
     h->due_ns = now + 5 * RM_NS_PER_MS;
-    if (c->wd && h->heap_index == SIZE_MAX && heap_push(c->wd, h) != 0)
+    if (c->holds.wd && h->heap_index == SIZE_MAX && heap_push(c->holds.wd, h) != 0)
         rm_hold_set_state(c, h, REDMUTEX_STATE_RENEWAL_FAILING);
 }
 
@@ -310,7 +310,7 @@ static void renew_settle(redmutex_client *c, rm_hold *h, size_t yes, size_t no, 
         int64_t retry = now + (lease / 10 < 50 ? 50 : lease / 10) * RM_NS_PER_MS;
         h->due_ns = retry < h->validity_end_ns ? retry : h->validity_end_ns;
     }
-    if (c->wd && h->heap_index == SIZE_MAX && heap_push(c->wd, h) != 0)
+    if (c->holds.wd && h->heap_index == SIZE_MAX && heap_push(c->holds.wd, h) != 0)
         rm_hold_set_state(c, h, REDMUTEX_STATE_RENEWAL_FAILING);
 }
 
@@ -324,7 +324,7 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
     char *vals = malloc(total ? total : 1);
     /* A cluster's map is looked at again now and then, so that a failover
        nobody's request ran into is noticed here, off the callers' path. */
-    for (size_t i = 0; atomic_load(&c->has_cluster) && i < c->n; i++)
+    for (size_t i = 0; atomic_load(&c->pool.has_cluster) && i < c->n; i++)
         rm_deploy_refresh_stale(NULL, c, i, RM_MAP_MAX_AGE_NS, rm_deadline_after_ms(c->opts.command_timeout_ms));
     rm_call call;
     rm_renew_plan *plan;
@@ -347,7 +347,7 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
         else
             renew_settle(c, batch[j], t.yes, t.no, started, now);
     }
-    pthread_cond_broadcast(&c->renew_done);
+    pthread_cond_broadcast(&c->holds.renew_done);
     rm_client_unlock(c);
     if (ran)
         rm_call_end(&call);
@@ -413,7 +413,7 @@ static void watchdog_exit(redmutex_client *c, rm_watchdog *wd)
     if (detached) {
         /* Orphans it was renewing are its to drop. */
         rm_orphans_drop_locked(c);
-        c->wd = NULL;
+        c->holds.wd = NULL;
         for (size_t i = 0; i < wd->n; i++)
             wd->heap[i]->heap_index = SIZE_MAX;
     }
@@ -428,24 +428,25 @@ static void *watchdog_main(void *arg)
 {
     redmutex_client *c = arg;
     rm_client_lock(c);
-    rm_watchdog *wd = c->wd;
+    rm_watchdog *wd = c->holds.wd;
     rm_hold **batch = malloc(RM_RENEW_BATCH * sizeof *batch);
     wd->batch = batch;
     /* Renewals due within this window join the current batch: renewing a
        little early costs nothing and saves round trips. */
     int64_t window = c->opts.watchdog_lease_ms * RM_NS_PER_MS / 10;
     while (!wd->stop && batch) {
-        rm_holds_catch_up_locked(c); /* a restart the pool recorded (it broadcast c->wake) */
+        rm_holds_catch_up_locked(c);     /* a restart the pool recorded (it broadcast c->holds.wake) */
+        rm_holds_follow_moves_locked(c); /* a failover the pool counted (likewise) */
         run_callbacks_locked(c);
         if (wd->stop)
             break;
-        /* A restart recorded while a callback ran (c->mu released) broadcast
-           to nobody: catch up with it before sleeping, not at a renewal. */
-        if (c->restarts != c->restarts_seen)
+        /* A restart or failover recorded while a callback ran (c->mu
+           released) broadcast to nobody: catch up before sleeping. */
+        if (c->pool.restarts != c->holds.restarts_seen || c->pool.moves != c->holds.moves_seen)
             continue;
         if (wd->n == 0) {
             wd->sleeping_until = INT64_MAX;
-            pthread_cond_wait(&c->wake, &c->mu);
+            pthread_cond_wait(&c->holds.wake, &c->mu);
             continue;
         }
         int64_t now = rm_now_ns();
@@ -453,7 +454,7 @@ static void *watchdog_main(void *arg)
         if (top->due_ns > now) {
             wd->sleeping_until = top->due_ns;
             struct timespec ts = {top->due_ns / 1000000000, top->due_ns % 1000000000};
-            pthread_cond_timedwait(&c->wake, &c->mu, &ts);
+            pthread_cond_timedwait(&c->holds.wake, &c->mu, &ts);
             continue;
         }
         wd->sleeping_until = 0; /* working: it looks at the heap again before sleeping */
@@ -471,25 +472,26 @@ static void *watchdog_main(void *arg)
 
 static rm_watchdog *ensure_watchdog(redmutex_client *c)
 {
-    if (c->wd)
-        return c->wd;
+    if (c->holds.wd)
+        return c->holds.wd;
     rm_watchdog *wd = calloc(1, sizeof *wd);
     if (!wd)
         return NULL;
-    wd->sleeping_until = 0; /* starting: it looks at the heap before sleeping */
-    c->wd = wd;
+    wd->sleeping_until = 0;              /* starting: it looks at the heap before sleeping */
+    c->holds.moves_seen = c->pool.moves; /* no hold was renewed before this: nothing to catch up */
+    c->holds.wd = wd;
     if (rm_thread_start(&wd->thread, NULL, watchdog_main, c) != 0) {
-        c->wd = NULL;
+        c->holds.wd = NULL;
         free(wd);
         return NULL;
     }
-    c->refs++; /* the thread's reference */
+    c->life.refs++; /* the thread's reference */
     return wd;
 }
 
 int rm_watchdog_schedule(rm_err *err, redmutex_client *c, rm_hold *h)
 {
-    if (c->closed || h->pid != rm_pid())
+    if (c->life.closed || h->pid != rm_pid())
         return 0;
     if (h->renewing)
         return 0; /* the renewal in flight reschedules it */
@@ -508,50 +510,50 @@ int rm_watchdog_schedule(rm_err *err, redmutex_client *c, rm_hold *h)
        (an entry removed early just makes it wake for nothing). */
     if (h->due_ns < wd->sleeping_until) {
         wd->sleeping_until = h->due_ns;
-        pthread_cond_signal(&c->wake);
+        pthread_cond_signal(&c->holds.wake);
     }
     return 0;
 }
 
 void rm_watchdog_renew_by(redmutex_client *c, rm_hold *h, int64_t due_ns)
 {
-    rm_watchdog *wd = c->wd;
+    rm_watchdog *wd = c->holds.wd;
     if (!wd || h->renewing || h->heap_index == SIZE_MAX || h->due_ns <= due_ns)
         return;
     heap_remove(wd, h);
     h->due_ns = due_ns;
     if (heap_push(wd, h) == 0 && due_ns < wd->sleeping_until) {
         wd->sleeping_until = due_ns;
-        pthread_cond_signal(&c->wake);
+        pthread_cond_signal(&c->holds.wake);
     }
 }
 
 void rm_watchdog_cancel(redmutex_client *c, rm_hold *h)
 {
-    if (c->wd)
-        heap_remove(c->wd, h);
+    if (c->holds.wd)
+        heap_remove(c->holds.wd, h);
     h->heap_index = SIZE_MAX;
     while (h->renewing)
-        pthread_cond_wait(&c->renew_done, &c->mu);
+        pthread_cond_wait(&c->holds.renew_done, &c->mu);
     /* A renewal that finished meanwhile may have put it back. */
-    if (c->wd)
-        heap_remove(c->wd, h);
+    if (c->holds.wd)
+        heap_remove(c->holds.wd, h);
 }
 
 void rm_watchdog_stop(redmutex_client *c, int64_t deadline_ns)
 {
     rm_client_lock(c);
-    rm_watchdog *wd = c->wd;
+    rm_watchdog *wd = c->holds.wd;
     if (!wd) {
         rm_client_unlock(c);
         return;
     }
     wd->stop = true;
-    pthread_cond_signal(&c->wake);
+    pthread_cond_signal(&c->holds.wake);
     rm_client_unlock(c);
     if (rm_join_until(wd->thread, deadline_ns)) {
         rm_client_lock(c);
-        c->wd = NULL;
+        c->holds.wd = NULL;
         for (size_t i = 0; i < wd->n; i++)
             wd->heap[i]->heap_index = SIZE_MAX;
         rm_client_unlock(c);
@@ -569,18 +571,18 @@ void rm_watchdog_forget(redmutex_client *c)
 {
     /* The parent's schedule is gone with its thread: no hold is scheduled or
        being renewed in the child. */
-    for (rm_hold *h = c->holds; h; h = h->next_in_client) {
+    for (rm_hold *h = c->holds.all; h; h = h->next_in_client) {
         h->heap_index = SIZE_MAX;
         h->renewing = false;
     }
-    rm_watchdog *wd = c->wd;
+    rm_watchdog *wd = c->holds.wd;
     if (!wd)
         return;
-    c->wd = NULL;
-    c->refs--; /* the thread did not survive fork */
+    c->holds.wd = NULL;
+    c->life.refs--; /* the thread did not survive fork */
     free(wd->batch);
     free(wd->heap);
     free(wd);
     /* Events of the parent's holds are not for the child: rm_events_after_fork empties the queue. */
-    c->callback_lock = NULL;
+    c->life.callback_lock = NULL;
 }
