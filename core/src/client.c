@@ -96,14 +96,16 @@ static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static redmutex_client *registry;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-static void atfork_prepare(void)
+/* every client mutex: taken in prepare, given back after */
+static void atfork_prepare(void) RM_NO_TSA
 {
     pthread_mutex_lock(&registry_mu);
     for (redmutex_client *c = registry; c; c = c->next_all)
         pthread_mutex_lock(&c->mu);
 }
 
-static void atfork_parent(void)
+/* every client mutex: taken in prepare, given back after */
+static void atfork_parent(void) RM_NO_TSA
 {
     for (redmutex_client *c = registry; c; c = c->next_all)
         pthread_mutex_unlock(&c->mu);
@@ -125,7 +127,8 @@ static void init_cond(pthread_cond_t *cond)
  * the sockets does not affect the parent) and make new ones on demand. Holds
  * keep the parent's pid, so the child cannot release or renew them.
  */
-static void atfork_child(void)
+/* every client mutex: taken in prepare, given back after */
+static void atfork_child(void) RM_NO_TSA
 {
     for (redmutex_client *c = registry; c; c = c->next_all) {
         rm_pool_after_fork(c);

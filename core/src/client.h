@@ -7,7 +7,7 @@
 #define REDMUTEX_CLIENT_H
 
 #include "conn.h"
-#include "events.h"
+#include "events_state.h"
 #include "holds_state.h"
 #include "interrupt_state.h"
 #include "lifetime_state.h"
@@ -54,7 +54,7 @@ struct redmutex_client {
     rm_lifetime life;             /* lifetime_state.h: references and close */
     rm_pool pool;                 /* pool_state.h: the servers, restarts and failovers */
     rm_holds_state holds;         /* holds_state.h: the hold registry and the watchdog */
-    rm_events events;             /* events.h: lost-lock news, one queue */
+    rm_events events;             /* events_state.h: lost-lock news, one queue */
     rm_unsettled_state unsettled; /* unsettled_state.h: releases of unknown outcome */
     struct rm_subscriber *sub;    /* subscriber.h: the subscriber thread and its channels (c->mu) */
     rm_interrupt intr;            /* interrupt_state.h: waits in progress and their interrupt */

@@ -177,7 +177,7 @@ static rm_hold *hold_new(redmutex_lock *l, const char *owner, const char *value,
  * this SET NX could not have succeeded) and is about to forget it. Wait for
  * that, not ELOST.
  */
-static rm_hold *hold_settled(redmutex_lock *l, const char *owner, pid_t pid)
+static rm_hold *hold_settled(redmutex_lock *l, const char *owner, pid_t pid) RM_REQUIRES(l->c->mu)
 {
     rm_hold *h = rm_hold_find(l, owner, pid);
     while (h && h->busy && !rm_kind_of(l)->reentrant) {
@@ -246,7 +246,7 @@ int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char 
  * deployment's master moved). Caller holds c->mu.
  */
 /* Deployment i has a new master: the watchdog renews every hold there now. */
-static void renew_now(redmutex_client *c, size_t i)
+static void renew_now(redmutex_client *c, size_t i) RM_REQUIRES(c->mu)
 {
     pid_t pid = rm_pid();
     int64_t now = rm_now_ns();

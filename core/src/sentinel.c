@@ -91,7 +91,7 @@ void rm_sentinel_counts(redmutex_client *c, size_t i, uint64_t *resolutions, uin
 }
 
 /* Makes node deployment i's master. Caller holds c->mu. */
-static void set_master_locked(redmutex_client *c, size_t i, rm_server *node)
+static void set_master_locked(redmutex_client *c, size_t i, rm_server *node) RM_REQUIRES(c->mu)
 {
     rm_sentinel *s = c->pool.servers[i].dep->sentinel;
     rm_server *old = s->master;

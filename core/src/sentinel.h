@@ -46,7 +46,7 @@ int rm_sentinel_init(rm_err *err, redmutex_client *c, size_t i);
 /** Frees what rm_sentinel_init made (client teardown). */
 void rm_sentinel_free(rm_sentinel *s);
 /** The master of Sentinel deployment i as known now, or NULL. Caller holds c->mu. */
-rm_server *rm_sentinel_master_locked(redmutex_client *c, size_t i);
+rm_server *rm_sentinel_master_locked(redmutex_client *c, size_t i) RM_REQUIRES(c->mu);
 /**
  * Asks the sentinels of deployment i, in order (the one that answered last
  * first), for the master's address until one names a node other than
@@ -81,8 +81,8 @@ int rm_watch_start(rm_err *err, redmutex_client *c);
 /** Stops it, joining until deadline_ns (then it is detached and frees itself). Caller holds no mutex. */
 void rm_watch_stop(redmutex_client *c, int64_t deadline_ns);
 /** In a forked child: drops the watcher's state (the thread did not survive fork). Caller holds c->mu. */
-void rm_watch_forget(redmutex_client *c);
+void rm_watch_forget(redmutex_client *c) RM_REQUIRES(c->mu);
 /** Asks the watcher to probe deployment i's master soon (its ROLE: role and replicas). Caller holds c->mu. */
-void rm_watch_probe_soon(redmutex_client *c, size_t i);
+void rm_watch_probe_soon(redmutex_client *c, size_t i) RM_REQUIRES(c->mu);
 
 #endif

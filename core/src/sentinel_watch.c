@@ -304,7 +304,7 @@ static int64_t probe_master(redmutex_client *c, probe *p, size_t i)
  * when the next is due. Caller holds c->mu; it is released around blocking
  * steps.
  */
-static int64_t run_timers(redmutex_client *c, rm_watch *w, bool *again)
+static int64_t run_timers(redmutex_client *c, rm_watch *w, bool *again) RM_REQUIRES(c->mu)
 {
     int64_t now = rm_now_ns(), next = now + RM_WATCH_PING_MS * RM_NS_PER_MS;
     *again = false;

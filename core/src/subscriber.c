@@ -273,7 +273,7 @@ static void drop_server(redmutex_client *c, rm_subscriber *sub, size_t i)
  * found broken, and queues the SUBSCRIBEs still owed. Returns a server to
  * connect to now (SIZE_MAX: none); *next_ns is the next timer. Caller holds c->mu.
  */
-static size_t plan(redmutex_client *c, rm_subscriber *sub, int64_t *next_ns)
+static size_t plan(redmutex_client *c, rm_subscriber *sub, int64_t *next_ns) RM_REQUIRES(c->mu)
 {
     int64_t now = rm_now_ns();
     bool any_wanted = false;
@@ -322,7 +322,7 @@ static size_t plan(redmutex_client *c, rm_subscriber *sub, int64_t *next_ns)
  * each connection, unless a leader reads them (then only those with output
  * still to send). Returns the number of entries. Caller holds c->mu.
  */
-static size_t poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pfds, size_t *map)
+static size_t poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pfds, size_t *map) RM_REQUIRES(c->mu)
 {
     size_t np = 0;
     pfds[np] = (struct pollfd){sub->wake_fd, POLLIN, 0};
@@ -386,7 +386,7 @@ static bool poll_room(redmutex_client *c, rm_subscriber *sub, struct pollfd **pf
 }
 
 /* Reloads the slot maps a sunsubscribe, a MOVED or a lost node asked for, without c->mu. Caller holds c->mu. */
-static void refresh_maps(redmutex_client *c, rm_subscriber *sub)
+static void refresh_maps(redmutex_client *c, rm_subscriber *sub) RM_REQUIRES(c->mu)
 {
     for (size_t i = 0; i < c->n; i++) {
         if (!sub->refresh[i])
@@ -401,7 +401,7 @@ static void refresh_maps(redmutex_client *c, rm_subscriber *sub)
 /* A Sentinel deployment's master moved (the pool counted it and wrote the wake-up fd): a
    connection that leads elsewhere is dropped (its waiters look at their locks: a release may
    have been missed), and a missing one is made at once. Caller holds c->mu. */
-static void follow_moves(redmutex_client *c, rm_subscriber *sub)
+static void follow_moves(redmutex_client *c, rm_subscriber *sub) RM_REQUIRES(c->mu)
 {
     if (sub->moves_seen == c->pool.moves)
         return;
@@ -475,7 +475,7 @@ static void *subscriber_main(void *arg)
 }
 
 /* Starts the subscriber if needed. Caller holds c->mu. */
-static rm_subscriber *ensure_subscriber(redmutex_client *c)
+static rm_subscriber *ensure_subscriber(redmutex_client *c) RM_REQUIRES(c->mu)
 {
     if (c->sub)
         return c->sub;

@@ -48,7 +48,7 @@
  * script) does not hold up every new wait for the whole subscription
  * deadline. Caller holds c->mu.
  */
-static bool subscribed_enough(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch)
+static bool subscribed_enough(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch) RM_REQUIRES(c->mu)
 {
     size_t confirmed = 0;
     bool all_up = true;

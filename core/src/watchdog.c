@@ -147,7 +147,7 @@ void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st)
 }
 
 /* Runs the callbacks due in the event queue; caller holds c->mu, which is released around each call. */
-static void run_callbacks_locked(redmutex_client *c)
+static void run_callbacks_locked(redmutex_client *c) RM_REQUIRES(c->mu)
 {
     rm_callback_event e;
     while (rm_events_take_callback(c, &e)) {
@@ -275,7 +275,7 @@ static bool same_life(void *ud, size_t i)
    knows it now), not counted as a failure. (A few milliseconds later: a
    cluster that sends MOVED back and forth while it settles must not make
    the watchdog spin.) Caller holds c->mu. */
-static void renew_again(redmutex_client *c, rm_hold *h, int64_t now)
+static void renew_again(redmutex_client *c, rm_hold *h, int64_t now) RM_REQUIRES(c->mu)
 {
     h->renewing = false;
     if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
@@ -287,6 +287,7 @@ static void renew_again(redmutex_client *c, rm_hold *h, int64_t now)
 
 /* Records a renewal's outcome in h and schedules its next one. Caller holds c->mu. */
 static void renew_settle(redmutex_client *c, rm_hold *h, size_t yes, size_t no, int64_t started, int64_t now)
+    RM_REQUIRES(c->mu)
 {
     int64_t lease = c->opts.watchdog_lease_ms;
     h->renewing = false;
@@ -362,6 +363,7 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
  * caps and orphans are dealt with on the way. Caller holds c->mu.
  */
 static size_t take_due(redmutex_client *c, rm_watchdog *wd, rm_hold **batch, int64_t now, int64_t window)
+    RM_REQUIRES(c->mu)
 {
     size_t k = 0;
     while (wd->n > 0 && k < RM_RENEW_BATCH) {
@@ -405,7 +407,7 @@ static size_t take_due(redmutex_client *c, rm_watchdog *wd, rm_hold **batch, int
 
 /* The thread's end: a detached watchdog (shutdown gave up waiting for it)
    frees itself. Caller holds c->mu; it is released. */
-static void watchdog_exit(redmutex_client *c, rm_watchdog *wd)
+static void watchdog_exit(redmutex_client *c, rm_watchdog *wd) RM_RELEASES(c->mu)
 {
     free(wd->batch);
     wd->batch = NULL;
