@@ -63,9 +63,13 @@ void redmutex_client_interrupt(redmutex_client *c)
 
 void rm_interrupt_wake_all(redmutex_client *c)
 {
-    /* Close: waits see `closing` when they wake, and end with ECLOSED. */
+    /* Close: waits see `closing` when they wake, and end with ECLOSED;
+       pollable waits are made ready when the loop next looks (waitready.c). */
     atomic_store(&c->intr.closing, true);
     int fd = atomic_load(&c->intr.fd);
+    if (fd >= 0)
+        fd_write(fd);
+    fd = atomic_load(&c->pollwait.efd);
     if (fd >= 0)
         fd_write(fd);
 }

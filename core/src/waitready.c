@@ -109,15 +109,18 @@ void rm_ready_unqueue(rm_pollwaits *pw, redmutex_wait *w)
         drain_ready_fd(pw);
 }
 
-/* After an interrupt: every wait begun before it that is still waiting is ready. */
+/* After an interrupt: every wait begun before it that is still waiting is
+   ready. After a close: every wait still waiting (its try says ECLOSED). */
 static void catch_interrupts(rm_pollwaits *pw)
 {
     uint64_t gen = atomic_load(&pw->c->intr.gen);
-    if (gen == pw->intr_seen)
+    bool closing = atomic_load(&pw->c->intr.closing) && !pw->closing_seen;
+    if (gen == pw->intr_seen && !closing)
         return;
     pw->intr_seen = gen;
+    pw->closing_seen |= closing;
     for (redmutex_wait *w = pw->all; w; w = w->next_all)
-        if (w->intr_start != gen && !w->done && !w->freeing) /* an ended wait is freeing */
+        if ((closing || w->intr_start != gen) && !w->done && !w->freeing) /* an ended wait is freeing */
             rm_ready_push(pw, w);
     if (!pw->ready_head)
         drain_ready_fd(pw);

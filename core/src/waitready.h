@@ -27,6 +27,7 @@ struct rm_pollwaits {
     pthread_cond_t handoff_done; /* a hand-off to a wait being freed has ended */
     redmutex_client *c;
     uint64_t intr_seen; /* the interrupt generation whose waits were made ready */
+    bool closing_seen;  /* the close's waits were made ready */
 };
 
 struct redmutex_wait {
