@@ -66,11 +66,12 @@ static void arm_timer(rm_pollwaits *pw, int64_t at_ns)
 }
 
 /* The ready list is empty: the eventfd must not stay readable, but an
-   interrupt not seen yet keeps it so (it bumped the generation first). */
+   interrupt or a close not seen yet keeps it so (each records itself before
+   it writes the eventfd, without the client mutex). */
 static void drain_ready_fd(rm_pollwaits *pw)
 {
     rm_waitfd_drain(pw->efd);
-    if (atomic_load(&pw->c->intr.gen) != pw->intr_seen)
+    if (atomic_load(&pw->c->intr.gen) != pw->intr_seen || (atomic_load(&pw->c->intr.closing) && !pw->closing_seen))
         rm_waitfd_signal(pw->efd);
 }
 

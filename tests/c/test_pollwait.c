@@ -912,6 +912,48 @@ static void test_close_makes_every_pollable_wait_ready(void)
     rs_stop(&srv);
 }
 
+/*
+ * The close's wake-up is not lost when the ready list empties meanwhile: a
+ * queued wait freed right after the close drains the wait fd (the list is
+ * empty), yet the fd becomes readable for the untried wait the close ended.
+ */
+static void test_close_is_not_lost_to_a_free_that_empties_the_ready_list(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(60000), *hc = pw_client(60000);
+    redmutex_lock *lx = pw_lock(c, "pw:cfx", REDMUTEX_KIND_LOCK), *hx = pw_lock(hc, "pw:cfx", REDMUTEX_KIND_LOCK);
+    redmutex_lock *ly = pw_lock(c, "pw:cfy", REDMUTEX_KIND_LOCK);
+    CHECK_OK(redmutex_lock_acquire(hx, NULL, 0));
+    redmutex_wait *d, *untried;
+    CHECK_OK(redmutex_wait_new(&d, lx, NULL));
+    CHECK_OK(redmutex_wait_new(&untried, ly, NULL));
+    CHECK_RC(redmutex_wait_try(d), REDMUTEX_ETIMEDOUT);
+    WAIT_FOR(rs_numsub(&srv, "redisson_lock__channel:{pw:cfx}") == 1, 2000);
+    int fd = redmutex_client_wait_fd(c);
+    /* Until nothing is due any more: the subscription's confirmation and
+       d's first due time (its 50 ms backoff) have both come and gone. */
+    do
+        drain_ready(c);
+    while (readable(fd, 300));
+    CHECK(!readable(fd, 0));
+    CHECK_OK(redmutex_lock_release(hx, NULL)); /* the release message makes d ready (queued) */
+    CHECK(readable(fd, rt_scaled_ms(2000)));
+    CHECK_OK(redmutex_client_close(c));
+    redmutex_wait_free(d); /* unqueues d: the list is empty, the fd drained */
+    CHECKF(readable(fd, rt_scaled_ms(1000)), "the wait fd is not readable after the close and the free");
+    uint64_t id = 0;
+    CHECK(redmutex_client_next_ready(c, &id) == 1 && id == redmutex_wait_id(untried));
+    CHECK_RC(redmutex_wait_try(untried), REDMUTEX_ECLOSED);
+    redmutex_wait_free(untried);
+    redmutex_lock_free(lx);
+    redmutex_lock_free(ly);
+    redmutex_lock_free(hx);
+    redmutex_client_free(c);
+    redmutex_client_close(hc);
+    redmutex_client_free(hc);
+    rs_stop(&srv);
+}
+
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
@@ -936,6 +978,8 @@ int main(int argc, char **argv)
         {"interrupt_ends_pollable_waits_begun_before_it", test_interrupt_ends_pollable_waits_begun_before_it},
         {"interrupt_while_a_worker_tries_ends_every_wait", test_interrupt_while_a_worker_tries_ends_every_wait},
         {"close_makes_every_pollable_wait_ready", test_close_makes_every_pollable_wait_ready},
+        {"close_is_not_lost_to_a_free_that_empties_the_ready_list",
+         test_close_is_not_lost_to_a_free_that_empties_the_ready_list},
         {"bad_input_is_refused", test_bad_input_is_refused},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
