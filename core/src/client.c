@@ -182,6 +182,7 @@ static void client_destroy(redmutex_client *c)
     }
     free(c->pool.servers);
     rm_unsettled_free(c);
+    rm_holds_free(c);
     rm_events_destroy(c);
     rm_pollwaits_destroy(c);
     rm_interrupt_destroy(c);

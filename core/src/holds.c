@@ -258,13 +258,33 @@ static void renew_now(redmutex_client *c, size_t i) RM_REQUIRES(c->mu)
 
 void rm_holds_follow_moves_locked(redmutex_client *c)
 {
-    if (c->holds.moves_seen == c->pool.moves)
+    if (c->holds.moves_seen == c->pool.moves || !c->holds.switches_seen)
         return;
     c->holds.moves_seen = c->pool.moves;
-    for (size_t i = 0; i < c->n; i++)
-        if (rm_deploy_is_sentinel(c, i))
+    for (size_t i = 0; i < c->n; i++) {
+        uint64_t switches = rm_sentinel_switches(c, i);
+        if (switches != c->holds.switches_seen[i]) {
+            c->holds.switches_seen[i] = switches;
             renew_now(c, i);
+        }
+    }
 }
+
+int rm_holds_track_moves(redmutex_client *c)
+{
+    if (c->holds.switches_seen)
+        return 0;
+    uint64_t *seen = calloc(c->n, sizeof *seen);
+    if (!seen)
+        return -1;
+    for (size_t i = 0; i < c->n; i++)
+        seen[i] = rm_sentinel_switches(c, i);
+    c->holds.switches_seen = seen;
+    c->holds.moves_seen = c->pool.moves; /* no hold was renewed before this: nothing to catch up */
+    return 0;
+}
+
+void rm_holds_free(redmutex_client *c) { free(c->holds.switches_seen); }
 
 /*
  * A restart without persistence loses every lock the server held, and a

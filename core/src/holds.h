@@ -63,11 +63,16 @@ typedef struct rm_hold {
 void rm_holds_catch_up_locked(redmutex_client *c) RM_REQUIRES(c->mu);
 /**
  * Catches up with the failovers the pool counted (c->pool.moves; it
- * broadcast c->holds.wake): every hold on a Sentinel deployment is renewed
- * at once, so a lock the new master lacks is reported LOST now, not at its
- * next renewal. Runs on the watchdog thread. Caller holds c->mu.
+ * broadcast c->holds.wake): every hold on a deployment whose master moved
+ * since is renewed at once, so a lock the new master lacks is reported LOST
+ * now, not at its next renewal. Runs on the watchdog thread. Caller holds
+ * c->mu.
  */
 void rm_holds_follow_moves_locked(redmutex_client *c) RM_REQUIRES(c->mu);
+/** From now on, failovers are followed (the watchdog starts): 0, or -1 out of memory. Caller holds c->mu. */
+int rm_holds_track_moves(redmutex_client *c) RM_REQUIRES(c->mu);
+/** Frees what the registry allocated for itself (the client's end). */
+void rm_holds_free(redmutex_client *c);
 /** Statistics: h's hold ends (released, forgotten, or lost): counted once, by this process. */
 void rm_hold_count_end(redmutex_client *c, rm_hold *h, bool lost) RM_REQUIRES(c->mu);
 /** Unlinks and frees h; caller holds c->mu and h is not scheduled. */

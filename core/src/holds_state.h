@@ -19,6 +19,7 @@ typedef struct rm_holds_state {
     uint64_t next_id;
     uint64_t restarts_seen;    /* the pool's restarts (c->pool.restarts) the registry has acted on */
     uint64_t moves_seen;       /* the pool's failovers (c->pool.moves) the watchdog has acted on */
+    uint64_t *switches_seen;   /* per deployment: its failovers acted on; NULL until the watchdog starts */
     struct rm_watchdog *wd;    /* NULL until the first hold */
     pthread_cond_t wake;       /* the watchdog thread sleeps on it; the pool broadcasts it on news */
     pthread_cond_t renew_done; /* broadcast when a renewal batch or callback finishes */

@@ -55,6 +55,7 @@ int64_t rm_ms_until(int64_t deadline_ns);
 #define RM_EXCLUDES(...) RM_TSA(locks_excluded(__VA_ARGS__))
 #define RM_ACQUIRES(...) RM_TSA(acquire_capability(__VA_ARGS__))
 #define RM_RELEASES(...) RM_TSA(release_capability(__VA_ARGS__))
+#define RM_ASSERTS(...) RM_TSA(assert_capability(__VA_ARGS__))
 #define RM_NO_TSA RM_TSA(no_thread_safety_analysis)
 typedef pthread_mutex_t rm_mutex RM_TSA(capability("mutex"));
 

@@ -106,7 +106,7 @@ bool rm_wait_interrupted(redmutex_client *c, const rm_wait *w)
  * interrupt. Returns false when such a wait is still there (the fd must stay
  * readable for it). Caller holds c->mu.
  */
-static bool drain_if_stale(redmutex_client *c)
+static bool drain_if_stale(redmutex_client *c) RM_REQUIRES(c->mu)
 {
     uint64_t gen = atomic_load(&c->intr.gen);
     for (rm_wait *w = c->intr.waits; w; w = w->next)

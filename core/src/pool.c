@@ -57,7 +57,7 @@ static void flush_quietly(rm_conn *conn)
 
 /* Owing connections nobody asks for are read without blocking; those that
    are paid up rejoin the pool. Caller holds c->mu. */
-static void owing_settle(redmutex_client *c, rm_server *srv)
+static void owing_settle(redmutex_client *c, rm_server *srv) RM_REQUIRES(c->mu)
 {
     for (size_t k = 0; k < srv->n_owing;) {
         rm_conn *conn = srv->owing[k];
@@ -82,6 +82,7 @@ static void owing_settle(redmutex_client *c, rm_server *srv)
    (0); RM_CONN_BUSY when it cannot be had now (*busy_since: its last
    progress); -1 when none owes for it. Caller holds c->mu. */
 static int take_owing(redmutex_client *c, rm_server *srv, uint64_t order_key, rm_conn **out, int64_t *busy_since)
+    RM_REQUIRES(c->mu)
 {
     if (srv->n_owing == 0 || !order_key)
         return -1;
@@ -120,7 +121,7 @@ static int take_owing(redmutex_client *c, rm_server *srv, uint64_t order_key, rm
  * going out. The one that answered last is taken. 0, or -1 when there is
  * none. Caller holds c->mu.
  */
-static int ride_owing(redmutex_client *c, rm_server *srv, rm_conn **out)
+static int ride_owing(redmutex_client *c, rm_server *srv, rm_conn **out) RM_REQUIRES(c->mu)
 {
     rm_conn *best = NULL;
     owing_settle(c, srv);

@@ -83,6 +83,12 @@ rm_server *rm_sentinel_master_locked(redmutex_client *c, size_t i)
     return s ? s->master : NULL;
 }
 
+uint64_t rm_sentinel_switches(redmutex_client *c, size_t i)
+{
+    rm_sentinel *s = c->pool.servers[i].dep->sentinel;
+    return s ? atomic_load(&s->switches) : 0;
+}
+
 void rm_sentinel_counts(redmutex_client *c, size_t i, uint64_t *resolutions, uint64_t *switches)
 {
     rm_sentinel *s = c->pool.servers[i].dep->sentinel;

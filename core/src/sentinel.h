@@ -73,6 +73,8 @@ int rm_sentinel_roundtrip(rm_conn *conn, const rm_buf *out, size_t n, rm_reply *
                           size_t size);
 /** Resolutions asked of the sentinels and masters switched in deployment i (tests, diagnostics). */
 void rm_sentinel_counts(redmutex_client *c, size_t i, uint64_t *resolutions, uint64_t *switches);
+/** How often deployment i's master has moved (0 unless a Sentinel deployment): who follows failovers compares. */
+uint64_t rm_sentinel_switches(redmutex_client *c, size_t i);
 
 /* ---- the watcher thread (sentinel_watch.c) ----------------------------- */
 

@@ -74,9 +74,7 @@ static void wake_all(rm_subscriber *sub)
 
 bool rm_channel_up(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch, size_t i)
 {
-    if (!rm_deploy_sharded_locked(c, i))
-        return sub->up[i];
-    return ch->at[i] >= 0 && sub->shards[ch->at[i]].conn != NULL;
+    return !rm_deploy_sharded_locked(c, i) ? sub->up[i] : ch->at[i] >= 0 && sub->shards[ch->at[i]].conn != NULL;
 }
 
 static void free_channel(rm_channel *ch)
@@ -112,6 +110,7 @@ static void free_subscriber(redmutex_client *c, rm_subscriber *sub)
     free(sub->retry_at);
     free(sub->backoff_ms);
     free(sub->dead);
+    free(sub->switches_seen);
     free(sub);
 }
 
@@ -123,7 +122,6 @@ static void append_cmd(rm_buf *b, const char *verb, const char *channel)
     rm_format_command(b, 2, argv, NULL);
 }
 
-/* Caller holds c->mu. */
 rm_channel *rm_channel_find(rm_subscriber *sub, const char *name, size_t len)
 {
     for (rm_channel *ch = sub->channels; ch; ch = ch->next)
@@ -217,7 +215,7 @@ bool rm_subscriber_fill(rm_conn *conn)
 }
 
 /* Server i's pub/sub connection is gone. Caller holds c->mu. */
-static void lose_server(redmutex_client *c, rm_subscriber *sub, size_t i)
+static void lose_server(redmutex_client *c, rm_subscriber *sub, size_t i) RM_REQUIRES(c->mu)
 {
     sub->up[i] = false;
     for (rm_channel *ch = sub->channels; ch; ch = ch->next) {
@@ -259,7 +257,7 @@ bool rm_subscriber_read(rm_subscriber *sub, size_t i)
 }
 
 /* Closes server i's connection (the thread only). Caller holds c->mu. */
-static void drop_server(redmutex_client *c, rm_subscriber *sub, size_t i)
+static void drop_server(redmutex_client *c, rm_subscriber *sub, size_t i) RM_REQUIRES(c->mu)
 {
     rm_conn_close(sub->conns[i]);
     sub->conns[i] = NULL;
@@ -348,7 +346,7 @@ static size_t poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pf
 }
 
 /* A new connection to server i (or none: NULL). Caller holds c->mu. */
-static void connected(redmutex_client *c, rm_subscriber *sub, size_t i, rm_conn *conn)
+static void connected(redmutex_client *c, rm_subscriber *sub, size_t i, rm_conn *conn) RM_REQUIRES(c->mu)
 {
     if (!conn) {
         lose_server(c, sub, i);
@@ -398,22 +396,20 @@ static void refresh_maps(redmutex_client *c, rm_subscriber *sub) RM_REQUIRES(c->
     }
 }
 
-/* A Sentinel deployment's master moved (the pool counted it and wrote the wake-up fd): a
-   connection that leads elsewhere is dropped (its waiters look at their locks: a release may
-   have been missed), and a missing one is made at once. Caller holds c->mu. */
+/* A master moved (the pool counted it, woke us): a connection made before is dropped (a release
+   may have been missed, even if the master moved back since), a missing one made at once. */
 static void follow_moves(redmutex_client *c, rm_subscriber *sub) RM_REQUIRES(c->mu)
 {
     if (sub->moves_seen == c->pool.moves)
         return;
     sub->moves_seen = c->pool.moves;
     for (size_t i = 0; i < c->n; i++) {
-        if (!rm_deploy_is_sentinel(c, i) || rm_deploy_sharded_locked(c, i))
+        uint64_t switches = rm_sentinel_switches(c, i);
+        if (switches == sub->switches_seen[i] || rm_deploy_sharded_locked(c, i))
             continue;
-        if (sub->conns[i] && sub->conns[i]->srv != rm_deploy_home_locked(c, i))
-            sub->dead[i] = true; /* dropped below (plan) */
-        else if (!sub->conns[i])
-            sub->backoff_ms[i] = 0;
-        sub->retry_at[i] = 0;
+        sub->switches_seen[i] = switches;
+        sub->dead[i] = sub->conns[i] != NULL; /* dropped below (plan) */
+        sub->backoff_ms[i] = sub->retry_at[i] = 0;
     }
 }
 
@@ -489,16 +485,19 @@ static rm_subscriber *ensure_subscriber(redmutex_client *c) RM_REQUIRES(c->mu)
     sub->retry_at = calloc(c->n, sizeof *sub->retry_at);
     sub->backoff_ms = calloc(c->n, sizeof *sub->backoff_ms);
     sub->dead = calloc(c->n, sizeof *sub->dead);
+    sub->switches_seen = calloc(c->n, sizeof *sub->switches_seen);
     sub->refresh = calloc(c->n, sizeof *sub->refresh);
     c->sub = sub;
     if (sub->wake_fd < 0 || !sub->conns || !sub->up || !sub->out || !sub->retry_at || !sub->backoff_ms || !sub->dead ||
-        !sub->refresh || rm_thread_start(&sub->thread, NULL, subscriber_main, c) != 0) {
+        !sub->switches_seen || !sub->refresh || rm_thread_start(&sub->thread, NULL, subscriber_main, c) != 0) {
         c->sub = NULL;
         free_subscriber(c, sub);
         return NULL;
     }
     c->life.refs++; /* the thread's reference, dropped when it exits */
     sub->moves_seen = c->pool.moves;
+    for (size_t i = 0; i < c->n; i++)
+        sub->switches_seen[i] = rm_sentinel_switches(c, i);
     rm_pool_listen_locked(c, sub->wake_fd); /* a failover wakes the thread (follow_moves) */
     return sub;
 }

@@ -78,7 +78,8 @@ typedef struct rm_subscriber {
     rm_shard_conn *shards;
     size_t n_shards, cap_shards;
     bool *refresh;
-    uint64_t moves_seen; /* the pool's failovers (c->pool.moves) the thread has followed */
+    uint64_t moves_seen;     /* the pool's failovers (c->pool.moves) the thread has followed */
+    uint64_t *switches_seen; /* per deployment: its failovers (rm_sentinel_switches) followed */
 } rm_subscriber;
 
 /* Wakes whoever polls the eventfd fd. */

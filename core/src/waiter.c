@@ -65,7 +65,7 @@ static bool subscribed_enough(redmutex_client *c, const rm_subscriber *sub, cons
  * Makes w (a blocking waiter) the reader of the subscription connections if
  * nobody else reads them. True when w leads. Caller holds c->mu.
  */
-static bool take_lead(redmutex_client *c, rm_waiter *w)
+static bool take_lead(redmutex_client *c, rm_waiter *w) RM_REQUIRES(c->mu)
 {
     rm_subscriber *sub = c->sub;
     if (!sub || sub->stop || !w->ch || w->efd < 0 || c->n > LEAD_MAX_SERVERS || (sub->leader && sub->leader != w))
@@ -83,7 +83,7 @@ static bool take_lead(redmutex_client *c, rm_waiter *w)
  * connections to poll (conns[] the connections, map[] their servers).
  * Returns the number of entries. Caller holds c->mu.
  */
-static size_t lead(redmutex_client *c, rm_waiter *w, struct pollfd *p, rm_conn **conns, size_t *map)
+static size_t lead(redmutex_client *c, rm_waiter *w, struct pollfd *p, rm_conn **conns, size_t *map) RM_REQUIRES(c->mu)
 {
     if (!take_lead(c, w))
         return 0;
@@ -105,7 +105,7 @@ static size_t lead(redmutex_client *c, rm_waiter *w, struct pollfd *p, rm_conn *
  * left to the subscriber thread to close. Caller holds c->mu.
  */
 static void read_as_leader(redmutex_client *c, rm_waiter *w, const struct pollfd *p, rm_conn *const *conns,
-                           const size_t *map, size_t np)
+                           const size_t *map, size_t np) RM_REQUIRES(c->mu)
 {
     rm_subscriber *sub = c->sub;
     if (!sub || sub->leader != w)

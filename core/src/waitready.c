@@ -112,7 +112,7 @@ void rm_ready_unqueue(rm_pollwaits *pw, redmutex_wait *w)
 
 /* After an interrupt: every wait begun before it that is still waiting is
    ready. After a close: every wait still waiting (its try says ECLOSED). */
-static void catch_interrupts(rm_pollwaits *pw)
+static void catch_interrupts(rm_pollwaits *pw) RM_REQUIRES(pw->c->mu)
 {
     uint64_t gen = atomic_load(&pw->c->intr.gen);
     bool closing = atomic_load(&pw->c->intr.closing) && !pw->closing_seen;
@@ -128,7 +128,7 @@ static void catch_interrupts(rm_pollwaits *pw)
 }
 
 /* Makes every wait whose due time has come ready, and re-arms the timer. */
-static void scan_due(rm_pollwaits *pw, int64_t now)
+static void scan_due(rm_pollwaits *pw, int64_t now) RM_REQUIRES(pw->c->mu)
 {
     if (now < pw->timer_ns)
         return;

@@ -472,15 +472,18 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-static rm_watchdog *ensure_watchdog(redmutex_client *c)
+static rm_watchdog *ensure_watchdog(redmutex_client *c) RM_REQUIRES(c->mu)
 {
     if (c->holds.wd)
         return c->holds.wd;
     rm_watchdog *wd = calloc(1, sizeof *wd);
     if (!wd)
         return NULL;
-    wd->sleeping_until = 0;              /* starting: it looks at the heap before sleeping */
-    c->holds.moves_seen = c->pool.moves; /* no hold was renewed before this: nothing to catch up */
+    wd->sleeping_until = 0; /* starting: it looks at the heap before sleeping */
+    if (rm_holds_track_moves(c) != 0) {
+        free(wd);
+        return NULL;
+    }
     c->holds.wd = wd;
     if (rm_thread_start(&wd->thread, NULL, watchdog_main, c) != 0) {
         c->holds.wd = NULL;

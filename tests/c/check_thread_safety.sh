@@ -37,4 +37,5 @@ if plant leaked '    rm_client_lock(c);
   echo "FAIL: a function that returns with c->mu still held compiled"
   exit 1
 fi
+grep -q "mutex 'c->mu' is still held at the end of function" "$tmp/leaked.log" || { cat "$tmp/leaked.log"; exit 1; }
 echo "ok: a call without the client mutex, and a mutex left held, fail to compile; the locked call compiles"
