@@ -46,18 +46,25 @@ static void fd_write(int fd)
     (void)r; /* EAGAIN: the counter is saturated, which is "readable" all the same */
 }
 
-void redmutex_client_interrupt(redmutex_client *c)
+/* Wakes every kind of wait: blocked acquires poll the interrupt eventfd,
+   pollable waits are behind the wait fd's. Async-signal-safe. */
+static void wake_waits(redmutex_client *c)
 {
-    if (!c || atomic_load(&c->intr.closing))
-        return;
-    int saved_errno = errno; /* a signal handler must leave errno as it found it */
-    atomic_fetch_add(&c->intr.gen, 1);
     int fd = atomic_load(&c->intr.fd);
     if (fd >= 0)
         fd_write(fd);
     fd = atomic_load(&c->pollwait.efd);
     if (fd >= 0)
         fd_write(fd);
+}
+
+void redmutex_client_interrupt(redmutex_client *c)
+{
+    if (!c || atomic_load(&c->intr.closing))
+        return;
+    int saved_errno = errno; /* a signal handler must leave errno as it found it */
+    atomic_fetch_add(&c->intr.gen, 1);
+    wake_waits(c);
     errno = saved_errno;
 }
 
@@ -66,12 +73,7 @@ void rm_interrupt_wake_all(redmutex_client *c)
     /* Close: waits see `closing` when they wake, and end with ECLOSED;
        pollable waits are made ready when the loop next looks (waitready.c). */
     atomic_store(&c->intr.closing, true);
-    int fd = atomic_load(&c->intr.fd);
-    if (fd >= 0)
-        fd_write(fd);
-    fd = atomic_load(&c->pollwait.efd);
-    if (fd >= 0)
-        fd_write(fd);
+    wake_waits(c);
 }
 
 int rm_wait_begin(rm_err *err, redmutex_client *c, rm_wait *w)
