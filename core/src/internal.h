@@ -61,6 +61,13 @@ typedef pthread_mutex_t rm_mutex RM_TSA(capability("mutex"));
 
 bool rm_join_until(pthread_t thread, int64_t deadline_ns);
 /**
+ * Makes an eventfd readable (adds 1; a saturated counter is readable all the
+ * same). One write(2): async-signal-safe (the caller keeps errno if it must).
+ */
+void rm_efd_signal(int fd);
+/** Reads a non-blocking eventfd's counter back to 0: not readable until the next signal. */
+void rm_efd_drain(int fd);
+/**
  * pthread_create for the library's own threads: the thread starts with every
  * signal blocked (the host's signals belong to its own threads). Returns
  * pthread_create's result.

@@ -39,23 +39,16 @@
 /* A wait that must not watch the interrupt fd (it is stale) looks again this often. */
 #define RM_STALE_SLICE_MS 10
 
-static void fd_write(int fd)
-{
-    uint64_t one = 1;
-    ssize_t r = write(fd, &one, sizeof one);
-    (void)r; /* EAGAIN: the counter is saturated, which is "readable" all the same */
-}
-
 /* Wakes every kind of wait: blocked acquires poll the interrupt eventfd,
    pollable waits are behind the wait fd's. Async-signal-safe. */
 static void wake_waits(redmutex_client *c)
 {
     int fd = atomic_load(&c->intr.fd);
     if (fd >= 0)
-        fd_write(fd);
+        rm_efd_signal(fd);
     fd = atomic_load(&c->pollwait.efd);
     if (fd >= 0)
-        fd_write(fd);
+        rm_efd_signal(fd);
 }
 
 void redmutex_client_interrupt(redmutex_client *c)
@@ -115,14 +108,12 @@ static bool drain_if_stale(redmutex_client *c) RM_REQUIRES(c->mu)
         if (w->start != gen)
             return false;
     int fd = atomic_load(&c->intr.fd);
-    uint64_t v;
-    ssize_t r = read(fd, &v, sizeof v);
-    (void)r;
+    rm_efd_drain(fd);
     c->intr.drained = gen;
     /* An interrupt between the generation read above and the read(2) may have
        had its write swallowed: it bumped the generation first, so re-arm. */
     if (atomic_load(&c->intr.gen) != gen)
-        fd_write(fd);
+        rm_efd_signal(fd);
     return true;
 }
 

@@ -457,11 +457,8 @@ void rm_pool_moved_locked(redmutex_client *c)
 {
     c->pool.moves++;
     pthread_cond_broadcast(&c->holds.wake);
-    if (c->pool.news_fd >= 0) {
-        uint64_t one = 1;
-        ssize_t r = write(c->pool.news_fd, &one, sizeof one);
-        (void)r; /* a full counter already means "wake up" */
-    }
+    if (c->pool.news_fd >= 0)
+        rm_efd_signal(c->pool.news_fd);
 }
 
 void rm_pool_listen_locked(redmutex_client *c, int fd) { c->pool.news_fd = fd; }

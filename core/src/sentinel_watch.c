@@ -373,11 +373,8 @@ static void *watch_main(void *arg)
         rm_client_lock(c);
         if (r <= 0)
             continue;
-        if (pfds[0].revents) {
-            uint64_t v;
-            ssize_t got = read(w->wake_fd, &v, sizeof v);
-            (void)got;
-        }
+        if (pfds[0].revents)
+            rm_efd_drain(w->wake_fd);
         for (size_t k = 1; k < np; k++) {
             watch_conn *wc = &w->conns[map[k]];
             if (!pfds[k].revents || !wc->conn)
@@ -445,12 +442,7 @@ int rm_watch_start(rm_err *err, redmutex_client *c)
     return 0;
 }
 
-static void wake(rm_watch *w)
-{
-    uint64_t one = 1;
-    ssize_t r = write(w->wake_fd, &one, sizeof one);
-    (void)r; /* a full counter already means "wake up" */
-}
+static void wake(rm_watch *w) { rm_efd_signal(w->wake_fd); }
 
 void rm_watch_probe_soon(redmutex_client *c, size_t i)
 {

@@ -55,7 +55,7 @@ rm_conn *rm_pubsub_connect(redmutex_client *c, rm_subscriber *sub, rm_server *sr
             if (stop)
                 ok = false;
             else
-                rm_fd_drain(sub->wake_fd);
+                rm_efd_drain(sub->wake_fd);
             /* The wake-up is not lost: the main loop re-plans after connecting. */
         }
         if (!ok || !p[0].revents)

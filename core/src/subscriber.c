@@ -41,7 +41,7 @@ void rm_waiter_signal(rm_waiter *w)
     if (w->notify)
         w->notify(w->notify_ud);
     else
-        rm_fd_signal(w->efd);
+        rm_efd_signal(w->efd);
 }
 
 static void wake_waiter(rm_waiter *w)
@@ -149,7 +149,7 @@ static void moved_away(rm_subscriber *sub, rm_channel *ch, size_t i)
     ch->skip[i] = 0;
     sub->refresh[i] = true;
     rm_channel_wake_all(ch);
-    rm_fd_signal(sub->wake_fd);
+    rm_efd_signal(sub->wake_fd);
 }
 
 void rm_subscriber_push(rm_subscriber *sub, size_t i, rm_reply *r)
@@ -449,7 +449,7 @@ static void *subscriber_main(void *arg)
         if (r <= 0)
             continue;
         if (pfds[0].revents)
-            rm_fd_drain(sub->wake_fd);
+            rm_efd_drain(sub->wake_fd);
         for (size_t k = 1; k < np; k++) {
             size_t i = map[k];
             if (i >= c->n && pfds[k].revents)
@@ -545,7 +545,7 @@ bool rm_channel_join(redmutex_client *c, const char *channel, rm_waiter *w)
     for (size_t i = 0; i < c->n; i++)
         work |= !sub->up[i] || !ch->sent[i];
     if (work)
-        rm_fd_signal(sub->wake_fd);
+        rm_efd_signal(sub->wake_fd);
     return true;
 }
 
@@ -579,7 +579,7 @@ void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns)
     detach_waiters(sub, true);
     sub->stop = true;
     rm_pool_listen_locked(c, -1); /* its fd is closed with it */
-    rm_fd_signal(sub->wake_fd);
+    rm_efd_signal(sub->wake_fd);
     rm_client_unlock(c);
     if (rm_join_until(sub->thread, deadline_ns)) {
         rm_client_lock(c);

@@ -82,21 +82,6 @@ typedef struct rm_subscriber {
     uint64_t *switches_seen; /* per deployment: its failovers (rm_sentinel_switches) followed */
 } rm_subscriber;
 
-/* Wakes whoever polls the eventfd fd. */
-static inline void rm_fd_signal(int fd)
-{
-    uint64_t one = 1;
-    ssize_t r = write(fd, &one, sizeof one);
-    (void)r; /* a full counter already means "wake up" */
-}
-
-static inline void rm_fd_drain(int fd)
-{
-    uint64_t v;
-    ssize_t r = read(fd, &v, sizeof v);
-    (void)r;
-}
-
 /* ---- channels and their waiters (subscriber.c) -------------------------- */
 
 /** Tells w to look at its state again (its eventfd or its notify callback). Caller holds c->mu. */

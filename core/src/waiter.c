@@ -73,7 +73,7 @@ static bool take_lead(redmutex_client *c, rm_waiter *w) RM_REQUIRES(c->mu)
     if (!sub->leader) {
         sub->leader = w;
         if (sub->polling_conns)
-            rm_fd_signal(sub->wake_fd); /* it stops reading: two readers would wake two threads */
+            rm_efd_signal(sub->wake_fd); /* it stops reading: two readers would wake two threads */
     }
     return true;
 }
@@ -115,7 +115,7 @@ static void read_as_leader(redmutex_client *c, rm_waiter *w, const struct pollfd
         if (!p[k].revents || sub->conns[i] != conns[k] || sub->dead[i] || rm_subscriber_read(sub, i))
             continue;
         sub->dead[i] = true;
-        rm_fd_signal(sub->wake_fd);
+        rm_efd_signal(sub->wake_fd);
     }
 }
 
@@ -144,7 +144,7 @@ static int sleep_once(redmutex_client *c, rm_waiter *w, rm_wait *wait, int64_t u
     /* Every signal of the eventfd follows a change of state that the
        caller looks at next, under the mutex. */
     if (r > 0)
-        rm_fd_drain(w->efd);
+        rm_efd_drain(w->efd);
     return r;
 }
 
@@ -327,7 +327,7 @@ void rm_waiter_end(redmutex_client *c, rm_waiter *w)
         if (--ch->refs == 0)
             ch->idle_since = rm_now_ns();
         if (c->sub)
-            rm_fd_signal(c->sub->wake_fd);
+            rm_efd_signal(c->sub->wake_fd);
     }
     rm_client_unlock(c);
     if (w->efd >= 0)
