@@ -21,6 +21,7 @@
  * EINTR: through stdio, the SIGCHLD of a CMD that redmutex has just stopped
  * would drop the very message that says why.
  */
+static void vmessage(const char *fmt, va_list ap, const char *tail) __attribute__((format(printf, 1, 0)));
 static void vmessage(const char *fmt, va_list ap, const char *tail)
 {
     int saved = errno;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every redmutex test suite on this machine, installing what is missing:
-#   0. clang-format over the C sources (scripts/format.sh --check);
+#   0. clang-format over the C sources (scripts/format.sh --check), and the library built with
+#      clang -Wthread-safety (which functions need the client mutex is checked at every call);
 #   1. the C tests and the redmutex command-line tests (ctest; pytest drives the built binary),
 #      against redis-servers they start themselves; with them the ABI check against abi/
 #      (abidiff) and the install check (the README's C example built against the installed
@@ -9,7 +10,7 @@
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same under ThreadSanitizer;
 #   4. the same test binaries under valgrind memcheck (scripts/valgrind.sh);
-#   5. the libFuzzer targets, 60 s each under ASan + UBSan (scripts/fuzz.sh);
+#   5. the libFuzzer targets, 60 s each, all at once, under ASan + UBSan (scripts/fuzz.sh);
 #   6. the Python package, installed with pip into a fresh virtualenv: ruff, mypy --strict, then
 #      pytest (including interop with the real redis-py and Redisson), and its cluster tests and a
 #      smoke subset against Valkey 9.1;
@@ -31,6 +32,13 @@ scripts/deps.sh
 # difference fails here, before anything is built. `scripts/format.sh` fixes it.
 stage "clang-format"
 scripts/format.sh --check
+
+# The library with clang: -Wthread-safety checks that every function declared RM_REQUIRES(c->mu)
+# is called with the client's mutex held (docs/architecture.md, "State and locks").
+stage "clang -Wthread-safety over core/src"
+CC=clang cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Debug -DREDMUTEX_WERROR=ON -DREDMUTEX_BUILD_TESTS=OFF \
+  -DREDMUTEX_BUILD_BENCH=OFF -DREDMUTEX_BUILD_CLI=OFF >/dev/null
+ninja -C build-clang redmutex
 
 build() {
   local dir=$1 type=$2

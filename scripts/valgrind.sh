@@ -11,24 +11,27 @@ dir=${1:-build-test}
 export REDMUTEX_TEST_TIME_SCALE=${REDMUTEX_TEST_TIME_SCALE:-4}
 # Longest first (after the serial ones): they run ${REDMUTEX_VALGRIND_JOBS:-2} at a time (most of a test's time is its
 # servers' and leases' wall-clock time, not CPU), each one's output printed when it ends.
-serial=(test_safety) # throughputs compared over seconds: alone
-tests=(test_cluster_moves test_semaphore test_sentinel test_ttl test_redlock test_watchdog test_cluster
+# test_safety's cases that compare throughputs over seconds run alone (RT_ALONE=only,
+# tests/c/harness.h); its other cases (RT_ALONE=skip) run beside the rest.
+serial=(test_safety@only)
+tests=(test_safety@skip test_cluster_moves test_semaphore test_sentinel test_ttl test_redlock test_watchdog test_cluster
        test_races test_fair test_acl test_rwlock test_fair_handoff test_tls test_events test_multilock test_latch
        test_api test_quorum test_retry test_lock test_rlock test_hostile test_concurrency test_interrupt test_lifetimes
        test_options test_pollwait test_thread_signals test_inspect test_stats test_resp)
 run_one() {
-  local t=$1 start log rc=0
+  local t=$1 start log rc=0 alone=
+  if [[ $t == *@* ]]; then alone=${t#*@}; t=${t%@*}; fi
   start=$(date +%s)
   log=$(mktemp)
-  valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible --error-exitcode=1 \
+  RT_ALONE=$alone valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible --error-exitcode=1 \
     "$dir/tests/c/$t" >"$log" 2>&1 || rc=$?
   sed 's/^/   /' "$log"
   rm -f "$log"
   if [ "$rc" -ne 0 ]; then
-    echo "-- $t: FAILED under valgrind (exit $rc, $(( $(date +%s) - start )) s)"
+    echo "-- $t${alone:+ (RT_ALONE=$alone)}: FAILED under valgrind (exit $rc, $(( $(date +%s) - start )) s)"
     return 1
   fi
-  echo "-- $t: clean under valgrind ($(( $(date +%s) - start )) s)"
+  echo "-- $t${alone:+ (RT_ALONE=$alone)}: clean under valgrind ($(( $(date +%s) - start )) s)"
 }
 export -f run_one
 export dir

@@ -485,13 +485,16 @@ REDMUTEX_API int redmutex_url_redact(char *out, size_t size, const char *url);
  * Closes the client: releases the locks still held through it (or, with
  * REDMUTEX_CLIENT_LEAVE_LOCKS_ON_FREE, leaves them to expire), including
  * those of lock handles freed while they held a lock; ends every wait in
- * progress (those acquires fail with REDMUTEX_ECLOSED, holding nothing);
- * stops renewals and joins the background threads. Afterwards every call on
- * the client or its handles fails with REDMUTEX_ECLOSED, except the *_free
- * functions and these, which keep working: redmutex_client_id,
- * redmutex_client_server_count, redmutex_client_thread_owner,
- * redmutex_client_interrupt (a no-op), redmutex_client_event_fd,
- * redmutex_client_next_event, redmutex_client_events_dropped,
+ * progress (those acquires fail with REDMUTEX_ECLOSED, holding nothing;
+ * every pollable wait becomes ready, and its next try fails with
+ * REDMUTEX_ECLOSED); stops renewals and joins the background threads.
+ * Afterwards every call on the client or its handles fails with
+ * REDMUTEX_ECLOSED, except the *_free functions and these, which keep
+ * working: redmutex_client_id, redmutex_client_server_count,
+ * redmutex_client_thread_owner, redmutex_client_interrupt (a no-op),
+ * redmutex_client_event_fd, redmutex_client_next_event,
+ * redmutex_client_events_dropped, redmutex_client_wait_fd,
+ * redmutex_client_next_ready, redmutex_wait_id,
  * redmutex_lock_name, redmutex_lock_kind, redmutex_lock_id,
  * redmutex_lock_state, redmutex_lock_validity and redmutex_lock_fence.
  * The client's memory stays valid until redmutex_client_free().

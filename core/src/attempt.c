@@ -212,7 +212,7 @@ static bool fenced_quorum(redmutex_lock *l, rm_call *call, const rm_votes *v, in
 /* Whether a live hold h (this handle's or another's) keeps its level on
    the servers: after a last release whose outcome is unknown the servers
    may or may not still have the field, and the owner acquires afresh. */
-static bool hold_keeps_field(redmutex_client *c, rm_hold *h)
+static bool hold_keeps_field(redmutex_client *c, rm_hold *h) RM_REQUIRES(c->mu)
 {
     return rm_hold_state(c, h, rm_now_ns()) != REDMUTEX_STATE_LOST && !(h->release_id[0] && h->count <= 1);
 }

@@ -96,14 +96,16 @@ static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static redmutex_client *registry;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-static void atfork_prepare(void)
+/* every client mutex: taken in prepare, given back after */
+static void atfork_prepare(void) RM_NO_TSA
 {
     pthread_mutex_lock(&registry_mu);
     for (redmutex_client *c = registry; c; c = c->next_all)
         pthread_mutex_lock(&c->mu);
 }
 
-static void atfork_parent(void)
+/* every client mutex: taken in prepare, given back after */
+static void atfork_parent(void) RM_NO_TSA
 {
     for (redmutex_client *c = registry; c; c = c->next_all)
         pthread_mutex_unlock(&c->mu);
@@ -125,7 +127,8 @@ static void init_cond(pthread_cond_t *cond)
  * the sockets does not affect the parent) and make new ones on demand. Holds
  * keep the parent's pid, so the child cannot release or renew them.
  */
-static void atfork_child(void)
+/* every client mutex: taken in prepare, given back after */
+static void atfork_child(void) RM_NO_TSA
 {
     for (redmutex_client *c = registry; c; c = c->next_all) {
         rm_pool_after_fork(c);
@@ -179,6 +182,7 @@ static void client_destroy(redmutex_client *c)
     }
     free(c->pool.servers);
     rm_unsettled_free(c);
+    rm_holds_free(c);
     rm_events_destroy(c);
     rm_pollwaits_destroy(c);
     rm_interrupt_destroy(c);
@@ -187,13 +191,6 @@ static void client_destroy(redmutex_client *c)
     pthread_cond_destroy(&c->holds.renew_done);
     pthread_cond_destroy(&c->holds.wake);
     free(c);
-}
-
-/* A deployment's master moved (sentinel.c, c->mu held): its waiters and renewals follow. */
-static void deploy_moved(redmutex_client *c, size_t i)
-{
-    rm_subscriber_moved(c, i);
-    rm_holds_renew_now(c, i);
 }
 
 /*
@@ -283,7 +280,7 @@ static int client_new(rm_err *err, redmutex_client **out, const char *const *url
     c->opts = o;
     c->n = n_urls;
     c->quorum = rm_quorum_of(n_urls);
-    c->on_deploy_moved = deploy_moved;
+    c->pool.news_fd = -1; /* no subscriber yet */
     rm_stats_init(&c->stats, &o);
     if ((rc = make_uuid(err, c->id)) != 0) {
         client_destroy(c);

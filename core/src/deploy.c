@@ -92,7 +92,7 @@ rm_server *rm_deploy_home_locked(redmutex_client *c, size_t i)
     return rm_deploy_is_sentinel(c, i) ? rm_sentinel_master_locked(c, i) : &c->pool.servers[i];
 }
 
-static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int port, size_t *index)
+static rm_server *node_at(redmutex_client *c, size_t i, const char *host, int port, size_t *index) RM_REQUIRES(c->mu)
 {
     rm_server *entry = &c->pool.servers[i];
     rm_deploy *d = entry->dep;
@@ -141,6 +141,7 @@ typedef struct map_build {
 static void map_range(void *ud, const rm_topo_range *r)
 {
     map_build *mb = ud;
+    rm_client_held(mb->c); /* map_load's parse runs with c->mu held */
     rm_deploy *d = mb->c->pool.servers[mb->i].dep;
     size_t k;
     if (!node_at(mb->c, mb->i, r->host[0] ? r->host : mb->reached_host, r->port, &k)) {
@@ -194,7 +195,7 @@ static void ids_load(rm_deploy *d, const rm_reply *shards, const rm_reply *slots
 }
 
 /* A node id deployment i shares with another cluster deployment (*other), or NULL. Caller holds c->mu. */
-static const char *shared_id(redmutex_client *c, size_t i, size_t *other)
+static const char *shared_id(redmutex_client *c, size_t i, size_t *other) RM_REQUIRES(c->mu)
 {
     const rm_deploy *d = c->pool.servers[i].dep;
     for (size_t j = 0; j < c->n; j++) {
@@ -227,7 +228,7 @@ const rm_server *rm_deploy_same_process_locked(redmutex_client *c, const rm_serv
 /* Rebuilds deployment i's map from a CLUSTER SHARDS reply, else (6.x) a
    CLUSTER SLOTS reply. Caller holds c->mu. False: unreadable. */
 static bool map_load(redmutex_client *c, size_t i, const rm_reply *shards, const rm_reply *slots,
-                     const char *reached_host)
+                     const char *reached_host) RM_REQUIRES(c->mu)
 {
     rm_deploy *d = c->pool.servers[i].dep;
     if (!d->slot_node && !(d->slot_node = malloc(RM_SLOTS * sizeof *d->slot_node)))

@@ -66,19 +66,20 @@ rm_server *rm_deploy_route(rm_err *err, redmutex_client *c, size_t i, int slot);
  */
 int rm_deploy_learn(rm_err *err, redmutex_client *c, rm_conn *conn);
 /** The node of deployment i at host:port, added if new; NULL: no memory. Caller holds c->mu. */
-rm_server *rm_deploy_node_locked(redmutex_client *c, size_t i, const char *host, int port);
+rm_server *rm_deploy_node_locked(redmutex_client *c, size_t i, const char *host, int port) RM_REQUIRES(c->mu);
 /**
  * Where deployment i's pub/sub connection goes (not a 7.0+ cluster's, whose
  * channels live on their slots' nodes): the deployment itself, or the
  * master of a Sentinel deployment (NULL while unknown). Caller holds c->mu.
  */
-rm_server *rm_deploy_home_locked(redmutex_client *c, size_t i);
+rm_server *rm_deploy_home_locked(redmutex_client *c, size_t i) RM_REQUIRES(c->mu);
 /** rm_deploy_route for a caller that holds c->mu (NULL when no master owns the slot). */
-rm_server *rm_deploy_route_locked(redmutex_client *c, size_t i, int slot);
+rm_server *rm_deploy_route_locked(redmutex_client *c, size_t i, int slot) RM_REQUIRES(c->mu);
 /** Whether deployment i is a cluster that speaks sharded pub/sub (7.0+). Caller holds c->mu. */
-bool rm_deploy_sharded_locked(redmutex_client *c, size_t i);
+bool rm_deploy_sharded_locked(redmutex_client *c, size_t i) RM_REQUIRES(c->mu);
 /** rm_deploy_moved for a caller that holds c->mu. */
-rm_server *rm_deploy_moved_locked(redmutex_client *c, size_t i, int slot, const char *host, int port);
+rm_server *rm_deploy_moved_locked(redmutex_client *c, size_t i, int slot, const char *host, int port)
+    RM_REQUIRES(c->mu);
 /** MOVED slot host:port from deployment i: the slot's owner is that node from now on. The node, or NULL (no memory). */
 rm_server *rm_deploy_moved(redmutex_client *c, size_t i, int slot, const char *host, int port);
 /** ASK slot host:port: the node to ask (found or added), or NULL. The map is not changed. */
@@ -141,7 +142,8 @@ void rm_deploy_note_role(rm_server *srv, const rm_reply *r);
  * its cluster's nodes) that reported run_id too: the same process reached
  * twice. NULL when none. Caller holds c->mu.
  */
-const rm_server *rm_deploy_same_process_locked(redmutex_client *c, const rm_server *srv, const char *run_id);
+const rm_server *rm_deploy_same_process_locked(redmutex_client *c, const rm_server *srv, const char *run_id)
+    RM_REQUIRES(c->mu);
 /** Redirects followed and full refreshes done by deployment i (tests, diagnostics). */
 void rm_deploy_counts(redmutex_client *c, size_t i, uint64_t *redirects, uint64_t *refreshes);
 

@@ -74,20 +74,6 @@ static void settle(redmutex_client *c, rm_fd_event *prev, rm_fd_event *e)
         unlink_event(c, prev, e);
 }
 
-static void fd_signal(int fd)
-{
-    uint64_t one = 1;
-    ssize_t r = write(fd, &one, sizeof one);
-    (void)r;
-}
-
-static void fd_drain(int fd)
-{
-    uint64_t v;
-    ssize_t r = read(fd, &v, sizeof v);
-    (void)r;
-}
-
 /* The fd's share is full: its oldest entry is dropped for it. */
 static void drop_oldest(redmutex_client *c)
 {
@@ -122,7 +108,7 @@ void rm_events_push(redmutex_client *c, redmutex_lock *l, redmutex_state state, 
         c->events.head = e;
     c->events.tail = e;
     if (c->events.n_due++ == 0 && c->events.fd >= 0)
-        fd_signal(c->events.fd);
+        rm_efd_signal(c->events.fd);
 }
 
 int redmutex_client_event_fd(redmutex_client *c)
@@ -138,7 +124,7 @@ int redmutex_client_event_fd(redmutex_client *c)
         if (c->events.fd < 0)
             rc = rm_fail(err, REDMUTEX_ENOMEM, "cannot create the client's event fd: %s", strerror(errno));
         else if (c->events.n_due > 0)
-            fd_signal(c->events.fd);
+            rm_efd_signal(c->events.fd);
     }
     if (rc == 0)
         rc = c->events.fd;
@@ -168,7 +154,7 @@ int redmutex_client_next_event(redmutex_client *c, uint64_t *lock_id, redmutex_s
                      owner_size, strlen(e->owner) + 1);
     } else if (e) {
         if (--c->events.n_due == 0 && c->events.fd >= 0)
-            fd_drain(c->events.fd);
+            rm_efd_drain(c->events.fd);
         *lock_id = e->lock_id;
         *state = e->state;
         if (owner_size)

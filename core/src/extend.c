@@ -100,7 +100,7 @@ static rm_vote extend_vote(void *ud, const rm_slot *s, size_t i, const rm_reply 
 
 /* A majority extended it to ttl_ms (from started_ns): the hold's new validity
    and its place in the watchdog's schedule. Caller holds c->mu and owns h. */
-static int extended(rm_err *err, redmutex_client *c, rm_hold *h, int64_t started_ns, int64_t ttl_ms)
+static int extended(rm_err *err, redmutex_client *c, rm_hold *h, int64_t started_ns, int64_t ttl_ms) RM_REQUIRES(c->mu)
 {
     h->validity_end_ns = rm_validity_end_ns(started_ns, ttl_ms);
     h->extensions++;

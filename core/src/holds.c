@@ -9,6 +9,7 @@
 #include "kind.h"
 #include "lifetime.h"
 #include "quorum.h"
+#include "sentinel.h"
 #include "watchdog.h"
 
 #include <stdlib.h>
@@ -176,7 +177,7 @@ static rm_hold *hold_new(redmutex_lock *l, const char *owner, const char *value,
  * this SET NX could not have succeeded) and is about to forget it. Wait for
  * that, not ELOST.
  */
-static rm_hold *hold_settled(redmutex_lock *l, const char *owner, pid_t pid)
+static rm_hold *hold_settled(redmutex_lock *l, const char *owner, pid_t pid) RM_REQUIRES(l->c->mu)
 {
     rm_hold *h = rm_hold_find(l, owner, pid);
     while (h && h->busy && !rm_kind_of(l)->reentrant) {
@@ -244,7 +245,8 @@ int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char 
  * Asks for the renewal, now, of every renewed hold server i granted (its
  * deployment's master moved). Caller holds c->mu.
  */
-void rm_holds_renew_now(redmutex_client *c, size_t i)
+/* Deployment i has a new master: the watchdog renews every hold there now. */
+static void renew_now(redmutex_client *c, size_t i) RM_REQUIRES(c->mu)
 {
     pid_t pid = rm_pid();
     int64_t now = rm_now_ns();
@@ -253,6 +255,36 @@ void rm_holds_renew_now(redmutex_client *c, size_t i)
             h->state != REDMUTEX_STATE_LOST)
             rm_watchdog_renew_by(c, h, now);
 }
+
+void rm_holds_follow_moves_locked(redmutex_client *c)
+{
+    if (c->holds.moves_seen == c->pool.moves || !c->holds.switches_seen)
+        return;
+    c->holds.moves_seen = c->pool.moves;
+    for (size_t i = 0; i < c->n; i++) {
+        uint64_t switches = rm_sentinel_switches(c, i);
+        if (switches != c->holds.switches_seen[i]) {
+            c->holds.switches_seen[i] = switches;
+            renew_now(c, i);
+        }
+    }
+}
+
+int rm_holds_track_moves(redmutex_client *c)
+{
+    if (c->holds.switches_seen)
+        return 0;
+    uint64_t *seen = calloc(c->n, sizeof *seen);
+    if (!seen)
+        return -1;
+    for (size_t i = 0; i < c->n; i++)
+        seen[i] = rm_sentinel_switches(c, i);
+    c->holds.switches_seen = seen;
+    c->holds.moves_seen = c->pool.moves; /* no hold was renewed before this: nothing to catch up */
+    return 0;
+}
+
+void rm_holds_free(redmutex_client *c) { free(c->holds.switches_seen); }
 
 /*
  * A restart without persistence loses every lock the server held, and a

@@ -60,40 +60,46 @@ typedef struct rm_hold {
  * and on the watchdog thread, which the pool wakes (c->holds.wake). Caller holds
  * c->mu.
  */
-void rm_holds_catch_up_locked(redmutex_client *c);
+void rm_holds_catch_up_locked(redmutex_client *c) RM_REQUIRES(c->mu);
 /**
- * Deployment i has a new master (a failover): the watchdog renews every
- * hold there at once, so a lock the new master lacks is reported LOST now,
- * not at its next renewal. Caller holds c->mu.
+ * Catches up with the failovers the pool counted (c->pool.moves; it
+ * broadcast c->holds.wake): every hold on a deployment whose master moved
+ * since is renewed at once, so a lock the new master lacks is reported LOST
+ * now, not at its next renewal. Runs on the watchdog thread. Caller holds
+ * c->mu.
  */
-void rm_holds_renew_now(redmutex_client *c, size_t i);
+void rm_holds_follow_moves_locked(redmutex_client *c) RM_REQUIRES(c->mu);
+/** From now on, failovers are followed (the watchdog starts): 0, or -1 out of memory. Caller holds c->mu. */
+int rm_holds_track_moves(redmutex_client *c) RM_REQUIRES(c->mu);
+/** Frees what the registry allocated for itself (the client's end). */
+void rm_holds_free(redmutex_client *c);
 /** Statistics: h's hold ends (released, forgotten, or lost): counted once, by this process. */
-void rm_hold_count_end(redmutex_client *c, rm_hold *h, bool lost);
+void rm_hold_count_end(redmutex_client *c, rm_hold *h, bool lost) RM_REQUIRES(c->mu);
 /** Unlinks and frees h; caller holds c->mu and h is not scheduled. */
-void rm_hold_destroy(redmutex_client *c, rm_hold *h);
+void rm_hold_destroy(redmutex_client *c, rm_hold *h) RM_REQUIRES(c->mu);
 
 /** This process's hold of owner through l (not one being forgotten), or NULL. */
-rm_hold *rm_hold_find(redmutex_lock *l, const char *owner, pid_t pid);
+rm_hold *rm_hold_find(redmutex_lock *l, const char *owner, pid_t pid) RM_REQUIRES(l->c->mu);
 /** Another handle's hold, in this process, of the same lock name, kind and
     owner's value (one field on the servers, shared by both handles). */
-rm_hold *rm_hold_find_shared(redmutex_lock *l, const char *value, pid_t pid);
+rm_hold *rm_hold_find_shared(redmutex_lock *l, const char *value, pid_t pid) RM_REQUIRES(l->c->mu);
 /** Whether any handle of this client (l's included) has a live (not LOST)
     hold, in this process, of l's name and kind with this value. Takes c->mu. */
-bool rm_hold_value_live(redmutex_lock *l, const char *value);
+bool rm_hold_value_live(redmutex_lock *l, const char *value) RM_EXCLUDES(l->c->mu);
 /** The hold with this id (not one being forgotten), or NULL: finds a hold again after a round trip. */
-rm_hold *rm_hold_find_by_id(redmutex_lock *l, uint64_t id);
+rm_hold *rm_hold_find_by_id(redmutex_lock *l, uint64_t id) RM_REQUIRES(l->c->mu);
 /** A hold for this owner made by another process (inherited through fork), or NULL. */
-rm_hold *rm_hold_find_foreign(redmutex_lock *l, const char *owner, pid_t pid);
+rm_hold *rm_hold_find_foreign(redmutex_lock *l, const char *owner, pid_t pid) RM_REQUIRES(l->c->mu);
 /** Waits until nobody owns h, then takes it (busy). NULL if it was forgotten meanwhile. */
-rm_hold *rm_hold_claim(redmutex_client *c, redmutex_lock *l, rm_hold *h);
+rm_hold *rm_hold_claim(redmutex_client *c, redmutex_lock *l, rm_hold *h) RM_REQUIRES(c->mu);
 /** Clears busy and lets threads waiting for the hold look again. */
-void rm_hold_unbusy(redmutex_client *c, rm_hold *h);
+void rm_hold_unbusy(redmutex_client *c, rm_hold *h) RM_REQUIRES(c->mu);
 /** Removes h from the watchdog and frees it. The caller owns h (busy) or has the handle to itself. */
-void rm_hold_forget(redmutex_client *c, rm_hold *h);
+void rm_hold_forget(redmutex_client *c, rm_hold *h) RM_REQUIRES(c->mu);
 /** Current state, turning HELD/FAILING into LOST once validity has run out (whoever notices first). */
-redmutex_state rm_hold_state(redmutex_client *c, rm_hold *h, int64_t now_ns);
+redmutex_state rm_hold_state(redmutex_client *c, rm_hold *h, int64_t now_ns) RM_REQUIRES(c->mu);
 /** Whether this process holds the lock for owner through l (reentrancy). Takes c->mu itself. */
-bool rm_hold_exists(redmutex_lock *l, const char *owner);
+bool rm_hold_exists(redmutex_lock *l, const char *owner) RM_EXCLUDES(l->c->mu);
 /**
  * Records a successful acquisition by owner (value on the servers), sent at
  * `started_ns`, with the votes that granted it, and schedules its renewal or
@@ -102,6 +108,6 @@ bool rm_hold_exists(redmutex_lock *l, const char *owner);
  * the caller undoes the acquisition on the servers.
  */
 int rm_hold_record(rm_err *err, redmutex_lock *l, const char *owner, const char *value, int64_t started_ns,
-                   const rm_votes *v);
+                   const rm_votes *v) RM_REQUIRES(l->c->mu);
 
 #endif

@@ -38,7 +38,35 @@ int64_t rm_deadline_after_ms(int64_t ms);
 /** Milliseconds from now until deadline, rounded up, >= 0; INT64_MAX stays "forever". */
 int64_t rm_ms_until(int64_t deadline_ns);
 /** Joins thread if it ends by deadline_ns (at least ~10 ms allowed); false if not. */
+/*
+ * Thread-safety annotations, checked by clang's -Wthread-safety (the clang
+ * builds: fuzzing, scripts/fuzz.sh) and empty elsewhere. rm_mutex is a
+ * pthread mutex that clang knows as a lock; a function that must be called
+ * with a client's mutex held says RM_REQUIRES(c->mu), and every call is
+ * checked to hold it. (Fields cannot carry GUARDED_BY in C: their guard is
+ * written beside them instead.)
+ */
+#if defined(__clang__)
+#define RM_TSA(x) __attribute__((x))
+#else
+#define RM_TSA(x)
+#endif
+#define RM_REQUIRES(...) RM_TSA(requires_capability(__VA_ARGS__))
+#define RM_EXCLUDES(...) RM_TSA(locks_excluded(__VA_ARGS__))
+#define RM_ACQUIRES(...) RM_TSA(acquire_capability(__VA_ARGS__))
+#define RM_RELEASES(...) RM_TSA(release_capability(__VA_ARGS__))
+#define RM_ASSERTS(...) RM_TSA(assert_capability(__VA_ARGS__))
+#define RM_NO_TSA RM_TSA(no_thread_safety_analysis)
+typedef pthread_mutex_t rm_mutex RM_TSA(capability("mutex"));
+
 bool rm_join_until(pthread_t thread, int64_t deadline_ns);
+/**
+ * Makes an eventfd readable (adds 1; a saturated counter is readable all the
+ * same). One write(2): async-signal-safe (the caller keeps errno if it must).
+ */
+void rm_efd_signal(int fd);
+/** Reads a non-blocking eventfd's counter back to 0: not readable until the next signal. */
+void rm_efd_drain(int fd);
 /**
  * pthread_create for the library's own threads: the thread starts with every
  * signal blocked (the host's signals belong to its own threads). Returns

@@ -39,11 +39,16 @@
 /* A wait that must not watch the interrupt fd (it is stale) looks again this often. */
 #define RM_STALE_SLICE_MS 10
 
-static void fd_write(int fd)
+/* Wakes every kind of wait: blocked acquires poll the interrupt eventfd,
+   pollable waits are behind the wait fd's. Async-signal-safe. */
+static void wake_waits(redmutex_client *c)
 {
-    uint64_t one = 1;
-    ssize_t r = write(fd, &one, sizeof one);
-    (void)r; /* EAGAIN: the counter is saturated, which is "readable" all the same */
+    int fd = atomic_load(&c->intr.fd);
+    if (fd >= 0)
+        rm_efd_signal(fd);
+    fd = atomic_load(&c->pollwait.efd);
+    if (fd >= 0)
+        rm_efd_signal(fd);
 }
 
 void redmutex_client_interrupt(redmutex_client *c)
@@ -52,22 +57,16 @@ void redmutex_client_interrupt(redmutex_client *c)
         return;
     int saved_errno = errno; /* a signal handler must leave errno as it found it */
     atomic_fetch_add(&c->intr.gen, 1);
-    int fd = atomic_load(&c->intr.fd);
-    if (fd >= 0)
-        fd_write(fd);
-    fd = atomic_load(&c->pollwait.efd);
-    if (fd >= 0)
-        fd_write(fd);
+    wake_waits(c);
     errno = saved_errno;
 }
 
 void rm_interrupt_wake_all(redmutex_client *c)
 {
-    /* Close: waits see `closing` when they wake, and end with ECLOSED. */
+    /* Close: waits see `closing` when they wake, and end with ECLOSED;
+       pollable waits are made ready when the loop next looks (waitready.c). */
     atomic_store(&c->intr.closing, true);
-    int fd = atomic_load(&c->intr.fd);
-    if (fd >= 0)
-        fd_write(fd);
+    wake_waits(c);
 }
 
 int rm_wait_begin(rm_err *err, redmutex_client *c, rm_wait *w)
@@ -102,21 +101,19 @@ bool rm_wait_interrupted(redmutex_client *c, const rm_wait *w)
  * interrupt. Returns false when such a wait is still there (the fd must stay
  * readable for it). Caller holds c->mu.
  */
-static bool drain_if_stale(redmutex_client *c)
+static bool drain_if_stale(redmutex_client *c) RM_REQUIRES(c->mu)
 {
     uint64_t gen = atomic_load(&c->intr.gen);
     for (rm_wait *w = c->intr.waits; w; w = w->next)
         if (w->start != gen)
             return false;
     int fd = atomic_load(&c->intr.fd);
-    uint64_t v;
-    ssize_t r = read(fd, &v, sizeof v);
-    (void)r;
+    rm_efd_drain(fd);
     c->intr.drained = gen;
     /* An interrupt between the generation read above and the read(2) may have
        had its write swallowed: it bumped the generation first, so re-arm. */
     if (atomic_load(&c->intr.gen) != gen)
-        fd_write(fd);
+        rm_efd_signal(fd);
     return true;
 }
 

@@ -28,6 +28,7 @@
 #include "lua.h"
 #include "pollwait.h"
 #include "quorum.h"
+#include "retry.h"
 #include "scripts.h"
 #include "tally.h"
 #include "waiter.h"
@@ -287,7 +288,9 @@ static int wait_zero(rm_err *err, redmutex_latch *l, int64_t wait_ms, rm_wait *w
 {
     redmutex_client *c = l->c;
     int64_t start = rm_now_ns(), deadline = rm_deadline_after_ms(wait_ms);
-    int64_t backoff = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
+    rm_retry retry; /* the locks' policy (retry.c); a latch has no holder's lease to wait for */
+    rm_retry_init(&retry, &c->opts);
+    bool silent = false;
     for (;;) {
         int64_t count = 0;
         int rc = latch_query(err, l, &count);
@@ -303,15 +306,14 @@ static int wait_zero(rm_err *err, redmutex_latch *l, int64_t wait_ms, rm_wait *w
             rm_waiter_begin(c, l->channel, sub < deadline ? sub : deadline, wait, w);
             continue;
         }
-        int64_t until = now + backoff * RM_NS_PER_MS;
+        int64_t until = rm_retry_next_due(now, rm_retry_pause_ms(&retry, -1, false, silent), deadline);
         bool interrupted = false;
-        int r = rm_waiter_wait(c, *w, until < deadline ? until : deadline, &interrupted);
+        int r = rm_waiter_wait(c, *w, until, &interrupted);
         if (interrupted || !rm_client_open(c) || (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload)))
             return !rm_client_open(c)
                        ? rm_fail(err, REDMUTEX_ECLOSED, "the client was closed while waiting for latch '%s'", l->name)
                        : rm_fail(err, REDMUTEX_EINTR, "waiting for latch '%s' was interrupted", l->name);
-        if (r == 0 && backoff < c->opts.wait_backoff_cap_ms)
-            backoff = backoff * 2 > c->opts.wait_backoff_cap_ms ? c->opts.wait_backoff_cap_ms : backoff * 2;
+        silent = r == 0; /* no news: the next pause backs off further */
     }
 }
 

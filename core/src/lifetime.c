@@ -157,7 +157,7 @@ void redmutex_client_free(redmutex_client *c)
  * What becomes of a hold when its handle is freed. Caller holds c->mu; the
  * handle's user reference is still counted.
  */
-static void settle_hold_of_freed_handle(redmutex_client *c, rm_hold *h)
+static void settle_hold_of_freed_handle(redmutex_client *c, rm_hold *h) RM_REQUIRES(c->mu)
 {
     if (h->busy || h->renewing || h->forgetting) {
         /* Another thread is working on it; whatever survives that is an orphan. */

@@ -39,6 +39,7 @@
 #include "multilock.h"
 #include "pollwait.h"
 #include "quorum.h"
+#include "retry.h"
 #include "tally.h"
 #include "waiter.h"
 
@@ -158,7 +159,9 @@ static int wait_loop(multi_op *op, int64_t wait_ms, rm_wait *wait)
 {
     redmutex_client *c = op->m->c;
     int64_t start = rm_now_ns(), deadline = rm_deadline_after_ms(wait_ms);
-    int64_t backoff = c->opts.wait_backoff_cap_ms < 50 ? c->opts.wait_backoff_cap_ms : 50;
+    rm_retry retry; /* the locks' policy (retry.c) */
+    rm_retry_init(&retry, &c->opts);
+    bool silent = false;
     char channel[RM_LONG_KEY_MAX] = "";
     rm_waiter *w = NULL;
     int rc;
@@ -187,22 +190,16 @@ static int wait_loop(multi_op *op, int64_t wait_ms, rm_wait *wait)
             if (first)
                 continue;
         }
-        int64_t pause = backoff - (int64_t)rm_random_below((uint64_t)backoff / 4 + 1);
-        if (op->ttl_ms >= 0 && op->ttl_ms < pause - 1)
-            pause = op->ttl_ms + 1;
-        if (op->split && c->opts.retry_delay_ms > 0)
-            pause = (int64_t)rm_random_below((uint64_t)c->opts.retry_delay_ms) + 1;
-        int64_t until = now + pause * RM_NS_PER_MS;
+        int64_t pause = rm_retry_pause_ms(&retry, op->ttl_ms, op->split, silent);
         bool interrupted = false;
-        int r = rm_waiter_wait(c, w, until < deadline ? until : deadline, &interrupted);
+        int r = rm_waiter_wait(c, w, rm_retry_next_due(now, pause, deadline), &interrupted);
         if (interrupted || !rm_client_open(c) || (c->opts.interrupt && c->opts.interrupt(c->opts.interrupt_payload))) {
             rc = !rm_client_open(c)
                      ? rm_fail(op->err, REDMUTEX_ECLOSED, "the client was closed while waiting for a multi-lock")
                      : rm_fail(op->err, REDMUTEX_EINTR, "waiting for a multi-lock was interrupted");
             break;
         }
-        if (r == 0 && backoff < c->opts.wait_backoff_cap_ms)
-            backoff = backoff * 2 > c->opts.wait_backoff_cap_ms ? c->opts.wait_backoff_cap_ms : backoff * 2;
+        silent = r == 0; /* no news: the next pause backs off further */
     }
     if (w)
         rm_waiter_end(c, w);

@@ -40,6 +40,7 @@ static _Atomic uint64_t last_wait_id;
 static void notify(void *ud)
 {
     redmutex_wait *w = ud;
+    rm_client_held(w->c);
     rm_pollwaits *pw = w->c->pollwait.pw;
     if (w->freeing)
         pthread_cond_broadcast(&pw->handoff_done);

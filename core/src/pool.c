@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Idle connections kept per server; more concurrent callers open more. */
 #define RM_POOL_MAX 32
@@ -56,7 +57,7 @@ static void flush_quietly(rm_conn *conn)
 
 /* Owing connections nobody asks for are read without blocking; those that
    are paid up rejoin the pool. Caller holds c->mu. */
-static void owing_settle(redmutex_client *c, rm_server *srv)
+static void owing_settle(redmutex_client *c, rm_server *srv) RM_REQUIRES(c->mu)
 {
     for (size_t k = 0; k < srv->n_owing;) {
         rm_conn *conn = srv->owing[k];
@@ -81,6 +82,7 @@ static void owing_settle(redmutex_client *c, rm_server *srv)
    (0); RM_CONN_BUSY when it cannot be had now (*busy_since: its last
    progress); -1 when none owes for it. Caller holds c->mu. */
 static int take_owing(redmutex_client *c, rm_server *srv, uint64_t order_key, rm_conn **out, int64_t *busy_since)
+    RM_REQUIRES(c->mu)
 {
     if (srv->n_owing == 0 || !order_key)
         return -1;
@@ -119,7 +121,7 @@ static int take_owing(redmutex_client *c, rm_server *srv, uint64_t order_key, rm
  * going out. The one that answered last is taken. 0, or -1 when there is
  * none. Caller holds c->mu.
  */
-static int ride_owing(redmutex_client *c, rm_server *srv, rm_conn **out)
+static int ride_owing(redmutex_client *c, rm_server *srv, rm_conn **out) RM_REQUIRES(c->mu)
 {
     rm_conn *best = NULL;
     owing_settle(c, srv);
@@ -355,7 +357,8 @@ bool rm_pool_settle(redmutex_client *c, rm_server *srv)
 static bool others_answer(const redmutex_client *c, const rm_server *srv)
 {
     for (size_t i = 0; c->n > 1 && i < c->n; i++)
-        if (&c->pool.servers[i] != srv && atomic_load_explicit(&c->pool.servers[i].answered_ns, memory_order_relaxed) > 0)
+        if (&c->pool.servers[i] != srv &&
+            atomic_load_explicit(&c->pool.servers[i].answered_ns, memory_order_relaxed) > 0)
             return true;
     return false;
 }
@@ -449,3 +452,13 @@ void rm_pool_clear(rm_server *srv)
         rm_conn_close(srv->owing[k]);
     free(srv->owing);
 }
+
+void rm_pool_moved_locked(redmutex_client *c)
+{
+    c->pool.moves++;
+    pthread_cond_broadcast(&c->holds.wake);
+    if (c->pool.news_fd >= 0)
+        rm_efd_signal(c->pool.news_fd);
+}
+
+void rm_pool_listen_locked(redmutex_client *c, int fd) { c->pool.news_fd = fd; }

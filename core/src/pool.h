@@ -104,6 +104,15 @@ bool rm_server_stalls(redmutex_client *c, rm_server *srv, int64_t since, int64_t
  * there still awaits its answer. Caller holds no mutex.
  */
 bool rm_pool_settle(redmutex_client *c, rm_server *srv);
+/**
+ * A deployment's master moved (a failover followed, sentinel.c): counts it in
+ * c->pool.moves and wakes whoever follows moves, without calling them: the
+ * watchdog (c->holds.wake, rm_holds_follow_moves_locked) and the subscriber
+ * thread (the fd it listens on). Caller holds c->mu.
+ */
+void rm_pool_moved_locked(redmutex_client *c) RM_REQUIRES(c->mu);
+/** The eventfd written on each move (the subscriber's), or -1 for none. Caller holds c->mu. */
+void rm_pool_listen_locked(redmutex_client *c, int fd) RM_REQUIRES(c->mu);
 /** Called with the run_id a fresh connection reported; detects restarts and duplicates. */
 int rm_server_note_run_id(rm_err *err, redmutex_client *c, rm_server *srv, const char *run_id);
 /** In a forked child: closes the parent's pooled and owing connections (our copies of them). */

@@ -439,17 +439,12 @@ int redmutex_lock_ttl(int64_t *out, redmutex_lock *l)
 
 /* ---- local state ------------------------------------------------------- */
 
-static int local_hold(rm_err *err, redmutex_lock *l, const char *owner, const char *fn, rm_hold **out)
+/* The owner's key, checked; the caller then finds its hold with the client mutex held. */
+static int local_owner(rm_err *err, redmutex_lock *l, const char *owner, const char *fn, char key[RM_VALUE_MAX + 1])
 {
     if (!l)
         return rm_fail(err, REDMUTEX_EINVAL, "%s: lock is NULL", fn);
-    char owner_key[RM_VALUE_MAX + 1];
-    int rc = rm_lock_resolve_owner(err, l, owner, owner_key);
-    if (rc)
-        return rc;
-    rm_client_lock(l->c);
-    *out = rm_hold_find(l, owner_key, rm_pid());
-    return 0; /* returns with the client mutex held */
+    return rm_lock_resolve_owner(err, l, owner, key);
 }
 
 int redmutex_lock_state(redmutex_state *out, redmutex_lock *l, const char *owner)
@@ -457,10 +452,12 @@ int redmutex_lock_state(redmutex_state *out, redmutex_lock *l, const char *owner
     rm_err e_, *err = rm_err_reset(&e_);
     if (!out)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_state: out is NULL"));
-    rm_hold *h = NULL;
-    int rc = local_hold(err, l, owner, "redmutex_lock_state", &h);
+    char key[RM_VALUE_MAX + 1];
+    int rc = local_owner(err, l, owner, "redmutex_lock_state", key);
     if (rc)
         return rm_publish(err, rc);
+    rm_client_lock(l->c);
+    rm_hold *h = rm_hold_find(l, key, rm_pid());
     *out = h ? rm_hold_state(l->c, h, rm_now_ns()) : REDMUTEX_STATE_UNLOCKED;
     rm_client_unlock(l->c);
     return rm_publish(err, 0);
@@ -471,10 +468,12 @@ int redmutex_lock_validity(int64_t *out, redmutex_lock *l, const char *owner)
     rm_err e_, *err = rm_err_reset(&e_);
     if (!out)
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL, "redmutex_lock_validity: out is NULL"));
-    rm_hold *h = NULL;
-    int rc = local_hold(err, l, owner, "redmutex_lock_validity", &h);
+    char key[RM_VALUE_MAX + 1];
+    int rc = local_owner(err, l, owner, "redmutex_lock_validity", key);
     if (rc)
         return rm_publish(err, rc);
+    rm_client_lock(l->c);
+    rm_hold *h = rm_hold_find(l, key, rm_pid());
     int64_t now = rm_now_ns();
     *out = 0;
     if (h && rm_hold_state(l->c, h, now) != REDMUTEX_STATE_LOST)
@@ -491,10 +490,12 @@ int redmutex_lock_fence(int64_t *out, redmutex_lock *l, const char *owner)
     if (l && !(l->opts.flags & REDMUTEX_LOCK_FENCING))
         return rm_publish(err,
                           rm_fail(err, REDMUTEX_EINVAL, "lock '%s' was made without REDMUTEX_LOCK_FENCING", l->name));
-    rm_hold *h = NULL;
-    int rc = local_hold(err, l, owner, "redmutex_lock_fence", &h);
+    char key[RM_VALUE_MAX + 1];
+    int rc = local_owner(err, l, owner, "redmutex_lock_fence", key);
     if (rc)
         return rm_publish(err, rc);
+    rm_client_lock(l->c);
+    rm_hold *h = rm_hold_find(l, key, rm_pid());
     if (h)
         *out = h->fence;
     else

@@ -275,7 +275,7 @@ static int release_send(release *p, rm_call *call)
 /* Outcome unknown: keep the hold and its request id so that a retry reports
    what this attempt did. Renewal stays off (the release was meant to end
    it); the owner is told when validity runs out. Caller holds c->mu. */
-static int release_unknown(release *p, rm_call *call, const release_tally *t, rm_hold *h, int rc)
+static int release_unknown(release *p, rm_call *call, const release_tally *t, rm_hold *h, int rc) RM_REQUIRES(p->c->mu)
 {
     if (h) {
         if (h->count <= 1) {

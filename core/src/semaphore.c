@@ -253,24 +253,20 @@ int redmutex_semaphore_extend(redmutex_semaphore *s, const char *id, int64_t ms,
     return rm_publish(err, rc);
 }
 
-/* The local hold of a permit: returns with the client mutex held (*h NULL when not held here). */
-static int local_permit(rm_err *err, redmutex_semaphore *s, const char *id, const char *fn, void *out, rm_hold **h)
+/* Checks a query of a permit's local hold; the caller then finds it with the client mutex held. */
+static int local_permit(rm_err *err, redmutex_semaphore *s, const char *id, const char *fn, void *out)
 {
-    int rc = out ? check_permit(err, s, id, fn) : rm_fail(err, REDMUTEX_EINVAL, "%s: out is NULL", fn);
-    if (rc)
-        return rc;
-    rm_client_lock(s->l->c);
-    *h = rm_hold_find(s->l, id, rm_pid());
-    return 0;
+    return out ? check_permit(err, s, id, fn) : rm_fail(err, REDMUTEX_EINVAL, "%s: out is NULL", fn);
 }
 
 int redmutex_semaphore_state(redmutex_state *out, redmutex_semaphore *s, const char *id)
 {
     rm_err e_, *err = rm_err_reset(&e_);
-    rm_hold *h;
-    int rc = local_permit(err, s, id, "redmutex_semaphore_state", out, &h);
+    int rc = local_permit(err, s, id, "redmutex_semaphore_state", out);
     if (rc)
         return rm_publish(err, rc);
+    rm_client_lock(s->l->c);
+    rm_hold *h = rm_hold_find(s->l, id, rm_pid());
     *out = h ? rm_hold_state(s->l->c, h, rm_now_ns()) : REDMUTEX_STATE_UNLOCKED;
     rm_client_unlock(s->l->c);
     return rm_publish(err, 0);
@@ -279,10 +275,11 @@ int redmutex_semaphore_state(redmutex_state *out, redmutex_semaphore *s, const c
 int redmutex_semaphore_validity(int64_t *out, redmutex_semaphore *s, const char *id)
 {
     rm_err e_, *err = rm_err_reset(&e_);
-    rm_hold *h;
-    int rc = local_permit(err, s, id, "redmutex_semaphore_validity", out, &h);
+    int rc = local_permit(err, s, id, "redmutex_semaphore_validity", out);
     if (rc)
         return rm_publish(err, rc);
+    rm_client_lock(s->l->c);
+    rm_hold *h = rm_hold_find(s->l, id, rm_pid());
     int64_t now = rm_now_ns();
     *out = h && rm_hold_state(s->l->c, h, now) != REDMUTEX_STATE_LOST ? (h->validity_end_ns - now) / RM_NS_PER_MS : 0;
     rm_client_unlock(s->l->c);
@@ -295,10 +292,11 @@ int redmutex_semaphore_fence(int64_t *out, redmutex_semaphore *s, const char *id
     if (s && !(s->l->opts.flags & REDMUTEX_LOCK_FENCING))
         return rm_publish(err, rm_fail(err, REDMUTEX_EINVAL,
                                        "semaphore '%s' was made without REDMUTEX_SEMAPHORE_FENCING", s->l->name));
-    rm_hold *h;
-    int rc = local_permit(err, s, id, "redmutex_semaphore_fence", out, &h);
+    int rc = local_permit(err, s, id, "redmutex_semaphore_fence", out);
     if (rc)
         return rm_publish(err, rc);
+    rm_client_lock(s->l->c);
+    rm_hold *h = rm_hold_find(s->l, id, rm_pid());
     if (h)
         *out = h->fence;
     else

@@ -6,8 +6,9 @@
  * request follows (conn.c). When it is no longer (READONLY, WAIT refused,
  * ROLE of a replica, refused at its address: failover.c) they are asked
  * again; when they announce a new one (+switch-master, sentinel_watch.c) it
- * is taken at once. Either way the client's pub/sub connection, waiters and
- * renewals follow through c->on_deploy_moved.
+ * is taken at once. Either way the pool counts the move and wakes the
+ * subscriber and the watchdog (rm_pool_moved_locked), whose threads catch
+ * up: the client's pub/sub connection, waiters and renewals follow.
  *
  * Layering: servers (with deploy.c): above conn, below the fan-out.
  */
@@ -16,6 +17,7 @@
 #include "conn.h"
 #include "deploy.h"
 #include "internal.h"
+#include "pool.h"
 #include "resp.h"
 #include "sentinel.h"
 #include "url.h"
@@ -81,6 +83,12 @@ rm_server *rm_sentinel_master_locked(redmutex_client *c, size_t i)
     return s ? s->master : NULL;
 }
 
+uint64_t rm_sentinel_switches(redmutex_client *c, size_t i)
+{
+    rm_sentinel *s = c->pool.servers[i].dep->sentinel;
+    return s ? atomic_load(&s->switches) : 0;
+}
+
 void rm_sentinel_counts(redmutex_client *c, size_t i, uint64_t *resolutions, uint64_t *switches)
 {
     rm_sentinel *s = c->pool.servers[i].dep->sentinel;
@@ -89,7 +97,7 @@ void rm_sentinel_counts(redmutex_client *c, size_t i, uint64_t *resolutions, uin
 }
 
 /* Makes node deployment i's master. Caller holds c->mu. */
-static void set_master_locked(redmutex_client *c, size_t i, rm_server *node)
+static void set_master_locked(redmutex_client *c, size_t i, rm_server *node) RM_REQUIRES(c->mu)
 {
     rm_sentinel *s = c->pool.servers[i].dep->sentinel;
     rm_server *old = s->master;
@@ -106,8 +114,7 @@ static void set_master_locked(redmutex_client *c, size_t i, rm_server *node)
         for (size_t k = 0; k < old->n_idle; k++)
             rm_conn_close(old->idle[k]);
         old->n_idle = 0;
-        if (c->on_deploy_moved)
-            c->on_deploy_moved(c, i);
+        rm_pool_moved_locked(c); /* the subscriber and the watchdog follow */
     }
 }
 

@@ -10,8 +10,9 @@
  *
  * Layering: servers (with deploy.c and the pool): above conn; below the
  * fan-out (which routes through rm_sentinel_master and asks again through
- * rm_sentinel_resolve). News of a new master goes up through
- * c->on_deploy_moved, installed by the client.
+ * rm_sentinel_resolve). News of a new master goes up as data, not as a
+ * call: the pool counts it (c->pool.moves) and wakes the threads that
+ * follow it (rm_pool_moved_locked).
  */
 #ifndef REDMUTEX_SENTINEL_H
 #define REDMUTEX_SENTINEL_H
@@ -45,7 +46,7 @@ int rm_sentinel_init(rm_err *err, redmutex_client *c, size_t i);
 /** Frees what rm_sentinel_init made (client teardown). */
 void rm_sentinel_free(rm_sentinel *s);
 /** The master of Sentinel deployment i as known now, or NULL. Caller holds c->mu. */
-rm_server *rm_sentinel_master_locked(redmutex_client *c, size_t i);
+rm_server *rm_sentinel_master_locked(redmutex_client *c, size_t i) RM_REQUIRES(c->mu);
 /**
  * Asks the sentinels of deployment i, in order (the one that answered last
  * first), for the master's address until one names a node other than
@@ -72,6 +73,8 @@ int rm_sentinel_roundtrip(rm_conn *conn, const rm_buf *out, size_t n, rm_reply *
                           size_t size);
 /** Resolutions asked of the sentinels and masters switched in deployment i (tests, diagnostics). */
 void rm_sentinel_counts(redmutex_client *c, size_t i, uint64_t *resolutions, uint64_t *switches);
+/** How often deployment i's master has moved (0 unless a Sentinel deployment): who follows failovers compares. */
+uint64_t rm_sentinel_switches(redmutex_client *c, size_t i);
 
 /* ---- the watcher thread (sentinel_watch.c) ----------------------------- */
 
@@ -80,8 +83,8 @@ int rm_watch_start(rm_err *err, redmutex_client *c);
 /** Stops it, joining until deadline_ns (then it is detached and frees itself). Caller holds no mutex. */
 void rm_watch_stop(redmutex_client *c, int64_t deadline_ns);
 /** In a forked child: drops the watcher's state (the thread did not survive fork). Caller holds c->mu. */
-void rm_watch_forget(redmutex_client *c);
+void rm_watch_forget(redmutex_client *c) RM_REQUIRES(c->mu);
 /** Asks the watcher to probe deployment i's master soon (its ROLE: role and replicas). Caller holds c->mu. */
-void rm_watch_probe_soon(redmutex_client *c, size_t i);
+void rm_watch_probe_soon(redmutex_client *c, size_t i) RM_REQUIRES(c->mu);
 
 #endif

@@ -14,7 +14,7 @@
  * reached the watcher (its subscriptions being made again, say).
  *
  * What it learns goes to sentinel.c (rm_sentinel_switch, resolve), which
- * tells the subscriber and the watchdog (c->on_deploy_moved). Its setup
+ * tells the subscriber and the watchdog (rm_pool_moved_locked). Its setup
  * steps (connect, subscribe; a probe) block for up to
  * RM_WATCH_STEP_MS each: a slow sentinel delays the others' news by that
  * much at most, never a caller.
@@ -304,7 +304,7 @@ static int64_t probe_master(redmutex_client *c, probe *p, size_t i)
  * when the next is due. Caller holds c->mu; it is released around blocking
  * steps.
  */
-static int64_t run_timers(redmutex_client *c, rm_watch *w, bool *again)
+static int64_t run_timers(redmutex_client *c, rm_watch *w, bool *again) RM_REQUIRES(c->mu)
 {
     int64_t now = rm_now_ns(), next = now + RM_WATCH_PING_MS * RM_NS_PER_MS;
     *again = false;
@@ -373,11 +373,8 @@ static void *watch_main(void *arg)
         rm_client_lock(c);
         if (r <= 0)
             continue;
-        if (pfds[0].revents) {
-            uint64_t v;
-            ssize_t got = read(w->wake_fd, &v, sizeof v);
-            (void)got;
-        }
+        if (pfds[0].revents)
+            rm_efd_drain(w->wake_fd);
         for (size_t k = 1; k < np; k++) {
             watch_conn *wc = &w->conns[map[k]];
             if (!pfds[k].revents || !wc->conn)
@@ -445,12 +442,7 @@ int rm_watch_start(rm_err *err, redmutex_client *c)
     return 0;
 }
 
-static void wake(rm_watch *w)
-{
-    uint64_t one = 1;
-    ssize_t r = write(w->wake_fd, &one, sizeof one);
-    (void)r; /* a full counter already means "wake up" */
-}
+static void wake(rm_watch *w) { rm_efd_signal(w->wake_fd); }
 
 void rm_watch_probe_soon(redmutex_client *c, size_t i)
 {

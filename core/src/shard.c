@@ -55,7 +55,7 @@ rm_conn *rm_pubsub_connect(redmutex_client *c, rm_subscriber *sub, rm_server *sr
             if (stop)
                 ok = false;
             else
-                rm_fd_drain(sub->wake_fd);
+                rm_efd_drain(sub->wake_fd);
             /* The wake-up is not lost: the main loop re-plans after connecting. */
         }
         if (!ok || !p[0].revents)
@@ -125,7 +125,7 @@ static size_t shard_of(rm_subscriber *sub, size_t i, rm_server *node)
 
 /* Channel ch of sharded deployment i: subscribed on its slot's owner, or that node's connection is wanted. */
 static void plan_channel(redmutex_client *c, rm_subscriber *sub, rm_channel *ch, size_t i, int64_t now,
-                         size_t *connect_k, int64_t *next_ns)
+                         size_t *connect_k, int64_t *next_ns) RM_REQUIRES(c->mu)
 {
     rm_server *node = rm_deploy_route_locked(c, i, rm_keyslot(ch->name, strlen(ch->name)));
     size_t k = node ? shard_of(sub, i, node) : SIZE_MAX;
@@ -221,7 +221,7 @@ size_t rm_shard_poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *
 
 /* An error reply on a shard connection: a MOVED for an SSUBSCRIBE whose slot moved (the map is corrected
    and the channels there are planned again), anything else breaks it. */
-static bool shard_error(redmutex_client *c, rm_subscriber *sub, size_t k, const rm_reply *r)
+static bool shard_error(redmutex_client *c, rm_subscriber *sub, size_t k, const rm_reply *r) RM_REQUIRES(c->mu)
 {
     rm_shard_conn *sc = &sub->shards[k];
     char host[256];

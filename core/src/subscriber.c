@@ -1,18 +1,16 @@
 /*
- * The subscriber: one thread per client keeps one pub/sub connection per
- * server and subscribes to the release channel of every lock somebody in
- * this process waits for. A release message wakes one waiter of that
- * channel (the oldest not yet woken), so a release costs one retry per
+ * The subscriber: one thread per client keeps one pub/sub connection per server and subscribes
+ * to the release channel of every lock somebody in this process waits for. A release message
+ * wakes one waiter of that channel (the oldest not yet woken), so a release costs one retry per
  * process rather than one per waiting thread.
  *
- * The thread owns the connections (it connects, subscribes, closes); a
- * waiter that leads (waiter.c) reads them meanwhile through
- * rm_subscriber_read. All reading and writing on them happens under the
- * client mutex. An unused channel stays subscribed for a while, so
+ * The thread owns the connections (it connects, subscribes, closes); a waiter that leads
+ * (waiter.c) reads them meanwhile through rm_subscriber_read. All reading and writing on them
+ * happens under the client mutex. An unused channel stays subscribed for a while, so
  * back-to-back waits do not churn.
  *
- * Layering: above conn; below the waiters (waiter.c), whose queues on each
- * channel it keeps and wakes.
+ * Layering: above conn; below the waiters (waiter.c), whose queues on each channel it keeps
+ * and wakes.
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -20,7 +18,9 @@
 #include "deploy.h"
 #include "internal.h"
 #include "kind.h" /* what a message means: rm_message_wakes */
+#include "pool.h"
 #include "resp.h"
+#include "sentinel.h"
 #include "subscriber.h"
 
 #include <errno.h>
@@ -41,7 +41,7 @@ void rm_waiter_signal(rm_waiter *w)
     if (w->notify)
         w->notify(w->notify_ud);
     else
-        rm_fd_signal(w->efd);
+        rm_efd_signal(w->efd);
 }
 
 static void wake_waiter(rm_waiter *w)
@@ -74,9 +74,7 @@ static void wake_all(rm_subscriber *sub)
 
 bool rm_channel_up(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch, size_t i)
 {
-    if (!rm_deploy_sharded_locked(c, i))
-        return sub->up[i];
-    return ch->at[i] >= 0 && sub->shards[ch->at[i]].conn != NULL;
+    return !rm_deploy_sharded_locked(c, i) ? sub->up[i] : ch->at[i] >= 0 && sub->shards[ch->at[i]].conn != NULL;
 }
 
 static void free_channel(rm_channel *ch)
@@ -112,6 +110,7 @@ static void free_subscriber(redmutex_client *c, rm_subscriber *sub)
     free(sub->retry_at);
     free(sub->backoff_ms);
     free(sub->dead);
+    free(sub->switches_seen);
     free(sub);
 }
 
@@ -123,7 +122,6 @@ static void append_cmd(rm_buf *b, const char *verb, const char *channel)
     rm_format_command(b, 2, argv, NULL);
 }
 
-/* Caller holds c->mu. */
 rm_channel *rm_channel_find(rm_subscriber *sub, const char *name, size_t len)
 {
     for (rm_channel *ch = sub->channels; ch; ch = ch->next)
@@ -151,7 +149,7 @@ static void moved_away(rm_subscriber *sub, rm_channel *ch, size_t i)
     ch->skip[i] = 0;
     sub->refresh[i] = true;
     rm_channel_wake_all(ch);
-    rm_fd_signal(sub->wake_fd);
+    rm_efd_signal(sub->wake_fd);
 }
 
 void rm_subscriber_push(rm_subscriber *sub, size_t i, rm_reply *r)
@@ -217,7 +215,7 @@ bool rm_subscriber_fill(rm_conn *conn)
 }
 
 /* Server i's pub/sub connection is gone. Caller holds c->mu. */
-static void lose_server(redmutex_client *c, rm_subscriber *sub, size_t i)
+static void lose_server(redmutex_client *c, rm_subscriber *sub, size_t i) RM_REQUIRES(c->mu)
 {
     sub->up[i] = false;
     for (rm_channel *ch = sub->channels; ch; ch = ch->next) {
@@ -259,7 +257,7 @@ bool rm_subscriber_read(rm_subscriber *sub, size_t i)
 }
 
 /* Closes server i's connection (the thread only). Caller holds c->mu. */
-static void drop_server(redmutex_client *c, rm_subscriber *sub, size_t i)
+static void drop_server(redmutex_client *c, rm_subscriber *sub, size_t i) RM_REQUIRES(c->mu)
 {
     rm_conn_close(sub->conns[i]);
     sub->conns[i] = NULL;
@@ -273,7 +271,7 @@ static void drop_server(redmutex_client *c, rm_subscriber *sub, size_t i)
  * found broken, and queues the SUBSCRIBEs still owed. Returns a server to
  * connect to now (SIZE_MAX: none); *next_ns is the next timer. Caller holds c->mu.
  */
-static size_t plan(redmutex_client *c, rm_subscriber *sub, int64_t *next_ns)
+static size_t plan(redmutex_client *c, rm_subscriber *sub, int64_t *next_ns) RM_REQUIRES(c->mu)
 {
     int64_t now = rm_now_ns();
     bool any_wanted = false;
@@ -322,7 +320,7 @@ static size_t plan(redmutex_client *c, rm_subscriber *sub, int64_t *next_ns)
  * each connection, unless a leader reads them (then only those with output
  * still to send). Returns the number of entries. Caller holds c->mu.
  */
-static size_t poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pfds, size_t *map)
+static size_t poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pfds, size_t *map) RM_REQUIRES(c->mu)
 {
     size_t np = 0;
     pfds[np] = (struct pollfd){sub->wake_fd, POLLIN, 0};
@@ -348,7 +346,7 @@ static size_t poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pf
 }
 
 /* A new connection to server i (or none: NULL). Caller holds c->mu. */
-static void connected(redmutex_client *c, rm_subscriber *sub, size_t i, rm_conn *conn)
+static void connected(redmutex_client *c, rm_subscriber *sub, size_t i, rm_conn *conn) RM_REQUIRES(c->mu)
 {
     if (!conn) {
         lose_server(c, sub, i);
@@ -386,7 +384,7 @@ static bool poll_room(redmutex_client *c, rm_subscriber *sub, struct pollfd **pf
 }
 
 /* Reloads the slot maps a sunsubscribe, a MOVED or a lost node asked for, without c->mu. Caller holds c->mu. */
-static void refresh_maps(redmutex_client *c, rm_subscriber *sub)
+static void refresh_maps(redmutex_client *c, rm_subscriber *sub) RM_REQUIRES(c->mu)
 {
     for (size_t i = 0; i < c->n; i++) {
         if (!sub->refresh[i])
@@ -395,6 +393,23 @@ static void refresh_maps(redmutex_client *c, rm_subscriber *sub)
         rm_client_unlock(c);
         rm_deploy_refresh(NULL, c, i, rm_deadline_after_ms(c->opts.command_timeout_ms));
         rm_client_lock(c);
+    }
+}
+
+/* A master moved (the pool counted it, woke us): a connection made before is dropped (a release
+   may have been missed, even if the master moved back since), a missing one made at once. */
+static void follow_moves(redmutex_client *c, rm_subscriber *sub) RM_REQUIRES(c->mu)
+{
+    if (sub->moves_seen == c->pool.moves)
+        return;
+    sub->moves_seen = c->pool.moves;
+    for (size_t i = 0; i < c->n; i++) {
+        uint64_t switches = rm_sentinel_switches(c, i);
+        if (switches == sub->switches_seen[i] || rm_deploy_sharded_locked(c, i))
+            continue;
+        sub->switches_seen[i] = switches;
+        sub->dead[i] = sub->conns[i] != NULL; /* dropped below (plan) */
+        sub->backoff_ms[i] = sub->retry_at[i] = 0;
     }
 }
 
@@ -407,6 +422,7 @@ static void *subscriber_main(void *arg)
     struct pollfd *pfds = NULL;
     size_t *map = NULL;
     while (!sub->stop && poll_room(c, sub, &pfds, &map, &cap)) {
+        follow_moves(c, sub);
         refresh_maps(c, sub);
         int64_t next_ns = INT64_MAX;
         size_t connect_i = plan(c, sub, &next_ns);
@@ -433,7 +449,7 @@ static void *subscriber_main(void *arg)
         if (r <= 0)
             continue;
         if (pfds[0].revents)
-            rm_fd_drain(sub->wake_fd);
+            rm_efd_drain(sub->wake_fd);
         for (size_t k = 1; k < np; k++) {
             size_t i = map[k];
             if (i >= c->n && pfds[k].revents)
@@ -455,7 +471,7 @@ static void *subscriber_main(void *arg)
 }
 
 /* Starts the subscriber if needed. Caller holds c->mu. */
-static rm_subscriber *ensure_subscriber(redmutex_client *c)
+static rm_subscriber *ensure_subscriber(redmutex_client *c) RM_REQUIRES(c->mu)
 {
     if (c->sub)
         return c->sub;
@@ -469,15 +485,20 @@ static rm_subscriber *ensure_subscriber(redmutex_client *c)
     sub->retry_at = calloc(c->n, sizeof *sub->retry_at);
     sub->backoff_ms = calloc(c->n, sizeof *sub->backoff_ms);
     sub->dead = calloc(c->n, sizeof *sub->dead);
+    sub->switches_seen = calloc(c->n, sizeof *sub->switches_seen);
     sub->refresh = calloc(c->n, sizeof *sub->refresh);
     c->sub = sub;
     if (sub->wake_fd < 0 || !sub->conns || !sub->up || !sub->out || !sub->retry_at || !sub->backoff_ms || !sub->dead ||
-        !sub->refresh || rm_thread_start(&sub->thread, NULL, subscriber_main, c) != 0) {
+        !sub->switches_seen || !sub->refresh || rm_thread_start(&sub->thread, NULL, subscriber_main, c) != 0) {
         c->sub = NULL;
         free_subscriber(c, sub);
         return NULL;
     }
     c->life.refs++; /* the thread's reference, dropped when it exits */
+    sub->moves_seen = c->pool.moves;
+    for (size_t i = 0; i < c->n; i++)
+        sub->switches_seen[i] = rm_sentinel_switches(c, i);
+    rm_pool_listen_locked(c, sub->wake_fd); /* a failover wakes the thread (follow_moves) */
     return sub;
 }
 
@@ -524,7 +545,7 @@ bool rm_channel_join(redmutex_client *c, const char *channel, rm_waiter *w)
     for (size_t i = 0; i < c->n; i++)
         work |= !sub->up[i] || !ch->sent[i];
     if (work)
-        rm_fd_signal(sub->wake_fd);
+        rm_efd_signal(sub->wake_fd);
     return true;
 }
 
@@ -557,7 +578,8 @@ void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns)
        memory) find their channel gone and the client closed. */
     detach_waiters(sub, true);
     sub->stop = true;
-    rm_fd_signal(sub->wake_fd);
+    rm_pool_listen_locked(c, -1); /* its fd is closed with it */
+    rm_efd_signal(sub->wake_fd);
     rm_client_unlock(c);
     if (rm_join_until(sub->thread, deadline_ns)) {
         rm_client_lock(c);
@@ -572,19 +594,6 @@ void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns)
     }
 }
 
-void rm_subscriber_moved(redmutex_client *c, size_t i)
-{
-    rm_subscriber *sub = c->sub;
-    if (!sub || rm_deploy_sharded_locked(c, i))
-        return;
-    if (sub->conns[i] && sub->conns[i]->srv != rm_deploy_home_locked(c, i))
-        sub->dead[i] = true; /* the thread drops it: waiters are woken, a release may have been missed */
-    else if (!sub->conns[i])
-        sub->backoff_ms[i] = 0;
-    sub->retry_at[i] = 0;
-    rm_fd_signal(sub->wake_fd);
-}
-
 void rm_subscriber_forget(redmutex_client *c)
 {
     rm_subscriber *sub = c->sub;
@@ -593,6 +602,7 @@ void rm_subscriber_forget(redmutex_client *c)
     /* The thread did not survive fork: drop its reference and its state.
        Waiters of other parent threads do not exist here either. */
     c->sub = NULL;
+    rm_pool_listen_locked(c, -1);
     c->life.refs--;
     detach_waiters(sub, false); /* their eventfds are shared with the parent: do not touch them */
     free_subscriber(c, sub);

@@ -78,22 +78,9 @@ typedef struct rm_subscriber {
     rm_shard_conn *shards;
     size_t n_shards, cap_shards;
     bool *refresh;
+    uint64_t moves_seen;     /* the pool's failovers (c->pool.moves) the thread has followed */
+    uint64_t *switches_seen; /* per deployment: its failovers (rm_sentinel_switches) followed */
 } rm_subscriber;
-
-/* Wakes whoever polls the eventfd fd. */
-static inline void rm_fd_signal(int fd)
-{
-    uint64_t one = 1;
-    ssize_t r = write(fd, &one, sizeof one);
-    (void)r; /* a full counter already means "wake up" */
-}
-
-static inline void rm_fd_drain(int fd)
-{
-    uint64_t v;
-    ssize_t r = read(fd, &v, sizeof v);
-    (void)r;
-}
 
 /* ---- channels and their waiters (subscriber.c) -------------------------- */
 
@@ -109,7 +96,7 @@ rm_channel *rm_channel_find(rm_subscriber *sub, const char *name, size_t len);
  * holds c->mu. False when the client is closed or memory ran out: w then
  * waits without notifications (timers only).
  */
-bool rm_channel_join(redmutex_client *c, const char *channel, rm_waiter *w);
+bool rm_channel_join(redmutex_client *c, const char *channel, rm_waiter *w) RM_REQUIRES(c->mu);
 /**
  * Reads what server i's pub/sub connection sent and acts on it (wakes
  * waiters). False when the connection broke (or sent what no subscriber
@@ -122,7 +109,7 @@ void rm_subscriber_push(rm_subscriber *sub, size_t i, rm_reply *r);
 /** Reads and parses what conn has; false when it broke. Caller holds c->mu. */
 bool rm_subscriber_fill(rm_conn *conn);
 /** Whether the connection that carries ch for deployment i is up. Caller holds c->mu. */
-bool rm_channel_up(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch, size_t i);
+bool rm_channel_up(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch, size_t i) RM_REQUIRES(c->mu);
 /** Wakes every waiter of ch (its subscription moved or was lost: a release may have been missed). Caller holds c->mu.
  */
 void rm_channel_wake_all(rm_channel *ch);
@@ -135,15 +122,16 @@ void rm_channel_wake_all(rm_channel *ch);
  * readers found broken. Returns a shard connection to open now (SIZE_MAX:
  * none); *next_ns is the next retry. Caller holds c->mu.
  */
-size_t rm_shard_plan(redmutex_client *c, rm_subscriber *sub, bool any_wanted, int64_t *next_ns);
+size_t rm_shard_plan(redmutex_client *c, rm_subscriber *sub, bool any_wanted, int64_t *next_ns) RM_REQUIRES(c->mu);
 /** Queues SUNSUBSCRIBE for a channel about to be freed. Caller holds c->mu. */
-void rm_shard_forget(redmutex_client *c, rm_subscriber *sub, const rm_channel *ch);
+void rm_shard_forget(redmutex_client *c, rm_subscriber *sub, const rm_channel *ch) RM_REQUIRES(c->mu);
 /** A new connection for shard k (or none: NULL, retried later). Caller holds c->mu. */
-void rm_shard_connected(redmutex_client *c, rm_subscriber *sub, size_t k, rm_conn *conn);
+void rm_shard_connected(redmutex_client *c, rm_subscriber *sub, size_t k, rm_conn *conn) RM_REQUIRES(c->mu);
 /** Sends what is queued and adds the shard connections to the poll set (map entries c->n + k). Caller holds c->mu. */
-size_t rm_shard_poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pfds, size_t *map, size_t np);
+size_t rm_shard_poll_set(redmutex_client *c, rm_subscriber *sub, struct pollfd *pfds, size_t *map, size_t np)
+    RM_REQUIRES(c->mu);
 /** Reads shard k's connection; drops it when it broke. Caller holds c->mu. */
-void rm_shard_read(redmutex_client *c, rm_subscriber *sub, size_t k);
+void rm_shard_read(redmutex_client *c, rm_subscriber *sub, size_t k) RM_REQUIRES(c->mu);
 /** A pub/sub connection to srv with its handshake done, or NULL (deadline: connect_timeout_ms; a wake-up that stops the
  * thread ends it). Called without c->mu. */
 rm_conn *rm_pubsub_connect(redmutex_client *c, rm_subscriber *sub, rm_server *srv);
@@ -157,12 +145,6 @@ void rm_shard_free(rm_subscriber *sub);
  */
 void rm_subscriber_stop(redmutex_client *c, int64_t deadline_ns);
 /** In a forked child: drops the thread's state (the thread did not survive fork). */
-void rm_subscriber_forget(redmutex_client *c);
-/**
- * Deployment i's pub/sub connection belongs elsewhere now (a Sentinel
- * deployment's new master): it is dropped, its waiters are woken to look
- * at their locks, and a new one is made at once. Caller holds c->mu.
- */
-void rm_subscriber_moved(redmutex_client *c, size_t i);
+void rm_subscriber_forget(redmutex_client *c) RM_REQUIRES(c->mu);
 
 #endif

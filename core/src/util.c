@@ -36,6 +36,20 @@ int64_t rm_ms_until(int64_t deadline_ns)
     return (d + RM_NS_PER_MS - 1) / RM_NS_PER_MS;
 }
 
+void rm_efd_signal(int fd)
+{
+    uint64_t one = 1;
+    ssize_t r = write(fd, &one, sizeof one);
+    (void)r; /* EAGAIN: the counter is saturated, which is "readable" all the same */
+}
+
+void rm_efd_drain(int fd)
+{
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof v);
+    (void)r;
+}
+
 bool rm_join_until(pthread_t thread, int64_t deadline_ns)
 {
     /* pthread_timedjoin_np takes CLOCK_REALTIME; convert the remaining time.

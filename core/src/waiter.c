@@ -48,7 +48,7 @@
  * script) does not hold up every new wait for the whole subscription
  * deadline. Caller holds c->mu.
  */
-static bool subscribed_enough(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch)
+static bool subscribed_enough(redmutex_client *c, const rm_subscriber *sub, const rm_channel *ch) RM_REQUIRES(c->mu)
 {
     size_t confirmed = 0;
     bool all_up = true;
@@ -65,7 +65,7 @@ static bool subscribed_enough(redmutex_client *c, const rm_subscriber *sub, cons
  * Makes w (a blocking waiter) the reader of the subscription connections if
  * nobody else reads them. True when w leads. Caller holds c->mu.
  */
-static bool take_lead(redmutex_client *c, rm_waiter *w)
+static bool take_lead(redmutex_client *c, rm_waiter *w) RM_REQUIRES(c->mu)
 {
     rm_subscriber *sub = c->sub;
     if (!sub || sub->stop || !w->ch || w->efd < 0 || c->n > LEAD_MAX_SERVERS || (sub->leader && sub->leader != w))
@@ -73,7 +73,7 @@ static bool take_lead(redmutex_client *c, rm_waiter *w)
     if (!sub->leader) {
         sub->leader = w;
         if (sub->polling_conns)
-            rm_fd_signal(sub->wake_fd); /* it stops reading: two readers would wake two threads */
+            rm_efd_signal(sub->wake_fd); /* it stops reading: two readers would wake two threads */
     }
     return true;
 }
@@ -83,7 +83,7 @@ static bool take_lead(redmutex_client *c, rm_waiter *w)
  * connections to poll (conns[] the connections, map[] their servers).
  * Returns the number of entries. Caller holds c->mu.
  */
-static size_t lead(redmutex_client *c, rm_waiter *w, struct pollfd *p, rm_conn **conns, size_t *map)
+static size_t lead(redmutex_client *c, rm_waiter *w, struct pollfd *p, rm_conn **conns, size_t *map) RM_REQUIRES(c->mu)
 {
     if (!take_lead(c, w))
         return 0;
@@ -105,7 +105,7 @@ static size_t lead(redmutex_client *c, rm_waiter *w, struct pollfd *p, rm_conn *
  * left to the subscriber thread to close. Caller holds c->mu.
  */
 static void read_as_leader(redmutex_client *c, rm_waiter *w, const struct pollfd *p, rm_conn *const *conns,
-                           const size_t *map, size_t np)
+                           const size_t *map, size_t np) RM_REQUIRES(c->mu)
 {
     rm_subscriber *sub = c->sub;
     if (!sub || sub->leader != w)
@@ -115,7 +115,7 @@ static void read_as_leader(redmutex_client *c, rm_waiter *w, const struct pollfd
         if (!p[k].revents || sub->conns[i] != conns[k] || sub->dead[i] || rm_subscriber_read(sub, i))
             continue;
         sub->dead[i] = true;
-        rm_fd_signal(sub->wake_fd);
+        rm_efd_signal(sub->wake_fd);
     }
 }
 
@@ -144,7 +144,7 @@ static int sleep_once(redmutex_client *c, rm_waiter *w, rm_wait *wait, int64_t u
     /* Every signal of the eventfd follows a change of state that the
        caller looks at next, under the mutex. */
     if (r > 0)
-        rm_fd_drain(w->efd);
+        rm_efd_drain(w->efd);
     return r;
 }
 
@@ -327,7 +327,7 @@ void rm_waiter_end(redmutex_client *c, rm_waiter *w)
         if (--ch->refs == 0)
             ch->idle_since = rm_now_ns();
         if (c->sub)
-            rm_fd_signal(c->sub->wake_fd);
+            rm_efd_signal(c->sub->wake_fd);
     }
     rm_client_unlock(c);
     if (w->efd >= 0)

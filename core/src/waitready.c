@@ -66,11 +66,12 @@ static void arm_timer(rm_pollwaits *pw, int64_t at_ns)
 }
 
 /* The ready list is empty: the eventfd must not stay readable, but an
-   interrupt not seen yet keeps it so (it bumped the generation first). */
+   interrupt or a close not seen yet keeps it so (each records itself before
+   it writes the eventfd, without the client mutex). */
 static void drain_ready_fd(rm_pollwaits *pw)
 {
     rm_waitfd_drain(pw->efd);
-    if (atomic_load(&pw->c->intr.gen) != pw->intr_seen)
+    if (atomic_load(&pw->c->intr.gen) != pw->intr_seen || (atomic_load(&pw->c->intr.closing) && !pw->closing_seen))
         rm_waitfd_signal(pw->efd);
 }
 
@@ -109,22 +110,25 @@ void rm_ready_unqueue(rm_pollwaits *pw, redmutex_wait *w)
         drain_ready_fd(pw);
 }
 
-/* After an interrupt: every wait begun before it that is still waiting is ready. */
-static void catch_interrupts(rm_pollwaits *pw)
+/* After an interrupt: every wait begun before it that is still waiting is
+   ready. After a close: every wait still waiting (its try says ECLOSED). */
+static void catch_interrupts(rm_pollwaits *pw) RM_REQUIRES(pw->c->mu)
 {
     uint64_t gen = atomic_load(&pw->c->intr.gen);
-    if (gen == pw->intr_seen)
+    bool closing = atomic_load(&pw->c->intr.closing) && !pw->closing_seen;
+    if (gen == pw->intr_seen && !closing)
         return;
     pw->intr_seen = gen;
+    pw->closing_seen |= closing;
     for (redmutex_wait *w = pw->all; w; w = w->next_all)
-        if (w->ws.intr_start != gen && !w->done && !w->freeing) /* an ended wait is freeing */
+        if ((closing || w->ws.intr_start != gen) && !w->done && !w->freeing) /* an ended wait is freeing */
             rm_ready_push(pw, w);
     if (!pw->ready_head)
         drain_ready_fd(pw);
 }
 
 /* Makes every wait whose due time has come ready, and re-arms the timer. */
-static void scan_due(rm_pollwaits *pw, int64_t now)
+static void scan_due(rm_pollwaits *pw, int64_t now) RM_REQUIRES(pw->c->mu)
 {
     if (now < pw->timer_ns)
         return;

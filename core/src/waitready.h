@@ -28,6 +28,7 @@ struct rm_pollwaits {
     pthread_cond_t handoff_done; /* a hand-off to a wait being freed has ended */
     redmutex_client *c;
     uint64_t intr_seen; /* the interrupt generation whose waits were made ready */
+    bool closing_seen;  /* the close's waits were made ready */
 };
 
 struct redmutex_wait {
@@ -57,12 +58,12 @@ struct redmutex_wait {
 /* ---- the ready list and timer (caller holds c->mu) --------------------------- */
 
 /** The client's pollable-wait state, made on first use; NULL with REDMUTEX_ENOMEM in err. */
-rm_pollwaits *rm_ready_ensure(rm_err *err, redmutex_client *c);
+rm_pollwaits *rm_ready_ensure(rm_err *err, redmutex_client *c) RM_REQUIRES(c->mu);
 /** Puts w on the ready list (once) and clears its due time. */
-void rm_ready_push(rm_pollwaits *pw, redmutex_wait *w);
+void rm_ready_push(rm_pollwaits *pw, redmutex_wait *w) RM_REQUIRES(pw->c->mu);
 /** Takes w off the ready list, if it is on it. */
-void rm_ready_unqueue(rm_pollwaits *pw, redmutex_wait *w);
+void rm_ready_unqueue(rm_pollwaits *pw, redmutex_wait *w) RM_REQUIRES(pw->c->mu);
 /** w becomes ready at at_ns (monotonic) unless something makes it so earlier. */
-void rm_ready_set_due(rm_pollwaits *pw, redmutex_wait *w, int64_t at_ns);
+void rm_ready_set_due(rm_pollwaits *pw, redmutex_wait *w, int64_t at_ns) RM_REQUIRES(pw->c->mu);
 
 #endif

@@ -147,7 +147,7 @@ void rm_hold_set_state(redmutex_client *c, rm_hold *h, redmutex_state st)
 }
 
 /* Runs the callbacks due in the event queue; caller holds c->mu, which is released around each call. */
-static void run_callbacks_locked(redmutex_client *c)
+static void run_callbacks_locked(redmutex_client *c) RM_REQUIRES(c->mu)
 {
     rm_callback_event e;
     while (rm_events_take_callback(c, &e)) {
@@ -217,7 +217,7 @@ static bool renew_send(redmutex_client *c, rm_hold **batch, size_t k, const char
        for the keys it is sent unordered: a late renewal of a released token
        finds nothing to renew. */
     if (atomic_load(&c->pool.has_cluster) ? !(*plan = rm_renew_plan_make(c, batch, k, &req, lease_s, call))
-                                     : rm_call_begin(NULL, call, c) != 0)
+                                          : rm_call_begin(NULL, call, c) != 0)
         return false;
     /* A renewal must end within its timeout even on a fresh connection:
        the lock's validity does not wait for a slow connect. */
@@ -275,7 +275,7 @@ static bool same_life(void *ud, size_t i)
    knows it now), not counted as a failure. (A few milliseconds later: a
    cluster that sends MOVED back and forth while it settles must not make
    the watchdog spin.) Caller holds c->mu. */
-static void renew_again(redmutex_client *c, rm_hold *h, int64_t now)
+static void renew_again(redmutex_client *c, rm_hold *h, int64_t now) RM_REQUIRES(c->mu)
 {
     h->renewing = false;
     if (h->state == REDMUTEX_STATE_LOST || h->forgetting)
@@ -287,6 +287,7 @@ static void renew_again(redmutex_client *c, rm_hold *h, int64_t now)
 
 /* Records a renewal's outcome in h and schedules its next one. Caller holds c->mu. */
 static void renew_settle(redmutex_client *c, rm_hold *h, size_t yes, size_t no, int64_t started, int64_t now)
+    RM_REQUIRES(c->mu)
 {
     int64_t lease = c->opts.watchdog_lease_ms;
     h->renewing = false;
@@ -362,6 +363,7 @@ static void renew_batch(redmutex_client *c, rm_hold **batch, size_t k)
  * caps and orphans are dealt with on the way. Caller holds c->mu.
  */
 static size_t take_due(redmutex_client *c, rm_watchdog *wd, rm_hold **batch, int64_t now, int64_t window)
+    RM_REQUIRES(c->mu)
 {
     size_t k = 0;
     while (wd->n > 0 && k < RM_RENEW_BATCH) {
@@ -405,7 +407,7 @@ static size_t take_due(redmutex_client *c, rm_watchdog *wd, rm_hold **batch, int
 
 /* The thread's end: a detached watchdog (shutdown gave up waiting for it)
    frees itself. Caller holds c->mu; it is released. */
-static void watchdog_exit(redmutex_client *c, rm_watchdog *wd)
+static void watchdog_exit(redmutex_client *c, rm_watchdog *wd) RM_RELEASES(c->mu)
 {
     free(wd->batch);
     wd->batch = NULL;
@@ -435,13 +437,14 @@ static void *watchdog_main(void *arg)
        little early costs nothing and saves round trips. */
     int64_t window = c->opts.watchdog_lease_ms * RM_NS_PER_MS / 10;
     while (!wd->stop && batch) {
-        rm_holds_catch_up_locked(c); /* a restart the pool recorded (it broadcast c->holds.wake) */
+        rm_holds_catch_up_locked(c);     /* a restart the pool recorded (it broadcast c->holds.wake) */
+        rm_holds_follow_moves_locked(c); /* a failover the pool counted (likewise) */
         run_callbacks_locked(c);
         if (wd->stop)
             break;
-        /* A restart recorded while a callback ran (c->mu released) broadcast
-           to nobody: catch up with it before sleeping, not at a renewal. */
-        if (c->pool.restarts != c->holds.restarts_seen)
+        /* A restart or failover recorded while a callback ran (c->mu
+           released) broadcast to nobody: catch up before sleeping. */
+        if (c->pool.restarts != c->holds.restarts_seen || c->pool.moves != c->holds.moves_seen)
             continue;
         if (wd->n == 0) {
             wd->sleeping_until = INT64_MAX;
@@ -469,7 +472,7 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-static rm_watchdog *ensure_watchdog(redmutex_client *c)
+static rm_watchdog *ensure_watchdog(redmutex_client *c) RM_REQUIRES(c->mu)
 {
     if (c->holds.wd)
         return c->holds.wd;
@@ -477,6 +480,10 @@ static rm_watchdog *ensure_watchdog(redmutex_client *c)
     if (!wd)
         return NULL;
     wd->sleeping_until = 0; /* starting: it looks at the heap before sleeping */
+    if (rm_holds_track_moves(c) != 0) {
+        free(wd);
+        return NULL;
+    }
     c->holds.wd = wd;
     if (rm_thread_start(&wd->thread, NULL, watchdog_main, c) != 0) {
         c->holds.wd = NULL;

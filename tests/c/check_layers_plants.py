@@ -22,14 +22,14 @@ PLANTS = [
     (
         "conn.h",
         "static inline void rm_conn_progress",
-        "static inline void rm_conn_planted(redmutex_client *c) { rm_holds_renew_now(c, 0); }\n",
-        "rm_conn_planted calls rm_holds_renew_now of holds.c, a layer above it",
+        "static inline void rm_conn_planted(redmutex_client *c) { rm_holds_follow_moves_locked(c); }\n",
+        "rm_conn_planted calls rm_holds_follow_moves_locked of holds.c, a layer above it",
     ),
     (
         "conn.h",
         "static inline void rm_conn_progress",
-        "#define RM_CONN_PLANTED(c) \\\n    rm_subscriber_moved((c), 0)\n",
-        "RM_CONN_PLANTED calls rm_subscriber_moved of subscriber.c, a layer above it",
+        "#define RM_CONN_PLANTED(c) \\\n    rm_subscriber_forget((c))\n",
+        "RM_CONN_PLANTED calls rm_subscriber_forget of subscriber.c, a layer above it",
     ),
     (
         "conn.h",

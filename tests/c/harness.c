@@ -124,12 +124,27 @@ void rt_fail(const char *file, int line, const char *fmt, ...)
     _exit(1);
 }
 
-int rt_run(const rt_test *tests, size_t n, int argc, char **argv)
+static bool named_in(const char *name, const char *const *names)
+{
+    for (; names && *names; names++)
+        if (strcmp(*names, name) == 0)
+            return true;
+    return false;
+}
+
+int rt_run(const rt_test *tests, size_t n, int argc, char **argv) { return rt_run_marked(tests, n, NULL, argc, argv); }
+
+int rt_run_marked(const rt_test *tests, size_t n, const char *const *alone_cases, int argc, char **argv)
 {
     signal(SIGPIPE, SIG_DFL); /* the library must never raise it */
     size_t ran = 0;
+    const char *mode = getenv("RT_ALONE"); /* "only", "skip" or unset (harness.h) */
+    bool only = mode && strcmp(mode, "only") == 0, skip = mode && strcmp(mode, "skip") == 0;
     for (size_t i = 0; i < n; i++) {
         if (argc > 1 && !strstr(tests[i].name, argv[1]))
+            continue;
+        bool alone = named_in(tests[i].name, alone_cases);
+        if ((only && !alone) || (skip && alone))
             continue;
         current_test = tests[i].name;
         int64_t t0 = rt_now_ms();

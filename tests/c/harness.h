@@ -23,6 +23,13 @@ typedef struct rt_test {
 } rt_test;
 
 int rt_run(const rt_test *tests, size_t n, int argc, char **argv);
+/*
+ * rt_run, where the cases named in `alone` (NULL-terminated) compare timings
+ * measured over seconds, so nothing may run beside them: RT_ALONE=only in the
+ * environment runs only those, RT_ALONE=skip all others (ctest runs the two
+ * halves as two tests, the first with RUN_SERIAL); unset, every case runs.
+ */
+int rt_run_marked(const rt_test *tests, size_t n, const char *const *alone, int argc, char **argv);
 void rt_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
 
 #define CHECK(cond)                                                                                                    \

@@ -904,6 +904,97 @@ static void test_bad_input_is_refused(void)
     rs_stop(&srv);
 }
 
+/*
+ * redmutex_client_close() ends every wait in progress: a pollable wait too
+ * becomes ready at once (not at its next due time, a minute away here), so
+ * the loop that polls the wait fd learns it; its try reports
+ * REDMUTEX_ECLOSED and it leaves the server's fair queue.
+ */
+static void test_close_makes_every_pollable_wait_ready(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(60000), *hc = pw_client(60000);
+    redmutex_lock *l = pw_lock(c, "pw:closef", REDMUTEX_KIND_FAIR), *h = pw_lock(hc, "pw:closef", REDMUTEX_KIND_FAIR);
+    redmutex_lock *pl = pw_lock(c, "pw:close-plain", REDMUTEX_KIND_LOCK);
+    redmutex_lock *ph = pw_lock(hc, "pw:close-plain", REDMUTEX_KIND_LOCK);
+    CHECK_OK(redmutex_lock_acquire(h, "holder", 0));
+    CHECK_OK(redmutex_lock_acquire(ph, NULL, 0));
+    redmutex_wait *tried, *untried, *plain;
+    CHECK_OK(redmutex_wait_new(&tried, l, "a"));
+    CHECK_OK(redmutex_wait_new(&untried, l, "b"));
+    CHECK_OK(redmutex_wait_new(&plain, pl, NULL));
+    CHECK_RC(redmutex_wait_try(tried), REDMUTEX_ETIMEDOUT);
+    CHECK_RC(redmutex_wait_try(plain), REDMUTEX_ETIMEDOUT);
+    CHECK(rs_int(&srv, "LLEN redisson_lock_queue:{pw:closef}") == 1);
+    drain_ready(c);
+    CHECK(redmutex_client_wait_fd(c) >= 0);
+    CHECK_OK(redmutex_client_close(c));
+    redmutex_wait *ws[] = {tried, untried, plain};
+    int64_t ms = await_each_ready(c, ws, 3, 2000);
+    CHECKF(ms < rt_scaled_ms(500), "ready %lld ms after the close returned", (long long)ms);
+    CHECK_RC(redmutex_wait_try(tried), REDMUTEX_ECLOSED);
+    CHECK_RC(redmutex_wait_try(untried), REDMUTEX_ECLOSED);
+    CHECK_RC(redmutex_wait_try(plain), REDMUTEX_ECLOSED);
+    redmutex_wait_free(tried);
+    redmutex_wait_free(untried);
+    redmutex_wait_free(plain);
+    /* Nobody is left in the fair queue: the holder's release frees the lock. */
+    CHECK(rs_int(&srv, "LLEN redisson_lock_queue:{pw:closef}") == 0);
+    CHECK_OK(redmutex_lock_release(h, "holder"));
+    CHECK(!rs_exists(&srv, "pw:closef"));
+    CHECK_OK(redmutex_lock_release(ph, NULL));
+    redmutex_lock_free(l);
+    redmutex_lock_free(pl);
+    redmutex_lock_free(h);
+    redmutex_lock_free(ph);
+    redmutex_client_free(c);
+    redmutex_client_close(hc);
+    redmutex_client_free(hc);
+    rs_stop(&srv);
+}
+
+/*
+ * The close's wake-up is not lost when the ready list empties meanwhile: a
+ * queued wait freed right after the close drains the wait fd (the list is
+ * empty), yet the fd becomes readable for the untried wait the close ended.
+ */
+static void test_close_is_not_lost_to_a_free_that_empties_the_ready_list(void)
+{
+    rs_start(&srv, NULL);
+    redmutex_client *c = pw_client(60000), *hc = pw_client(60000);
+    redmutex_lock *lx = pw_lock(c, "pw:cfx", REDMUTEX_KIND_LOCK), *hx = pw_lock(hc, "pw:cfx", REDMUTEX_KIND_LOCK);
+    redmutex_lock *ly = pw_lock(c, "pw:cfy", REDMUTEX_KIND_LOCK);
+    CHECK_OK(redmutex_lock_acquire(hx, NULL, 0));
+    redmutex_wait *d, *untried;
+    CHECK_OK(redmutex_wait_new(&d, lx, NULL));
+    CHECK_OK(redmutex_wait_new(&untried, ly, NULL));
+    CHECK_RC(redmutex_wait_try(d), REDMUTEX_ETIMEDOUT);
+    WAIT_FOR(rs_numsub(&srv, "redisson_lock__channel:{pw:cfx}") == 1, 2000);
+    int fd = redmutex_client_wait_fd(c);
+    /* Until nothing is due any more: the subscription's confirmation and
+       d's first due time (its 50 ms backoff) have both come and gone. */
+    do
+        drain_ready(c);
+    while (readable(fd, 300));
+    CHECK(!readable(fd, 0));
+    CHECK_OK(redmutex_lock_release(hx, NULL)); /* the release message makes d ready (queued) */
+    CHECK(readable(fd, rt_scaled_ms(2000)));
+    CHECK_OK(redmutex_client_close(c));
+    redmutex_wait_free(d); /* unqueues d: the list is empty, the fd drained */
+    CHECKF(readable(fd, rt_scaled_ms(1000)), "the wait fd is not readable after the close and the free");
+    uint64_t id = 0;
+    CHECK(redmutex_client_next_ready(c, &id) == 1 && id == redmutex_wait_id(untried));
+    CHECK_RC(redmutex_wait_try(untried), REDMUTEX_ECLOSED);
+    redmutex_wait_free(untried);
+    redmutex_lock_free(lx);
+    redmutex_lock_free(ly);
+    redmutex_lock_free(hx);
+    redmutex_client_free(c);
+    redmutex_client_close(hc);
+    redmutex_client_free(hc);
+    rs_stop(&srv);
+}
+
 int main(int argc, char **argv)
 {
     static const rt_test tests[] = {
@@ -928,6 +1019,9 @@ int main(int argc, char **argv)
          test_close_makes_waits_ready_and_frees_work_in_any_order},
         {"interrupt_ends_pollable_waits_begun_before_it", test_interrupt_ends_pollable_waits_begun_before_it},
         {"interrupt_while_a_worker_tries_ends_every_wait", test_interrupt_while_a_worker_tries_ends_every_wait},
+        {"close_makes_every_pollable_wait_ready", test_close_makes_every_pollable_wait_ready},
+        {"close_is_not_lost_to_a_free_that_empties_the_ready_list",
+         test_close_is_not_lost_to_a_free_that_empties_the_ready_list},
         {"bad_input_is_refused", test_bad_input_is_refused},
     };
     return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);

@@ -197,7 +197,7 @@ static void test_the_walk_sorts_every_kind_of_answer(void)
         snprintf(names[i], sizeof names[i], "server-%zu", i + 1);
         servers[i].ep.display = names[i];
     }
-    c.servers = servers;
+    c.pool.servers = servers;
     c.n = 6;
     c.quorum = 4;
     rm_call call;

@@ -1763,5 +1763,9 @@ int main(int argc, char **argv)
         {"nested_levels_and_extends_ride_out_a_stalling_minority",
          test_nested_levels_and_extends_ride_out_a_stalling_minority},
     };
-    return rt_run(tests, sizeof tests / sizeof tests[0], argc, argv);
+    /* Throughputs compared over seconds: run with nothing beside them (harness.h). */
+    static const char *const alone[] = {"straggler_stress_keeps_exclusion_and_leaves_no_keys",
+                                        "stalling_minority_costs_only_its_votes",
+                                        "nested_levels_and_extends_ride_out_a_stalling_minority", NULL};
+    return rt_run_marked(tests, sizeof tests / sizeof tests[0], alone, argc, argv);
 }

@@ -50,6 +50,8 @@ void drv_json_escape(char *out, size_t size, const char *s)
 }
 
 static void log_line(int64_t t, int w, int64_t h, const char *ev, const char *fields, va_list ap)
+    __attribute__((format(printf, 5, 0)));
+static void log_line(int64_t t, int w, int64_t h, const char *ev, const char *fields, va_list ap)
 {
     char body[1536];
     vsnprintf(body, sizeof body, fields, ap);
