@@ -65,7 +65,7 @@ bool rm_join_until(pthread_t thread, int64_t deadline_ns);
  * same). One write(2): async-signal-safe (the caller keeps errno if it must).
  */
 void rm_efd_signal(int fd);
-/** Reads a non-blocking eventfd's counter back to 0: not readable until the next signal. */
+/** Reads a non-blocking eventfd's (or timerfd's) counter back to 0: not readable until the next signal. */
 void rm_efd_drain(int fd);
 /**
  * pthread_create for the library's own threads: the thread starts with every

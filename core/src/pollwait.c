@@ -235,14 +235,21 @@ static bool interrupted(const redmutex_wait *w) { return atomic_load(&w->c->intr
 static int try_begin(rm_err *err, redmutex_wait *w)
 {
     redmutex_client *c = w->c;
-    int rc = w->ended ? 0 : rm_client_usable(err, c); /* ended: EINTR, even after a close */
-    if (rc || w->ended || interrupted(w))
-        return rc ? rc : end_interrupted(err, w);
+    if (w->ended) /* EINTR, even after a close */
+        return end_interrupted(err, w);
+    /* The closed flag is read where the wait leaves the ready list: a close
+       after this makes it ready again (catch_interrupts), one before it is
+       seen here, so the close's readiness is never taken back unseen. */
     rm_client_lock(c);
-    rm_ready_unqueue(c->pollwait.pw, w);
-    w->due_ns = INT64_MAX;
+    bool closed = c->life.closed;
+    if (!closed) {
+        rm_ready_unqueue(c->pollwait.pw, w);
+        w->due_ns = INT64_MAX;
+    }
     rm_client_unlock(c);
-    return RM_TRY_ON;
+    if (closed)
+        return rm_fail(err, REDMUTEX_ECLOSED, "the client was closed");
+    return interrupted(w) ? end_interrupted(err, w) : RM_TRY_ON;
 }
 
 /* A custom wait's try: the creator's try, then, while it is not done, the

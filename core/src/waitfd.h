@@ -22,18 +22,4 @@ void rm_waitfd_renew(int epfd, int efd, int tfd);
 /** A condition variable on CLOCK_MONOTONIC. */
 void rm_cond_init_monotonic(pthread_cond_t *cond);
 
-static inline void rm_waitfd_signal(int fd)
-{
-    uint64_t one = 1;
-    ssize_t r = write(fd, &one, sizeof one);
-    (void)r; /* a saturated counter is readable all the same */
-}
-
-static inline void rm_waitfd_drain(int fd)
-{
-    uint64_t v;
-    ssize_t r = read(fd, &v, sizeof v);
-    (void)r;
-}
-
 #endif

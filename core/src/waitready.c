@@ -70,9 +70,9 @@ static void arm_timer(rm_pollwaits *pw, int64_t at_ns)
    it writes the eventfd, without the client mutex). */
 static void drain_ready_fd(rm_pollwaits *pw)
 {
-    rm_waitfd_drain(pw->efd);
+    rm_efd_drain(pw->efd);
     if (atomic_load(&pw->c->intr.gen) != pw->intr_seen || (atomic_load(&pw->c->intr.closing) && !pw->closing_seen))
-        rm_waitfd_signal(pw->efd);
+        rm_efd_signal(pw->efd);
 }
 
 void rm_ready_push(rm_pollwaits *pw, redmutex_wait *w)
@@ -88,7 +88,7 @@ void rm_ready_push(rm_pollwaits *pw, redmutex_wait *w)
         pw->ready_head = w;
     pw->ready_tail = w;
     if (pw->ready_head == w)
-        rm_waitfd_signal(pw->efd);
+        rm_efd_signal(pw->efd);
 }
 
 void rm_ready_unqueue(rm_pollwaits *pw, redmutex_wait *w)
@@ -132,7 +132,7 @@ static void scan_due(rm_pollwaits *pw, int64_t now) RM_REQUIRES(pw->c->mu)
 {
     if (now < pw->timer_ns)
         return;
-    rm_waitfd_drain(pw->tfd);
+    rm_efd_drain(pw->tfd);
     int64_t next = INT64_MAX;
     for (redmutex_wait *w = pw->all; w; w = w->next_all) {
         if (w->due_ns <= now)
