@@ -89,7 +89,8 @@ int rm_waitstep_join(rm_err *err, rm_waitstep *s, bool *ready_now);
  * behind another (hold_back, rm_waitstep_behind), joins the channel if a
  * pollable wait has not, and computes the next due time. 0 acquired,
  * RM_ATTEMPT_BUSY (out says when next; s->info.why why), or an error (the
- * caller then gives up). Blocks one round trip at most (plus a join).
+ * caller then gives up). Blocks for one attempt, plus the undo of an
+ * acquisition of unknown outcome (RM_WAIT_UNKNOWN news) and a join.
  */
 int rm_waitstep_step(rm_err *err, rm_waitstep *s, int news, rm_step_out *out);
 /** When a wait is due after its last try (s->info's figures), `silent`: the pause brought no news. */
@@ -97,7 +98,7 @@ int64_t rm_waitstep_due(rm_waitstep *s, bool silent);
 /**
  * The one way out, won or not, and idempotent: gives back what a hand-off
  * reported by `news` gave a wait that does not take it, leaves the fair
- * queue (unless `won`), then the channel. True when a granted hold could
+ * queue (unless `won`, or a granted hold is kept), then the channel. True when a granted hold could
  * not be given back: it stays recorded, and the caller reports it held.
  */
 bool rm_waitstep_give_up(rm_waitstep *s, int news, bool won);
