@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-test}
 export REDMUTEX_TEST_TIME_SCALE=${REDMUTEX_TEST_TIME_SCALE:-4}
+# test_safety's straggler stress: 10 s of the same code instead of 30 (as under the sanitizers).
+export REDMUTEX_STRESS_SECONDS=${REDMUTEX_STRESS_SECONDS:-10}
 # Longest first (after the serial ones): they run ${REDMUTEX_VALGRIND_JOBS:-2} at a time (most of a test's time is its
 # servers' and leases' wall-clock time, not CPU), each one's output printed when it ends.
 # test_safety's cases that compare throughputs over seconds run alone (RT_ALONE=only,
