@@ -638,6 +638,8 @@ def main() -> int:
             "go": contend_copies,
             "node": contend_copies,
         }
+        used = {v[0] for v in LIBS.values()}  # with --libs, only the peers those libraries need
+        copies = {lang: n for lang, n in copies.items() if lang in used}
         peers = Peers(args.build, workdir if q else os.path.join(args.build, "logs"), copies)
         try:
             if "pairs" in only:
