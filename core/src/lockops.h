@@ -141,18 +141,16 @@ void rm_release_value(redmutex_lock *l, const char *value);
 void rm_release_all(redmutex_client *c, int64_t deadline_ns);
 
 /**
- * Checks the handle and owner and fills owner_key (the key of the local hold)
- * and value (the token or hash field to store) as redmutex_lock_acquire does.
- * 0 or an error code with message.
+ * Checks the owner and fills owner_key (the key of the local hold) and value
+ * (the token or hash field to store) as redmutex_lock_acquire does (the
+ * caller checked the handle). 0 or an error code with message.
  */
-int rm_acquire_prepare(rm_err *err, redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
-                       char value[RM_VALUE_MAX + 1]);
+int rm_acquire_owner_value(rm_err *err, redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
+                           char value[RM_VALUE_MAX + 1]);
 /** A fair lock's wait that stops waiting leaves the queue on every server,
     and gives back a hand-off that reached it unless the owner holds the lock
     through a live hold of this client (the field's level is that hold's). */
 void rm_fair_stop_waiting(redmutex_lock *l, const char *value);
-/** Whether this process holds the lock for owner_key through this handle. */
-bool rm_lock_holds(redmutex_lock *l, const char *owner_key);
 /** redmutex_lock_release for an owner key already resolved. */
 int rm_lock_release_key(rm_err *err, redmutex_lock *l, const char *owner_key, bool explicit_owner);
 

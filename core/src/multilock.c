@@ -142,7 +142,7 @@ static int op_begin(rm_err *err, multi_op *op, redmutex_multi_lock *m, const cha
         return rm_fail(err, REDMUTEX_ENOMEM, "out of memory");
     int rc = rm_client_usable(err, m->c);
     for (size_t j = 0; rc == 0 && j < m->n; j++)
-        rc = acquire ? rm_acquire_prepare(err, m->locks[j], owner, op->owner_key[j], op->value[j])
+        rc = acquire ? rm_acquire_owner_value(err, m->locks[j], owner, op->owner_key[j], op->value[j])
                      : rm_lock_resolve_owner(err, m->locks[j], owner, op->owner_key[j]);
     return rc;
 }
@@ -244,7 +244,7 @@ int redmutex_multi_lock_release(redmutex_multi_lock *m, const char *owner)
            are not held (reported, after the rest were released). */
         size_t missing = m->n;
         for (size_t j = 0; j < m->n; j++) {
-            op.held[j] = rm_lock_holds(m->locks[j], op.owner_key[j]);
+            op.held[j] = rm_hold_exists(m->locks[j], op.owner_key[j]);
             if (!op.held[j] && missing == m->n)
                 missing = j;
         }

@@ -20,7 +20,7 @@
 
 /* The owner key of the local hold, and the value the servers will store:
    a fresh token for a plain lock's anonymous holder, else the owner's field. */
-static int owner_and_value(rm_err *err, redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
+int rm_acquire_owner_value(rm_err *err, redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
                            char value[RM_VALUE_MAX + 1])
 {
     int rc = rm_lock_resolve_owner(err, l, owner, owner_key);
@@ -32,18 +32,9 @@ static int owner_and_value(rm_err *err, redmutex_lock *l, const char *owner, cha
     return 0;
 }
 
-int rm_acquire_prepare(rm_err *err, redmutex_lock *l, const char *owner, char owner_key[RM_VALUE_MAX + 1],
-                       char value[RM_VALUE_MAX + 1])
-{
-    int rc = rm_lock_check_handle(err, l, "redmutex_wait_new");
-    return rc ? rc : owner_and_value(err, l, owner, owner_key, value);
-}
-
-bool rm_lock_holds(redmutex_lock *l, const char *owner_key) { return rm_hold_exists(l, owner_key); }
-
 int rm_waitstep_begin(rm_err *err, rm_waitstep *s, redmutex_lock *l, const char *owner, bool waiting)
 {
-    int rc = owner_and_value(err, l, owner, s->owner_key, s->value);
+    int rc = rm_acquire_owner_value(err, l, owner, s->owner_key, s->value);
     if (rc)
         return rc;
     s->c = l->c;
