@@ -8,7 +8,11 @@ release that added it (REDMUTEX_1.1, ...), never in REDMUTEX_1: a program
 built against a newer library then refuses to start on an older one (a
 missing version node) instead of failing later on a missing function. And
 the doc comment of each such function in redmutex.h says "Since 1.N." for
-its node. Exits 1 listing every function that breaks a rule.
+its node. And the release's version is the same everywhere it is written
+(CMakeLists.txt's project(), which the packages read, and the copies the
+header, the Python package, the bindings and the man page carry), and the
+release has its ABI baseline in abi/ (abi/README.md). Exits 1 listing every
+rule broken.
 """
 
 from __future__ import annotations
@@ -72,17 +76,51 @@ def problems(funcs: dict[str, str], base: set[str], header: str) -> list[str]:
     return out
 
 
+# Where the version is written besides CMakeLists.txt: file, and a pattern whose group 1 is it.
+VERSION_PLACES = [
+    ("core/include/redmutex.h", r'#define REDMUTEX_VERSION_STRING "([^"]+)"'),
+    ("python/redmutex/__init__.py", r'^__version__ = "([^"]+)"'),
+    ("bindings/ruby/redmutex.rb", r'VERSION = "([^"]+)"'),
+    ("bindings/perl/Redmutex_idioms.pm", r"our \$VERSION = '([^']+)'"),
+    ("bindings/lua/redmutex.lua", r'VERSION = "([^"]+)"'),
+    ("cli/redmutex.1", r'^\.TH REDMUTEX 1 "[^"]*" "redmutex ([^"]+)"'),
+]
+
+
+def version_problems(root: Path) -> tuple[str, list[str]]:
+    """The project's version (CMakeLists.txt), and every place that disagrees or lacks it."""
+    cmake = (root / "CMakeLists.txt").read_text()
+    m = re.search(r"^project\(redmutex\s+VERSION\s+(\d+\.\d+\.\d+)", cmake, re.M)
+    if not m:
+        return "", ["CMakeLists.txt: no 'project(redmutex VERSION x.y.z' line"]
+    version, out = m[1], []
+    for path, pattern in VERSION_PLACES:
+        found = re.search(pattern, (root / path).read_text(), re.M)
+        if not found:
+            out.append(f"{path}: no version found (pattern {pattern})")
+        elif found[1] != version:
+            out.append(f"{path}: says {found[1]}, CMakeLists.txt says {version}")
+    major, minor, _ = version.split(".")
+    if minor != "0" and not (root / "abi" / f"libredmutex.so.{major}-{major}.{minor}.0.abi").exists():
+        out.append(f"abi/: no baseline of {major}.{minor}.0 (abi/README.md says how to write it)")
+    return version, out
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
     funcs = exported(argv[0])
     found = problems(funcs, baseline(), HEADER.read_text())
+    version, wrong = version_problems(ROOT)
+    found += wrong
     if found:
-        print("symbol versions:", *found, sep="\n  ", file=sys.stderr)
+        print("versions:", *found, sep="\n  ", file=sys.stderr)
         return 1
     nodes = sorted(set(funcs.values()))
     print(f"ok: {len(funcs)} functions in {', '.join(nodes)}; each added one says when in redmutex.h")
+    places = len(VERSION_PLACES)
+    print(f"ok: version {version} in CMakeLists.txt and the {places} places that repeat it; its ABI baseline")
     return 0
 
 
